@@ -1,0 +1,19 @@
+"""primus_megatron: zero-bubble pipeline schedules behind Megatron's forward_backward_func.
+
+`primus_megatron.schedules` is pure Python; the torch-facing API is imported
+lazily so that the planner runs without torch.
+"""
+__version__ = "0.1.0"
+
+_LAZY = {
+    "get_forward_backward_func": "primus_megatron.runtime.forward_backward",
+    "build_model": "primus_megatron.runtime.model",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'primus_megatron' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Megatron-core version differences and CPU/gloo shims."""

@@ -1,0 +1,190 @@
+"""Run megatron-core 0.16.1 on CPU with gloo.
+
+``enable()`` patches the few places where megatron-core assumes CUDA, so that
+``parallel_state.initialize_model_parallel`` (gloo), GPTModel built from
+``get_gpt_layer_local_spec()`` (forward + backward) and megatron's own
+pipeline schedules (1F1B, interleaved) with their ``P2PCommunicator`` work on
+CPU across gloo processes.  It is meant for CPU runs only: after ``enable()``
+the patched megatron modules allocate on CPU whatever CUDA is present.
+
+How: where a megatron module calls ``torch.cuda.current_device()``,
+``torch.cuda.synchronize()`` or ``torch.zeros(..., device="cuda")``, we replace
+that module's global name ``torch`` with a thin proxy that answers "cpu"
+(nothing changes for the rest of the process).  The CUDA RNG tracker and the
+global memory buffer get method patches.  The only process-wide change is a
+``Tensor.cuda`` -> identity swap held for the duration of
+``LanguageModule.setup_embeddings_and_output_layer`` (tied embeddings with pp>1).
+
+Not covered: megatron's DistributedDataParallel, optimizers and grad scaler,
+fused kernels (``gradient_accumulation_fusion``), TransformerEngine, CUDA graphs.
+"""
+
+import contextlib
+import importlib
+import types
+
+import torch
+
+__all__ = ["enable", "is_enabled"]
+
+_CPU = torch.device("cpu")
+_enabled = False
+
+# megatron modules whose global ``torch`` becomes the CPU proxy (and why).
+_PROXIED_MODULES = (
+    # recv buffers use torch.cuda.current_device(); batch p2p calls torch.cuda.synchronize()
+    "megatron.core.pipeline_parallel.p2p_communication",
+    # total_num_tokens = torch.zeros([], device="cuda"); torch.autocast("cuda") if enabled
+    "megatron.core.pipeline_parallel.schedules",
+    # GPU-init weights, sequence-parallel reduce-scatter buffer, dummy wgrad on current_device()
+    "megatron.core.tensor_parallel.layers",
+    # tensor/sequence-parallel gather/scatter outputs allocated on current_device()
+    "megatron.core.tensor_parallel.mappings",
+    # split/gather helpers allocate on current_device()
+    "megatron.core.tensor_parallel.utils",
+    # causal / sliding-window masks built with device="cuda" when attention_mask is None
+    "megatron.core.transformer.utils",
+)
+
+
+def _cpu_device(device):
+    """Map a CUDA device spec (``"cuda"``, ``"cuda:1"``, an int, a cuda device) to CPU."""
+    if device is None:
+        return None
+    if isinstance(device, int) or torch.device(device).type == "cuda":
+        return _CPU
+    return device
+
+
+def _on_cpu(factory):
+    """Wrap a tensor factory so that a CUDA ``device=`` argument lands on CPU."""
+
+    def wrapper(*args, **kwargs):
+        if "device" in kwargs:
+            kwargs["device"] = _cpu_device(kwargs["device"])
+        return factory(*args, **kwargs)
+
+    wrapper.__name__ = getattr(factory, "__name__", "factory")
+    return wrapper
+
+
+class _CudaOnCpu(types.ModuleType):
+    """``torch.cuda`` as seen by a patched megatron module."""
+
+    def __init__(self):
+        super().__init__("torch.cuda")
+
+    @staticmethod
+    def current_device():
+        # megatron passes this as ``device=``; a CPU device is accepted everywhere it is used
+        return _CPU
+
+    @staticmethod
+    def synchronize(device=None):
+        # gloo work is complete once its request is waited on: nothing to synchronise
+        return None
+
+    def __getattr__(self, name):
+        return getattr(torch.cuda, name)
+
+
+class _TorchOnCpu(types.ModuleType):
+    """``torch`` as seen by a patched megatron module: CUDA placements go to CPU."""
+
+    def __init__(self):
+        super().__init__("torch")
+        self.cuda = _CudaOnCpu()
+        for name in ("empty", "zeros", "ones", "full", "tensor"):
+            setattr(self, name, _on_cpu(getattr(torch, name)))
+
+    @staticmethod
+    def autocast(device_type, *args, **kwargs):
+        # config.enable_autocast makes schedules.forward_step open autocast("cuda")
+        return torch.autocast("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+
+def _patch_memory_buffer():
+    from megatron.core import utils
+
+    def get_tensor(self, tensor_shape, dtype, name, mem_alloc_context=None):
+        # upstream allocates on torch.cuda.current_device(); same reuse logic, on CPU
+        numel = 1
+        for dim in tensor_shape:
+            numel *= dim
+        buf = self.buffer.get((name, dtype))
+        if buf is None or buf.numel() < numel:
+            with (mem_alloc_context or contextlib.nullcontext)():
+                buf = torch.empty(numel, dtype=dtype, device=_CPU, requires_grad=False)
+            self.buffer[(name, dtype)] = buf
+        return buf[0:numel].view(*tensor_shape)
+
+    utils.GlobalMemoryBuffer.get_tensor = get_tensor
+
+
+def _patch_rng():
+    from megatron.core.tensor_parallel import random
+
+    def add(self, name, seed):
+        # upstream snapshots torch.cuda RNG state; on CPU only book-keep the seed
+        self._is_initialized = True
+        if seed in self.seeds_:
+            raise Exception(f"seed {seed} already exists")
+        if name in self.states_:
+            raise Exception(f"cuda rng state {name} already exists")
+        self.seeds_.add(seed)
+        self.states_[name] = torch.Generator().manual_seed(seed).get_state()
+
+    def fork(self, name=None):
+        # no CUDA generator to swap: code under fork() draws from the CPU default generator
+        return contextlib.nullcontext()
+
+    random.CudaRNGStatesTracker.add = add
+    random.CudaRNGStatesTracker.fork = fork
+    # activation recompute (CheckpointFunction) saves/restores the CUDA RNG: nothing to do on CPU
+    random._get_cuda_rng_state = lambda *args, **kwargs: None
+    random._set_cuda_rng_state = lambda *args, **kwargs: None
+
+
+@contextlib.contextmanager
+def _tensor_cuda_is_identity():
+    original = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self
+    try:
+        yield
+    finally:
+        torch.Tensor.cuda = original
+
+
+def _patch_tied_embeddings():
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+
+    original = LanguageModule.setup_embeddings_and_output_layer
+
+    def setup_embeddings_and_output_layer(self):
+        # upstream does weight.data.cuda() before the embedding-group all-reduce (pp>1, tied)
+        with _tensor_cuda_is_identity():
+            return original(self)
+
+    LanguageModule.setup_embeddings_and_output_layer = setup_embeddings_and_output_layer
+
+
+def enable():
+    """Patch megatron-core for CPU/gloo. Idempotent; call before building models."""
+    global _enabled
+    if _enabled:
+        return
+    proxy = _TorchOnCpu()
+    for module_name in _PROXIED_MODULES:
+        importlib.import_module(module_name).torch = proxy
+    _patch_memory_buffer()
+    _patch_rng()
+    _patch_tied_embeddings()
+    _enabled = True
+
+
+def is_enabled():
+    """Whether ``enable()`` has run in this process."""
+    return _enabled

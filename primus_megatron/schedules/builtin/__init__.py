@@ -1,0 +1,1 @@
+"""Built-in schedules: every module here registers one schedule (or a family)."""

@@ -1,0 +1,94 @@
+"""Cost model: per-stage op times, p2p latency and activation memory.
+
+Scalar values describe one rank's full layer share for one microbatch (what a
+1F1B stage costs); an op on one of `chunks` chunks costs value / chunks. A list
+of length `pp` gives per-rank shares (also divided by chunks); a list of length
+`pp * chunks` gives per-virtual-stage values used as they are. `comm` is the
+latency of one p2p message leaving a stage and is never divided.
+
+Memory is in units of one rank's full activation share for one microbatch:
+F adds `mem_f`, B adds `mem_b`, W adds `mem_w` (signed deltas that sum to 0).
+The default frees everything at W, as the weight gradient still needs the
+layer inputs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Sequence, Union
+
+from .errors import ScheduleError
+from .ir import B, BW, F, W, owner_of
+
+Value = Union[float, Sequence[float]]
+
+
+@dataclass(frozen=True)
+class Costs:
+    f: Value = 1.0
+    b: Value = 1.0
+    w: Value = 1.0
+    comm: Value = 0.0
+    mem_f: Value = 1.0
+    mem_b: Value = 0.0
+    mem_w: Value = -1.0
+
+    def __post_init__(self) -> None:
+        for fld in fields(self):
+            value = getattr(self, fld.name)
+            values = [value] if isinstance(value, (int, float)) else list(value)
+            if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+                raise ScheduleError(f"cost-{fld.name.replace('_', '-')} must be a finite number or a non-empty list of them, got {value!r}")
+            if fld.name in ("f", "b", "w", "comm", "mem_f") and min(values) < 0:
+                raise ScheduleError(f"cost-{fld.name.replace('_', '-')} must be >= 0, got {value!r}")
+            if not isinstance(value, (int, float)):
+                object.__setattr__(self, fld.name, tuple(float(v) for v in values))
+
+    def resolve(self, pp: int, chunks: int, placement: str) -> "StageCosts":
+        """Per-virtual-stage values for a pipeline of `pp` ranks x `chunks`."""
+        n = pp * chunks
+
+        def per_stage(name: str, divide: bool) -> tuple[float, ...]:
+            value = getattr(self, name)
+            scale = 1.0 / chunks if divide else 1.0
+            if isinstance(value, (int, float)):
+                return (float(value) * scale,) * n
+            if len(value) == n and n != pp:
+                return tuple(float(v) for v in value)
+            if len(value) == pp:
+                return tuple(value[owner_of(placement, pp, s)[0]] * scale for s in range(n))
+            allowed = f"{pp}" if n == pp else f"{pp} (per rank) or {n} (per stage)"
+            raise ScheduleError(f"cost-{name.replace('_', '-')} list must have {allowed} entries, got {len(value)}")
+
+        sc = StageCosts(
+            time={F: per_stage("f", True), B: per_stage("b", True), W: per_stage("w", True)},
+            mem={F: per_stage("mem_f", True), B: per_stage("mem_b", True), W: per_stage("mem_w", True)},
+            comm=per_stage("comm", False),
+        )
+        for s in range(n):
+            total = sc.mem[F][s] + sc.mem[B][s] + sc.mem[W][s]
+            if abs(total) > 1e-9 * max(1.0, abs(sc.mem[F][s])):
+                raise ScheduleError(f"cost-mem-f + cost-mem-b + cost-mem-w must sum to 0 (stage {s} sums to {total:g})")
+        return sc
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """Costs resolved to virtual stages: `time[kind][stage]`, `mem[kind][stage]`, `comm[stage]`."""
+
+    time: dict
+    mem: dict
+    comm: tuple[float, ...]
+
+    def duration(self, kind: str, stage: int) -> float:
+        if kind == BW:
+            return self.time[B][stage] + self.time[W][stage]
+        return self.time[kind][stage]
+
+    def memory(self, kind: str, stage: int) -> float:
+        if kind == BW:
+            return self.mem[B][stage] + self.mem[W][stage]
+        return self.mem[kind][stage]
+
+
+UNIT = Costs()

@@ -1,0 +1,86 @@
+"""The schedule IR: ops, placements and the per-rank op lists (DESIGN.md contract)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator, NamedTuple
+
+from .errors import ScheduleError
+
+F, B, W, BW = "F", "B", "W", "BW"
+COMPUTE_KINDS = (F, B, W, BW)
+
+LOOP, V = "loop", "v"
+PLACEMENTS = (LOOP, V)
+
+
+class Op(NamedTuple):
+    """One compute op on one rank: `kind` of microbatch `mb` on local `chunk`."""
+
+    kind: str
+    mb: int
+    chunk: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.kind}{self.mb}" + (f".{self.chunk}" if self.chunk else "")
+
+
+def stage_of(placement: str, pp: int, rank: int, chunk: int) -> int:
+    """Global virtual stage held by `rank`'s local `chunk`."""
+    if placement == LOOP:
+        return chunk * pp + rank
+    if placement == V:
+        if chunk not in (0, 1):
+            raise ScheduleError(f"V placement has chunks 0 and 1 only, got chunk {chunk}")
+        return rank if chunk == 0 else 2 * pp - 1 - rank
+    raise ScheduleError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+
+
+def owner_of(placement: str, pp: int, stage: int) -> tuple[int, int]:
+    """(rank, chunk) holding global virtual `stage`; inverse of `stage_of`."""
+    if placement == LOOP:
+        return stage % pp, stage // pp
+    if placement == V:
+        return (stage, 0) if stage < pp else (2 * pp - 1 - stage, 1)
+    raise ScheduleError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """One training step of a pipeline: an ordered op list per rank.
+
+    `ranks[r]` is what rank r computes, in order; communication is not part of
+    it (see `lowering.lower`).
+    """
+
+    name: str
+    pp: int
+    microbatches: int
+    chunks_per_rank: int
+    placement: str
+    ranks: tuple[tuple[Op, ...], ...]
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def num_stages(self) -> int:
+        return self.pp * self.chunks_per_rank
+
+    def stage(self, rank: int, op: Op) -> int:
+        return stage_of(self.placement, self.pp, rank, op.chunk)
+
+    def owner(self, stage: int) -> tuple[int, int]:
+        return owner_of(self.placement, self.pp, stage)
+
+    @property
+    def splits_backward(self) -> bool:
+        """True when backward is split into B and W (weight gradients deferred)."""
+        return any(op.kind == W for ops in self.ranks for op in ops)
+
+    def ops(self) -> Iterator[tuple[int, int, Op]]:
+        """(rank, position, op) for every op."""
+        for r, ops in enumerate(self.ranks):
+            for i, op in enumerate(ops):
+                yield r, i, op
+
+    def with_ranks(self, ranks: list[list[Op]] | tuple[tuple[Op, ...], ...]) -> "Schedule":
+        return Schedule(self.name, self.pp, self.microbatches, self.chunks_per_rank,
+                        self.placement, tuple(tuple(r) for r in ranks), dict(self.meta))

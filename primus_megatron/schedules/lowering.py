@@ -1,0 +1,131 @@
+"""Lowering: insert the p2p sends and receives a schedule needs, from its placement.
+
+Every pipeline edge that crosses ranks becomes a `Message`. A send goes right
+after the op that produces the message. Messages between two ranks travel on
+one ordered channel (NCCL/RCCL run the p2p ops of a pair in issue order), so
+both ends must list that pair's sends and receives in the same order: we order
+each pair's messages by their simulated send time (ties broken the same way on
+both ends) and post every receive as early as that order allows, right after
+the previous item of the same pair. Posting receives early means a sender
+never waits for its receiver to reach the consumer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Optional, Union
+
+from .costs import UNIT
+from .ir import B, BW, F, Op, Schedule
+from .simulation import op_times
+
+
+class Message(NamedTuple):
+    """An activation (`F`, stage s -> s+1) or input gradient (`B`, s -> s-1)."""
+
+    kind: str
+    mb: int
+    src_stage: int
+    dst_stage: int
+
+    def __str__(self) -> str:
+        what = "activation" if self.kind == F else "gradient"
+        return f"{what} mb{self.mb} stage {self.src_stage}->{self.dst_stage}"
+
+
+class Send(NamedTuple):
+    msg: Message
+    peer: int
+
+    def __str__(self) -> str:
+        return f"send {self.msg} to rank {self.peer}"
+
+
+class Recv(NamedTuple):
+    msg: Message
+    peer: int
+
+    def __str__(self) -> str:
+        return f"recv {self.msg} from rank {self.peer}"
+
+
+Item = Union[Op, Send, Recv]
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A schedule with its communication: `ranks[r]` mixes Op, Send and Recv."""
+
+    schedule: Schedule
+    ranks: tuple[tuple[Item, ...], ...]
+
+
+def outgoing(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
+    """The message `op` on `rank` must send, if its consumer lives on another rank."""
+    s = schedule.stage(rank, op)
+    if op.kind == F and s + 1 < schedule.num_stages:
+        dst = s + 1
+    elif op.kind in (B, BW) and s > 0:
+        dst = s - 1
+    else:
+        return None
+    if schedule.owner(dst)[0] == rank:
+        return None
+    return Message(F if op.kind == F else B, op.mb, s, dst)
+
+
+def incoming(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
+    """The message `op` on `rank` must receive before it runs, if any."""
+    s = schedule.stage(rank, op)
+    if op.kind == F and s > 0:
+        src = s - 1
+    elif op.kind in (B, BW) and s + 1 < schedule.num_stages:
+        src = s + 1
+    else:
+        return None
+    if schedule.owner(src)[0] == rank:
+        return None
+    return Message(F if op.kind == F else B, op.mb, src, s)
+
+
+def lower(schedule: Schedule) -> Lowered:
+    """Insert Send/Recv items into every rank's op list (see module doc)."""
+    # Channel order comes from a unit-cost run: any complete run gives both
+    # ends the same order, and unit costs keep every op's duration positive.
+    sc = UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+    timeline = op_times(schedule, sc)
+
+    send_key: dict[Message, tuple] = {}  # message -> its place in the pair's channel
+    for r, spans in enumerate(timeline):
+        for pos, span in enumerate(spans):
+            msg = outgoing(schedule, r, span.op)
+            if msg is not None:
+                send_key[msg] = (span.end, r, pos)
+
+    ranks = []
+    for r, ops in enumerate(schedule.ranks):
+        # Per peer channel: (key, slot, item); slot i means "posted before ops[i]".
+        channels: dict[int, list[tuple[tuple, Optional[int], Item]]] = {}
+        for pos, op in enumerate(ops):
+            msg = outgoing(schedule, r, op)
+            if msg is not None:
+                peer = schedule.owner(msg.dst_stage)[0]
+                channels.setdefault(peer, []).append((send_key[msg], pos + 1, Send(msg, peer)))
+            msg = incoming(schedule, r, op)
+            if msg is not None:
+                peer = schedule.owner(msg.src_stage)[0]
+                channels.setdefault(peer, []).append((send_key[msg], None, Recv(msg, peer)))
+        slots: dict[int, list[tuple[tuple, Item]]] = {}
+        for chan in channels.values():
+            chan.sort(key=lambda t: t[0])
+            slot = 0
+            for key, send_slot, item in chan:
+                if send_slot is not None:
+                    slot = send_slot  # a receive may not overtake an earlier send
+                slots.setdefault(slot, []).append((key, item))
+        out: list[Item] = []
+        for pos in range(len(ops) + 1):
+            out.extend(item for _, item in sorted(slots.get(pos, ()), key=lambda t: t[0]))
+            if pos < len(ops):
+                out.append(ops[pos])
+        ranks.append(tuple(out))
+    return Lowered(schedule, tuple(ranks))

@@ -1,0 +1,130 @@
+"""Schedule registry: name -> generator. Adding a schedule is one file in
+`builtin/` (or anywhere) with one `@register(...)` decorator; the CLI, the
+validator, the runtime and the argument parsers all read this registry.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .costs import UNIT, Costs, StageCosts
+from .errors import ScheduleError
+from .ir import LOOP, PLACEMENTS, Op, Schedule
+
+# generator(pp, microbatches, *, chunks, costs, memory_limit) -> per-rank op lists
+Generator = Callable[..., list[list[Op]]]
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    name: str
+    generator: Generator
+    placement: str
+    chunks: int  # chunks per rank (the default where `variable_chunks`)
+    memory: str  # activation memory class vs 1F1B, e.g. "1x", "2x", "~1/2x"
+    description: str
+    aliases: tuple[str, ...] = ()
+    variable_chunks: bool = False
+    cost_driven: bool = False  # the order depends on costs / memory limit
+    needs_extra: Optional[str] = None  # pip extra the generator needs
+    default_memory_limit: Optional[Callable[[int], float]] = field(default=None, compare=False)
+
+
+_REGISTRY: dict[str, ScheduleInfo] = {}
+_ALIASES: dict[str, str] = {}
+_loaded = False
+
+
+def register(name: str, *, placement: str = LOOP, chunks: int = 1, memory: str = "1x",
+             description: str = "", aliases: tuple[str, ...] = (), variable_chunks: bool = False,
+             cost_driven: bool = False, needs_extra: Optional[str] = None,
+             default_memory_limit: Optional[Callable[[int], float]] = None) -> Callable[[Generator], Generator]:
+    """Register `generator` under `name` (and `aliases`)."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {PLACEMENTS}")
+
+    def deco(fn: Generator) -> Generator:
+        for key in (name, *aliases):
+            if key in _REGISTRY or key in _ALIASES:
+                raise ValueError(f"pipeline schedule name {key!r} is registered twice")
+        _REGISTRY[name] = ScheduleInfo(name, fn, placement, chunks, memory, description or (fn.__doc__ or "").strip().split("\n")[0],
+                                       tuple(aliases), variable_chunks, cost_driven, needs_extra, default_memory_limit)
+        for alias in aliases:
+            _ALIASES[alias] = name
+        return fn
+
+    return deco
+
+
+def _load_builtins() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    from . import builtin
+
+    for mod in pkgutil.iter_modules(builtin.__path__):
+        importlib.import_module(f"{builtin.__name__}.{mod.name}")
+
+
+def names(*, aliases: bool = False) -> list[str]:
+    """Registered schedule names in registration order (plus aliases if asked)."""
+    _load_builtins()
+    out = list(_REGISTRY)
+    return out + list(_ALIASES) if aliases else out
+
+
+def info(name: str) -> ScheduleInfo:
+    """The registry entry for `name` or an alias; one clear error otherwise."""
+    _load_builtins()
+    key = _ALIASES.get(name, name)
+    if key in _REGISTRY:
+        return _REGISTRY[key]
+    known = names(aliases=True)
+    close = difflib.get_close_matches(str(name), known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ScheduleError(f"unknown pipeline schedule {name!r}: choose one of {', '.join(known)}{hint}")
+
+
+def _check_int(option: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScheduleError(f"{option} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ScheduleError(f"{option} must be >= {minimum}, got {value}")
+    return value
+
+
+def resolve_chunks(entry: ScheduleInfo, chunks: Optional[int]) -> int:
+    if chunks is None:
+        return entry.chunks
+    if entry.variable_chunks:
+        return _check_int(f"chunks per rank for {entry.name}", chunks, entry.chunks)
+    if chunks != entry.chunks:
+        raise ScheduleError(f"schedule {entry.name!r} uses exactly {entry.chunks} chunk(s) per rank, got {chunks}")
+    return chunks
+
+
+def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = None,
+             memory_limit: Optional[float] = None, chunks: Optional[int] = None,
+             validate: bool = True) -> Schedule:
+    """Build (and by default validate) schedule `name` for `pp` ranks and `microbatches`."""
+    entry = info(name)
+    pp = _check_int("pipeline size (pp)", pp, 2)
+    microbatches = _check_int("microbatches", microbatches, 1)
+    if memory_limit is not None:
+        if isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float)) or not memory_limit > 0:
+            raise ScheduleError(f"memory limit must be a positive number of activation units, got {memory_limit!r}")
+    nchunks = resolve_chunks(entry, chunks)
+    costs = costs or UNIT
+    sc: StageCosts = costs.resolve(pp, nchunks, entry.placement)
+    ranks = entry.generator(pp, microbatches, chunks=nchunks, costs=sc, memory_limit=memory_limit)
+    schedule = Schedule(entry.name, pp, microbatches, nchunks, entry.placement,
+                        tuple(tuple(r) for r in ranks), {"costs": costs, "memory_limit": memory_limit})
+    if validate:
+        from .validation import validate as _validate
+
+        _validate(schedule, costs=costs, memory_limit=memory_limit)
+    return schedule
