@@ -1,0 +1,54 @@
+"""ZB-V: V-shaped zero-bubble schedule at 1F1B's activation memory (Qi et al., 2024, sec. 6)."""
+from __future__ import annotations
+
+from ..ir import B, F, V, W, Op
+from ..registry import register
+
+
+@register("zbv", placement=V, chunks=2, memory="1x",
+          description="V-shape zero bubble, 2 chunks per rank, 1F1B memory")
+def zbv(pp: int, microbatches: int, **_) -> list[list[Op]]:
+    # The phases need 2p-1 microbatches to fill the V; with fewer, build for
+    # 2p-1 and drop the extra ones (dropping microbatches keeps an order valid).
+    n = max(microbatches, 2 * pp - 1)
+    ranks = []
+    for r in range(pp):
+        ops: list[Op] = []
+        nf, nb, nw = [0, 0], [0, 0], [0, 0]
+
+        def f(c: int) -> None:
+            ops.append(Op(F, nf[c], c))
+            nf[c] += 1
+
+        def b(c: int, w: bool) -> None:
+            ops.append(Op(B, nb[c], c))
+            nb[c] += 1
+            if w:
+                ops.append(Op(W, nw[c], c))
+                nw[c] += 1
+
+        for _ in range(2 * (pp - r) - 1):   # warm-up 1: F.0 ...           (fill the down arm)
+            f(0)
+        for _ in range(r):                  # warm-up 2: F.1 F.0 ...       (first microbatches turn)
+            f(1)
+            f(0)
+        for _ in range(pp - r):             # warm-up 3: F.1 B.1 W.1 ...   (chunk 1 reaches steady state)
+            f(1)
+            b(1, True)
+        while nf[1] < nf[0] or nf[0] < n:   # steady:    F.0 B.0 W.0 F.1 B.1 W.1
+            if nf[0] < n:
+                f(0)
+            b(0, True)
+            f(1)
+            b(1, True)
+        for _ in range(r):                  # cool-down 1: B.0 B.1        (W deferred to fill the tail)
+            b(0, False)
+            b(1, False)
+        for _ in range(pp - r):             # cool-down 2: B.0 W.0
+            b(0, False)
+            ops.append(Op(W, nw[0], 0))
+            nw[0] += 1
+        ops += [Op(W, i, 1) for i in range(nw[1], n)]   # flush: W.1 ... W.0 ...
+        ops += [Op(W, i, 0) for i in range(nw[0], n)]
+        ranks.append([op for op in ops if op.mb < microbatches])
+    return ranks
