@@ -53,6 +53,7 @@ class Policy:
     name: str = ""
     # May a ready op of this kind run ahead of a smaller-key op that is not ready?
     backfill: Callable[[str, "RankState"], bool] = lambda kind, state: True
+    reserve: bool = True  # keep room for a later chunk when a microbatch enters a rank
 
 
 def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
@@ -61,7 +62,7 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
     stages = [[stage_of(placement, pp, r, c) for c in range(chunks)] for r in range(pp)]
     where = {stages[r][c]: (r, c) for r in range(pp) for c in range(chunks)}
     limit = INF if memory_limit is None else memory_limit + EPS
-    headroom = [max(sc.mem[F][s] for s in stages[r][1:]) if chunks > 1 else 0.0 for r in range(pp)]
+    headroom = [max(sc.mem[F][s] for s in stages[r][1:]) if chunks > 1 and policy.reserve else 0.0 for r in range(pp)]
     bkind = B if policy.split else BW
 
     next_f = [[0] * chunks for _ in range(pp)]

@@ -1,0 +1,48 @@
+"""Try several candidate orders, keep the fastest that fits in memory.
+
+The paper's automatic scheduler tries variants of its heuristic and keeps the
+best; block-based schedules try squeezed and reordered forms of their block.
+Both go through here, scored by the simulator under the same cost model.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from .costs import StageCosts
+from .errors import ScheduleError
+from .ir import Op, Schedule
+from .simulation import op_times, peak_memory
+
+Candidate = Callable[[], list[list[Op]]]
+
+
+def score(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list[Op]]) -> tuple[float, float, float]:
+    """(makespan, longest per-rank span, max peak memory) of an order."""
+    sched = Schedule("candidate", pp, m, chunks, placement, tuple(map(tuple, ranks)))
+    timeline = op_times(sched, sc)
+    makespan = max(spans[-1].end for spans in timeline if spans)
+    span = max(spans[-1].end - spans[0].start for spans in timeline if spans)
+    return makespan, span, max(peak_memory(sched, sc))
+
+
+def best_of(candidates: Iterable[tuple[str, Candidate]], *, pp: int, m: int, chunks: int, placement: str,
+            sc: StageCosts, memory_limit: Optional[float], what: str) -> list[list[Op]]:
+    """The candidate with the smallest (makespan, span, memory) within `memory_limit`."""
+    best, best_score, lowest = None, None, None
+    for _, make in candidates:
+        try:
+            ranks = make()
+            s = score(pp, m, chunks, placement, sc, ranks)
+        except ScheduleError:
+            continue
+        lowest = s[2] if lowest is None else min(lowest, s[2])
+        if memory_limit is not None and s[2] > memory_limit + 1e-9:
+            continue
+        if best_score is None or s < best_score:
+            best, best_score = ranks, s
+    if best is None:
+        if lowest is None:
+            raise ScheduleError(f"no valid {what} schedule exists for pp={pp} and {m} microbatches")
+        raise ScheduleError(f"memory limit {memory_limit:g} is too small for {what} with pp={pp} and {m} microbatches: "
+                            f"it needs at least {lowest:g} activation units")
+    return best
