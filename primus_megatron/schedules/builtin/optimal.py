@@ -1,0 +1,103 @@
+"""ZB-optimal: minimum makespan under the cost and memory model, by integer
+programming (HiGHS). For small cases only: it measures how far the heuristics
+are from optimal."""
+from __future__ import annotations
+
+import itertools
+from typing import Optional
+
+from ..costs import StageCosts
+from ..errors import ScheduleError
+from ..ir import B, F, LOOP, W, Op, stage_of
+from ..registry import register
+
+MAX_OPS_PER_RANK = 36
+TIME_LIMIT_S = 60.0
+
+
+@register("zb-optimal", memory="limit", cost_driven=True, needs_extra="ilp",
+          description="optimal zero-bubble order by ILP (HiGHS); small cases only")
+def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None,
+               chunks: int = 1, placement: str = LOOP, time_limit: float = TIME_LIMIT_S, **_) -> list[list[Op]]:
+    try:
+        import highspy
+    except ImportError:
+        raise ScheduleError("zb-optimal needs highspy: pip install 'primus_megatron[ilp]'") from None
+    m, n = microbatches, pp * chunks
+    per_rank = 3 * m * chunks
+    if per_rank > MAX_OPS_PER_RANK:
+        raise ScheduleError(f"zb-optimal solves an integer program and allows at most {MAX_OPS_PER_RANK // (3 * chunks)} "
+                            f"microbatches here (got {m}); use zb-auto")
+    limit = float(pp) if memory_limit is None else memory_limit
+
+    ops = []  # (rank, kind, mb, chunk, stage)
+    for r in range(pp):
+        for c in range(chunks):
+            s = stage_of(placement, pp, r, c)
+            ops += [(r, k, j, c, s) for j in range(m) for k in (F, B, W)]
+    index = {(k, j, s): i for i, (_, k, j, _, s) in enumerate(ops)}
+    dur = [costs.duration(k, s) for _, k, _, _, s in ops]
+    rank_of_stage = {stage_of(placement, pp, r, c): r for r in range(pp) for c in range(chunks)}
+    big = sum(dur) + 2 * m * n * max(costs.comm) + 1.0
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("time_limit", float(time_limit))
+    start = [h.addVariable(lb=0.0) for _ in ops]
+    makespan = h.addVariable(lb=0.0)
+    for i, d in enumerate(dur):
+        h.addConstr(makespan - start[i] >= d)
+
+    def after(i: int, j: int, gap: float) -> None:  # op j starts >= end of op i + gap
+        h.addConstr(start[j] - start[i] >= dur[i] + gap)
+
+    fixed = set()  # (i, j): i is known to precede j on the same rank
+    for i, (r, k, j, c, s) in enumerate(ops):
+        if k == F and s > 0:
+            src = index[(F, j, s - 1)]
+            after(src, i, costs.comm[s - 1] if rank_of_stage[s - 1] != r else 0.0)
+        if k == B:
+            src = index[(F, j, s)] if s == n - 1 else index[(B, j, s + 1)]
+            after(src, i, 0.0 if s == n - 1 or rank_of_stage[s + 1] == r else costs.comm[s + 1])
+            fixed.add((index[(F, j, s)], i))
+        if k == W:
+            after(index[(B, j, s)], i, 0.0)
+            fixed.add((index[(B, j, s)], i))
+        if j > 0:  # a stage runs each kind in microbatch order
+            after(index[(k, j - 1, s)], i, 0.0)
+            fixed.add((index[(k, j - 1, s)], i))
+
+    before = {}  # (i, j) -> 1 if i precedes j (constant or binary)
+    for r in range(pp):
+        mine = [i for i, op in enumerate(ops) if op[0] == r]
+        for i, j in itertools.combinations(mine, 2):
+            if (i, j) in fixed:
+                before[(i, j)], before[(j, i)] = 1, 0
+            elif (j, i) in fixed:
+                before[(i, j)], before[(j, i)] = 0, 1
+            else:
+                x = h.addVariable(lb=0, ub=1, type=highspy.HighsVarType.kInteger)
+                h.addConstr(start[j] - start[i] + big * (1 - x) >= dur[i])
+                h.addConstr(start[i] - start[j] + big * x >= dur[j])
+                before[(i, j)], before[(j, i)] = x, 1 - x
+        # Memory when each F starts: what every earlier op of the rank added.
+        for i in mine:
+            if ops[i][1] != F:
+                continue
+            expr = costs.memory(F, ops[i][4])
+            for j in mine:
+                if j != i:
+                    expr = expr + costs.memory(ops[j][1], ops[j][4]) * before[(j, i)]
+            if not isinstance(expr, (int, float)):
+                h.addConstr(expr <= limit)
+            elif expr > limit + 1e-9:
+                raise ScheduleError(f"memory limit {limit:g} is too small for zb-optimal")
+    h.minimize(makespan)
+    status = h.getModelStatus()
+    if h.getInfo().primal_solution_status != 2:  # no feasible point found
+        raise ScheduleError(f"zb-optimal found no schedule within the memory limit {limit:g} ({h.modelStatusToString(status)})")
+    value = h.getSolution().col_value
+    ranks: list[list[tuple[float, int, Op]]] = [[] for _ in range(pp)]
+    for i, (r, k, j, c, _) in enumerate(ops):
+        ranks[r].append((round(value[i], 6), i, Op(k, j, c)))
+    return [[op for *_, op in sorted(row)] for row in ranks]

@@ -1,0 +1,49 @@
+"""ZB-auto: the zero-bubble paper's automatic scheduler, driven by measured costs."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from ..costs import StageCosts
+from ..errors import ScheduleError
+from ..ir import B, BW, F, LOOP, W, Op
+from ..listsched import Policy, RankState, list_schedule
+from ..registry import register
+from ..variants import best_of
+from .zb_h1 import zb_h1
+from .zb_h2 import zb_h2
+
+
+def heuristic(warmup: list[int]) -> Policy:
+    """Warm up with `warmup[r]` F, then B before F before W; W only fills gaps."""
+
+    def key(kind: str, mb: int, chunk: int, stage: int, st: RankState) -> tuple:
+        if kind == F:
+            return (-1 if st.f_count < warmup[st.rank] else 1, mb)
+        if kind in (B, BW):
+            return (0, mb)
+        return (2, mb)
+
+    return Policy(key, name=f"warmup={warmup[0]}..{warmup[-1]}")
+
+
+@register("zb-auto", memory="limit", cost_driven=True,
+          description="automatic zero bubble from measured costs under a memory limit (default: 1F1B's)")
+def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None, **_) -> list[list[Op]]:
+    m = microbatches
+    limit = float(pp) if memory_limit is None else memory_limit
+    unit = max(costs.mem[F])
+    if limit < unit - 1e-9:
+        raise ScheduleError(f"memory limit {limit:g} is below one microbatch's activations ({unit:g}); zb-auto needs at least that")
+    most = max(1, math.floor(limit / unit + 1e-9))  # F a rank may hold before its first W
+    candidates = []
+    # The paper's variants: stage i runs one (or two) more warm-up F than
+    # stage i+1, as many as memory allows, from 1F1B's depth up.
+    for top in sorted({min(most, k) for k in range(pp, 2 * pp + 1)}):
+        for step in (1, 2):
+            warm = [max(1, min(most, top - step * r)) for r in range(pp)]
+            candidates.append((f"warmup {warm}", lambda w=warm: list_schedule(pp, m, 1, LOOP, costs, limit, heuristic(w))))
+    # The handcrafted schedules are candidates too, so auto is never worse.
+    candidates.append(("zb-h1", lambda: zb_h1(pp, m)))
+    candidates.append(("zb-h2", lambda: zb_h2(pp, m)))
+    return best_of(candidates, pp=pp, m=m, chunks=1, placement=LOOP, sc=costs, memory_limit=limit, what="zb-auto")
