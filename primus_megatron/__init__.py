@@ -6,8 +6,8 @@ lazily so that the planner runs without torch.
 __version__ = "0.1.0"
 
 _LAZY = {
-    "get_forward_backward_func": "primus_megatron.runtime.forward_backward",
-    "build_model": "primus_megatron.runtime.model",
+    "get_forward_backward_func": "primus_megatron.runtime",
+    "build_model": "primus_megatron.runtime",
 }
 
 

@@ -1,0 +1,150 @@
+"""`get_forward_backward_func(schedule)`: a drop-in for megatron-core's forward_backward_func."""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Optional, Union
+
+import torch
+import torch.distributed as dist
+
+from .. import schedules as S
+from .executor import StepContext, StepResult, _MicrobatchTee, run_step
+from .linear_hooks import install
+from .p2p import DEFAULT_TIMEOUT_S, P2P
+
+
+def forward_only_schedule(schedule: S.Schedule) -> S.Schedule:
+    """The same order with the backward ops removed (evaluation)."""
+    return schedule.with_ranks([[op for op in ops if op.kind == S.F] for ops in schedule.ranks])
+
+
+class PipelineRunner:
+    """Callable with megatron-core's forward_backward_func keywords.
+
+    The schedule is generated for each (pipeline size, microbatch count) on
+    first use, validated (order, memory, hang-freedom) and lowered once, then
+    reused. `last_step` keeps the measured timeline of the latest call.
+    """
+
+    def __init__(self, schedule: Union[str, S.Schedule], *, costs: Optional[S.Costs] = None,
+                 memory_limit: Optional[float] = None, chunks: Optional[int] = None,
+                 p2p_timeout_s: float = DEFAULT_TIMEOUT_S, record_timeline: bool = True) -> None:
+        if isinstance(schedule, S.Schedule):
+            S.validate(schedule)
+            self.name = schedule.name
+            self._fixed: Optional[S.Schedule] = schedule
+            self.chunks = schedule.chunks_per_rank
+        else:
+            entry = S.info(schedule)  # unknown names fail here, before any process group is touched
+            self.name = entry.name
+            self._fixed = None
+            self.chunks = S.registry.resolve_chunks(entry, chunks)
+        self.costs = costs
+        self.memory_limit = memory_limit
+        self.p2p_timeout_s = p2p_timeout_s
+        self.record_timeline = record_timeline
+        self._cache: dict[tuple, tuple[S.Schedule, S.Lowered]] = {}
+        self.last_step: Optional[StepResult] = None
+        install()
+
+    # -- planning -----------------------------------------------------------------------------
+    def plan(self, pp: int, num_microbatches: int, *, forward_only: bool = False) -> tuple[S.Schedule, S.Lowered]:
+        key = (pp, num_microbatches, forward_only)
+        if key not in self._cache:
+            if self._fixed is not None:
+                sched = self._fixed
+                if (sched.pp, sched.microbatches) != (pp, num_microbatches):
+                    raise ValueError(f"schedule {sched.name!r} was built for pp={sched.pp} and {sched.microbatches} "
+                                     f"microbatches, but the step has pp={pp} and {num_microbatches}")
+            else:
+                sched = S.generate(self.name, pp, num_microbatches, costs=self.costs,
+                                   memory_limit=self.memory_limit, chunks=self.chunks)
+            if forward_only:
+                sched = forward_only_schedule(sched)
+            self._cache[key] = (sched, S.validate(sched))
+        return self._cache[key]
+
+    # -- megatron's interface ----------------------------------------------------------------
+    def __call__(self, *, forward_step_func, data_iterator, model, num_microbatches: int, seq_length: int,
+                 micro_batch_size: int, decoder_seq_length: Optional[int] = None, forward_only: bool = False,
+                 collect_non_loss_data: bool = False, first_val_step: Optional[bool] = None,
+                 adjust_tensor_shapes_fn: Optional[Callable] = None, p2p_communicator: Any = None,
+                 pg_collection: Any = None, force_all_reduce: Optional[bool] = False, **_ignored):
+        from megatron.core import parallel_state
+        from megatron.core.utils import get_model_config, get_model_type
+
+        chunks = list(model) if isinstance(model, (list, tuple)) else [model]
+        if len(chunks) != self.chunks:
+            raise ValueError(f"pipeline schedule {self.name!r} runs {self.chunks} model chunk(s) per rank but got "
+                             f"{len(chunks)}; build the model with primus_megatron.build_model(provider, schedule="
+                             f"{self.name!r})")
+        config = get_model_config(chunks[0])
+        if pg_collection is not None and getattr(pg_collection, "pp", None) is not None:
+            group = pg_collection.pp
+        elif p2p_communicator is not None and getattr(p2p_communicator, "pp_group", None) is not None:
+            group = p2p_communicator.pp_group
+        else:
+            group = parallel_state.get_pipeline_model_parallel_group()
+        pp, rank = dist.get_world_size(group), dist.get_rank(group)
+        if pp < 2:
+            raise ValueError(f"pipeline schedule {self.name!r} needs a pipeline of at least 2 ranks, got {pp}")
+        sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
+
+        if pg_collection is not None and getattr(pg_collection, "cp", None) is not None:
+            cp = dist.get_world_size(pg_collection.cp)
+            tp = dist.get_world_size(pg_collection.tp) if getattr(pg_collection, "tp", None) is not None else 1
+        else:
+            cp = parallel_state.get_context_parallel_world_size()
+            tp = parallel_state.get_tensor_model_parallel_world_size()
+        seq = seq_length // cp
+        if config.sequence_parallel:
+            seq //= tp
+        shape = [seq, micro_batch_size, config.hidden_size]
+        if adjust_tensor_shapes_fn is not None:
+            recv, send = adjust_tensor_shapes_fn([shape], [shape])
+            if recv[0] != send[0]:
+                raise ValueError("adjust_tensor_shapes_fn must keep one tensor shape per pipeline edge")
+            shape = list(recv[0])
+
+        if isinstance(data_iterator, (list, tuple)):
+            if len(data_iterator) != len(chunks):
+                raise ValueError(f"data_iterator is a list of {len(data_iterator)}, expected one per model chunk "
+                                 f"({len(chunks)})")
+            iterators = list(data_iterator)
+        elif len(chunks) > 1 and data_iterator is not None:
+            iterators = [_MicrobatchTee(data_iterator)] * len(chunks)
+        else:
+            iterators = [data_iterator] * len(chunks)
+
+        ctx = StepContext(forward_step_func=forward_step_func, data_iterators=iterators, model=chunks,
+                          num_microbatches=num_microbatches, config=config, model_type=get_model_type(chunks[0]),
+                          tensor_shape=tuple(shape), forward_only=forward_only,
+                          collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
+                          cp_group_size=cp, record_timeline=self.record_timeline)
+        p2p = P2P(group, rank, self.p2p_timeout_s)
+        grad_ctx = torch.no_grad() if forward_only else torch.enable_grad()
+        with grad_ctx:
+            result = run_step(lowered, rank, p2p, ctx)
+        self.last_step = result
+
+        if not forward_only and config.finalize_model_grads_func is not None:
+            config.finalize_model_grads_func(
+                chunks, result.total_num_tokens if config.calculate_per_token_loss else None,
+                pg_collection=pg_collection, force_all_reduce=force_all_reduce)
+        return result.forward_data_store
+
+
+def get_forward_backward_func(schedule: Union[str, S.Schedule] = "zb-h1", **options) -> PipelineRunner:
+    """A function with megatron-core's forward_backward_func signature running `schedule`.
+
+    `schedule` is a registered name (see `primus-pipeline list`) or a Schedule;
+    options: costs, memory_limit, chunks, p2p_timeout_s, record_timeline.
+    """
+    return PipelineRunner(schedule, **options)
+
+
+def schedule_fingerprint(schedule: S.Schedule) -> str:
+    """A short hash of the exact op lists (ranks must agree on it before any p2p)."""
+    text = repr((schedule.name, schedule.pp, schedule.microbatches, schedule.chunks_per_rank, schedule.placement,
+                 schedule.ranks))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,139 @@
+"""Build this rank's model chunks for a schedule's placement.
+
+Megatron-core decides which layers a chunk holds from (vp_stage, pp_rank)
+with its loop placement `stage = vp_stage * pp + pp_rank`
+(`get_num_layers_to_build`, `get_transformer_layer_offset`). For the V
+placement we translate the chunk's global stage S back into the loop pair
+(S // pp, S % pp) while the provider runs, so stage S gets exactly the layers
+loop stage S would get: layer numbers stay global, any megatron split (even,
+uneven first/last stage, embedding/loss accounted) carries over, and
+checkpoints map by layer number whatever the schedule.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+from typing import Callable, Optional, Union
+
+import torch
+
+from .. import schedules as S
+from ..schedules.errors import ScheduleError
+
+_ORIGINALS: dict[str, Callable] = {}
+
+
+def _loop_pair(pp: int, placement: str, vp_stage: Optional[int], pp_rank: Optional[int]) -> tuple[Optional[int], int]:
+    from megatron.core import parallel_state
+
+    rank = parallel_state.get_pipeline_model_parallel_rank() if pp_rank is None else pp_rank
+    if vp_stage is None:
+        return None, rank
+    stage = S.stage_of(placement, pp, rank, vp_stage)
+    return stage // pp, stage % pp
+
+
+@contextlib.contextmanager
+def layer_placement(pp: int, placement: str):
+    """Within the context, megatron's layer split follows `placement`."""
+    if placement == S.LOOP:
+        yield
+        return
+    from megatron.core.transformer import transformer_block, transformer_layer
+
+    originals = {
+        "get_transformer_layer_offset": transformer_layer.get_transformer_layer_offset,
+        "get_num_layers_to_build": transformer_block.get_num_layers_to_build,
+    }
+
+    def remapped(original):
+        def fn(config, vp_stage=None, pp_rank=None, *args, **kwargs):
+            vp, rank = _loop_pair(pp, placement, vp_stage, pp_rank)
+            return original(config, vp, rank, *args, **kwargs)
+
+        return fn
+
+    wrappers = {name: remapped(fn) for name, fn in originals.items()}
+    patched = []
+    for module in list(sys.modules.values()):
+        if module is None or not getattr(module, "__name__", "").startswith("megatron.core"):
+            continue
+        for name, original in originals.items():
+            if getattr(module, name, None) is original:
+                setattr(module, name, wrappers[name])
+                patched.append((module, name, original))
+    try:
+        yield
+    finally:
+        for module, name, original in patched:
+            setattr(module, name, original)
+
+
+def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
+    while hasattr(module, "module"):
+        module = module.module
+    return module
+
+
+def _untie_group(placement: str):
+    """V placement keeps embedding and output layer on rank 0: no cross-rank
+    copy of the tied weight at construction (we share the Parameter instead)."""
+    if placement != S.V:
+        return contextlib.nullcontext()
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+
+    @contextlib.contextmanager
+    def ctx():
+        original = LanguageModule._is_in_embd_group
+        LanguageModule._is_in_embd_group = lambda self: False
+        try:
+            yield
+        finally:
+            LanguageModule._is_in_embd_group = original
+
+    return ctx()
+
+
+def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str, S.Schedule],
+                chunks: Optional[int] = None, pp: Optional[int] = None, rank: Optional[int] = None,
+                num_layers: Optional[int] = None) -> list[torch.nn.Module]:
+    """This rank's model chunks for `schedule`'s placement.
+
+    `provider(pre_process, post_process, vp_stage)` is Megatron-LM's
+    model-provider contract (keyword arguments). Chunk c holds global stage
+    `stage_of(placement, pp, rank, c)`; pre_process is set on stage 0 and
+    post_process on the last stage. With V placement and tied embeddings,
+    rank 0's output layer shares the embedding Parameter.
+    """
+    from megatron.core import parallel_state
+
+    if isinstance(schedule, S.Schedule):
+        placement, nchunks = schedule.placement, schedule.chunks_per_rank
+    else:
+        entry = S.info(schedule)
+        placement, nchunks = entry.placement, S.registry.resolve_chunks(entry, chunks)
+    pp = parallel_state.get_pipeline_model_parallel_world_size() if pp is None else pp
+    rank = parallel_state.get_pipeline_model_parallel_rank() if rank is None else rank
+    n = pp * nchunks
+    if num_layers is not None and num_layers % n:
+        raise ScheduleError(f"--num-layers {num_layers} does not split evenly into the {n} stages of this schedule "
+                            f"(pp={pp} x {nchunks} chunk(s)); use a multiple of {n}")
+    model = []
+    with layer_placement(pp, placement), _untie_group(placement):
+        for c in range(nchunks):
+            stage = S.stage_of(placement, pp, rank, c)
+            chunk = provider(pre_process=stage == 0, post_process=stage == n - 1,
+                             vp_stage=c if nchunks > 1 else None)
+            chunk.pipeline_stage = stage
+            model.append(chunk)
+    if placement == S.V and rank == 0:
+        _tie_embeddings(model)
+    return model
+
+
+def _tie_embeddings(model: list[torch.nn.Module]) -> None:
+    first, last = _unwrap(model[0]), _unwrap(model[-1])
+    if not getattr(last, "share_embeddings_and_output_weights", False) or not getattr(first, "pre_process", False):
+        return
+    weight = first.embedding.word_embeddings.weight
+    last.output_layer.weight = weight  # one Parameter: both chunks accumulate into its grad

@@ -1,0 +1,250 @@
+"""Timeline pictures of one or several schedules (PNG or SVG).
+
+Input is what the simulator returns (`SimResult`, or its `.timeline`) or a
+timeline measured by the runtime: per rank a list of objects with `.op`
+(kind, mb, chunk), `.start` and `.end`. Several inputs give one subplot each,
+on a shared time axis, titled with the schedule's makespan, bubble rates and
+peak activation memory (where known).
+
+matplotlib is imported only when a picture is drawn, so the planner and the
+CLI import without it.
+"""
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
+
+from .trace import atomic_write, op_fields
+
+PLOT_FORMATS = {".png": "png", ".svg": "svg"}
+
+# Okabe-Ito palette: distinguishable with the common colour-vision deficiencies.
+KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#009E73", "BW": "#CC79A7"}
+KIND_LABELS = {"F": "F: forward", "B": "B: input gradient", "W": "W: weight gradient",
+               "BW": "BW: full backward (B+W)"}
+OTHER_COLOUR = "#999999"
+CHUNK_HATCHES = ("", "////", "....", "xxxx")  # chunk 0 solid, later chunks lighter and hatched
+
+
+@dataclass
+class Panel:
+    """One subplot: a timeline and what its title says."""
+
+    name: str
+    timeline: list[list[Any]]
+    makespan: float
+    bubble_sync: float
+    bubble_async: float
+    peak_memory: Optional[float]
+    simulated: bool
+
+
+def plot_format(path: str | os.PathLike) -> str:
+    """'png' or 'svg' from the file name; a one-sentence ValueError otherwise."""
+    ext = os.path.splitext(os.fspath(path))[1].lower()
+    if ext not in PLOT_FORMATS:
+        raise ValueError(f"plot file {os.fspath(path)!r} must end in {' or '.join(PLOT_FORMATS)}, got {ext or 'no extension'!r}")
+    return PLOT_FORMATS[ext]
+
+
+def _is_span(x: Any) -> bool:
+    return hasattr(x, "op") and hasattr(x, "start") and hasattr(x, "end")
+
+
+def _is_timeline(x: Any) -> bool:
+    """Per-rank lists of spans (at least one span somewhere, or all ranks empty)."""
+    if isinstance(x, (str, bytes, Mapping)) or not isinstance(x, Sequence):
+        return False
+    if not all(isinstance(r, Sequence) and not isinstance(r, (str, bytes)) for r in x):
+        return False
+    spans = [s for r in x for s in r]
+    return all(_is_span(s) for s in spans) and (bool(spans) or len(x) > 0)
+
+
+def _timeline_panel(name: str, timeline: Sequence[Sequence[Any]]) -> Panel:
+    """A panel for a bare (e.g. measured) timeline: stats computed from the spans."""
+    ranks = [list(r) for r in timeline]
+    starts = [float(s.start) for r in ranks for s in r]
+    t0 = min(starts, default=0.0)
+    if t0:
+        ranks = [[_Shifted(s, t0) for s in r] for r in ranks]
+    busy = [sum(float(s.end) - float(s.start) for s in r) for r in ranks]
+    makespan = max((float(s.end) for r in ranks for s in r), default=0.0)
+    spans = [max(float(s.end) for s in r) - min(float(s.start) for s in r) for r in ranks if r]
+    period = max(spans, default=0.0)
+    pp = max(1, len(ranks))
+    sync = 1.0 - sum(busy) / (pp * makespan) if makespan > 0 else 0.0
+    asyn = 1.0 - sum(busy) / (pp * period) if period > 0 else 0.0
+    return Panel(name, ranks, makespan, max(0.0, sync), max(0.0, asyn), None, False)
+
+
+class _Shifted:
+    """A span moved in time so that a timeline starts at 0."""
+
+    __slots__ = ("op", "start", "end")
+
+    def __init__(self, span: Any, t0: float) -> None:
+        self.op, self.start, self.end = span.op, float(span.start) - t0, float(span.end) - t0
+
+
+def _result_panel(name: Optional[str], result: Any) -> Panel:
+    schedule = getattr(result, "schedule", None)
+    name = name or getattr(schedule, "name", None) or "schedule"
+    peaks = getattr(result, "peak_memory", None)
+    peak = max(peaks) if peaks else None
+    return Panel(name, [list(r) for r in result.timeline], float(result.makespan), float(result.bubble_sync),
+                 float(result.bubble_async), peak, True)
+
+
+def _panel(name: Optional[str], item: Any) -> Panel:
+    if hasattr(item, "timeline"):
+        return _result_panel(name, item)
+    if _is_timeline(item):
+        return _timeline_panel(name or "timeline", item)
+    raise TypeError(f"cannot draw {type(item).__name__}: give a SimResult or per-rank lists of spans "
+                    f"with .op, .start and .end")
+
+
+def panels(results_or_timelines: Any) -> list[Panel]:
+    """Normalise the accepted inputs: a SimResult, a timeline, a `{name: either}`
+    mapping, `(name, either)` pairs, or a list of any of these."""
+    obj = results_or_timelines
+    if isinstance(obj, Mapping):
+        return [_panel(str(k), v) for k, v in obj.items()]
+    if hasattr(obj, "timeline") or _is_timeline(obj):
+        return [_panel(None, obj)]
+    if isinstance(obj, Sequence) and not isinstance(obj, (str, bytes)) and obj:
+        out = []
+        for i, item in enumerate(obj):
+            if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str):
+                out.append(_panel(item[0], item[1]))
+            else:
+                p = _panel(None, item)
+                if p.name == "timeline" and len(obj) > 1:
+                    p.name = f"timeline {i}"
+                out.append(p)
+        return out
+    raise TypeError("nothing to draw: give a SimResult, a timeline (per-rank lists of spans) or a list of them")
+
+
+def _lighten(hex_colour: str, amount: float) -> tuple[float, float, float]:
+    r, g, b = (int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    return (r + (1 - r) * amount, g + (1 - g) * amount, b + (1 - b) * amount)
+
+
+def _text_colour(rgb: tuple[float, float, float]) -> str:
+    lum = 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+    return "black" if lum > 0.45 else "white"
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4f}".rstrip("0").rstrip(".") if x == x else "nan"
+
+
+def _title(p: Panel) -> str:
+    parts = [p.name, f"makespan {_fmt(p.makespan)}",
+             f"bubble sync {p.bubble_sync:.4f} / async {p.bubble_async:.4f}"]
+    if p.peak_memory is not None:
+        parts.append(f"peak memory {_fmt(p.peak_memory)}")
+    return "   ".join([parts[0] + ":"] + parts[1:])
+
+
+def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optional[str] = None,
+                    dpi: int = 110) -> bytes:
+    """The picture as bytes in `fmt` ('png' or 'svg'); see `plot_timeline`."""
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+    from matplotlib.patches import Patch
+
+    if fmt not in PLOT_FORMATS.values():
+        raise ValueError(f"plot format must be one of {', '.join(PLOT_FORMATS.values())}, got {fmt!r}")
+    ps = panels(results_or_timelines)
+    sizes = [max(1, len(p.timeline)) for p in ps]
+    row_in, head_in = 0.26, 0.55
+    width = 16.0
+    height = sum(n * row_in + head_in for n in sizes) + 1.3 + (0.3 if title else 0.0)
+    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
+    axes = fig.subplots(len(ps), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": [n + 2.1 for n in sizes]})[:, 0]
+    xmax = max((p.makespan for p in ps), default=1.0) or 1.0
+    kinds_seen: list[str] = []
+    max_chunk = 0
+    boxes = []  # (ax, x, width, y, mb, text colour)
+    for ax, p in zip(axes, ps):
+        pp = max(1, len(p.timeline))
+        groups: dict[tuple[int, str, int], list[tuple[float, float]]] = {}
+        for rank, spans in enumerate(p.timeline):
+            for s in spans:
+                kind, mb, chunk = op_fields(s.op)
+                x, w = float(s.start), float(s.end) - float(s.start)
+                if w <= 0:
+                    continue
+                groups.setdefault((rank, kind, chunk), []).append((x, w))
+                if kind not in kinds_seen:
+                    kinds_seen.append(kind)
+                max_chunk = max(max_chunk, chunk)
+                base = KIND_COLOURS.get(kind, OTHER_COLOUR)
+                face = _lighten(base, 0.55) if chunk else _lighten(base, 0.0)
+                if mb is not None:
+                    boxes.append((ax, x, w, rank, str(mb), _text_colour(face)))
+        for (rank, kind, chunk), bars in groups.items():
+            base = KIND_COLOURS.get(kind, OTHER_COLOUR)
+            face = _lighten(base, 0.55) if chunk else _lighten(base, 0.0)
+            ax.broken_barh(bars, (rank - 0.42, 0.84), facecolors=face, edgecolor=base if chunk else "white",
+                           linewidth=0.4, hatch=CHUNK_HATCHES[min(chunk, len(CHUNK_HATCHES) - 1)])
+        ax.set_ylim(pp - 0.5, -0.5)
+        ax.set_yticks(range(pp))
+        ax.set_yticklabels([f"rank {r}" for r in range(pp)], fontsize=8)
+        ax.tick_params(axis="y", length=0)
+        for r in range(pp + 1):
+            ax.axhline(r - 0.5, color="#dddddd", linewidth=0.6, zorder=0)
+        ax.axvline(p.makespan, color="#444444", linewidth=0.8, linestyle=(0, (3, 3)), zorder=0)
+        ax.set_title(_title(p), loc="left", fontsize=10)
+        for side in ("top", "right", "left"):
+            ax.spines[side].set_visible(False)
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set_xlim(0, xmax * 1.005)
+    simulated = all(p.simulated for p in ps)
+    axes[-1].set_xlabel("time (cost units: one rank's forward of one microbatch = 1)" if simulated else "time",
+                        fontsize=9)
+    handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), edgecolor="white", label=KIND_LABELS.get(k, k))
+               for k in sorted(kinds_seen, key=lambda k: list(KIND_COLOURS).index(k) if k in KIND_COLOURS else 9)]
+    if max_chunk:
+        handles.append(Patch(facecolor="#666666", edgecolor="white", label="chunk 0: solid"))
+        for c in range(1, min(max_chunk, len(CHUNK_HATCHES) - 1) + 1):
+            what = "chunk 1 (V: second arm)" if c == 1 else f"chunk {c}"
+            handles.append(Patch(facecolor=_lighten("#666666", 0.55), edgecolor="#666666",
+                                 hatch=CHUNK_HATCHES[c], label=f"{what}: light, hatched"))
+    handles.append(Patch(facecolor="white", edgecolor="#999999", label="empty: idle"))
+    legend_title = "number in a box = microbatch; dashed line = makespan"
+    if any(p.peak_memory is not None for p in ps):
+        legend_title += "; memory in units of one microbatch's activations on one rank"
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 8), fontsize=9,
+               title=legend_title, title_fontsize=9, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=12)
+    # Label boxes once the layout is fixed: only where the number fits.
+    fig.draw_without_rendering()
+    pt_per_unit = {}
+    for ax in axes:
+        bbox = ax.get_window_extent()
+        lo, hi = ax.get_xlim()
+        pt_per_unit[ax] = bbox.width * 72.0 / fig.dpi / (hi - lo)
+    for ax, x, w, rank, label, colour in boxes:
+        box_pt = w * pt_per_unit[ax]
+        for size in (7.0, 6.0, 5.0):
+            if box_pt >= 0.62 * size * len(label) + 1.5:
+                ax.text(x + w / 2, rank, label, ha="center", va="center", fontsize=size, color=colour)
+                break
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=dpi)
+    return buf.getvalue()
+
+
+def plot_timeline(results_or_timelines: Any, path: str | os.PathLike, *, title: Optional[str] = None) -> None:
+    """Draw one subplot per schedule (one row per rank, ops as boxes coloured by
+    kind, chunk 1 lighter and hatched, idle time empty) and write `path`
+    (.png or .svg, atomically). Accepts a SimResult, a timeline (simulated or
+    measured), a `{name: either}` mapping or a list of them."""
+    fmt = plot_format(path)
+    atomic_write(path, render_timeline(results_or_timelines, fmt, title=title))

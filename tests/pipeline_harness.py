@@ -1,0 +1,121 @@
+"""Multi-process harness for runtime tests: run a schedule on a tiny GPTModel
+over gloo and return per-rank results (losses, grads by global name, ...).
+
+Not a test module; tests import it. Each case runs in fresh processes started
+with torch.multiprocessing (spawn) and always ends: a worker exception or a
+timeout kills every rank and raises in the parent.
+"""
+from __future__ import annotations
+
+import datetime
+import io
+import os
+import queue
+import traceback
+from functools import partial
+
+import torch
+import torch.multiprocessing as mp
+
+import megatron_reference as ref
+
+
+def _provider(config, tied, pre_process=True, post_process=True, vp_stage=None):
+    return ref._gpt(config, pre_process=pre_process, post_process=post_process, vp_stage=vp_stage, tied=tied)
+
+
+def _worker(rank, world, port, case, out):
+    try:
+        import warnings
+
+        warnings.filterwarnings("ignore")
+        import torch.distributed as dist
+        from megatron.core import parallel_state
+
+        from primus_megatron.compat import cpu
+
+        cpu.enable()
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=case.get("gloo_timeout", 60)))
+        tp, pp = case.get("tp", 1), case["pp"]
+        parallel_state.initialize_model_parallel(tp, pp, distributed_timeout_minutes=1)
+        result = case["body"](rank, case)
+        buf = io.BytesIO()
+        torch.save(result, buf)  # plain bytes: shared-memory tensors die with the process
+        out.put((rank, "ok", buf.getvalue()))
+    except BaseException as exc:  # report every failure to the parent, then exit
+        out.put((rank, "error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+    finally:
+        out.close()
+        out.join_thread()  # flush the result before the hard exit
+        os._exit(0)
+
+
+def run_ranks(case: dict, world: int, *, timeout_s: float = 240.0) -> list:
+    """Run case['body'](rank, case) on `world` gloo ranks; results indexed by rank."""
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    port = ref.free_port()
+    procs = [ctx.Process(target=_worker, args=(r, world, port, case, out), daemon=True) for r in range(world)]
+    for p in procs:
+        p.start()
+    results, errors = {}, []
+    try:
+        deadline = timeout_s
+        while len(results) + len(errors) < world:
+            try:
+                rank, status, value = out.get(timeout=deadline)
+            except queue.Empty:
+                raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} did not finish in {timeout_s} s")
+            if status == "ok":
+                results[rank] = torch.load(io.BytesIO(value), weights_only=False)
+            else:
+                errors.append((rank, value))
+                break
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            p.join(5)
+    if errors:
+        rank, text = errors[0]
+        raise RuntimeError(f"rank {rank} failed:\n{text}")
+    return [results[r] for r in range(world)]
+
+
+# -- the standard body: one training step of a schedule vs the single-process reference -------------
+
+def train_step_body(rank, case):
+    import torch.distributed as dist
+
+    import primus_megatron as pm
+    import primus_megatron.schedules  # noqa: F401  (submodule attribute)
+    from megatron.core import parallel_state
+
+    ref.deterministic_init_  # noqa: B018
+    num_layers, m, tied = case["num_layers"], case["microbatches"], case.get("tied", False)
+    sched = case["schedule"]
+    pp = case["pp"]
+    entry_chunks = pm.schedules.info(sched).chunks if case.get("chunks") is None else case["chunks"]
+    config = ref.tiny_gpt_config(num_layers, pipeline_model_parallel_size=pp,
+                                 virtual_pipeline_model_parallel_size=entry_chunks if entry_chunks > 1 else None,
+                                 **case.get("config", {}))
+    model = pm.build_model(partial(_provider, config, tied), schedule=sched, chunks=case.get("chunks"))
+    full = ref.build_full_model(num_layers, tied=tied, **case.get("config", {}))
+    for chunk in model:
+        ref.copy_weights_by_layer_number(full, chunk)
+    batches = ref.make_microbatches(m, seed=case.get("data_seed", 0))
+    fbf = pm.get_forward_backward_func(sched, chunks=case.get("chunks"), **case.get("options", {}))
+    kwargs = dict(forward_step_func=ref.make_forward_step_func(case.get("three_tuple", True)),
+                  data_iterator=iter(batches) if not case.get("list_iterators") else [iter(batches) for _ in model],
+                  model=model if len(model) > 1 else model[0], num_microbatches=m,
+                  seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE)
+    store = fbf(**kwargs, forward_only=case.get("forward_only", False))
+    result = {"losses": ref.losses_from_store(store), "grads": ref.chunk_grads(model),
+              "layers": [ref.layer_numbers(c) for c in model],
+              "wgrads_deferred": fbf.last_step.wgrads_deferred, "wgrads_run": fbf.last_step.wgrads_run}
+    if rank == 0:
+        result["ref_losses"], result["ref_grads"] = ref.reference_losses_and_grads(full, batches)
+    return result
