@@ -15,8 +15,9 @@ global memory buffer get method patches.  The only process-wide change is a
 ``Tensor.cuda`` -> identity swap held for the duration of
 ``LanguageModule.setup_embeddings_and_output_layer`` (tied embeddings with pp>1).
 
-Not covered: megatron's DistributedDataParallel, optimizers and grad scaler,
-fused kernels (``gradient_accumulation_fusion``), TransformerEngine, CUDA graphs.
+apex's fused weight-gradient kernel (``gradient_accumulation_fusion``) gets a
+plain-torch stand-in. Not covered: megatron's DistributedDataParallel,
+optimizers and grad scaler, other fused kernels, TransformerEngine, CUDA graphs.
 """
 
 import contextlib
@@ -171,6 +172,23 @@ def _patch_tied_embeddings():
     LanguageModule.setup_embeddings_and_output_layer = setup_embeddings_and_output_layer
 
 
+def _patch_grad_accum_fusion():
+    """Provide apex's ``fused_weight_gradient_mlp_cuda`` in plain torch, so that
+    ``gradient_accumulation_fusion=True`` (weight grads accumulated straight into
+    ``main_grad``) works on CPU exactly as the fused kernel does on GPU."""
+    from megatron.core.tensor_parallel import layers
+
+    if layers._grad_accum_fusion_available:
+        return
+
+    def wgrad_gemm_accum(total_input, grad_output, main_grad):
+        main_grad.add_(grad_output.t().matmul(total_input).to(main_grad.dtype))
+
+    layers.fused_weight_gradient_mlp_cuda = types.SimpleNamespace(
+        wgrad_gemm_accum_fp32=wgrad_gemm_accum, wgrad_gemm_accum_fp16=wgrad_gemm_accum)
+    layers._grad_accum_fusion_available = True
+
+
 def enable():
     """Patch megatron-core for CPU/gloo. Idempotent; call before building models."""
     global _enabled
@@ -182,6 +200,7 @@ def enable():
     _patch_memory_buffer()
     _patch_rng()
     _patch_tied_embeddings()
+    _patch_grad_accum_fusion()
     _enabled = True
 
 

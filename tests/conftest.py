@@ -1,0 +1,21 @@
+"""Shared test setup: the repository on sys.path and a bounded hypothesis profile."""
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # hypothesis is a test extra; the planner tests that need it import it themselves
+    pass
+else:
+    # Bounded and deterministic so the planner suite stays well under two minutes on 2 cores.
+    settings.register_profile("planner", max_examples=20, deadline=None, derandomize=True,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.register_profile("explore", max_examples=400, deadline=None,
+                              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "planner"))

@@ -1,0 +1,134 @@
+"""Every schedule computes what a non-pipelined model computes.
+
+Multi-process gloo on CPU, megatron-core GPTModel (local spec, fp32, dropout
+0). For each registered schedule, pipeline sizes 2, 3 and 4, and microbatch
+counts below, equal to and above the pipeline size (including counts not
+divisible by it): losses and every parameter gradient must equal a
+single-process reference with the same weights and microbatches, and
+megatron-core's own 1F1B on the same setup. Tolerance: rtol 1e-5, atol 1e-7
+(the runs are in fact bitwise equal today; the tolerance leaves room for
+reduction-order changes of future kernels).
+
+One process group per pipeline size runs all its cases (start-up dominates).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import megatron_reference as ref
+import pipeline_harness as H
+from primus_megatron import schedules as S
+
+pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+
+RTOL, ATOL = 1e-5, 1e-7
+SCHEDULES = [n for n in S.names() if n != "zb-optimal"]
+OPTS = {"p2p_timeout_s": 60}
+
+
+def _layers(pp: int) -> int:
+    return 2 * pp  # 2 chunks per rank, one layer each (for 1-chunk schedules: 2 layers per rank)
+
+
+def _cases(pp: int, counts: list[int]) -> list[dict]:
+    cases = []
+    for name in SCHEDULES:
+        for m in counts:
+            cases.append({"schedule": name, "microbatches": m, "options": OPTS})
+    if pp <= 4:  # the ILP stays small enough here
+        cases.append({"schedule": "zb-optimal", "microbatches": 2, "options": OPTS})
+    for m in counts[-2:]:
+        cases.append({"schedule": "megatron-1f1b", "microbatches": m})
+    return cases
+
+
+COUNTS = {2: [1, 2, 3, 5], 3: [2, 4], 4: [2, 4, 6]}
+
+
+@pytest.fixture(scope="module", params=sorted(COUNTS), ids=lambda pp: f"pp{pp}")
+def world(request):
+    pp = request.param
+    cases = _cases(pp, COUNTS[pp])
+    per_rank = H.run_ranks({"body": H.cases_body, "pp": pp, "num_layers": _layers(pp), "cases": cases}, pp,
+                           timeout_s=900)
+    return pp, cases, per_rank
+
+
+def _merged(per_rank, i):
+    results = [r[i] for r in per_rank]
+    for rank, res in enumerate(results):
+        assert "error" not in res, f"rank {rank}: {res['error']}"
+    losses = [x for res in results for x in res["losses"]]
+    grads = ref.merge_grads([res["grads"] for res in results])
+    return results, losses, grads
+
+
+def _assert_same(actual_losses, actual_grads, ref_losses, ref_grads, what):
+    assert len(actual_losses) == len(ref_losses), f"{what}: {len(actual_losses)} losses, expected {len(ref_losses)}"
+    torch.testing.assert_close(torch.tensor(actual_losses), torch.tensor(ref_losses), rtol=RTOL, atol=ATOL,
+                               msg=lambda m: f"{what} losses: {m}")
+    assert set(actual_grads) == set(ref_grads), f"{what}: gradient names differ: " \
+        f"missing {sorted(set(ref_grads) - set(actual_grads))[:3]}, extra {sorted(set(actual_grads) - set(ref_grads))[:3]}"
+    for name, g in ref_grads.items():
+        torch.testing.assert_close(actual_grads[name], g, rtol=RTOL, atol=ATOL, msg=lambda m: f"{what} grad {name}: {m}")
+
+
+def test_every_schedule_matches_the_non_pipelined_reference(world):
+    pp, cases, per_rank = world
+    checked = 0
+    for i, case in enumerate(cases):
+        results, losses, grads = _merged(per_rank, i)
+        what = f"{case['schedule']} pp={pp} m={case['microbatches']}"
+        _assert_same(losses, grads, results[0]["ref_losses"], results[0]["ref_grads"], what)
+        checked += 1
+    assert checked == len(cases)
+
+
+def test_every_schedule_matches_megatrons_own_1f1b(world):
+    pp, cases, per_rank = world
+    megatron = {c["microbatches"]: i for i, c in enumerate(cases) if c["schedule"] == "megatron-1f1b"}
+    assert megatron
+    for i, case in enumerate(cases):
+        if case["schedule"] == "megatron-1f1b" or case["microbatches"] not in megatron:
+            continue
+        _, losses, grads = _merged(per_rank, i)
+        _, m_losses, m_grads = _merged(per_rank, megatron[case["microbatches"]])
+        _assert_same(losses, grads, m_losses, m_grads, f"{case['schedule']} vs megatron 1F1B pp={pp}")
+
+
+def test_layers_keep_their_global_numbers_under_every_placement(world):
+    pp, cases, per_rank = world
+    for i, case in enumerate(cases):
+        if case["schedule"] == "megatron-1f1b":
+            continue
+        entry = S.info(case["schedule"])
+        per_stage = _layers(pp) // (pp * entry.chunks)
+        for rank, res in enumerate(r[i] for r in per_rank):
+            for chunk, (layers, stage) in enumerate(zip(res["layers"], res["stages"])):
+                assert stage == S.stage_of(entry.placement, pp, rank, chunk)
+                assert layers == list(range(stage * per_stage + 1, (stage + 1) * per_stage + 1)), \
+                    f"{case['schedule']} rank {rank} chunk {chunk}"
+
+
+def test_weight_gradients_really_deferred_and_store_empties(world):
+    pp, cases, per_rank = world
+    for i, case in enumerate(cases):
+        if case["schedule"] == "megatron-1f1b":
+            continue
+        splits = any(op.kind == S.W for ops in S.generate(case["schedule"], pp, case["microbatches"]).ranks
+                     for op in ops)
+        for rank, res in enumerate(r[i] for r in per_rank):
+            expected = res["linear_layers"] * case["microbatches"] if splits else 0
+            assert res["wgrads_deferred"] == expected, f"{case['schedule']} rank {rank}"
+            assert res["wgrads_run"] == expected, f"{case['schedule']} rank {rank}"
+
+
+def test_executed_order_is_the_planned_order(world):
+    pp, cases, per_rank = world
+    for i, case in enumerate(cases):
+        if case["schedule"] in ("megatron-1f1b", "zb-optimal"):
+            continue
+        planned = S.generate(case["schedule"], pp, case["microbatches"])
+        for rank, res in enumerate(r[i] for r in per_rank):
+            assert res["timeline"] == [(op.kind, op.mb, op.chunk) for op in planned.ranks[rank]]

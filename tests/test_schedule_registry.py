@@ -1,0 +1,106 @@
+"""The registry contract: one decorator adds a schedule that names(), info(), generate() and validation see."""
+from __future__ import annotations
+
+import pytest
+
+from primus_megatron.schedules import Op, ScheduleError, generate, info, names, register, simulate, validate
+from primus_megatron.schedules import registry
+from primus_megatron.schedules.ir import BW, F, V
+
+TOY = "toy-gpipe-test-only"
+TOY_ALIAS = "toy-gpipe-alias-test-only"
+BROKEN = "toy-broken-test-only"
+TOY_V = "toy-v-gpipe-test-only"
+
+
+@pytest.fixture
+def scratch_registry():
+    """Whatever a test registers under the toy names is removed again afterwards."""
+    names()  # load the built-ins first so they are not counted as test entries
+    before = (dict(registry._REGISTRY), dict(registry._ALIASES))
+    yield
+    for key in (TOY, BROKEN, TOY_V, "toy-dup-test-only"):
+        registry._REGISTRY.pop(key, None)
+    registry._ALIASES.pop(TOY_ALIAS, None)
+    assert (registry._REGISTRY, registry._ALIASES) == before
+
+
+def gpipe(pp, microbatches, **_):
+    """GPipe: every forward, then every full backward."""
+    return [[Op(F, i) for i in range(microbatches)] + [Op(BW, i) for i in range(microbatches)] for _ in range(pp)]
+
+
+def test_one_decorator_adds_a_schedule(scratch_registry):
+    assert TOY not in names()
+    fn = register(TOY, aliases=(TOY_ALIAS,), memory="mx")(gpipe)
+    assert fn is gpipe  # the decorator returns the generator unchanged
+    assert names()[-1] == TOY and TOY_ALIAS not in names() and TOY_ALIAS in names(aliases=True)
+    entry = info(TOY)
+    assert info(TOY_ALIAS) is entry
+    assert (entry.name, entry.generator, entry.placement, entry.chunks, entry.memory) == (TOY, gpipe, "loop", 1, "mx")
+    assert entry.description == "GPipe: every forward, then every full backward."  # docstring's first line
+    for p, m in [(2, 1), (3, 5), (4, 4)]:
+        s = generate(TOY_ALIAS, p, m)
+        assert s.name == TOY and s.ranks == tuple(tuple(r) for r in gpipe(p, m))
+        validate(s)
+        r = simulate(s)
+        # GPipe, unit costs: m + p - 1 forward slots then m + p - 1 backward slots of 2; peak m.
+        assert r.makespan == pytest.approx((m + p - 1) * 1.0 + (m + p - 1) * 2.0)
+        assert r.max_peak_memory == m
+    with pytest.raises(ScheduleError, match="memory limit"):
+        generate(TOY, 4, 8, memory_limit=4)
+
+
+def test_validation_sees_a_registered_generator(scratch_registry):
+    @register(BROKEN)
+    def broken(pp, microbatches, **_):
+        # Backwards first on rank 0: waits on rank 1's gradient, which waits on rank 0's forward.
+        return [[Op(BW, 0), Op(F, 0)]] + [[Op(F, 0), Op(BW, 0)] for _ in range(pp - 1)]
+
+    assert BROKEN in names()
+    with pytest.raises(ScheduleError, match=r"rank 0 op BW0 waits for"):
+        generate(BROKEN, 2, 1)
+    assert generate(BROKEN, 2, 1, validate=False).ranks[0] == (Op(BW, 0), Op(F, 0))
+
+
+def test_registration_options_reach_generate(scratch_registry):
+    seen = {}
+
+    @register(TOY_V, placement=V, chunks=2)
+    def v_gpipe(pp, microbatches, *, chunks, costs, memory_limit, **_):
+        seen.update(chunks=chunks, memory_limit=memory_limit, comm=costs.comm)
+        fwd = [Op(F, i, c) for c in (0, 1) for i in range(microbatches)]
+        return [fwd + [Op(BW, i, c) for c in (1, 0) for i in range(microbatches)] for _ in range(pp)]
+
+    s = generate(TOY_V, 3, 2, memory_limit=10)
+    assert (s.placement, s.chunks_per_rank, s.num_stages) == (V, 2, 6)
+    assert seen["chunks"] == 2 and seen["memory_limit"] == 10 and len(seen["comm"]) == 6
+    with pytest.raises(ScheduleError, match="exactly 2 chunk"):
+        generate(TOY_V, 3, 2, chunks=3)
+
+
+@pytest.mark.parametrize("key", ["zbv", "zerobubble", "1f1b"])
+def test_duplicate_names_rejected(scratch_registry, key):
+    with pytest.raises(ValueError, match=f"{key!r} is registered twice"):
+        register(key)(gpipe)
+    with pytest.raises(ValueError, match="registered twice"):
+        register("toy-dup-test-only", aliases=(key,))(gpipe)
+    assert "toy-dup-test-only" not in names(aliases=True)  # nothing half-registered
+
+
+def test_duplicate_test_name_rejected(scratch_registry):
+    register(TOY, aliases=(TOY_ALIAS,))(gpipe)
+    with pytest.raises(ValueError, match="registered twice"):
+        register(TOY)(gpipe)
+    with pytest.raises(ValueError, match="registered twice"):
+        register("toy-dup-test-only", aliases=(TOY_ALIAS,))(gpipe)
+
+
+def test_builtins_are_registered():
+    assert set(names()) == {"1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-auto", "zbv", "v-half", "v-min", "zb-optimal"}
+    assert info("zerobubble").name == "zb-h1"
+    for name in names():
+        entry = info(name)
+        assert entry.description and "\n" not in entry.description
+        assert entry.placement == (V if name in ("zbv", "v-half", "v-min") else "loop")
+        assert entry.chunks == (2 if name in ("zbv", "v-half", "v-min", "interleaved-1f1b") else 1)

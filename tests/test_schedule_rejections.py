@@ -1,0 +1,239 @@
+"""Rejections: broken orders, broken channels and bad inputs raise ScheduleError naming what is wrong."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from primus_megatron.schedules import Costs, Lowered, Op, Recv, ScheduleError, Send, generate, lower, validate
+from primus_megatron.schedules.ir import B, BW, F, W
+from primus_megatron.schedules.validation import check_channels, check_memory
+
+
+def one_sentence(msg: str) -> bool:
+    return bool(msg.strip()) and "\n" not in msg and not re.search(r"[.!?]\s+[A-Z]", msg)
+
+
+def rejects(fn, *args, match: list[str], **kw) -> str:
+    with pytest.raises(ScheduleError) as exc:
+        fn(*args, **kw)
+    msg = str(exc.value)
+    assert one_sentence(msg), msg
+    for part in match:
+        assert part in msg, f"{part!r} not in {msg!r}"
+    return msg
+
+
+def move_before(ops, what: Op, anchor: Op) -> list:
+    ops = list(ops)
+    ops.remove(what)
+    ops.insert(ops.index(anchor), what)
+    return ops
+
+
+# (a) cross-rank deadlocks -------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,bkind", [("zb-h1", B), ("1f1b", BW)])
+@pytest.mark.parametrize("p,m", [(2, 2), (4, 8)])
+def test_cross_rank_deadlock_names_rank_op_and_wait(name, bkind, p, m):
+    """On rank p-2, run the backward of microbatch j before its own forward of j: the backward
+    waits for rank p-1's gradient, which waits for rank p-1's forward of j, which waits for the
+    very forward rank p-2 has not run yet. A wait cycle across two ranks."""
+    sched = generate(name, p, m)
+    r, j = p - 2, m - 1
+    ranks = [list(x) for x in sched.ranks]
+    ranks[r] = move_before(ranks[r], Op(bkind, j), Op(F, j))
+    broken = sched.with_ranks(ranks)
+    msg = rejects(validate, broken, match=[
+        f"rank {r} op {bkind}{j} waits for the input gradient of microbatch {j} at stage {r + 1} (rank {r + 1})",
+        f"rank {r + 1} op F{j} waits for the forward of microbatch {j} at stage {r} (rank {r})",
+    ])
+    assert "deadlock" in msg or "hang" in msg
+
+
+def test_same_rank_w_before_b():
+    sched = generate("zb-h1", 3, 4)
+    ranks = [list(x) for x in sched.ranks]
+    ranks[1] = move_before(ranks[1], Op(W, 2), Op(B, 2))
+    rejects(validate, sched.with_ranks(ranks), match=["rank 1", "W2", "input gradient of microbatch 2 at stage 1"])
+
+
+# (b) channels: fine for the compute DAG, wrong for rendezvous p2p ------------------------------
+
+def _lowered_1f1b():
+    sched = generate("1f1b", 2, 2)
+    low = lower(sched)
+    check_channels(low)  # the unmodified lowering passes
+    return sched, [list(x) for x in low.ranks]
+
+
+def _find(items, cls, kind, mb):
+    return next(x for x in items if isinstance(x, cls) and x.msg.kind == kind and x.msg.mb == mb)
+
+
+def test_channels_reject_receives_out_of_send_order():
+    sched, ranks = _lowered_1f1b()
+    r0 = _find(ranks[1], Recv, F, 0)
+    r1 = _find(ranks[1], Recv, F, 1)
+    ranks[1].remove(r1)
+    ranks[1].insert(ranks[1].index(r0), r1)  # rank 1 posts mb1's receive first; rank 0 sends mb0 first
+    rejects(check_channels, Lowered(sched, tuple(map(tuple, ranks))), match=[
+        "rank 1's next receive from rank 0 is activation mb1 stage 0->1",
+        "next send to it is activation mb0 stage 0->1", "order",
+    ])
+
+
+def test_channels_reject_crossing_sends():
+    """Rank 1 posts its gradient send for mb0 before its receive for mb1, while rank 0 sends mb1
+    before receiving gradients: both channel heads are sends and neither can complete."""
+    sched, ranks = _lowered_1f1b()
+    recv1 = _find(ranks[1], Recv, F, 1)
+    send_g0 = _find(ranks[1], Send, B, 0)
+    ranks[1].remove(recv1)
+    ranks[1].insert(ranks[1].index(send_g0) + 1, recv1)
+    rejects(check_channels, Lowered(sched, tuple(map(tuple, ranks))), match=[
+        "can hang", "rank 0 op BW0 waits for gradient mb0 stage 1->0 from rank 1",
+        "rank 1 op F1 waits for activation mb1 stage 0->1 from rank 0",
+        "send activation mb1 stage 0->1 to rank 1", "send gradient mb0 stage 1->0 to rank 0",
+    ])
+
+
+def test_channels_reject_missing_receive_and_unmatched_send():
+    sched, ranks = _lowered_1f1b()
+    no_recv = [list(x) for x in ranks]
+    no_recv[1].remove(_find(no_recv[1], Recv, F, 1))
+    rejects(check_channels, Lowered(sched, tuple(map(tuple, no_recv))),
+            match=["rank 1 op F1 needs activation mb1 stage 0->1", "no receive"])
+    extra = [list(x) for x in ranks]
+    extra[0].append(Send(_find(ranks[0], Send, F, 1).msg, 1))  # sent twice, received once
+    rejects(check_channels, Lowered(sched, tuple(map(tuple, extra))),
+            match=["rank 0 finished but waits for its sends", "send activation mb1 stage 0->1 to rank 1"])
+
+
+# (c) completeness and memory ---------------------------------------------------------------
+
+def test_missing_w():
+    sched = generate("zb-h1", 2, 3)
+    ranks = [list(x) for x in sched.ranks]
+    ranks[0].remove(Op(W, 1))
+    rejects(validate, sched.with_ranks(ranks), match=["rank 0", "microbatch 1 at stage 0", "runs B"])
+
+
+def test_missing_f():
+    sched = generate("zbv", 2, 3)
+    ranks = [list(x) for x in sched.ranks]
+    ranks[1].remove(Op(F, 2, 1))
+    rejects(validate, sched.with_ranks(ranks), match=["rank 1 has no F for microbatch 2 at stage 2"])
+
+
+def test_duplicate_op():
+    sched = generate("1f1b", 3, 3)
+    ranks = [list(x) for x in sched.ranks]
+    ranks[2].append(Op(BW, 0))
+    rejects(validate, sched.with_ranks(ranks), match=["rank 2 runs BW of microbatch 0 at stage 2 2 times"])
+
+
+def test_mixed_bw_and_split_backward():
+    sched = generate("zb-h1", 2, 2)
+    ranks = [list(x) for x in sched.ranks]
+    ranks[1].append(Op(BW, 0))
+    rejects(validate, sched.with_ranks(ranks), match=["rank 1", "microbatch 0 at stage 1", "B, BW, W"])
+
+
+def test_out_of_range_ops():
+    sched = generate("zb-h1", 2, 2)
+    for bad, part in [(Op(F, 2), "microbatch 2"), (Op(F, 0, 1), "chunk 1"), (Op("X", 0), "not a compute op")]:
+        ranks = [list(x) for x in sched.ranks]
+        ranks[0].append(bad)
+        rejects(validate, sched.with_ranks(ranks), match=["rank 0", part])
+
+
+@pytest.mark.parametrize("name,p,m", [("zb-h1", 4, 8), ("1f1b", 3, 6), ("zb-h2", 3, 9), ("zbv", 4, 8)])
+def test_memory_above_limit(name, p, m):
+    sched = generate(name, p, m)
+    peaks = check_memory(sched, None, None)
+    top = max(peaks)
+    rank = peaks.index(top)
+    validate(sched, memory_limit=top)  # exactly at the peak is fine
+    rejects(validate, sched, memory_limit=top - 0.5,
+            match=[f"needs {top:g} activation units on rank {rank}", f"memory limit of {top - 0.5:g}"])
+    rejects(generate, name, p, m, memory_limit=top - 0.5, match=["memory limit"])
+
+
+# (d) bad inputs to generate ----------------------------------------------------------------
+
+@pytest.mark.parametrize("bad,suggest", [("zbv1", "zbv"), ("zb_h1", "zb-h1"), ("1f1b-interleaved", "interleaved-1f1b"),
+                                         ("zerobuble", "zerobubble")])
+def test_unknown_name_suggests(bad, suggest):
+    rejects(generate, bad, 4, 8, match=[f"unknown pipeline schedule {bad!r}", f"did you mean {suggest!r}", "zb-h2"])
+
+
+def test_unknown_name_without_close_match_lists_choices():
+    msg = rejects(generate, "qwertyuiop", 4, 8, match=["unknown pipeline schedule", "1f1b", "zbv"])
+    assert "did you mean" not in msg
+
+
+@pytest.mark.parametrize("pp,part", [(1, "pipeline size (pp) must be >= 2, got 1"), (0, "pp"), (-3, "pp"),
+                                     (True, "pipeline size (pp) must be an integer"), (4.0, "integer"), ("4", "integer")])
+def test_bad_pp(pp, part):
+    rejects(generate, "zb-h1", pp, 8, match=[part])
+
+
+@pytest.mark.parametrize("m,part", [(0, "microbatches must be >= 1, got 0"), (-1, ">= 1"),
+                                    (True, "microbatches must be an integer"), (False, "integer"), (2.0, "integer"),
+                                    (None, "integer")])
+def test_bad_microbatches(m, part):
+    rejects(generate, "zbv", 4, m, match=[part])
+
+
+@pytest.mark.parametrize("field", ["f", "b", "w", "comm", "mem_f"])
+def test_negative_cost(field):
+    rejects(Costs, **{field: -1.0}, match=[f"cost-{field.replace('_', '-')} must be >= 0"])
+    rejects(Costs, **{field: [1.0, -0.5]}, match=[f"cost-{field.replace('_', '-')}"])
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), [], "1", [1.0, None]])
+def test_non_finite_or_non_numeric_cost(value):
+    rejects(Costs, f=value, match=["cost-f must be a finite number"])
+
+
+@pytest.mark.parametrize("limit", [0, 0.0, -1, -0.5, float("nan"), True, "4"])
+def test_bad_memory_limit(limit):
+    rejects(generate, "zb-auto", 4, 8, memory_limit=limit, match=["memory limit must be a positive number"])
+
+
+@pytest.mark.parametrize("limit", [0.5, 0.999])
+def test_zb_auto_limit_below_one_microbatch(limit):
+    rejects(generate, "zb-auto", 4, 8, memory_limit=limit, match=[f"memory limit {limit:g}", "one microbatch"])
+    # the unit is the largest per-stage F delta: with mem-f 2 a limit of 1.5 is too small too
+    costs = Costs(mem_f=2.0, mem_w=-2.0)
+    rejects(generate, "zb-auto", 4, 8, costs=costs, memory_limit=1.5, match=["memory limit 1.5", "one microbatch"])
+
+
+@pytest.mark.parametrize("name,chunks,part", [("zbv", 3, "exactly 2 chunk"), ("zbv", 1, "exactly 2"),
+                                              ("v-half", 4, "exactly 2"), ("zb-h1", 2, "exactly 1"),
+                                              ("1f1b", 2, "exactly 1"), ("interleaved-1f1b", 1, ">= 2"),
+                                              ("interleaved-1f1b", 2.0, "integer"), ("interleaved-1f1b", True, "integer")])
+def test_wrong_chunks(name, chunks, part):
+    rejects(generate, name, 4, 8, chunks=chunks, match=[name, part])
+
+
+def test_interleaved_accepts_any_chunks_at_least_two():
+    for v in (2, 3, 5):
+        assert generate("interleaved-1f1b", 3, 7, chunks=v).chunks_per_rank == v
+
+
+@pytest.mark.parametrize("name,n,part", [("zb-h1", 3, "must have 4 entries, got 3"), ("zb-h1", 8, "must have 4 entries"),
+                                         ("zbv", 5, "4 (per rank) or 8 (per stage) entries, got 5"),
+                                         ("interleaved-1f1b", 6, "4 (per rank) or 8 (per stage)")])
+def test_cost_list_wrong_length(name, n, part):
+    for field in ("f", "b", "w", "comm"):
+        rejects(generate, name, 4, 8, costs=Costs(**{field: [1.0] * n}), match=[f"cost-{field}", part])
+
+
+def test_memory_deltas_must_sum_to_zero():
+    rejects(generate, "zb-h1", 4, 8, costs=Costs(mem_f=1.0, mem_b=0.0, mem_w=-0.5),
+            match=["cost-mem-f + cost-mem-b + cost-mem-w must sum to 0", "0.5"])
+    rejects(generate, "zbv", 2, 4, costs=Costs(mem_f=[1.0, 2.0], mem_w=-1.0), match=["must sum to 0", "stage"])
+    # and a balanced split is fine
+    generate("zb-h1", 4, 8, costs=Costs(mem_f=1.0, mem_b=-0.25, mem_w=-0.75))

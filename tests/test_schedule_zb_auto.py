@@ -1,0 +1,132 @@
+"""zb-auto: never worse than the handcrafted schedules at their memory, always within its limit."""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from primus_megatron.schedules import Costs, ScheduleError, generate, simulate
+
+SCALE = float(os.environ.get("PLANNER_EXAMPLES", "1"))
+EPS = 1e-9
+times = st.floats(min_value=0.1, max_value=4.0, allow_nan=False)
+comms = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
+
+
+@st.composite
+def time_costs(draw, pp):
+    def value(elements):
+        return draw(st.one_of(elements, st.lists(elements, min_size=pp, max_size=pp)))
+    return Costs(f=value(times), b=value(times), w=value(times), comm=value(comms))
+
+
+def makespan(name, p, m, costs, limit=None):
+    return simulate(generate(name, p, m, costs=costs, memory_limit=limit), costs)
+
+
+def check_not_worse(p, m, costs):
+    h1 = makespan("zb-h1", p, m, costs)
+    auto_p = generate("zb-auto", p, m, costs=costs, memory_limit=p)
+    r = simulate(auto_p, costs)
+    assert r.makespan <= h1.makespan + EPS and r.max_peak_memory <= p + EPS
+    # default limit is 1F1B's memory, p
+    assert simulate(generate("zb-auto", p, m, costs=costs), costs).makespan == pytest.approx(r.makespan)
+    h2 = makespan("zb-h2", p, m, costs)
+    assert h2.max_peak_memory <= 2 * p - 1 + EPS  # zb-h2 fits under the limit it is compared at
+    r2 = makespan("zb-auto", p, m, costs, 2 * p - 1)
+    assert r2.makespan <= h2.makespan + EPS and r2.max_peak_memory <= 2 * p - 1 + EPS
+    assert r2.makespan <= r.makespan + EPS  # more memory never hurts
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 6, 8])
+def test_not_worse_than_handcrafted_equal_costs(p):
+    for m in sorted({1, p - 1, p, 2 * p - 1, 3 * p}):
+        check_not_worse(p, m, Costs())
+
+
+@settings(max_examples=int(25 * SCALE))
+@given(data=st.data())
+def test_not_worse_than_handcrafted_random_costs(data):
+    p = data.draw(st.integers(2, 8), label="pp")
+    m = data.draw(st.integers(1, 24), label="m")
+    check_not_worse(p, m, data.draw(time_costs(p), label="costs"))
+
+
+@settings(max_examples=int(30 * SCALE))
+@given(data=st.data())
+def test_respects_every_limit_it_accepts(data):
+    p = data.draw(st.integers(2, 10), label="pp")
+    m = data.draw(st.integers(1, 32), label="m")
+    costs = data.draw(time_costs(p), label="costs")
+    if data.draw(st.booleans(), label="mem split"):
+        costs = Costs(f=costs.f, b=costs.b, w=costs.w, comm=costs.comm, mem_f=1.0, mem_b=-0.5, mem_w=-0.5)
+    limit = data.draw(st.floats(min_value=0.5, max_value=3.0 * p), label="limit")
+    try:
+        sched = generate("zb-auto", p, m, costs=costs, memory_limit=limit)
+    except ScheduleError as exc:
+        # only a limit below one microbatch's activations may be refused: with one unit a rank runs F B W
+        assert limit < 1, f"limit {limit} refused: {exc}"
+        assert "memory limit" in str(exc)
+        return
+    r = simulate(sched, costs)
+    assert r.max_peak_memory <= limit + EPS
+    assert sched.meta["memory_limit"] == limit
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8])
+def test_limit_one_unit_is_accepted(p):
+    """With memory for a single activation every rank runs F B W back to back: zb-auto must
+    still produce that schedule (it is the only one), with peak memory exactly 1."""
+    m = 2 * p
+    r = simulate(generate("zb-auto", p, m, memory_limit=1))
+    assert r.max_peak_memory == pytest.approx(1.0)
+
+
+def test_strictly_better_than_zb_h1_with_unequal_costs():
+    """f=1, b=2, w=1, comm=0.1 at twice 1F1B's memory: auto fills the warm-up/cool-down bubbles
+    zb-h1 leaves, so it wins on every case with m >= 2p (and never loses elsewhere)."""
+    costs = Costs(f=1.0, b=2.0, w=1.0, comm=0.1)
+    wins = []
+    for p in (2, 3, 4, 6, 8):
+        for m in (p, 2 * p, 3 * p, 24):
+            auto = makespan("zb-auto", p, m, costs, 2 * p).makespan
+            h1 = makespan("zb-h1", p, m, costs).makespan
+            assert auto <= h1 + EPS
+            if m >= 2 * p:
+                assert auto < h1 - 1e-6, (p, m, auto, h1)
+            # Lower bound: rank p-1 cannot start before p-1 forwards and hops, then works m(f+b+w).
+            assert auto >= m * (1.0 + 2.0 + 1.0) + (p - 1) * (1.0 + 0.1) - EPS
+            wins.append(auto < h1 - 1e-6)
+    assert any(wins)
+
+
+@settings(max_examples=int(15 * SCALE))
+@given(data=st.data())
+def test_more_memory_never_hurts(data):
+    p = data.draw(st.integers(2, 6), label="pp")
+    m = data.draw(st.integers(1, 16), label="m")
+    costs = data.draw(time_costs(p), label="costs")
+    low = data.draw(st.floats(min_value=1.0, max_value=2.0 * p), label="low")
+    high = low + data.draw(st.floats(min_value=0.0, max_value=2.0 * p), label="extra")
+    assert makespan("zb-auto", p, m, costs, high).makespan <= makespan("zb-auto", p, m, costs, low).makespan + EPS
+
+
+B_HOLDS = Costs(mem_f=1.0, mem_b=0.5, mem_w=-1.5)  # B keeps half a unit more until W frees everything
+
+
+@pytest.mark.parametrize("p,m", [(2, 2), (3, 4), (4, 8)])
+def test_memory_added_by_b_is_planned_for(p, m):
+    """Costs allow mem_b > 0 (B adds memory that W frees). zb-auto accepts a limit of 1.5 (F B W
+    back to back), so every larger limit, including its default of p, must be accepted too, within
+    the limit and no slower."""
+    tight = makespan("zb-auto", p, m, B_HOLDS, 1.5)
+    assert tight.max_peak_memory <= 1.5 + EPS
+    for limit in [1.5, 2.0, 2.5, 3.0, p + 0.5, 2.0 * p]:
+        try:
+            r = makespan("zb-auto", p, m, B_HOLDS, limit)
+        except ScheduleError as exc:
+            pytest.fail(f"pp={p} m={m}: limit {limit} refused although limit 1.5 is met: {exc}")
+        assert r.max_peak_memory <= limit + EPS and r.makespan <= tight.makespan + EPS
+    generate("zb-auto", p, m, costs=B_HOLDS)  # the default limit, p units
