@@ -355,8 +355,12 @@ def reference_losses_and_grads(full_model, microbatches):
 def chunk_grads(chunks):
     """{global name: grad} for this rank's chunks; duplicates (tied embedding) are summed."""
     grads = {}
+    seen = set()  # a Parameter shared by two chunks (V placement, tied embedding) counts once
     for chunk in chunks:
         for name, param in named_global_parameters(chunk):
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
             grad = param.grad if param.grad is not None else getattr(param, "main_grad", None)
             if grad is None:
                 continue

@@ -102,14 +102,21 @@ def _attach_main_grad(model):
 
 
 def _main_grads(model):
-    grads = {}
+    grads, seen = {}, set()
     for chunk in model:
         for name, p in ref.named_global_parameters(chunk):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
             g = p.main_grad.clone()
-            if p.grad is not None:  # params outside the fused linear path still use .grad
-                g += p.grad
+            if p.grad is not None and not p.grad_added_to_main_grad:
+                g += p.grad  # params outside the fused path use .grad (DDP would add it to main_grad)
             grads[name] = grads[name] + g if name in grads else g
     return grads
+
+
+SCHEDULE_SIDE_OPTIONS = ("gradient_accumulation_fusion", "calculate_per_token_loss", "grad_scale_func",
+                         "deallocate_pipeline_outputs")
 
 
 def one_step(rank, case, pp):
@@ -119,7 +126,9 @@ def one_step(rank, case, pp):
 
     m, tied, sched = case["microbatches"], case.get("tied", False), case["schedule"]
     batches = ref.make_microbatches(m, seed=case.get("data_seed", 0))
-    full = ref.build_full_model(case["num_layers"], tied=tied, **case.get("config", {}))
+    # The reference is plain autograd: schedule-side options do not apply to it.
+    numeric = {k: v for k, v in case.get("config", {}).items() if k not in SCHEDULE_SIDE_OPTIONS}
+    full = ref.build_full_model(case["num_layers"], tied=tied, **numeric)
     if sched == "megatron-1f1b":
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
@@ -178,5 +187,126 @@ def cases_body(rank, world_case):
         try:
             out.append(one_step(rank, merged, world_case["pp"]))
         except Exception as exc:
-            out.append({"error": f"{type(exc).__name__}: {exc}"})
+            out.append({"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-1500:]}"})
     return out
+
+
+def times_four(x):
+    """A picklable grad_scale_func (config hooks travel to spawned ranks)."""
+    return x * 4.0
+
+
+# -- tensor parallel: compare schedules with megatron's own 1F1B on the same tp x pp grid --------------
+
+def init_by_global_name_(model, tp_rank: int, tp_size: int, seed: int = 7):
+    """Same values for a parameter whatever its placement: drawn from its global
+    name, then this tensor-parallel rank's shard is taken."""
+    import zlib
+
+    with torch.no_grad():
+        for chunk in model:
+            for name, p in ref.named_global_parameters(chunk):
+                shape = list(p.shape)
+                dim = getattr(p, "partition_dim", 0) if getattr(p, "tensor_model_parallel", False) else None
+                if dim is not None:
+                    shape[dim] *= tp_size
+                gen = torch.Generator().manual_seed(seed + zlib.crc32(name.encode()))
+                full = 0.02 * torch.randn(shape, generator=gen)
+                if name.endswith("layer_norm_weight") or ("norm" in name and name.endswith("weight")):
+                    full += 1.0
+                p.copy_(full if dim is None else full.chunk(tp_size, dim=dim)[tp_rank])
+
+
+def tp_body(rank, world_case):
+    import primus_megatron as pm
+    import primus_megatron.schedules  # noqa: F401
+    from megatron.core import parallel_state
+
+    tp, pp = world_case["tp"], world_case["pp"]
+    tp_rank = parallel_state.get_tensor_model_parallel_rank()
+    out = []
+    for case in world_case["cases"]:
+        m, sched = case["microbatches"], case["schedule"]
+        overrides = dict(tensor_model_parallel_size=tp, **case.get("config", {}))
+        batches = ref.make_microbatches(m, seed=1)
+        if sched == "megatron-1f1b":
+            from megatron.core.pipeline_parallel import get_forward_backward_func
+
+            model = ref.build_pipeline_chunks(world_case["num_layers"], **overrides)
+            fbf = get_forward_backward_func()
+        else:
+            chunks = pm.schedules.info(sched).chunks
+            config = ref.tiny_gpt_config(world_case["num_layers"], pipeline_model_parallel_size=pp,
+                                         virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
+                                         **overrides)
+            model = pm.build_model(partial(_provider, config, False), schedule=sched)
+            fbf = pm.get_forward_backward_func(sched, p2p_timeout_s=60)
+        init_by_global_name_(model, tp_rank, tp)
+        if case.get("fusion"):
+            _attach_main_grad(model)
+        store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(batches),
+                    model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=ref.SEQ_LENGTH,
+                    micro_batch_size=ref.MICRO_BATCH_SIZE)
+        out.append({"tp_rank": tp_rank, "losses": ref.losses_from_store(store),
+                    "grads": _main_grads(model) if case.get("fusion") else ref.chunk_grads(model)})
+    return out
+
+
+def sp_linear_body(rank, world_case):
+    """Sequence-parallel Column->Row linear pair: weight gradients deferred to
+    after megatron's shared all-gather buffer was overwritten equal the
+    undeferred ones."""
+    from megatron.core import parallel_state
+    from megatron.core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
+    from megatron.core.parallel_state import get_global_memory_buffer
+
+    from primus_megatron.runtime import linear_hooks
+    from primus_megatron.runtime.wgrad_store import get_store
+
+    linear_hooks.install()
+    tp = parallel_state.get_tensor_model_parallel_world_size()
+    config = ref.tiny_gpt_config(2, tensor_model_parallel_size=tp, sequence_parallel=True)
+    torch.manual_seed(3)
+    init = torch.nn.init.normal_
+    col = ColumnParallelLinear(32, 64, config=config, init_method=init, bias=True, gather_output=False)
+    row = RowParallelLinear(64, 32, config=config, init_method=init, bias=True, input_is_parallel=True,
+                            skip_bias_add=False)
+    x = torch.randn(8 // tp, 2, 32, generator=torch.Generator().manual_seed(11 + rank))
+    params = list(col.parameters()) + list(row.parameters())
+
+    def run(defer: bool):
+        for p in params:
+            p.grad = None
+        out, _ = row(col(x)[0])
+        loss = out.square().sum()
+        store = get_store()
+        if defer:
+            with store.capture("sp"):
+                loss.backward()
+            buf = get_global_memory_buffer().get_tensor([8, 2, 32], torch.float32, "mpu")
+            buf.fill_(float("nan"))  # later ops reuse megatron's shared gather buffer
+            deferred = store.pending("sp")
+            store.run("sp")
+        else:
+            loss.backward()
+            deferred = 0
+        return [p.grad.clone() for p in params], deferred
+
+    eager, _ = run(False)
+    later, deferred = run(True)
+    return {"eager": eager, "deferred": later, "count": deferred}
+
+
+def silent_rank_body(rank, world_case):
+    """Rank 1 never joins the step: rank 0 must time out with a diagnosis."""
+    import time
+
+    if rank == 1:
+        time.sleep(world_case["silent_s"])
+        return {"skipped": True}
+    started = time.time()
+    try:
+        one_step(rank, world_case["cases"][0], world_case["pp"])
+    except Exception as exc:
+        return {"error_type": type(exc).__name__, "message": str(exc), "elapsed": time.time() - started}
+    return {"error_type": None}

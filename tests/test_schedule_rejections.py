@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from primus_megatron.schedules import Costs, Lowered, Op, Recv, ScheduleError, Send, generate, lower, validate
+from primus_megatron.schedules import Costs, Lowered, Op, Recv, ScheduleError, Send, generate, lower, names, simulate, validate
 from primus_megatron.schedules.ir import B, BW, F, W
 from primus_megatron.schedules.validation import check_channels, check_memory
 
@@ -237,3 +237,25 @@ def test_memory_deltas_must_sum_to_zero():
     rejects(generate, "zbv", 2, 4, costs=Costs(mem_f=[1.0, 2.0], mem_w=-1.0), match=["must sum to 0", "stage"])
     # and a balanced split is fine
     generate("zb-h1", 4, 8, costs=Costs(mem_f=1.0, mem_b=-0.25, mem_w=-0.75))
+
+
+def test_validate_uses_the_schedules_own_costs():
+    """A schedule built with its own memory model (here 2 units per activation) carries it in
+    `meta`; simulate() uses it, so validate(memory_limit=...) must too, not unit memory."""
+    costs = Costs(mem_f=2.0, mem_w=-2.0)
+    sched = generate("zb-h1", 4, 8, costs=costs)
+    peak = simulate(sched).max_peak_memory
+    assert peak == pytest.approx(2.0 * 4)  # rank 0 holds p activations of 2 units
+    rejects(validate, sched, memory_limit=4, match=[f"needs {peak:g} activation units on rank 0"])
+
+
+@pytest.mark.parametrize("name", [n for n in names() if n != "zb-optimal"])
+def test_infinite_memory_limit_is_no_limit_or_a_clean_error(name):
+    """generate() accepts memory_limit=inf (it is > 0); a generator must then behave as without a
+    limit or raise ScheduleError, never another exception."""
+    try:
+        sched = generate(name, 4, 8, memory_limit=float("inf"))
+    except ScheduleError as exc:
+        assert one_sentence(str(exc))
+        return
+    validate(sched)

@@ -110,7 +110,8 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
     saved: dict[tuple[int, int], tuple] = {}  # (mb, chunk) -> (input, output) awaiting backward
     produced: dict[Message, torch.Tensor] = {}  # tensors to send or hand over locally
     recvs: dict[Message, Any] = {}
-    sent_outputs: dict[int, torch.Tensor] = {}  # id(pending send) -> output to free once sent
+    sent_outputs: dict[int, tuple[int, int]] = {}  # id(pending send) -> (mb, chunk) whose output it carries
+    in_flight: dict[tuple[int, int], Any] = {}  # (mb, chunk) -> its output's pending send
     forward_data_store: list = []
     total_num_tokens = torch.zeros([], dtype=torch.int, device=device)
     timeline: list[OpRecord] = []
@@ -125,8 +126,22 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
 
     def incoming(msg: Message, op: Op) -> torch.Tensor:
         if msg in produced:  # same-rank hand-over (V turn)
-            return produced.pop(msg).detach()
+            tensor = produced.pop(msg)
+            handed = tensor.detach()  # keeps the storage even if the producer's output is freed below
+            if msg.kind == F:
+                deallocate_output_tensor(tensor, config.deallocate_pipeline_outputs)
+            return handed
         return p2p.wait(recvs.pop(msg), op=f"{op} (stage {msg.dst_stage})")
+
+    def release_sent(pending) -> None:
+        key = sent_outputs.pop(id(pending), None)
+        if key is not None:
+            deallocate_output_tensor(saved_or_none(key), config.deallocate_pipeline_outputs)
+            in_flight.pop(key, None)
+
+    def saved_or_none(key):
+        entry = saved.get(key)
+        return entry[1] if entry is not None else None
 
     with no_sync.disabled():
         for index, item in enumerate(lowered.ranks[rank]):
@@ -137,7 +152,9 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
                 tensor = produced.pop(item.msg)
                 pending = p2p.post_send(tensor, peer=item.peer, what=str(item.msg))
                 if item.msg.kind == F:
-                    sent_outputs[id(pending)] = tensor
+                    key = (item.msg.mb, sched.owner(item.msg.src_stage)[1])
+                    sent_outputs[id(pending)] = key
+                    in_flight[key] = pending
                 continue
             op, stage = item, sched.stage(rank, item)
             chunk = ctx.model[op.chunk]
@@ -162,6 +179,10 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
                 if index == last_backward.get(op.chunk):
                     no_sync.enable(op.chunk)  # let DDP reduce as the chunk's last gradients arrive
                 grad = None if stage == n - 1 else incoming(Message(B, op.mb, stage + 1, stage), op)
+                pending = in_flight.get((op.mb, op.chunk))
+                if pending is not None:  # its output must be sent (and freed) before backward
+                    p2p.finish_send(pending, op=str(op))
+                    release_sent(pending)
                 input_tensor, output = saved.pop((op.mb, op.chunk))
                 capture = store.capture((op.mb, op.chunk)) if op.kind == B else contextlib.nullcontext()
                 with capture:
@@ -177,9 +198,9 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
             if ctx.record_timeline:
                 timeline.append(OpRecord(rank, op, stage, start - t0, time.perf_counter() - t0))
             for done in p2p.reap_sends():
-                deallocate_output_tensor(sent_outputs.pop(id(done), None), config.deallocate_pipeline_outputs)
+                release_sent(done)
         for done in p2p.wait_all_sends():
-            deallocate_output_tensor(sent_outputs.pop(id(done), None), config.deallocate_pipeline_outputs)
+            release_sent(done)
     if not ctx.forward_only:
         store.assert_empty()
     leftovers = [k for k in (*saved, *produced, *recvs)]

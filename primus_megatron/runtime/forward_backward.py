@@ -15,7 +15,9 @@ from .p2p import DEFAULT_TIMEOUT_S, P2P
 
 def forward_only_schedule(schedule: S.Schedule) -> S.Schedule:
     """The same order with the backward ops removed (evaluation)."""
-    return schedule.with_ranks([[op for op in ops if op.kind == S.F] for ops in schedule.ranks])
+    only = schedule.with_ranks([[op for op in ops if op.kind == S.F] for ops in schedule.ranks])
+    only.meta["forward_only"] = True
+    return only
 
 
 class PipelineRunner:

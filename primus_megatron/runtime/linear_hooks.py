@@ -35,6 +35,12 @@ def _megatron_linear_fn():
     return layers.LinearWithGradAccumulationAndAsyncCommunication
 
 
+def _reduce_scatter(output, input, group) -> None:
+    # torch 2.13 renamed reduce_scatter_tensor (still there, deprecated)
+    fn = getattr(torch.distributed, "reduce_scatter_single", None) or torch.distributed.reduce_scatter_tensor
+    fn(output, input, group=group)
+
+
 def _accumulate_into_param(weight: torch.Tensor, grad: torch.Tensor) -> None:
     """Give `grad` to `weight` the way autograd would (hooks included)."""
     torch.autograd.backward(weight.expand_as(weight), grad_tensors=grad.to(weight.dtype))
@@ -86,7 +92,7 @@ class DeferrableLinear(torch.autograd.Function):
             torch.distributed.all_reduce(grad_input, group=tp_group)
         if ctx.sequence_parallel:
             sub = torch.empty(list(input.shape), dtype=input.dtype, device=input.device)
-            torch.distributed.reduce_scatter_tensor(sub, grad_input.contiguous(), group=tp_group)
+            _reduce_scatter(sub, grad_input.contiguous(), group=tp_group)
             grad_input = sub
         grad_bias = grad_output.reshape(-1, grad_output.shape[-1]).sum(dim=0) if ctx.use_bias else None
         store.defer(_weight_grad_closure(weight, grad_output, total_input, ctx.gradient_accumulation_fusion, ctx.main_grad))

@@ -67,6 +67,11 @@ class P2P:
                 f"or runs a different schedule [{type(exc).__name__}: {detail}]") from exc
         return pending.tensor
 
+    def finish_send(self, pending: _Pending, *, op: str) -> None:
+        """Wait for one send and forget it."""
+        self.wait(pending, op=op)
+        self.sends = [p for p in self.sends if p is not pending]
+
     def reap_sends(self) -> list[_Pending]:
         """Forget sends that completed; returns them (their tensors may be freed)."""
         done = [p for p in self.sends if p.work.is_completed()]

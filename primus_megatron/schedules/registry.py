@@ -31,6 +31,7 @@ class ScheduleInfo:
     cost_driven: bool = False  # the order depends on costs / memory limit
     needs_extra: Optional[str] = None  # pip extra the generator needs
     default_memory_limit: Optional[Callable[[int], float]] = field(default=None, compare=False)
+    order: int = 100  # position in listings (family order), then registration order
 
 
 _REGISTRY: dict[str, ScheduleInfo] = {}
@@ -41,7 +42,8 @@ _loaded = False
 def register(name: str, *, placement: str = LOOP, chunks: int = 1, memory: str = "1x",
              description: str = "", aliases: tuple[str, ...] = (), variable_chunks: bool = False,
              cost_driven: bool = False, needs_extra: Optional[str] = None,
-             default_memory_limit: Optional[Callable[[int], float]] = None) -> Callable[[Generator], Generator]:
+             default_memory_limit: Optional[Callable[[int], float]] = None,
+             order: int = 100) -> Callable[[Generator], Generator]:
     """Register `generator` under `name` (and `aliases`)."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}")
@@ -51,7 +53,8 @@ def register(name: str, *, placement: str = LOOP, chunks: int = 1, memory: str =
             if key in _REGISTRY or key in _ALIASES:
                 raise ValueError(f"pipeline schedule name {key!r} is registered twice")
         _REGISTRY[name] = ScheduleInfo(name, fn, placement, chunks, memory, description or (fn.__doc__ or "").strip().split("\n")[0],
-                                       tuple(aliases), variable_chunks, cost_driven, needs_extra, default_memory_limit)
+                                       tuple(aliases), variable_chunks, cost_driven, needs_extra, default_memory_limit,
+                                       order)
         for alias in aliases:
             _ALIASES[alias] = name
         return fn
@@ -73,7 +76,7 @@ def _load_builtins() -> None:
 def names(*, aliases: bool = False) -> list[str]:
     """Registered schedule names in registration order (plus aliases if asked)."""
     _load_builtins()
-    out = list(_REGISTRY)
+    out = sorted(_REGISTRY, key=lambda k: (_REGISTRY[k].order, list(_REGISTRY).index(k)))
     return out + list(_ALIASES) if aliases else out
 
 

@@ -22,7 +22,9 @@ from .simulation import op_times, peak_memory
 
 
 def check_complete(schedule: Schedule) -> None:
-    """Every (microbatch, stage) has one F and one B + one W, or one BW, on its owner."""
+    """Every (microbatch, stage) has one F and one B + one W, or one BW, on its owner
+    (only the F for a forward-only schedule: `meta["forward_only"]`)."""
+    forward_only = bool(schedule.meta.get("forward_only"))
     m, chunks = schedule.microbatches, schedule.chunks_per_rank
     seen: Counter = Counter()
     where: dict = {}
@@ -45,6 +47,10 @@ def check_complete(schedule: Schedule) -> None:
             has = {k for k in COMPUTE_KINDS if (k, mb, stage) in seen}
             if F not in has:
                 raise ScheduleError(f"rank {rank} has no F for microbatch {mb} at stage {stage}")
+            if forward_only:
+                if has - {F}:
+                    raise ScheduleError(f"forward-only schedule runs {', '.join(sorted(has - {F}))} for microbatch {mb} at stage {stage}")
+                continue
             if has & {B, W, BW} not in ({B, W}, {BW}):
                 got = ", ".join(sorted(has - {F})) or "nothing"
                 raise ScheduleError(f"rank {rank} must run B and W, or BW, for microbatch {mb} at stage {stage}, but runs {got}")

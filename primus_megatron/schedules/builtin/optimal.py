@@ -15,7 +15,7 @@ MAX_OPS_PER_RANK = 36
 TIME_LIMIT_S = 60.0
 
 
-@register("zb-optimal", memory="limit", cost_driven=True, needs_extra="ilp",
+@register("zb-optimal", order=90, memory="limit", cost_driven=True, needs_extra="ilp",
           description="optimal zero-bubble order by ILP (HiGHS); small cases only")
 def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None,
                chunks: int = 1, placement: str = LOOP, time_limit: float = TIME_LIMIT_S, **_) -> list[list[Op]]:

@@ -8,7 +8,7 @@ from ..registry import register
 from ..variants import best_of
 
 
-@register("v-min", placement=V, chunks=2, memory="~1/3x",
+@register("v-min", order=80, placement=V, chunks=2, memory="~1/3x",
           description="V-shape, minimal memory (~1/3 of 1F1B), bubble ~2/3 of 1F1B's")
 def v_min(pp: int, microbatches: int, *, costs, memory_limit=None, **_) -> list[list[Op]]:
     return v_family(pp, microbatches, v_min_block(pp), costs, memory_limit, "v-min")

@@ -27,7 +27,7 @@ def heuristic(warmup: list[int]) -> Policy:
     return Policy(key, name=f"warmup={warmup[0]}..{warmup[-1]}")
 
 
-@register("zb-auto", memory="limit", cost_driven=True,
+@register("zb-auto", order=50, memory="limit", cost_driven=True,
           description="automatic zero bubble from measured costs under a memory limit (default: 1F1B's)")
 def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None, **_) -> list[list[Op]]:
     m = microbatches

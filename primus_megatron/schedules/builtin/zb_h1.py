@@ -5,7 +5,7 @@ from ..ir import B, F, W, Op
 from ..registry import register
 
 
-@register("zb-h1", aliases=("zerobubble",), memory="1x",
+@register("zb-h1", order=30, aliases=("zerobubble",), memory="1x",
           description="handcrafted zero bubble at 1F1B memory: W delayed to fill the cool-down")
 def zb_h1(pp: int, microbatches: int, **_) -> list[list[Op]]:
     m = microbatches

@@ -5,7 +5,7 @@ from ..ir import B, F, W, Op
 from ..registry import register
 
 
-@register("zb-h2", memory="2x",
+@register("zb-h2", order=40, memory="2x",
           description="handcrafted zero bubble at ~2x memory: extra warm-up F, W shifted into a parallelogram")
 def zb_h2(pp: int, microbatches: int, **_) -> list[list[Op]]:
     m = microbatches

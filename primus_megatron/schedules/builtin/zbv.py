@@ -5,7 +5,7 @@ from ..ir import B, F, V, W, Op
 from ..registry import register
 
 
-@register("zbv", placement=V, chunks=2, memory="1x",
+@register("zbv", order=60, placement=V, chunks=2, memory="1x",
           description="V-shape zero bubble, 2 chunks per rank, 1F1B memory")
 def zbv(pp: int, microbatches: int, **_) -> list[list[Op]]:
     # The phases need 2p-1 microbatches to fill the V; with fewer, build for
