@@ -1,0 +1,112 @@
+"""Single-process unit tests of the runtime pieces (no process group needed)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import megatron_reference as ref
+
+pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+
+
+class FakeTELinear(torch.nn.Module):
+    """Stands in for transformer_engine.pytorch.Linear(delay_wgrad_compute=True):
+    its backward stores the weight-gradient GEMM, backward_dw() runs the oldest."""
+
+    def __init__(self, delay: bool = True) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(3, 4))
+        self.delay_wgrad_compute = delay
+        self.pending: list = []
+        self.ran: list = []
+
+    def backward_dw(self) -> None:
+        self.ran.append(self.pending.pop(0))
+
+
+def test_te_layers_defer_one_backward_dw_per_captured_b():
+    from primus_megatron.runtime.linear_hooks import defer_te_wgrads, te_delayed_modules
+    from primus_megatron.runtime.wgrad_store import WeightGradStore
+
+    model = torch.nn.Sequential(FakeTELinear(), torch.nn.ReLU(), FakeTELinear(), FakeTELinear(delay=False))
+    delayed = te_delayed_modules(model)
+    assert delayed == [model[0], model[2]]
+    store = WeightGradStore()
+    import primus_megatron.runtime.linear_hooks as hooks
+
+    original = hooks.get_store
+    hooks.get_store = lambda: store
+    try:
+        for mb in range(2):  # two B ops, each queues one GEMM per delayed module
+            for m in delayed:
+                m.pending.append(mb)
+            with store.capture((mb, 0)):
+                defer_te_wgrads(delayed)
+        assert store.pending((0, 0)) == 2 and store.pending((1, 0)) == 2
+        store.run((0, 0))
+        assert [m.ran for m in delayed] == [[0], [0]]
+        store.run((1, 0))
+        assert [m.ran for m in delayed] == [[0, 1], [0, 1]]
+        store.assert_empty()
+    finally:
+        hooks.get_store = original
+
+
+def test_store_refuses_w_with_nothing_deferred_and_leftovers():
+    from primus_megatron.runtime.wgrad_store import WeightGradStore, WeightGradStoreError
+
+    store = WeightGradStore()
+    with pytest.raises(WeightGradStoreError, match="deferred nothing"):
+        store.run((0, 0), what="W0 on pipeline rank 1")
+    with store.capture((1, 0)):
+        store.defer(lambda: None)
+        with pytest.raises(WeightGradStoreError, match="nested"):
+            with store.capture((2, 0)):
+                pass
+    with pytest.raises(WeightGradStoreError, match="never computed"):
+        store.assert_empty()
+    assert store.run((1, 0)) == 1
+    store.assert_empty()
+
+
+def test_deferred_linear_equals_megatrons_backward_single_process():
+    """ColumnParallelLinear (tp=1): deferred weight gradient == megatron's own."""
+    ref.init_single_process()
+    from megatron.core.tensor_parallel.layers import ColumnParallelLinear
+
+    from primus_megatron.runtime import linear_hooks
+    from primus_megatron.runtime.wgrad_store import get_store
+
+    linear_hooks.install()
+    config = ref.tiny_gpt_config(1)
+    torch.manual_seed(0)
+    layer = ColumnParallelLinear(8, 6, config=config, init_method=torch.nn.init.normal_, bias=True,
+                                 gather_output=True)
+    x = torch.randn(5, 2, 8, requires_grad=True)
+
+    def grads(defer: bool):
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        out, _ = layer(x)
+        store = get_store()
+        if defer:
+            with store.capture("k"):
+                out.square().sum().backward()
+            assert layer.weight.grad is None, "B must not produce the weight gradient"
+            assert layer.bias.grad is not None, "biases get their gradient in B"
+            store.run("k")
+        else:
+            out.square().sum().backward()
+        return x.grad.clone(), layer.weight.grad.clone(), layer.bias.grad.clone()
+
+    for eager, deferred in zip(grads(False), grads(True)):
+        torch.testing.assert_close(deferred, eager, rtol=0, atol=0)
+
+
+def test_wrong_number_of_model_chunks_is_refused_before_any_communication():
+    import primus_megatron as pm
+
+    fbf = pm.get_forward_backward_func("zbv")
+    with pytest.raises(ValueError, match="runs 2 model chunk"):
+        fbf(forward_step_func=None, data_iterator=None, model=[torch.nn.Linear(2, 2)], num_microbatches=4,
+            seq_length=16, micro_batch_size=1)
