@@ -16,11 +16,25 @@ global memory buffer get method patches.  The only process-wide change is a
 ``LanguageModule.setup_embeddings_and_output_layer`` (tied embeddings with pp>1).
 
 apex's fused weight-gradient kernel (``gradient_accumulation_fusion``) gets a
-plain-torch stand-in. Not covered: megatron's DistributedDataParallel,
-optimizers and grad scaler, other fused kernels, TransformerEngine, CUDA graphs.
+plain-torch stand-in.
+
+megatron's data-parallel and optimizer stack is covered too:
+``DistributedDataParallel`` (grad buffers, bucketed all-reduce /
+reduce-scatter over gloo, ``overlap_grad_reduce``), ``finalize_model_grads``,
+``get_megatron_optimizer`` (FP32Optimizer, Float16OptimizerWithFloat16Params,
+DistributedOptimizer over torch's AdamW), the grad scalers, grad-norm clipping
+and ``dist_checkpointing.save``/``load`` (torch_dist).  The optimizers'
+``param.type() == 'torch.cuda.FloatTensor'`` checks are satisfied by letting
+CPU tensors report CUDA type names for the duration of the two optimizer
+constructors only.  See notes/megatron_optimizer_cpu.md.
+
+Not covered: other fused kernels, TransformerEngine, CUDA graphs,
+``num_distributed_optimizer_instances > 1`` (CUDA streams), ``nccl_ub``,
+optimizer CPU offload, grad/optimizer offload_to_cpu/restore.
 """
 
 import contextlib
+import functools
 import importlib
 import types
 
@@ -45,6 +59,18 @@ _PROXIED_MODULES = (
     "megatron.core.tensor_parallel.utils",
     # causal / sliding-window masks built with device="cuda" when attention_mask is None
     "megatron.core.transformer.utils",
+    # DDP param/grad buffers are torch.zeros(..., device=torch.cuda.current_device())
+    "megatron.core.distributed.param_and_grad_buffer",
+    # found_inf, _scale_one, _dummy_overflow_buf, FP32Optimizer._scale: torch.tensor(device='cuda')
+    "megatron.core.optimizer.optimizer",
+    # loss scale, min scale, growth/backoff factors: torch.tensor(device='cuda')
+    "megatron.core.optimizer.grad_scaler",
+    # grad-norm and zero-count accumulators: torch.tensor/zeros(device='cuda')
+    "megatron.core.optimizer.clip_grads",
+    # load_state_dict's placeholder state shards: torch.empty(device=torch.cuda.current_device())
+    "megatron.core.optimizer.distrib_optimizer",
+    # save finalize broadcasts a failure flag allocated on torch.cuda.current_device()
+    "megatron.core.dist_checkpointing.strategies.state_dict_saver",
 )
 
 
@@ -189,6 +215,87 @@ def _patch_grad_accum_fusion():
     layers._grad_accum_fusion_available = True
 
 
+@contextlib.contextmanager
+def _cpu_tensors_report_cuda_type_names():
+    """While open, ``t.type()`` of a CPU tensor says ``torch.cuda.<X>Tensor``."""
+    original = torch.Tensor.type
+    had_own = "type" in torch.Tensor.__dict__
+
+    def type_(self, dtype=None, non_blocking=False, **kwargs):
+        if dtype is None and not kwargs and self.device.type == "cpu":
+            return original(self).replace("torch.", "torch.cuda.", 1)
+        return original(self, dtype, non_blocking, **kwargs)
+
+    torch.Tensor.type = type_
+    try:
+        yield
+    finally:
+        if had_own:
+            torch.Tensor.type = original
+        else:
+            del torch.Tensor.type
+
+
+def _patch_optimizer_param_type_checks():
+    from megatron.core.optimizer import distrib_optimizer, optimizer
+
+    def wrap(original):
+        @functools.wraps(original)
+        def __init__(self, *args, **kwargs):
+            # the constructors sort params by param.type() in {'torch.cuda.FloatTensor', ...Half/BFloat16}
+            with _cpu_tensors_report_cuda_type_names():
+                original(self, *args, **kwargs)
+
+        return __init__
+
+    for cls in (optimizer.Float16OptimizerWithFloat16Params, distrib_optimizer.DistributedOptimizer):
+        cls.__init__ = wrap(cls.__init__)
+
+
+def _patch_clip_grads():
+    from megatron.core import utils
+    from megatron.core.optimizer import clip_grads, optimizer
+
+    def clip_grad_by_total_norm_fp32(parameters, max_norm, total_norm, use_decoupled_grad=False):
+        # upstream asserts grad.type() == 'torch.cuda.FloatTensor'; same clipping, fp32 checked by dtype
+        if isinstance(parameters, torch.Tensor):
+            parameters = [parameters]
+        attr = "decoupled_grad" if use_decoupled_grad else "grad"
+        grads = [getattr(p, attr, None) for p in parameters]
+        grads = [utils.to_local_if_dtensor(g).detach() for g in grads if g is not None]
+        if not use_decoupled_grad:
+            assert all(g.dtype == torch.float32 for g in grads), "main grads must be fp32"
+        coeff = max_norm / (total_norm + 1.0e-6)
+        if coeff < 1.0:
+            for g in grads:
+                g.mul_(coeff)
+
+    clip_grads.clip_grad_by_total_norm_fp32 = clip_grad_by_total_norm_fp32
+    optimizer.clip_grad_by_total_norm_fp32 = clip_grad_by_total_norm_fp32  # imported by name there
+
+    if clip_grads.l2_norm_impl is utils.local_multi_tensor_l2_norm:
+
+        def l2_norm(chunk_size, noop_flag, tensor_lists, per_tensor, *args):
+            # megatron's local fallback returns the norm on device="cuda"; same math on CPU
+            norms = [torch.linalg.vector_norm(t).float() for t in tensor_lists[0]]
+            total = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros([])
+            return total.reshape(1), None
+
+        clip_grads.l2_norm_impl = l2_norm
+
+
+def _patch_grad_scaler():
+    from megatron.core.optimizer import grad_scaler
+
+    def load_state_dict(self, state_dict):
+        # upstream moves the saved scale with .cuda(torch.cuda.current_device())
+        self._scale = state_dict["scale"].to(_CPU)
+        self._growth_tracker = state_dict["growth_tracker"]
+        self._hysteresis_tracker = state_dict["hysteresis_tracker"]
+
+    grad_scaler.DynamicGradScaler.load_state_dict = load_state_dict
+
+
 def enable():
     """Patch megatron-core for CPU/gloo. Idempotent; call before building models."""
     global _enabled
@@ -201,6 +308,9 @@ def enable():
     _patch_rng()
     _patch_tied_embeddings()
     _patch_grad_accum_fusion()
+    _patch_optimizer_param_type_checks()
+    _patch_clip_grads()
+    _patch_grad_scaler()
     _enabled = True
 
 

@@ -130,10 +130,32 @@ class PipelineRunner:
         self.last_step = result
 
         if not forward_only and config.finalize_model_grads_func is not None:
-            config.finalize_model_grads_func(
-                chunks, result.total_num_tokens if config.calculate_per_token_loss else None,
-                pg_collection=pg_collection, force_all_reduce=force_all_reduce)
+            num_tokens = None
+            if config.calculate_per_token_loss:
+                # megatron broadcasts the count from the last pipeline rank; under V the
+                # loss lives on rank 0, so give every rank the total first.
+                num_tokens = result.total_num_tokens.clone()
+                dist.all_reduce(num_tokens, group=group)
+            config.finalize_model_grads_func(chunks, num_tokens,
+                                             pg_collection=_finalize_groups(sched, pg_collection),
+                                             force_all_reduce=force_all_reduce)
         return result.forward_data_store
+
+
+def _finalize_groups(sched: S.Schedule, pg_collection: Any) -> Any:
+    """Process groups for megatron's finalize_model_grads. Under V placement the
+    embedding and the output layer both live on pipeline rank 0 (one shared
+    Parameter when tied), so the first/last-stage embedding all-reduce is off."""
+    if sched.placement != S.V:
+        return pg_collection
+    import copy
+
+    from megatron.core.process_groups_config import ProcessGroupCollection
+
+    groups = copy.copy(pg_collection) if pg_collection is not None else ProcessGroupCollection.use_mpu_process_groups()
+    groups.embd = None
+    groups.pos_embd = None
+    return groups
 
 
 def get_forward_backward_func(schedule: Union[str, S.Schedule] = "zb-h1", **options) -> PipelineRunner:

@@ -132,8 +132,65 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
 
 
 def _tie_embeddings(model: list[torch.nn.Module]) -> None:
+    """Rank 0 holds both ends of the V: the output layer uses the embedding's
+    Parameter itself. It is registered in chunk 0 only, so a data-parallel
+    wrapper per chunk never sees it twice."""
     first, last = _unwrap(model[0]), _unwrap(model[-1])
     if not getattr(last, "share_embeddings_and_output_weights", False) or not getattr(first, "pre_process", False):
         return
     weight = first.embedding.word_embeddings.weight
-    last.output_layer.weight = weight  # one Parameter: both chunks accumulate into its grad
+    del last.output_layer.weight
+    last.output_layer.register_parameter("weight", None)
+    last.shared_embedding_or_output_weight = lambda: weight  # GPTModel passes it to the output layer
+
+
+def global_parameter_name(chunk: torch.nn.Module, local_name: str) -> str:
+    """The name a parameter has in the whole (unpipelined) model: decoder layers
+    are numbered by their global layer number, whatever chunk holds them."""
+    inner = _unwrap(chunk)
+    parts = local_name.split(".")
+    if parts[:2] == ["decoder", "layers"] and len(parts) > 2:
+        layer = inner.decoder.layers[int(parts[2])]
+        return ".".join(["decoder", "layers", str(layer.layer_number - 1), *parts[3:]])
+    if local_name == "output_layer.weight" and getattr(inner, "share_embeddings_and_output_weights", False):
+        return "embedding.word_embeddings.weight"
+    return local_name
+
+
+def named_global_parameters(chunk: torch.nn.Module):
+    """(global name, parameter) for every parameter of a (possibly wrapped) chunk."""
+    inner = _unwrap(chunk)
+    for name, param in inner.named_parameters():
+        yield global_parameter_name(inner, name), param
+
+
+def init_by_global_name_(model: list[torch.nn.Module], *, seed: int, std: float, num_layers: int,
+                         tp_rank: int = 0, tp_size: int = 1) -> None:
+    """Initialise every parameter from (seed, its global name), as megatron's
+    initialisers would (normal(0, std) weights, output projections scaled by
+    1/sqrt(2 L), zero biases, unit norm weights), then keep this
+    tensor-parallel rank's shard. The result does not depend on the schedule,
+    the pipeline size or the build order, so every schedule starts from the
+    same weights."""
+    import math
+    import zlib
+
+    with torch.no_grad():
+        for chunk in model:
+            for name, param in named_global_parameters(chunk):
+                shape = list(param.shape)
+                dim = getattr(param, "partition_dim", 0) if getattr(param, "tensor_model_parallel", False) else None
+                if dim is not None:
+                    shape[dim] *= tp_size
+                leaf = name.rsplit(".", 1)[-1]
+                if "norm" in name and leaf == "weight" or leaf == "layer_norm_weight":
+                    full = torch.ones(shape)
+                elif leaf == "bias" or leaf.endswith("_bias"):
+                    full = torch.zeros(shape)
+                else:
+                    gen = torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63)
+                    scale = std / math.sqrt(2.0 * num_layers) if name.endswith(("linear_proj.weight", "linear_fc2.weight")) else std
+                    full = torch.randn(shape, generator=gen) * scale
+                if dim is not None:
+                    full = full.chunk(tp_size, dim=dim)[tp_rank]
+                param.copy_(full.to(param.dtype))

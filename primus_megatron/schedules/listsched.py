@@ -124,8 +124,13 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
             return bound(F, mb, s - 1) + sc.comm[s - 1]
         return bound(F, mb, s) if s == n - 1 else bound(B, mb, s + 1) + sc.comm[s + 1]
 
+    # Memory a B will still add (mem_b > 0) for microbatches whose F ran and B did not:
+    # an F is admitted only if those B can run later without exceeding the limit.
+    owed = [0.0] * pp
+
     def fits(r: int, c: int) -> bool:
-        return mem[r] + sc.mem[F][stages[r][c]] + (headroom[r] if c == 0 else 0.0) <= limit
+        s = stages[r][c]
+        return mem[r] + owed[r] + sc.mem[F][s] + max(0.0, sc.mem[B][s]) + (headroom[r] if c == 0 else 0.0) <= limit
 
     def run(r: int, t: float, kind: str, mb: int, c: int) -> None:
         s = stages[r][c]
@@ -134,6 +139,10 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
         remaining[r] -= 1
         free[r] = end
         mem[r] += sc.memory(kind, s)
+        if kind == F:
+            owed[r] += max(0.0, sc.mem[B][s])
+        elif kind in (B, BW):
+            owed[r] -= max(0.0, sc.mem[B][s])
         if kind == F:
             next_f[r][c] += 1
             state[r].f_count += 1

@@ -120,6 +120,8 @@ def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = 
     if memory_limit is not None:
         if isinstance(memory_limit, bool) or not isinstance(memory_limit, (int, float)) or not memory_limit > 0:
             raise ScheduleError(f"memory limit must be a positive number of activation units, got {memory_limit!r}")
+        if memory_limit == float("inf"):
+            memory_limit = None  # no limit
     nchunks = resolve_chunks(entry, chunks)
     costs = costs or UNIT
     sc: StageCosts = costs.resolve(pp, nchunks, entry.placement)

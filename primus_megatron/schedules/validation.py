@@ -58,7 +58,7 @@ def check_complete(schedule: Schedule) -> None:
 
 def check_memory(schedule: Schedule, costs: Optional[Costs], memory_limit: Optional[float]) -> list[float]:
     """Per-rank peak activation memory; raises if a rank exceeds `memory_limit`."""
-    sc = (costs or UNIT).resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+    sc = (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
     peaks = peak_memory(schedule, sc)
     if memory_limit is not None:
         for r, peak in enumerate(peaks):

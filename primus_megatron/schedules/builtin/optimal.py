@@ -80,11 +80,12 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
                 h.addConstr(start[j] - start[i] + big * (1 - x) >= dur[i])
                 h.addConstr(start[i] - start[j] + big * x >= dur[j])
                 before[(i, j)], before[(j, i)] = x, 1 - x
-        # Memory when each F starts: what every earlier op of the rank added.
+        # Memory after every op that adds some (F, and B when mem_b > 0): what
+        # every earlier op of the rank added, plus its own.
         for i in mine:
-            if ops[i][1] != F:
+            if costs.memory(ops[i][1], ops[i][4]) <= 0:
                 continue
-            expr = costs.memory(F, ops[i][4])
+            expr = costs.memory(ops[i][1], ops[i][4])
             for j in mine:
                 if j != i:
                     expr = expr + costs.memory(ops[j][1], ops[j][4]) * before[(j, i)]

@@ -1,0 +1,234 @@
+"""Command-line arguments of examples/pretrain_gpt.py: Megatron-LM's names and
+meanings (a subset), plus the pipeline-schedule group. Everything is checked
+before any process group is created; a problem is one sentence (ConfigError)."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Optional, Sequence
+
+from ..megatron_lm.args import add_args as add_pipeline_args
+from ..megatron_lm.args import check_schedule_args
+
+
+class ConfigError(ValueError):
+    """Bad command-line input; the message names the option and what is allowed."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pretrain_gpt.py", description="Pretrain a GPT with megatron-core and "
+                                "primus_megatron's pipeline schedules (Megatron-LM argument names).",
+                                allow_abbrev=False)
+    g = p.add_argument_group("model")
+    g.add_argument("--num-layers", type=int, default=8)
+    g.add_argument("--hidden-size", type=int, default=128)
+    g.add_argument("--ffn-hidden-size", type=int, default=None, help="default: 4 x hidden size")
+    g.add_argument("--num-attention-heads", type=int, default=4)
+    g.add_argument("--seq-length", type=int, default=128)
+    g.add_argument("--max-position-embeddings", type=int, default=None, help="default: seq length")
+    g.add_argument("--vocab-size", type=int, default=None, help="mock data vocabulary (default: the tokenizer's)")
+    g.add_argument("--make-vocab-size-divisible-by", type=int, default=128)
+    g.add_argument("--untie-embeddings-and-output-weights", action="store_true")
+    g.add_argument("--hidden-dropout", type=float, default=0.1)
+    g.add_argument("--attention-dropout", type=float, default=0.1)
+    g.add_argument("--init-method-std", type=float, default=0.02)
+    g.add_argument("--normalization", choices=["LayerNorm"], default="LayerNorm")
+
+    g = p.add_argument_group("training")
+    g.add_argument("--micro-batch-size", type=int, default=4)
+    g.add_argument("--global-batch-size", type=int, default=None, help="default: micro batch x data parallel")
+    g.add_argument("--train-iters", type=int, default=100)
+    g.add_argument("--lr", type=float, default=1e-3)
+    g.add_argument("--min-lr", type=float, default=0.0)
+    g.add_argument("--lr-decay-style", choices=["constant", "linear", "cosine", "inverse-square-root", "WSD"],
+                   default="cosine")
+    g.add_argument("--lr-warmup-iters", type=int, default=0)
+    g.add_argument("--lr-decay-iters", type=int, default=None, help="default: train iters")
+    g.add_argument("--weight-decay", type=float, default=0.01)
+    g.add_argument("--clip-grad", type=float, default=1.0)
+    g.add_argument("--adam-beta1", type=float, default=0.9)
+    g.add_argument("--adam-beta2", type=float, default=0.999)
+    g.add_argument("--adam-eps", type=float, default=1e-8)
+    g.add_argument("--bf16", action="store_true")
+    g.add_argument("--fp16", action="store_true")
+    g.add_argument("--loss-scale", type=float, default=None, help="static fp16 loss scale (default: dynamic)")
+    g.add_argument("--initial-loss-scale", type=float, default=2.0 ** 16)
+    g.add_argument("--seed", type=int, default=1234)
+    g.add_argument("--use-distributed-optimizer", action="store_true")
+    g.add_argument("--overlap-grad-reduce", action="store_true")
+    g.add_argument("--accumulate-allreduce-grads-in-fp32", action="store_true")
+    g.add_argument("--gradient-accumulation-fusion", action="store_true",
+                   help="accumulate weight gradients straight into fp32 main grads (apex kernel on GPU)")
+
+    g = p.add_argument_group("parallelism")
+    g.add_argument("--tensor-model-parallel-size", type=int, default=1)
+    g.add_argument("--pipeline-model-parallel-size", type=int, default=1)
+    g.add_argument("--sequence-parallel", action="store_true")
+    g.add_argument("--distributed-backend", choices=["nccl", "gloo"], default=None,
+                   help="default: gloo with --cpu, else nccl (RCCL on ROCm)")
+    g.add_argument("--distributed-timeout-minutes", type=int, default=10)
+    g.add_argument("--cpu", action="store_true", help="run on CPU with gloo (primus_megatron.compat.cpu)")
+
+    g = p.add_argument_group("data")
+    g.add_argument("--data-path", nargs="*", default=None, help="PREFIX or W1 PREFIX1 W2 PREFIX2 ... (Megatron syntax)")
+    g.add_argument("--split", default="969,30,1")
+    g.add_argument("--mock-data", action="store_true")
+    g.add_argument("--tokenizer-type", default="ByteTokenizer", choices=["ByteTokenizer", "HuggingFaceTokenizer"])
+    g.add_argument("--tokenizer-model", default=None)
+    g.add_argument("--data-cache-path", default=None)
+
+    g = p.add_argument_group("checkpointing and logging")
+    g.add_argument("--save", default=None)
+    g.add_argument("--load", default=None)
+    g.add_argument("--save-interval", type=int, default=None)
+    g.add_argument("--no-load-optim", action="store_true")
+    g.add_argument("--no-load-rng", action="store_true")
+    g.add_argument("--finetune", action="store_true")
+    g.add_argument("--log-interval", type=int, default=1)
+    g.add_argument("--eval-interval", type=int, default=None)
+    g.add_argument("--eval-iters", type=int, default=2)
+    g.add_argument("--exit-interval", type=int, default=None)
+    g.add_argument("--timeline", default=None, metavar="FILE.png|.svg",
+                   help="draw the executed schedule (measured op times of the last iteration) and write FILE.json "
+                        "as a Chrome trace")
+    add_pipeline_args(p)
+    return p
+
+
+def _world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argparse.Namespace:
+    """Fill defaults the way Megatron-LM does and check the combination.
+    Raises ConfigError with one sentence naming the option."""
+    world = _world_size() if world_size is None else world_size
+    positive = ["num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size", "train_iters",
+                "tensor_model_parallel_size", "pipeline_model_parallel_size", "log_interval", "eval_iters",
+                "make_vocab_size_divisible_by", "distributed_timeout_minutes"]
+    for name in positive:
+        if getattr(args, name) < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    for name in ("save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
+                 "ffn_hidden_size", "max_position_embeddings", "vocab_size"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    if args.lr_warmup_iters < 0:
+        raise ConfigError(f"--lr-warmup-iters must be >= 0, got {args.lr_warmup_iters}")
+    if args.lr < 0 or args.min_lr < 0 or args.min_lr > args.lr:
+        raise ConfigError(f"--lr and --min-lr must satisfy 0 <= min-lr <= lr, got lr {args.lr:g}, min-lr {args.min_lr:g}")
+    if args.clip_grad < 0:
+        raise ConfigError(f"--clip-grad must be >= 0 (0 disables clipping), got {args.clip_grad:g}")
+    for name in ("hidden_dropout", "attention_dropout"):
+        if not 0.0 <= getattr(args, name) < 1.0:
+            raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(args, name):g}")
+    if args.bf16 and args.fp16:
+        raise ConfigError("--bf16 and --fp16 cannot be combined: choose one")
+    if args.hidden_size % args.num_attention_heads:
+        raise ConfigError(f"--hidden-size {args.hidden_size} must be divisible by --num-attention-heads "
+                          f"{args.num_attention_heads}")
+    tp, pp = args.tensor_model_parallel_size, args.pipeline_model_parallel_size
+    if world % (tp * pp):
+        raise ConfigError(f"the world size {world} must be divisible by --tensor-model-parallel-size {tp} x "
+                          f"--pipeline-model-parallel-size {pp}")
+    args.data_parallel_size = world // (tp * pp)
+    if args.num_attention_heads % tp:
+        raise ConfigError(f"--num-attention-heads {args.num_attention_heads} must be divisible by "
+                          f"--tensor-model-parallel-size {tp}")
+    if args.sequence_parallel and tp == 1:
+        args.sequence_parallel = False  # as Megatron-LM: meaningless without tensor parallelism
+    if args.sequence_parallel and args.seq_length % tp:
+        raise ConfigError(f"--seq-length {args.seq_length} must be divisible by --tensor-model-parallel-size {tp} "
+                          f"with --sequence-parallel")
+    problem = check_schedule_args(args)
+    if problem:
+        raise ConfigError(problem)
+    chunks = 1
+    if args.pipeline_schedule is not None:
+        from ..schedules import registry
+
+        entry = registry.info(args.pipeline_schedule)
+        args.pipeline_schedule = entry.name
+        if pp < 2:
+            raise ConfigError(f"--pipeline-schedule {entry.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
+                              f"drop --pipeline-schedule to train without pipelining")
+        chunks = registry.resolve_chunks(entry, args.pipeline_chunks)
+        if entry.needs_extra == "ilp":
+            try:
+                import highspy  # noqa: F401
+            except ImportError:
+                raise ConfigError(f"--pipeline-schedule {entry.name} needs highspy: pip install "
+                                  f"'primus_megatron[ilp]'") from None
+    args.pipeline_chunks_resolved = chunks
+    stages = pp * chunks
+    if args.num_layers % stages:
+        what = f"{pp} pipeline ranks x {chunks} chunks" if chunks > 1 else f"{pp} pipeline ranks"
+        raise ConfigError(f"--num-layers {args.num_layers} does not split into {stages} equal stages "
+                          f"({what}); use a multiple of {stages}, e.g. {stages * max(1, round(args.num_layers / stages))}")
+    dp = args.data_parallel_size
+    if args.global_batch_size is None:
+        args.global_batch_size = args.micro_batch_size * dp
+    if args.global_batch_size % (args.micro_batch_size * dp):
+        raise ConfigError(f"--global-batch-size {args.global_batch_size} must be divisible by --micro-batch-size "
+                          f"{args.micro_batch_size} x data-parallel size {dp}")
+    args.num_microbatches = args.global_batch_size // (args.micro_batch_size * dp)
+    if args.pipeline_schedule is not None:
+        from ..schedules import ScheduleError, generate
+        from ..megatron_lm.args import parse_costs
+
+        try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
+            generate(args.pipeline_schedule, pp, args.num_microbatches,
+                     costs=parse_costs(args.pipeline_costs) if args.pipeline_costs else None,
+                     memory_limit=args.pipeline_memory_limit, chunks=args.pipeline_chunks)
+        except ScheduleError as exc:
+            raise ConfigError(f"--pipeline-schedule {args.pipeline_schedule} with {args.num_microbatches} "
+                              f"microbatches (global batch / micro batch / data parallel): {exc}") from None
+    if args.ffn_hidden_size is None:
+        args.ffn_hidden_size = 4 * args.hidden_size
+    if args.max_position_embeddings is None:
+        args.max_position_embeddings = args.seq_length
+    if args.max_position_embeddings < args.seq_length:
+        raise ConfigError(f"--max-position-embeddings {args.max_position_embeddings} must be >= --seq-length "
+                          f"{args.seq_length}")
+    if args.lr_decay_iters is None:
+        args.lr_decay_iters = args.train_iters
+    if not args.mock_data and not args.data_path:
+        raise ConfigError("give --data-path PREFIX (a Megatron .bin/.idx dataset) or --mock-data")
+    if args.data_path:
+        _check_data_path(args.data_path)
+    if args.tokenizer_type == "HuggingFaceTokenizer" and not args.tokenizer_model:
+        raise ConfigError("--tokenizer-type HuggingFaceTokenizer needs --tokenizer-model PATH")
+    if args.distributed_backend is None:
+        args.distributed_backend = "gloo" if args.cpu else "nccl"
+    if args.cpu and args.distributed_backend != "gloo":
+        raise ConfigError("--cpu runs on gloo: drop --distributed-backend nccl")
+    if args.save_interval is not None and args.save is None:
+        raise ConfigError("--save-interval needs --save DIR")
+    if args.timeline is not None and os.path.splitext(args.timeline)[1].lower() not in (".png", ".svg"):
+        raise ConfigError(f"--timeline must name a .png or .svg file, got {args.timeline!r}")
+    return args
+
+
+def _check_data_path(tokens: Sequence[str]) -> None:
+    if len(tokens) > 1:
+        if len(tokens) % 2:
+            raise ConfigError("--data-path takes PREFIX or pairs 'WEIGHT PREFIX ...'")
+        prefixes = tokens[1::2]
+        for w in tokens[0::2]:
+            try:
+                if float(w) < 0:
+                    raise ValueError
+            except ValueError:
+                raise ConfigError(f"--data-path weight {w!r} must be a non-negative number") from None
+    else:
+        prefixes = tokens
+    for prefix in prefixes:
+        for ext in (".bin", ".idx"):
+            if not os.path.exists(prefix + ext):
+                raise ConfigError(f"--data-path {prefix}: {prefix + ext} does not exist (build it with "
+                                  f"`python -m primus_megatron.train.data --build-corpus-dataset {prefix}`)")
+
+
+def parse(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None) -> argparse.Namespace:
+    return validate(build_parser().parse_args(argv), world_size)

@@ -1,0 +1,152 @@
+"""The training loop of examples/pretrain_gpt.py (Megatron-LM's pretrain() on megatron-core)."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import sys
+import time
+from functools import partial
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+
+def log0(*parts) -> None:
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(*parts, flush=True)
+
+
+def initialize(args: argparse.Namespace) -> None:
+    """Process groups, CPU mode, seeds."""
+    if args.cpu:
+        from ..compat import cpu
+
+        cpu.enable()
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+    else:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        dist.init_process_group(args.distributed_backend,
+                                timeout=datetime.timedelta(minutes=args.distributed_timeout_minutes))
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+
+    ps.initialize_model_parallel(args.tensor_model_parallel_size, args.pipeline_model_parallel_size,
+                                 distributed_timeout_minutes=args.distributed_timeout_minutes)
+    torch.manual_seed(args.seed)  # same on every rank: dropout masks follow the data, not the placement
+    model_parallel_cuda_manual_seed(args.seed)
+
+
+# -- forward step (Megatron-LM's pretrain_gpt.forward_step) --------------------------------------
+
+def loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor):
+    losses = output_tensor.float().view(-1)
+    mask = loss_mask.view(-1).float()
+    loss = torch.sum(losses * mask)
+    num_tokens = mask.sum().clone().detach().to(torch.int)
+    report = torch.cat([loss.clone().detach().view(1), num_tokens.float().view(1)])
+    return loss, num_tokens, {"lm loss": report}
+
+
+def forward_step(data_iterator, model):
+    """Reads the microbatch only where it is needed: tokens on the chunk with
+    the first stage, labels on the chunk with the last (both on rank 0 under V)."""
+    from megatron.core.utils import get_attr_wrapped_model
+
+    pre = get_attr_wrapped_model(model, "pre_process")
+    post = get_attr_wrapped_model(model, "post_process")
+    batch = next(data_iterator) if (pre or post) else None
+    tokens = batch["tokens"] if pre else None
+    position_ids = batch["position_ids"] if pre else None
+    attention_mask = batch.get("attention_mask") if batch is not None else None
+    labels = batch["labels"] if post else None
+    output = model(tokens, position_ids, attention_mask, labels=labels)
+    return output, partial(loss_func, batch["loss_mask"] if post else None)
+
+
+# -- logging helpers ---------------------------------------------------------------------------
+
+def _loss_holder(args) -> bool:
+    """Does this rank hold the last pipeline stage (and is it tp rank 0)?"""
+    from megatron.core import parallel_state as ps
+
+    from .. import schedules as S
+
+    pp, rank = args.pipeline_model_parallel_size, ps.get_pipeline_model_parallel_rank()
+    if args.pipeline_schedule is None:
+        last = rank == pp - 1
+    else:
+        entry = S.info(args.pipeline_schedule)
+        n = pp * args.pipeline_chunks_resolved
+        last = S.owner_of(entry.placement, pp, n - 1)[0] == rank
+    return last and ps.get_tensor_model_parallel_rank() == 0
+
+
+def reduce_losses(args, store: list) -> dict[str, float]:
+    """Token-weighted mean of every reported loss over microbatches and data-parallel
+    ranks, available on every rank."""
+    from megatron.core import parallel_state as ps
+
+    keys = sorted(store[0]) if store else []
+    n = torch.tensor([len(keys)], dtype=torch.long)
+    dist.all_reduce(n, op=dist.ReduceOp.MAX)  # ranks without the loss stage learn how many keys exist
+    totals = torch.zeros(2 * max(int(n.item()), 1), dtype=torch.float64)
+    if _loss_holder(args) and store:
+        for i, key in enumerate(keys):
+            for item in store:
+                value = item[key].double().view(-1)
+                totals[2 * i] += value[0]
+                totals[2 * i + 1] += value[1] if value.numel() > 1 else 1.0
+    dist.all_reduce(totals)  # loss holders of every dp replica contribute; others add zeros
+    names = keys or ["lm loss"]
+    return {k: float(totals[2 * i] / totals[2 * i + 1]) if totals[2 * i + 1] > 0 else float("nan")
+            for i, k in enumerate(names)}
+
+
+def measured_bubble(timelines: list[list]) -> float:
+    """1 - busy / (pp * span) of one executed iteration (all ranks' op records)."""
+    spans = [r for tl in timelines for r in tl]
+    if not spans:
+        return float("nan")
+    start = min(r.start for r in spans)
+    end = max(r.end for r in spans)
+    busy = sum(r.end - r.start for r in spans)
+    return max(0.0, 1.0 - busy / (len(timelines) * (end - start)))
+
+
+def gather_timeline(runner) -> Optional[list[list]]:
+    """The last step's op records of every pipeline rank (on pipeline group members)."""
+    from megatron.core import parallel_state as ps
+
+    if runner is None or getattr(runner, "last_step", None) is None:
+        return None
+    group = ps.get_pipeline_model_parallel_group()
+    records = [(r.op, r.stage, r.start, r.end) for r in runner.last_step.timeline]
+    gathered: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, (ps.get_pipeline_model_parallel_rank(), records), group=group)
+    from ..runtime.executor import OpRecord
+
+    out: list[list] = [[] for _ in gathered]
+    for rank, recs in gathered:
+        out[rank] = [OpRecord(rank, op, stage, start, end) for op, stage, start, end in recs]
+    return out
+
+
+def write_timeline(args, timeline: list[list], title: str) -> None:
+    from ..schedules.plot import plot_timeline
+    from ..schedules.trace import write_chrome_trace
+
+    t0 = min(r.start for tl in timeline for r in tl)
+    from ..runtime.executor import OpRecord
+
+    # milliseconds since the iteration's first op (the trace's time unit)
+    shifted = [[OpRecord(r.rank, r.op, r.stage, 1e3 * (r.start - t0), 1e3 * (r.end - t0)) for r in tl]
+               for tl in timeline]
+    os.makedirs(os.path.dirname(os.path.abspath(args.timeline)), exist_ok=True)
+    plot_timeline({title: shifted}, args.timeline, title=title)
+    trace = os.path.splitext(args.timeline)[0] + ".json"
+    write_chrome_trace(shifted, trace, name=title)
+    log0(f"executed schedule written to {args.timeline} (picture) and {trace} (Chrome trace)")

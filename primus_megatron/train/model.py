@@ -1,0 +1,116 @@
+"""GPT model, data-parallel wrapper, optimizer and LR schedule from the arguments
+(what Megatron-LM's get_model / setup_model_and_optimizer do, on megatron-core)."""
+from __future__ import annotations
+
+import argparse
+from functools import partial
+
+import torch
+
+
+def transformer_config(args: argparse.Namespace):
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
+    chunks = args.pipeline_chunks_resolved
+    return TransformerConfig(
+        num_layers=args.num_layers,
+        hidden_size=args.hidden_size,
+        ffn_hidden_size=args.ffn_hidden_size,
+        num_attention_heads=args.num_attention_heads,
+        hidden_dropout=args.hidden_dropout,
+        attention_dropout=args.attention_dropout,
+        init_method_std=args.init_method_std,
+        tensor_model_parallel_size=args.tensor_model_parallel_size,
+        pipeline_model_parallel_size=args.pipeline_model_parallel_size,
+        virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
+        sequence_parallel=args.sequence_parallel,
+        use_cpu_initialization=args.cpu,
+        params_dtype=dtype,
+        pipeline_dtype=dtype,
+        bf16=args.bf16,
+        fp16=args.fp16,
+        gradient_accumulation_fusion=args.gradient_accumulation_fusion,
+        bias_dropout_fusion=not args.cpu,
+        masked_softmax_fusion=not args.cpu,
+        apply_rope_fusion=False,
+        deallocate_pipeline_outputs=True,
+    )
+
+
+def gpt_provider(args: argparse.Namespace, config, vocab_size: int, pre_process: bool = True,
+                 post_process: bool = True, vp_stage=None):
+    """Megatron-LM's model-provider contract: (pre_process, post_process, vp_stage) -> GPTModel."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+
+    return GPTModel(
+        config,
+        get_gpt_layer_local_spec(),
+        vocab_size=vocab_size,
+        max_sequence_length=args.max_position_embeddings,
+        pre_process=pre_process,
+        post_process=post_process,
+        share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
+        position_embedding_type="learned_absolute",
+        vp_stage=vp_stage,
+    )
+
+
+def build_model(args: argparse.Namespace, config, vocab_size: int, init=None) -> list:
+    """This rank's chunks for the schedule's placement, in half precision if
+    asked, wrapped in megatron's DistributedDataParallel."""
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.transformer.module import Float16Module
+
+    from .. import runtime
+
+    provider = partial(gpt_provider, args, config, vocab_size)
+    if args.pipeline_schedule is not None:
+        chunks = runtime.build_model(provider, schedule=args.pipeline_schedule, chunks=args.pipeline_chunks,
+                                     num_layers=args.num_layers)
+    elif args.pipeline_model_parallel_size > 1:
+        from megatron.core import parallel_state as ps
+
+        chunks = [provider(pre_process=ps.is_pipeline_first_stage(), post_process=ps.is_pipeline_last_stage())]
+    else:
+        chunks = [provider(pre_process=True, post_process=True)]
+    if init is not None:
+        init(chunks)  # before any wrapper copies the parameters
+    if not args.cpu:
+        chunks = [c.cuda(torch.cuda.current_device()) for c in chunks]
+    if args.fp16 or args.bf16:
+        chunks = [Float16Module(config, c) for c in chunks]
+    ddp_config = DistributedDataParallelConfig(
+        grad_reduce_in_fp32=args.accumulate_allreduce_grads_in_fp32 or not (args.fp16 or args.bf16),
+        overlap_grad_reduce=args.overlap_grad_reduce,
+        use_distributed_optimizer=args.use_distributed_optimizer,
+    )
+    wrapped = []
+    for i, c in enumerate(chunks):
+        # bucketing only for the first chunk, as Megatron-LM does
+        wrapped.append(DistributedDataParallel(config, ddp_config, c, disable_bucketing=i > 0))
+    return wrapped
+
+
+def build_optimizer(args: argparse.Namespace, model: list):
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    config = OptimizerConfig(
+        optimizer="adam", lr=args.lr, min_lr=args.min_lr, weight_decay=args.weight_decay,
+        adam_beta1=args.adam_beta1, adam_beta2=args.adam_beta2, adam_eps=args.adam_eps,
+        clip_grad=args.clip_grad, bf16=args.bf16, fp16=args.fp16,
+        params_dtype=torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32,
+        loss_scale=args.loss_scale, initial_loss_scale=args.initial_loss_scale,
+        use_distributed_optimizer=args.use_distributed_optimizer,
+    )
+    optimizer = get_megatron_optimizer(config, model)
+    gbs = args.global_batch_size
+    scheduler = OptimizerParamScheduler(
+        optimizer, init_lr=0.0 if args.lr_warmup_iters else args.lr, max_lr=args.lr, min_lr=args.min_lr,
+        lr_warmup_steps=args.lr_warmup_iters * gbs, lr_decay_steps=args.lr_decay_iters * gbs,
+        lr_decay_style=args.lr_decay_style, start_wd=args.weight_decay, end_wd=args.weight_decay,
+        wd_incr_steps=args.train_iters * gbs, wd_incr_style="constant",
+        wsd_decay_steps=None, lr_wsd_decay_style=None)
+    return optimizer, scheduler
