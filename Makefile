@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test bench clean
+.PHONY: setup demo plan test bench clean
 
 $(STAMP): requirements.txt setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,8 +15,21 @@ $(STAMP): requirements.txt setup.py
 
 setup: $(STAMP)
 
+# The main job: a real pipelined training run of a small GPT on 4 CPU ranks with a
+# zero-bubble schedule, on the bundled text corpus; draws the executed schedule.
+SCHEDULE ?= zbv
+DEMO_ARGS = --cpu --pipeline-model-parallel-size 4 --pipeline-schedule $(SCHEDULE) \
+	--data-path out/data/corpus_text_document --num-layers 8 --hidden-size 128 --num-attention-heads 4 \
+	--seq-length 128 --micro-batch-size 4 --global-batch-size 32 --train-iters 40 --lr 1e-3 \
+	--lr-warmup-iters 4 --min-lr 1e-4 --eval-interval 20 --eval-iters 2 --timeline out/demo_timeline.png
+
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/python -m primus_megatron.train.data --build-corpus-dataset out/data/corpus_text_document
+	OMP_NUM_THREADS=1 $(BIN)/torchrun --standalone --nproc-per-node 4 examples/pretrain_gpt.py $(DEMO_ARGS)
+
+# The planner alone: every schedule compared at pp=8, 24 microbatches (table + picture).
+plan: $(STAMP)
+	$(BIN)/python examples/compare_schedules.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -9,7 +9,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["primus_megatron", "primus_megatron.*"]),
     include_package_data=True,
-    package_data={"primus_megatron": ["data/*", "data/**/*"]},
+    package_data={"primus_megatron": ["data/corpus/*.jsonl", "data/corpus/*.md", "data/corpus/*.txt"]},
     install_requires=[],  # the planner is pure Python; the runtime needs the `runtime` extra
     extras_require={
         "runtime": ["torch==2.13.0", "megatron-core==0.16.1", "numpy"],

@@ -2,6 +2,7 @@
 the resumable microbatch iterator (primus_megatron.train.tokenizer / .data)."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 
@@ -75,6 +76,12 @@ def test_tokenizer_attributes_megatron_reads():
     assert padded_vocab_size(50257, 128, 8) == 51200
     with pytest.raises(ValueError, match="--tokenizer-type"):
         build_tokenizer("GPT2BPETokenizer")
+    ns = argparse.Namespace(tokenizer_type="ByteTokenizer", tokenizer_model=None, mock_data=True, vocab_size=1000,
+                            make_vocab_size_divisible_by=128, tensor_model_parallel_size=2)
+    assert isinstance(build_tokenizer(ns), NullTokenizer)  # Megatron-LM: mock data with --vocab-size
+    assert D.padded_vocab(ns, build_tokenizer(ns)) == 1024
+    ns.mock_data = False
+    assert isinstance(build_tokenizer(ns), ByteTokenizer) and D.padded_vocab(ns, TOK) == 512
 
 
 # --- indexed dataset ------------------------------------------------------------------------------

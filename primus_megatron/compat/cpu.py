@@ -71,6 +71,8 @@ _PROXIED_MODULES = (
     "megatron.core.optimizer.distrib_optimizer",
     # save finalize broadcasts a failure flag allocated on torch.cuda.current_device()
     "megatron.core.dist_checkpointing.strategies.state_dict_saver",
+    # torch_dist save: preload_tensors calls torch.cuda.synchronize() after its D2H copies
+    "megatron.core.dist_checkpointing.strategies.filesystem_async",
 )
 
 
@@ -284,6 +286,39 @@ def _patch_clip_grads():
         clip_grads.l2_norm_impl = l2_norm
 
 
+def _patch_distrib_optimizer_gather():
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
+
+    original = DistributedOptimizer.get_parameter_state_dp_zero
+
+    @functools.wraps(original)
+    def get_parameter_state_dp_zero(self, use_gloo_comm=True, empty_data=False, return_on_all_ranks=False):
+        # its non-gloo branch moves the CPU shards with send_tensor.cuda(); take the gloo branch
+        if getattr(self, "data_parallel_group_gloo", None) is not None:
+            use_gloo_comm = True
+        return original(self, use_gloo_comm=use_gloo_comm, empty_data=empty_data,
+                        return_on_all_ranks=return_on_all_ranks)
+
+    DistributedOptimizer.get_parameter_state_dp_zero = get_parameter_state_dp_zero
+
+    original_set = DistributedOptimizer._set_main_param_and_optimizer_states
+
+    @functools.wraps(original_set)
+    def _set_main_param_and_optimizer_states(self, model_param, tensors):
+        # Without TE/apex the inner optimizer is torch's AdamW, whose per-param state also holds
+        # 'step' (absent from checkpointed shards: KeyError; keep the current one), and fp32 main
+        # params are views of leaf params (in-place copy needs no_grad).
+        if not self.config.use_precision_aware_optimizer_no_fp8_or_ds_fp8:
+            group_index, group_order = self.model_param_group_index_map[model_param]
+            main_param = self.optimizer.param_groups[group_index]["params"][group_order]
+            current = self.optimizer.state[main_param]
+            tensors = {**{k: v for k, v in current.items() if k not in tensors}, **tensors}
+        with torch.no_grad():
+            return original_set(self, model_param, tensors)
+
+    DistributedOptimizer._set_main_param_and_optimizer_states = _set_main_param_and_optimizer_states
+
+
 def _patch_grad_scaler():
     from megatron.core.optimizer import grad_scaler
 
@@ -311,6 +346,7 @@ def enable():
     _patch_optimizer_param_type_checks()
     _patch_clip_grads()
     _patch_grad_scaler()
+    _patch_distrib_optimizer_gather()
     _enabled = True
 
 

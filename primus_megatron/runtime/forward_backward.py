@@ -30,7 +30,8 @@ class PipelineRunner:
 
     def __init__(self, schedule: Union[str, S.Schedule], *, costs: Optional[S.Costs] = None,
                  memory_limit: Optional[float] = None, chunks: Optional[int] = None,
-                 p2p_timeout_s: float = DEFAULT_TIMEOUT_S, record_timeline: bool = True) -> None:
+                 p2p_timeout_s: float = DEFAULT_TIMEOUT_S, record_timeline: bool = True,
+                 losses_on_last_rank: bool = False) -> None:
         if isinstance(schedule, S.Schedule):
             S.validate(schedule)
             self.name = schedule.name
@@ -45,6 +46,7 @@ class PipelineRunner:
         self.memory_limit = memory_limit
         self.p2p_timeout_s = p2p_timeout_s
         self.record_timeline = record_timeline
+        self.losses_on_last_rank = losses_on_last_rank
         self._cache: dict[tuple, tuple[S.Schedule, S.Lowered]] = {}
         self.last_step: Optional[StepResult] = None
         install()
@@ -139,7 +141,33 @@ class PipelineRunner:
             config.finalize_model_grads_func(chunks, num_tokens,
                                              pg_collection=_finalize_groups(sched, pg_collection),
                                              force_all_reduce=force_all_reduce)
+        if self.losses_on_last_rank:
+            return _move_losses_to_last_rank(sched, result.forward_data_store, group, rank)
         return result.forward_data_store
+
+
+def _move_losses_to_last_rank(sched: S.Schedule, store: list, group, rank: int) -> list:
+    """Megatron-LM reads the loss dicts on the last pipeline rank; under V they
+    are computed on rank 0. Hand them over (a few numbers per microbatch)."""
+    holder = sched.owner(sched.num_stages - 1)[0]
+    last = sched.pp - 1
+    if holder == last:
+        return store
+    box = [store if rank == holder else None]
+    if rank in (holder, last):
+        dist.broadcast_object_list(box, src=dist.get_global_rank(group, holder), group=_pair_group(group, holder, last))
+    return box[0] if rank == last else []
+
+
+_PAIRS: dict = {}
+
+
+def _pair_group(group, a: int, b: int):
+    key = (id(group), a, b)
+    if key not in _PAIRS:
+        ranks = sorted({dist.get_global_rank(group, a), dist.get_global_rank(group, b)})
+        _PAIRS[key] = dist.new_group(ranks=ranks, use_local_synchronization=True)
+    return _PAIRS[key]
 
 
 def _finalize_groups(sched: S.Schedule, pg_collection: Any) -> Any:
@@ -153,9 +181,20 @@ def _finalize_groups(sched: S.Schedule, pg_collection: Any) -> Any:
     from megatron.core.process_groups_config import ProcessGroupCollection
 
     groups = copy.copy(pg_collection) if pg_collection is not None else ProcessGroupCollection.use_mpu_process_groups()
-    groups.embd = None
-    groups.pos_embd = None
+    groups.embd = groups.pos_embd = _solo_group()  # size 1: megatron skips the all-reduce
     return groups
+
+
+_SOLO = {}
+
+
+def _solo_group():
+    """A process group of this rank alone (None would make megatron fall back to
+    parallel_state's first/last-stage embedding group)."""
+    rank = dist.get_rank()
+    if rank not in _SOLO:
+        _SOLO[rank] = dist.new_group(ranks=[rank], use_local_synchronization=True)
+    return _SOLO[rank]
 
 
 def get_forward_backward_func(schedule: Union[str, S.Schedule] = "zb-h1", **options) -> PipelineRunner:

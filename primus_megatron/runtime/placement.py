@@ -41,6 +41,9 @@ def layer_placement(pp: int, placement: str):
         return
     from megatron.core.transformer import transformer_block, transformer_layer
 
+    if getattr(transformer_layer.get_transformer_layer_offset, "_primus_placement", None) == (pp, placement):
+        yield  # already in effect (e.g. installed for the whole run by megatron_lm.install)
+        return
     originals = {
         "get_transformer_layer_offset": transformer_layer.get_transformer_layer_offset,
         "get_num_layers_to_build": transformer_block.get_num_layers_to_build,
@@ -51,6 +54,7 @@ def layer_placement(pp: int, placement: str):
             vp, rank = _loop_pair(pp, placement, vp_stage, pp_rank)
             return original(config, vp, rank, *args, **kwargs)
 
+        fn._primus_placement = (pp, placement)
         return fn
 
     wrappers = {name: remapped(fn) for name, fn in originals.items()}

@@ -25,7 +25,7 @@ KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#009E73", "BW": "#CC79A7"}
 KIND_LABELS = {"F": "F: forward", "B": "B: input gradient", "W": "W: weight gradient",
                "BW": "BW: full backward (B+W)"}
 OTHER_COLOUR = "#999999"
-CHUNK_HATCHES = ("", "////", "....", "xxxx")  # chunk 0 solid, later chunks lighter and hatched
+CHUNK_HATCHES = ("", "///", "...", "xxx")  # chunk 0 solid, later chunks lighter and hatched
 
 
 @dataclass
@@ -154,18 +154,25 @@ def _title(p: Panel) -> str:
 def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optional[str] = None,
                     dpi: int = 110) -> bytes:
     """The picture as bytes in `fmt` ('png' or 'svg'); see `plot_timeline`."""
+    import matplotlib
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
     from matplotlib.patches import Patch
 
     if fmt not in PLOT_FORMATS.values():
         raise ValueError(f"plot format must be one of {', '.join(PLOT_FORMATS.values())}, got {fmt!r}")
     ps = panels(results_or_timelines)
+    with matplotlib.rc_context({"hatch.linewidth": 0.6}):
+        return _render(ps, fmt, title, dpi, Figure, Patch)
+
+
+def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: Any, Patch: Any) -> bytes:
     sizes = [max(1, len(p.timeline)) for p in ps]
     row_in, head_in = 0.26, 0.55
     width = 16.0
     height = sum(n * row_in + head_in for n in sizes) + 1.3 + (0.3 if title else 0.0)
     fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
-    axes = fig.subplots(len(ps), 1, sharex=True, squeeze=False, gridspec_kw={"height_ratios": [n + 2.1 for n in sizes]})[:, 0]
+    simulated = all(p.simulated for p in ps)  # same time unit: one shared axis
+    axes = fig.subplots(len(ps), 1, sharex=simulated, squeeze=False, gridspec_kw={"height_ratios": [n + 2.1 for n in sizes]})[:, 0]
     xmax = max((p.makespan for p in ps), default=1.0) or 1.0
     kinds_seen: list[str] = []
     max_chunk = 0
@@ -203,8 +210,7 @@ def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optio
         for side in ("top", "right", "left"):
             ax.spines[side].set_visible(False)
         ax.tick_params(axis="x", labelsize=8)
-        ax.set_xlim(0, xmax * 1.005)
-    simulated = all(p.simulated for p in ps)
+        ax.set_xlim(0, (xmax if simulated else (p.makespan or 1.0)) * 1.005)
     axes[-1].set_xlabel("time (cost units: one rank's forward of one microbatch = 1)" if simulated else "time",
                         fontsize=9)
     handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), edgecolor="white", label=KIND_LABELS.get(k, k))
@@ -212,19 +218,20 @@ def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optio
     if max_chunk:
         handles.append(Patch(facecolor="#666666", edgecolor="white", label="chunk 0: solid"))
         for c in range(1, min(max_chunk, len(CHUNK_HATCHES) - 1) + 1):
-            what = "chunk 1 (V: second arm)" if c == 1 else f"chunk {c}"
+            what = f"chunk {c} (the rank's model chunk {c})"
             handles.append(Patch(facecolor=_lighten("#666666", 0.55), edgecolor="#666666",
                                  hatch=CHUNK_HATCHES[c], label=f"{what}: light, hatched"))
     handles.append(Patch(facecolor="white", edgecolor="#999999", label="empty: idle"))
     legend_title = "number in a box = microbatch; dashed line = makespan"
     if any(p.peak_memory is not None for p in ps):
         legend_title += "; memory in units of one microbatch's activations on one rank"
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 8), fontsize=9,
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 8), fontsize=9,
                title=legend_title, title_fontsize=9, frameon=False)
     if title:
         fig.suptitle(title, fontsize=12)
     # Label boxes once the layout is fixed: only where the number fits.
     fig.draw_without_rendering()
+    fig.set_layout_engine("none")  # freeze it: the labels must not move anything
     pt_per_unit = {}
     for ax in axes:
         bbox = ax.get_window_extent()
@@ -233,8 +240,9 @@ def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optio
     for ax, x, w, rank, label, colour in boxes:
         box_pt = w * pt_per_unit[ax]
         for size in (7.0, 6.0, 5.0):
-            if box_pt >= 0.62 * size * len(label) + 1.5:
-                ax.text(x + w / 2, rank, label, ha="center", va="center", fontsize=size, color=colour)
+            if box_pt >= 0.62 * size * len(label) + 2.5:
+                ax.text(x + w / 2, rank, label, ha="center", va="center", fontsize=size, color=colour,
+                        in_layout=False)
                 break
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt, dpi=dpi)

@@ -43,7 +43,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy
 import torch
 
-from .tokenizer import ByteTokenizer, build_tokenizer_from_args
+from .tokenizer import ByteTokenizer, build_tokenizer_from_args, padded_vocab_size
 
 CORPUS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus")
 DEFAULT_CORPUS_PREFIX = os.path.join("out", "data", "corpus_text_document")
@@ -271,6 +271,13 @@ def parse_data_path(data_path) -> Optional[Tuple[List[str], Optional[List[float]
         raise ValueError("--data-path takes PREFIX [PREFIX ...] or pairs 'WEIGHT PREFIX ...', "
                          f"got {' '.join(tokens)!r}")
     return list(tokens), None
+
+
+def padded_vocab(args, tokenizer) -> int:
+    """The model's vocabulary (embedding rows) as Megatron-LM pads it: tokenizer.vocab_size rounded up to
+    a multiple of --make-vocab-size-divisible-by (default 128) x --tensor-model-parallel-size."""
+    return padded_vocab_size(tokenizer.vocab_size, int(_arg(args, "make_vocab_size_divisible_by") or 128),
+                             int(_arg(args, "tensor_model_parallel_size") or 1))
 
 
 def train_valid_test_num_samples(args) -> Tuple[int, Optional[int], int]:

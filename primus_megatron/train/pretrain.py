@@ -80,6 +80,9 @@ def train(args) -> dict:
     model = build_model(args, config, vocab, init=lambda chunks: init_by_global_name_(
         chunks, seed=args.seed, std=args.init_method_std, num_layers=args.num_layers,
         tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=args.tensor_model_parallel_size))
+    from . import determinism
+
+    determinism.install(model, args.seed)  # dropout masks independent of the schedule
     optimizer, scheduler = build_optimizer(args, model)
     configure_hooks(args, model, optimizer)
     start_iter, consumed = 0, 0
@@ -90,6 +93,10 @@ def train(args) -> dict:
     train_data, valid_data, _ = D.build_datasets(args, tokenizer)
     dp_rank, dp_size = ps.get_data_parallel_rank(), ps.get_data_parallel_world_size()
     train_iter = D.batch_iterator(train_data, args.micro_batch_size, dp_rank, dp_size, start_sample=consumed)
+    valid_iter = D.batch_iterator(valid_data, args.micro_batch_size, dp_rank, dp_size) if valid_data is not None else None
+    # Only ranks that feed the model hold data; all ranks must agree whether to evaluate.
+    has_valid = torch.tensor([int(valid_data is not None)])
+    dist.all_reduce(has_valid, op=dist.ReduceOp.MAX)
     fbf = forward_backward_func(args)
     planned = None
     if args.pipeline_schedule is not None:
@@ -107,6 +114,7 @@ def train(args) -> dict:
     skipped_total = 0
     log_every = args.log_interval
     for iteration in range(start_iter, args.train_iters):
+        determinism.set_iteration(iteration)
         t0 = time.perf_counter()
         for chunk in model:
             chunk.zero_grad_buffer()
@@ -135,8 +143,8 @@ def train(args) -> dict:
             if last and args.timeline and timeline and dist.get_rank() == 0:
                 write_timeline(args, timeline, f"{args.pipeline_schedule}, pp={args.pipeline_model_parallel_size}, "
                                f"{args.num_microbatches} microbatches, iteration {done} (measured)")
-        if args.eval_interval and (done % args.eval_interval == 0 or last):
-            evaluate(args, fbf, model, valid_data, done)
+        if has_valid.item() and args.eval_interval and (done % args.eval_interval == 0 or last):
+            evaluate(args, fbf, model, valid_iter, done)
         if args.save and args.save_interval and done % args.save_interval == 0:
             from .checkpoint import save
 
@@ -150,17 +158,11 @@ def train(args) -> dict:
     return {"losses": history}
 
 
-def evaluate(args, fbf, model, valid_data, iteration: int) -> Optional[float]:
-    """Forward-only passes over --eval-iters batches of the validation split."""
-    from megatron.core import parallel_state as ps
-
-    from . import data as D
+def evaluate(args, fbf, model, it, iteration: int) -> Optional[float]:
+    """Forward-only passes over the next --eval-iters batches of the validation split
+    (the iterator continues across evaluations, as in Megatron-LM)."""
     from .loop import forward_step as fs
 
-    if valid_data is None:
-        return None
-    it = D.batch_iterator(valid_data, args.micro_batch_size, ps.get_data_parallel_rank(),
-                          ps.get_data_parallel_world_size())
     for chunk in model:
         chunk.eval()
     totals = []

@@ -184,9 +184,14 @@ class HuggingFaceTokenizer(_TokenizerBase):
         return self._tok.decode([int(i) for i in ids])
 
 
-def build_tokenizer(tokenizer_type: str = "ByteTokenizer", tokenizer_model: Optional[str] = None,
+def build_tokenizer(tokenizer_type="ByteTokenizer", tokenizer_model: Optional[str] = None,
                     vocab_size: Optional[int] = None):
-    """The tokenizer named by --tokenizer-type (--tokenizer-model for HuggingFace, --vocab-size for Null)."""
+    """The tokenizer named by --tokenizer-type (--tokenizer-model for HuggingFace, --vocab-size for Null).
+
+    ``tokenizer_type`` may also be an argparse namespace with Megatron-LM's names: see
+    ``build_tokenizer_from_args``."""
+    if not isinstance(tokenizer_type, str):
+        return build_tokenizer_from_args(tokenizer_type)
     if tokenizer_type == "ByteTokenizer":
         return ByteTokenizer()
     if tokenizer_type == "HuggingFaceTokenizer":

@@ -26,7 +26,7 @@ def _virtual_order(pp: int, m: int, chunks: int, forward: bool) -> list[tuple[in
     return order
 
 
-@register("interleaved-1f1b", order=20, chunks=2, variable_chunks=True, memory="~1x+",
+@register("interleaved-1f1b", order=20, chunks=2, variable_chunks=True, memory="~1.5x",
           description="Megatron's interleaved (virtual pipeline) 1F1B, full backward")
 def interleaved_1f1b(pp: int, microbatches: int, *, chunks: int, **_) -> list[list[Op]]:
     fwd = _virtual_order(pp, microbatches, chunks, True)

@@ -1,0 +1,375 @@
+"""primus-pipeline: plan pipeline schedules before spending cluster hours.
+
+    primus-pipeline list
+    primus-pipeline simulate --schedule zbv --pp 8 --microbatches 24 --plot zbv.png
+    primus-pipeline compare --pp 8 --microbatches 24 --plot all.png
+    primus-pipeline export --schedule zb-h1 --pp 4 --microbatches 8 --format torch
+
+Pure Python: imports the planner only (no torch, no megatron); matplotlib
+only when a picture is asked for. Bad arguments print one sentence and exit
+with status 2; set PRIMUS_DEBUG=1 to see tracebacks of unexpected errors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from typing import Any, Callable, Optional, Sequence
+
+PROG = "primus-pipeline"
+COST_FIELDS = ("f", "b", "w", "comm")
+
+
+class UsageError(Exception):
+    """Bad command-line input: one sentence, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line (`primus-pipeline: error: ...`)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# ---------------------------------------------------------------- arguments
+
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
+
+
+def _cost(text: str) -> Any:
+    try:
+        values = [_number(part.strip()) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number or a comma-separated list of them (per rank or per stage), got {text!r}") from None
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _memory_limit(text: str) -> float:
+    try:
+        value = _number(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number of activation units, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of activation units, got {text!r}")
+    return value
+
+
+def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
+    if schedule:
+        p.add_argument("--schedule", required=True, metavar="NAME", help="a registered schedule (see 'primus-pipeline list')")
+    p.add_argument("--pp", required=True, type=_int_at_least(2), metavar="P", help="pipeline ranks (>= 2)")
+    p.add_argument("--microbatches", "-m", required=True, type=_int_at_least(1), metavar="M",
+                   help="microbatches per step (>= 1)")
+    costs = p.add_argument_group("costs", "a number, or a comma-separated list: per rank (P values) or per virtual stage "
+                                          "(P x chunks values); f, b, w are one rank's full share of a microbatch")
+    costs.add_argument("--cost-f", type=_cost, default=1.0, metavar="F", help="forward time (default 1)")
+    costs.add_argument("--cost-b", type=_cost, default=1.0, metavar="B", help="input-gradient time (default 1)")
+    costs.add_argument("--cost-w", type=_cost, default=1.0, metavar="W", help="weight-gradient time (default 1)")
+    costs.add_argument("--cost-comm", type=_cost, default=0.0, metavar="C",
+                       help="latency of one p2p message (default 0)")
+    p.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="X",
+                   help="peak activation memory per rank, in units of one microbatch's activations on one rank")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    sub.add_parser("list", help="registered schedules", description="Every registered schedule name and alias.")
+
+    p = sub.add_parser("simulate", help="timing, bubble and memory of one schedule",
+                       description="Simulate one schedule: makespan, bubble rates, per-rank busy/idle and peak memory.")
+    _add_common(p, schedule=True)
+    p.add_argument("--chunks", type=_int_at_least(1), default=None, metavar="C",
+                   help="chunks per rank, for schedules that allow a choice (interleaved-1f1b)")
+    p.add_argument("--plot", metavar="FILE", help="write the timeline picture (.png or .svg)")
+    p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace (.json)")
+    p.add_argument("--json", action="store_true", help="print the schedule's JSON export instead of the table")
+
+    p = sub.add_parser("compare", help="every schedule side by side",
+                       description="Simulate every registered schedule for the same pipeline and costs.")
+    _add_common(p, schedule=False)
+    p.add_argument("--plot", metavar="FILE", help="write one picture with a timeline per schedule (.png or .svg)")
+
+    p = sub.add_parser("export", help="the schedule's op order as JSON or torch action strings",
+                       description="Export one schedule: JSON (the documented format) or torch.distributed.pipelining "
+                                   "action strings, one rank per line.")
+    _add_common(p, schedule=True)
+    p.add_argument("--chunks", type=_int_at_least(1), default=None, metavar="C",
+                   help="chunks per rank, for schedules that allow a choice (interleaved-1f1b)")
+    p.add_argument("--format", choices=("json", "torch"), default="json", help="output format (default json)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
+    return parser
+
+
+# ---------------------------------------------------------------- helpers
+
+def _check_output(option: str, path: str, extensions: Optional[tuple[str, ...]] = None) -> None:
+    """Reject an output path before any work: wrong extension, missing or unwritable folder."""
+    if extensions is not None:
+        ext = os.path.splitext(path)[1].lower()
+        if ext not in extensions:
+            raise UsageError(f"{option} file {path!r} must end in {' or '.join(extensions)}")
+    if os.path.isdir(path):
+        raise UsageError(f"{option} {path!r} is a folder, not a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"{option} cannot write {path!r}: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"{option} cannot write {path!r}: folder {folder!r} is not writable")
+
+
+def _costs(args: argparse.Namespace):
+    from .schedules import Costs
+
+    return Costs(f=args.cost_f, b=args.cost_b, w=args.cost_w, comm=args.cost_comm)
+
+
+def _num(x: float, decimals: int = 4) -> str:
+    text = f"{x:.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Sequence[bool] = ()) -> str:
+    """Plain aligned text: columns padded, numbers right-aligned where `right` says so.
+    A short row's last cell spans the remaining columns (and does not widen them)."""
+    n = len(headers)
+    widths = [max([len(str(h))] + [len(str(r[i])) for r in rows if i < len(r) and (len(r) == n or i < len(r) - 1)])
+              for i, h in enumerate(headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        out = []
+        for i, cell in enumerate(cells):
+            if i >= len(widths) or (len(cells) < n and i == len(cells) - 1):
+                out.append(str(cell))
+            elif i < len(right) and right[i]:
+                out.append(str(cell).rjust(widths[i]))
+            else:
+                out.append(str(cell).ljust(widths[i]))
+        return "  ".join(out).rstrip()
+
+    sep = "  ".join("-" * w for w in widths)
+    return "\n".join([line(headers), sep] + [line(r) for r in rows])
+
+
+def _write_outputs(outputs: list[tuple[str, bytes | str]]) -> None:
+    """Write every output only now that all of them are ready: each to a temporary
+    file next to it first, then all renamed into place, so that a failure leaves
+    no output file behind (and never a half-written one)."""
+    import tempfile
+
+    staged: list[tuple[str, str]] = []
+    try:
+        for path, data in outputs:
+            raw = data.encode("utf-8") if isinstance(data, str) else data
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path),
+                                           dir=os.path.dirname(os.path.abspath(path)))
+                staged.append((tmp, path))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(raw)
+                os.chmod(tmp, 0o644)
+            except OSError as exc:
+                raise UsageError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    for path, _ in outputs:
+        print(f"{PROG}: wrote {path}", file=sys.stderr)
+
+
+def _render_plot(results: Any, path: str, title: str) -> bytes:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError("--plot needs matplotlib: pip install 'primus_megatron[plot]'") from None
+    from .schedules.plot import plot_format, render_timeline
+
+    return render_timeline(results, plot_format(path), title=title)
+
+
+def _chunks_label(entry: Any) -> str:
+    return f">={entry.chunks}" if entry.variable_chunks else str(entry.chunks)
+
+
+# ---------------------------------------------------------------- commands
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from .schedules import registry
+
+    rows = []
+    for name in registry.names(aliases=True):
+        entry = registry.info(name)
+        desc = entry.description
+        if name != entry.name:
+            desc = f"alias of {entry.name}: {desc}"
+        if entry.needs_extra:
+            desc += f" (needs pip extra '{entry.needs_extra}')"
+        rows.append([name, _chunks_label(entry), entry.placement, entry.memory, desc])
+    print(table(["name", "chunks/rank", "placement", "memory", "description"], rows))
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from .schedules import export, generate, simulate
+
+    if args.plot:
+        _check_output("--plot", args.plot, (".png", ".svg"))
+    if args.trace:
+        _check_output("--trace", args.trace)
+    costs = _costs(args)
+    schedule = generate(args.schedule, args.pp, args.microbatches, costs=costs,
+                        memory_limit=args.memory_limit, chunks=args.chunks)
+    result = simulate(schedule, costs)
+    outputs: list[tuple[str, bytes | str]] = []
+    if args.plot:
+        title = f"{schedule.name}: pp={schedule.pp}, {schedule.microbatches} microbatches"
+        outputs.append((args.plot, _render_plot([result], args.plot, title)))
+    if args.trace:
+        from .schedules.trace import chrome_trace_json
+
+        outputs.append((args.trace, chrome_trace_json(result.timeline, name=schedule.name)))
+    if args.json:
+        text = json.dumps(export.to_dict(schedule, costs), indent=1)
+    else:
+        head = (f"schedule {schedule.name}: pp={schedule.pp}, microbatches={schedule.microbatches}, "
+                f"{schedule.chunks_per_rank} chunk(s) per rank, {schedule.placement} placement")
+        summary = table(["makespan", "bubble sync", "bubble async", "max peak memory"],
+                        [[_num(result.makespan), f"{result.bubble_sync:.4f}", f"{result.bubble_async:.4f}",
+                          _num(result.max_peak_memory)]], right=[True] * 4)
+        ranks = table(["rank", "busy", "idle", "span", "peak memory"],
+                      [[str(r), _num(result.busy[r]), _num(result.idle[r]), _num(result.span[r]), _num(result.peak_memory[r])]
+                       for r in range(schedule.pp)], right=[True] * 5)
+        text = f"{head}\n\n{summary}\n\n{ranks}"
+    _write_outputs(outputs)
+    print(text)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .schedules import ScheduleError, generate, registry, simulate
+
+    if args.plot:
+        _check_output("--plot", args.plot, (".png", ".svg"))
+    costs = _costs(args)
+    # Costs that fit no registered layout are the user's error, not every schedule's.
+    layouts = {(e.chunks, e.placement) for e in map(registry.info, registry.names())}
+    errors = []
+    for chunks, placement in sorted(layouts):
+        try:
+            costs.resolve(args.pp, chunks, placement)
+        except ScheduleError as exc:
+            errors.append(str(exc))
+    if len(errors) == len(layouts):
+        raise ScheduleError(errors[0])
+    try:
+        base = simulate(generate("1f1b", args.pp, args.microbatches, costs=costs, validate=False), costs).max_peak_memory
+    except ScheduleError:
+        base = None
+    rows, results, failures = [], [], []
+    for name in registry.names():
+        entry = registry.info(name)
+        try:
+            schedule = generate(name, args.pp, args.microbatches, costs=costs, memory_limit=args.memory_limit)
+            result = simulate(schedule, costs)
+        except ScheduleError as exc:
+            failures.append(f"{name}: {exc}")
+            rows.append([name, _chunks_label(entry), f"not built: {exc}"])
+            continue
+        results.append(result)
+        vs = f"{result.max_peak_memory / base:.2f}x" if base else "n/a"
+        rows.append([name, str(schedule.chunks_per_rank), _num(result.makespan), f"{result.bubble_sync:.4f}",
+                     f"{result.bubble_async:.4f}", _num(result.max_peak_memory), vs])
+    if not results:
+        raise ScheduleError(f"no registered schedule can be built for these arguments ({failures[0]})")
+    outputs: list[tuple[str, bytes | str]] = []
+    if args.plot:
+        title = f"pp={args.pp}, {args.microbatches} microbatches"
+        outputs.append((args.plot, _render_plot(results, args.plot, title)))
+    head = f"pp={args.pp}, microbatches={args.microbatches}" + (
+        f", memory limit {_num(args.memory_limit)}" if args.memory_limit is not None else "")
+    text = head + "\n\n" + table(["schedule", "chunks", "makespan", "bubble sync", "bubble async", "max peak memory",
+                                  "memory vs 1f1b"], rows, right=[False] + [True] * 6)
+    _write_outputs(outputs)
+    print(text)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .schedules import export, generate
+
+    if args.output:
+        _check_output("--output", args.output)
+    costs = _costs(args)
+    schedule = generate(args.schedule, args.pp, args.microbatches, costs=costs,
+                        memory_limit=args.memory_limit, chunks=args.chunks)
+    if args.format == "json":
+        text = json.dumps(export.to_dict(schedule, costs), indent=1) + "\n"
+    else:
+        text = "".join(" ".join(actions) + "\n" for actions in export.torch_actions(schedule))
+    if args.output:
+        _write_outputs([(args.output, text)])
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of `primus-pipeline`; returns the exit status."""
+    from .schedules.errors import ScheduleError
+
+    debug = os.environ.get("PRIMUS_DEBUG", "") not in ("", "0")
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except (UsageError, ScheduleError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug: one line, unless PRIMUS_DEBUG=1
+        if debug:
+            raise
+        print(f"{PROG}: internal error: {type(exc).__name__}: {exc} (set PRIMUS_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

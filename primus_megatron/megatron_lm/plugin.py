@@ -1,0 +1,133 @@
+"""`install()`: run Megatron-LM's own pretrain() with a primus_megatron schedule.
+
+With `--pipeline-schedule NAME` on the command line (added by
+`extra_args_provider`), install() makes Megatron-LM's training:
+
+* call our forward_backward_func (megatron.training.training's
+  `get_forward_backward_func`, the name its train() and evaluate() use);
+* build the model chunks with the schedule's placement (a wrapper around the
+  model provider given to `get_model`: pre/post-process and layers by global
+  stage, the tied embedding shared on rank 0 under V);
+* set the virtual pipeline size to the schedule's chunks per rank before
+  Megatron-LM validates its arguments (unless given);
+* under V, number layers by global stage everywhere megatron asks (also in
+  checkpoint keys), and hand the loss dicts to the last pipeline rank, where
+  Megatron-LM's train_step and evaluate read them.
+
+Idempotent; a no-op for runs without `--pipeline-schedule`.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+from .. import schedules as S
+
+_INSTALLED = False
+
+
+def extra_args_provider(existing: Optional[Callable] = None) -> Callable:
+    """An extra_args_provider for Megatron-LM's pretrain() that adds our group
+    and chains `existing` (e.g. add_modelopt_args)."""
+    from .args import add_args
+
+    return functools.partial(add_args, extra=existing)
+
+
+def _args():
+    from megatron.training import get_args
+
+    return get_args()
+
+
+def _schedule_of(args) -> Optional[S.registry.ScheduleInfo]:
+    name = getattr(args, "pipeline_schedule", None)
+    return S.info(name) if name else None
+
+
+def forward_backward_func_for(args) -> Any:
+    """Our runner for the arguments' schedule (options from the command line)."""
+    from ..runtime import get_forward_backward_func
+    from .args import parse_costs
+
+    entry = _schedule_of(args)
+    return get_forward_backward_func(
+        entry.name, chunks=getattr(args, "pipeline_chunks", None), memory_limit=args.pipeline_memory_limit,
+        costs=parse_costs(args.pipeline_costs) if args.pipeline_costs else None,
+        p2p_timeout_s=args.pipeline_p2p_timeout, losses_on_last_rank=True)
+
+
+def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int, rank: int, chunks: int) -> Callable:
+    """Wrap a model provider so chunk `vp_stage` is built as global stage
+    stage_of(placement, pp, rank, vp_stage), whatever pre/post flags megatron passes."""
+    from ..runtime.placement import _tie_embeddings, layer_placement
+
+    built: list = []
+    n = pp * chunks
+
+    @functools.wraps(provider)
+    def wrapper(pre_process=True, post_process=True, vp_stage=None, **kwargs):
+        c = 0 if vp_stage is None else vp_stage
+        stage = S.stage_of(entry.placement, pp, rank, c)
+        with layer_placement(pp, entry.placement):
+            model = provider(pre_process=stage == 0, post_process=stage == n - 1,
+                             **({"vp_stage": vp_stage} if vp_stage is not None else {}), **kwargs)
+        model.pipeline_stage = stage
+        built.append(model)
+        if entry.placement == S.V and rank == 0 and len(built) == chunks:
+            _tie_embeddings(built)  # before megatron wraps the chunks for data parallelism
+        return model
+
+    return wrapper
+
+
+def install() -> None:
+    """Patch Megatron-LM's training entry points (see the module doc). Idempotent."""
+    global _INSTALLED
+    if _INSTALLED:
+        return
+    from megatron.training import initialize as mlm_initialize
+    from megatron.training import training as mlm_training
+
+    original_fbf = mlm_training.get_forward_backward_func
+    original_get_model = mlm_training.get_model
+    original_validate = mlm_initialize.validate_args
+
+    def get_forward_backward_func(*a, **kw):
+        args = _args()
+        return forward_backward_func_for(args) if _schedule_of(args) else original_fbf(*a, **kw)
+
+    def get_model(model_provider_func, *a, **kw):
+        args = _args()
+        entry = _schedule_of(args)
+        if entry is None:
+            return original_get_model(model_provider_func, *a, **kw)
+        from megatron.core import parallel_state as ps
+
+        pp, rank = ps.get_pipeline_model_parallel_world_size(), ps.get_pipeline_model_parallel_rank()
+        chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
+        if entry.placement == S.V:
+            _remap_layers_permanently(pp, entry.placement)
+        return original_get_model(placed_provider(model_provider_func, entry, pp, rank, chunks), *a, **kw)
+
+    def validate_args(args, defaults={}):
+        entry = _schedule_of(args)
+        if entry is not None:
+            chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
+            if chunks > 1 and args.num_virtual_stages_per_pipeline_rank is None \
+                    and args.num_layers_per_virtual_pipeline_stage is None:
+                args.num_virtual_stages_per_pipeline_rank = chunks
+        return original_validate(args, defaults)
+
+    mlm_training.get_forward_backward_func = get_forward_backward_func
+    mlm_training.get_model = get_model
+    mlm_initialize.validate_args = validate_args
+    _INSTALLED = True
+
+
+def _remap_layers_permanently(pp: int, placement: str) -> None:
+    """Enter the layer-placement context for the rest of the process: every
+    later layer-offset lookup (model build, checkpoint keys) follows `placement`."""
+    from ..runtime.placement import layer_placement
+
+    layer_placement(pp, placement).__enter__()  # a no-op when already in effect

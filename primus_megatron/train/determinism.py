@@ -1,0 +1,55 @@
+"""Dropout that does not depend on the pipeline schedule.
+
+Megatron draws dropout masks from one RNG stream per rank, so how many ops a
+rank ran before (its stages, its order) changes the masks, and two schedules
+of the same model give different losses. Here every transformer layer (and
+the embedding) reseeds the RNG from (seed, iteration, microbatch, layer
+number) right before its forward: masks depend only on what is computed, and
+every schedule, pipeline size and placement trains identically.
+"""
+from __future__ import annotations
+
+import torch
+
+_state = {"iteration": 0}
+
+
+def set_iteration(iteration: int) -> None:
+    _state["iteration"] = iteration
+
+
+def _seed(base: int, layer: int, mb: int) -> int:
+    return (base * 1_000_003 + _state["iteration"] * 10_007 + mb * 101 + layer) % (2 ** 31)
+
+
+def _reseed(value: int) -> None:
+    torch.manual_seed(value)
+    if torch.cuda.is_available():  # tensor-parallel regions draw from megatron's own tracker states
+        from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+
+        model_parallel_cuda_manual_seed(value)
+
+
+def install(model: list, seed: int) -> None:
+    """Reseed before each layer's forward (layer 0 = the embedding)."""
+    from megatron.core.transformer.transformer_layer import TransformerLayer
+
+    for chunk in model:
+        for module in chunk.modules():
+            if isinstance(module, TransformerLayer):
+                layer = module
+
+                def hook(mod, args, layer=layer):
+                    _reseed(_seed(seed, layer.layer_number, getattr(layer, "current_microbatch", 0) or 0))
+
+                module.register_forward_pre_hook(hook)
+            elif type(module).__name__ == "LanguageModelEmbedding":
+                def hook(mod, args, chunk=chunk):
+                    mb = 0
+                    for m in chunk.modules():
+                        if isinstance(m, TransformerLayer):
+                            mb = getattr(m, "current_microbatch", 0) or 0
+                            break
+                    _reseed(_seed(seed, 0, mb))
+
+                module.register_forward_pre_hook(hook)
