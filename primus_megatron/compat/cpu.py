@@ -286,7 +286,8 @@ def _patch_clip_grads():
         clip_grads.l2_norm_impl = l2_norm
 
 
-def _patch_distrib_optimizer_gather():
+def _patch_distrib_optimizer_torch_adam():
+    from megatron.core.optimizer import distrib_optimizer
     from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
 
     original = DistributedOptimizer.get_parameter_state_dp_zero
@@ -306,17 +307,47 @@ def _patch_distrib_optimizer_gather():
     @functools.wraps(original_set)
     def _set_main_param_and_optimizer_states(self, model_param, tensors):
         # Without TE/apex the inner optimizer is torch's AdamW, whose per-param state also holds
-        # 'step' (absent from checkpointed shards: KeyError; keep the current one), and fp32 main
-        # params are views of leaf params (in-place copy needs no_grad).
+        # 'step'; load_state_dict restores it from param_groups, while the shards carry none
+        # (KeyError) or, with dp_reshardable, the pre-load local value: keep the current one.
+        # fp32 main params are views of leaf params, so the in-place copy needs no_grad.
         if not self.config.use_precision_aware_optimizer_no_fp8_or_ds_fp8:
             group_index, group_order = self.model_param_group_index_map[model_param]
             main_param = self.optimizer.param_groups[group_index]["params"][group_order]
             current = self.optimizer.state[main_param]
-            tensors = {**{k: v for k, v in current.items() if k not in tensors}, **tensors}
+            tensors = {k: v for k, v in tensors.items() if k != "step"}
+            tensors.update({k: v for k, v in current.items() if k not in tensors})
         with torch.no_grad():
             return original_set(self, model_param, tensors)
 
     DistributedOptimizer._set_main_param_and_optimizer_states = _set_main_param_and_optimizer_states
+
+    original_load = DistributedOptimizer.load_state_dict
+
+    @functools.wraps(original_load)
+    def load_state_dict(self, state_dict):
+        # Without TE/apex, load_state_dict gives every param's AdamW state the SAME 'step' tensor, so
+        # the next step() increments it once per param (wrong bias correction): un-share it.
+        result = original_load(self, state_dict)
+        for state in self.optimizer.state.values() if self.optimizer is not None else ():
+            if isinstance(state.get("step"), torch.Tensor):
+                state["step"] = state["step"].clone()
+        return result
+
+    DistributedOptimizer.load_state_dict = load_state_dict
+
+    original_sharded = DistributedOptimizer.sharded_state_dict
+
+    @functools.wraps(original_sharded)
+    def sharded_state_dict(self, *args, **kwargs):
+        # Without TE/apex, state_dict() reads 'step' from the per-param AdamW state and asserts when a
+        # fresh optimizer has none; before loading, fill it with megatron's own dummy step (overwritten).
+        is_loading = kwargs.get("is_loading", args[1] if len(args) > 1 else False)
+        if (is_loading and not distrib_optimizer.HAVE_APEX_OR_TE and not self.is_stub_optimizer
+                and len(self.optimizer.state) == 0):
+            self._init_optimizer_states_with_dummy_values()
+        return original_sharded(self, *args, **kwargs)
+
+    DistributedOptimizer.sharded_state_dict = sharded_state_dict
 
 
 def _patch_grad_scaler():
@@ -346,7 +377,7 @@ def enable():
     _patch_optimizer_param_type_checks()
     _patch_clip_grads()
     _patch_grad_scaler()
-    _patch_distrib_optimizer_gather()
+    _patch_distrib_optimizer_torch_adam()
     _enabled = True
 
 

@@ -11,8 +11,12 @@ With `--pipeline-schedule NAME` on the command line (added by
 * set the virtual pipeline size to the schedule's chunks per rank before
   Megatron-LM validates its arguments (unless given);
 * under V, number layers by global stage everywhere megatron asks (also in
-  checkpoint keys), and hand the loss dicts to the last pipeline rank, where
-  Megatron-LM's train_step and evaluate read them.
+  checkpoint keys); answer megatron's per-chunk "first/last stage?" questions
+  (`is_pipeline_first_stage(ignore_virtual=False, vp_stage=c)`, which
+  pretrain_gpt's get_batch asks) by global stage, so rank 0's chunk 1 reads
+  the labels; broadcast the whole batch to tensor-parallel peers on the rank
+  holding both ends; and hand the loss dicts to the last pipeline rank, where
+  Megatron-LM's train_step, evaluate and logging read them.
 
 Idempotent; a no-op for runs without `--pipeline-schedule`.
 """
@@ -108,6 +112,7 @@ def install() -> None:
         chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
         if entry.placement == S.V:
             _remap_layers_permanently(pp, entry.placement)
+            _remap_stage_predicates(pp, chunks, entry.placement)
         return original_get_model(placed_provider(model_provider_func, entry, pp, rank, chunks), *a, **kw)
 
     def validate_args(args, defaults={}):
@@ -123,6 +128,49 @@ def install() -> None:
     mlm_training.get_model = get_model
     mlm_initialize.validate_args = validate_args
     _INSTALLED = True
+
+
+def _remap_stage_predicates(pp: int, chunks: int, placement: str) -> None:
+    """Per-chunk stage questions answered by global stage (see the module doc)."""
+    import sys
+
+    from megatron.core import parallel_state as ps
+
+    if getattr(ps.is_pipeline_first_stage, "_primus_placement", None) == placement:
+        return
+    first, last = ps.is_pipeline_first_stage, ps.is_pipeline_last_stage
+    n = pp * chunks
+
+    def stage(vp_stage: int) -> int:
+        return S.stage_of(placement, pp, ps.get_pipeline_model_parallel_rank(), vp_stage)
+
+    def is_first(ignore_virtual: bool = True, vp_stage=None):
+        if not ignore_virtual and vp_stage is not None:
+            return stage(vp_stage) == 0
+        return first(ignore_virtual=ignore_virtual, vp_stage=vp_stage)
+
+    def is_last(ignore_virtual: bool = True, vp_stage=None):
+        if not ignore_virtual and vp_stage is not None:
+            return stage(vp_stage) == n - 1
+        return last(ignore_virtual=ignore_virtual, vp_stage=vp_stage)
+
+    is_first._primus_placement = is_last._primus_placement = placement
+    ps.is_pipeline_first_stage, ps.is_pipeline_last_stage = is_first, is_last
+
+    from megatron.training import utils as mlm_utils
+
+    original_batch = mlm_utils.get_batch_on_this_tp_rank
+
+    def get_batch_on_this_tp_rank(data_iterator, mtp_on_this_rank: bool = False):
+        # The rank holding stage 0 and the loss stage needs every tensor on all its
+        # tensor-parallel ranks; megatron's first-or-last broadcast sends only one side.
+        both = ps.get_pipeline_model_parallel_rank() == S.owner_of(placement, pp, n - 1)[0] == S.owner_of(placement, pp, 0)[0]
+        return original_batch(data_iterator, mtp_on_this_rank=mtp_on_this_rank or both)
+
+    mlm_utils.get_batch_on_this_tp_rank = get_batch_on_this_tp_rank
+    main = sys.modules.get("__main__")
+    if getattr(main, "get_batch_on_this_tp_rank", None) is original_batch:
+        main.get_batch_on_this_tp_rank = get_batch_on_this_tp_rank  # pretrain_gpt imported it by name
 
 
 def _remap_layers_permanently(pp: int, placement: str) -> None:

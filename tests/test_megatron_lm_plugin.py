@@ -1,0 +1,186 @@
+"""The Megatron-LM integration: argument group, install() and the patch.
+
+Unit tests run against megatron-core alone (a stand-in `megatron.training`
+package). The patch test needs a Megatron-LM checkout at tag core_v0.16.1 whose
+Python dependencies are importable: set MEGATRON_LM_PATH (and optionally
+MEGATRON_LM_PYTHON, the interpreter to use); it is skipped with that reason
+otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import types
+
+import pytest
+
+import megatron_reference as ref
+from primus_megatron import schedules as S
+from primus_megatron.megatron_lm import add_args, extra_args_provider, placed_provider
+from primus_megatron.megatron_lm.args import check_schedule_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PATCH = os.path.join(ROOT, "patches", "megatron-lm-core_v0.16.1-pretrain_gpt.patch")
+
+
+def test_add_args_parses_every_registered_schedule_and_is_idempotent():
+    parser = add_args(add_args(argparse.ArgumentParser()))
+    assert sum("--pipeline-schedule" in a.option_strings for a in parser._actions) == 1
+    help_text = parser.format_help()
+    for name in S.names(aliases=True):
+        args = parser.parse_args(["--pipeline-schedule", name, "--pipeline-memory-limit", "4"])
+        assert args.pipeline_schedule == name and args.pipeline_memory_limit == 4.0
+        assert check_schedule_args(args) is None
+        assert name in help_text
+    assert parser.parse_args([]).pipeline_schedule is None
+
+
+def test_extra_args_provider_composes_with_an_existing_one():
+    def existing(parser):
+        parser.add_argument("--modelopt-flag", type=int, default=0)
+        return parser
+
+    parser = extra_args_provider(existing)(argparse.ArgumentParser())
+    args = parser.parse_args(["--modelopt-flag", "3", "--pipeline-schedule", "zbv"])
+    assert args.modelopt_flag == 3 and args.pipeline_schedule == "zbv"
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--pipeline-schedule", "zbvv"], "did you mean 'zbv'"),
+    (["--pipeline-schedule", "zbv", "--pipeline-chunks", "3"], "exactly 2 chunk"),
+    (["--pipeline-schedule", "zb-h1", "--pipeline-p2p-timeout", "0"], "--pipeline-p2p-timeout"),
+    (["--pipeline-schedule", "zb-auto", "--pipeline-costs", "1,2"], "--pipeline-costs"),
+])
+def test_bad_schedule_arguments_get_one_sentence(argv, needle):
+    args = add_args(argparse.ArgumentParser()).parse_args(argv)
+    message = check_schedule_args(args)
+    assert message is not None and needle in message and "\n" not in message
+
+
+@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+@pytest.mark.parametrize("name, rank, expected", [
+    ("zbv", 0, [(True, False, 0), (False, True, 7)]),      # rank 0 holds both ends of the V
+    ("zbv", 3, [(False, False, 3), (False, False, 4)]),    # the turn of the V
+    ("interleaved-zb", 0, [(True, False, 0), (False, False, 4)]),
+    ("interleaved-zb", 3, [(False, False, 3), (False, True, 7)]),
+])
+def test_placed_provider_builds_chunks_by_global_stage(name, rank, expected):
+    """Megatron-LM calls the provider with its loop placement's pre/post flags;
+    the wrapper builds global stage stage_of(placement, pp, rank, vp_stage), with
+    megatron's layer offsets following the placement during the build."""
+    from megatron.core.transformer import transformer_layer
+
+    config = ref.tiny_gpt_config(16, pipeline_model_parallel_size=4, virtual_pipeline_model_parallel_size=2)
+    calls = []
+
+    def provider(pre_process=True, post_process=True, vp_stage=None, config=None, pg_collection=None):
+        offset = transformer_layer.get_transformer_layer_offset(config, vp_stage, rank)
+        calls.append((pre_process, post_process, offset))
+        return types.SimpleNamespace()
+
+    wrapped = placed_provider(provider, S.info(name), 4, rank, 2)
+    for c in range(2):
+        # megatron's own flags would be loop-placement ones; the wrapper ignores them
+        wrapped(pre_process=False, post_process=False, vp_stage=c, config=config, pg_collection=None)
+    assert [(pre, post) for pre, post, _ in calls] == [(pre, post) for pre, post, _ in expected]
+    assert [off for *_, off in calls] == [2 * stage for *_, stage in expected]  # 2 layers per stage
+    assert transformer_layer.get_transformer_layer_offset(config, 1, rank) == (1 * 4 + rank) * 2  # restored
+
+
+@pytest.fixture
+def fake_megatron_training(monkeypatch):
+    """A stand-in megatron.training with the names install() patches."""
+    import primus_megatron.megatron_lm.plugin as plugin
+
+    args = argparse.Namespace(pipeline_schedule=None, pipeline_chunks=None, pipeline_memory_limit=None,
+                              pipeline_costs=None, pipeline_p2p_timeout=600.0,
+                              num_virtual_stages_per_pipeline_rank=None, num_layers_per_virtual_pipeline_stage=None)
+    pkg = types.ModuleType("megatron.training")
+    pkg.__path__ = []
+    pkg.get_args = lambda: args
+    training = types.ModuleType("megatron.training.training")
+    training.get_forward_backward_func = lambda *a, **k: "megatron's own"
+    training.get_model = lambda provider, *a, **k: ("megatron's get_model", provider)
+    initialize = types.ModuleType("megatron.training.initialize")
+    seen = []
+    initialize.validate_args = lambda a, defaults={}: seen.append(a.num_virtual_stages_per_pipeline_rank)
+    utils = types.ModuleType("megatron.training.utils")
+    pkg.training, pkg.initialize, pkg.utils = training, initialize, utils
+    for name, mod in (("megatron.training", pkg), ("megatron.training.training", training),
+                      ("megatron.training.initialize", initialize), ("megatron.training.utils", utils)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    import megatron
+
+    monkeypatch.setattr(megatron, "training", pkg, raising=False)
+    monkeypatch.setattr(plugin, "_INSTALLED", False)
+    return args, training, initialize, seen
+
+
+@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+def test_install_is_a_no_op_without_a_schedule_and_idempotent(fake_megatron_training):
+    from primus_megatron import megatron_lm
+    from primus_megatron.runtime import PipelineRunner
+
+    args, training, initialize, seen = fake_megatron_training
+    megatron_lm.install()
+    patched = training.get_forward_backward_func
+    megatron_lm.install()  # twice: nothing wrapped twice
+    assert training.get_forward_backward_func is patched
+    assert training.get_forward_backward_func() == "megatron's own"
+    assert training.get_model("provider")[1] == "provider"  # untouched provider without a schedule
+    initialize.validate_args(args)
+    assert seen == [None]
+
+    args.pipeline_schedule = "zbv"
+    runner = training.get_forward_backward_func()
+    assert isinstance(runner, PipelineRunner) and runner.name == "zbv" and runner.chunks == 2
+    assert runner.losses_on_last_rank  # Megatron-LM reads losses on the last pipeline rank
+    initialize.validate_args(args)
+    assert seen[-1] == 2  # the V needs two virtual stages per rank
+    args.pipeline_schedule, args.num_virtual_stages_per_pipeline_rank = "zb-h1", None
+    initialize.validate_args(args)
+    assert seen[-1] is None
+
+
+def _megatron_lm_checkout():
+    path = os.environ.get("MEGATRON_LM_PATH")
+    if not path:
+        pytest.skip("set MEGATRON_LM_PATH to a Megatron-LM checkout (tag core_v0.16.1) to test the patch")
+    if not os.path.isfile(os.path.join(path, "pretrain_gpt.py")):
+        pytest.fail(f"MEGATRON_LM_PATH={path} has no pretrain_gpt.py")
+    return path
+
+
+def test_patch_applies_to_megatron_lm_and_its_arguments_parse(tmp_path):
+    checkout = _megatron_lm_checkout()
+    work = tmp_path / "megatron-lm"
+    shutil.copytree(checkout, work, ignore=shutil.ignore_patterns(".git"))
+    subprocess.run(["patch", "-p1", "-s", "-i", PATCH], cwd=work, check=True)
+    python = os.environ.get("MEGATRON_LM_PYTHON", sys.executable)
+    script = r'''
+import os, sys
+os.environ.update(WORLD_SIZE="8", RANK="0", CUDA_DEVICE_MAX_CONNECTIONS="1")
+import ast; ast.parse(open("pretrain_gpt.py").read())
+from primus_megatron import megatron_lm as primus
+primus.install()
+import megatron.training.utils as u, megatron.training.arguments as a
+u.get_device_arch_version = a.get_device_arch_version = lambda: 9  # validate_args asks the GPU; none here
+from megatron.training import initialize
+sys.argv = ["pretrain_gpt.py", "--num-layers", "16", "--hidden-size", "256", "--num-attention-heads", "4",
+            "--seq-length", "128", "--max-position-embeddings", "128", "--micro-batch-size", "1",
+            "--global-batch-size", "16", "--pipeline-model-parallel-size", "4", "--tensor-model-parallel-size", "2",
+            "--train-iters", "10", "--lr", "1e-4", "--mock-data", "--tokenizer-type", "NullTokenizer",
+            "--vocab-size", "128", "--pipeline-schedule", sys.argv[1]]
+args = a.parse_args(primus.extra_args_provider(None))
+initialize.validate_args(args, {})
+print("RESULT", args.pipeline_schedule, args.virtual_pipeline_model_parallel_size)
+'''
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(work), ROOT]))
+    for schedule, vp in (("zbv", "2"), ("zb-h1", "None"), ("v-min", "2")):
+        out = subprocess.run([python, "-W", "ignore", "-c", script, schedule], cwd=work, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert f"RESULT {schedule} {vp}" in out.stdout
