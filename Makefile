@@ -8,9 +8,11 @@ STAMP := $(VENV)/.installed-stamp
 
 $(STAMP): requirements.txt setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements.txt
-	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	@echo "installing pinned requirements into $(VENV) (log: $(VENV)/install.log)"
+	@( $(BIN)/python -m pip install --upgrade pip && \
+	   $(BIN)/python -m pip install -r requirements.txt && \
+	   $(BIN)/python -m pip install --no-deps --no-build-isolation -e . ) > $(VENV)/install.log 2>&1 \
+	   || (tail -40 $(VENV)/install.log; exit 1)
 	touch $@
 
 setup: $(STAMP)

@@ -87,9 +87,21 @@ def info(name: str) -> ScheduleInfo:
     if key in _REGISTRY:
         return _REGISTRY[key]
     known = names(aliases=True)
-    close = difflib.get_close_matches(str(name), known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    close = suggest(str(name), known)
+    hint = f"; did you mean {close!r}?" if close else ""
     raise ScheduleError(f"unknown pipeline schedule {name!r}: choose one of {', '.join(known)}{hint}")
+
+
+def suggest(name: str, known: list[str]) -> Optional[str]:
+    """The registered name closest to a mistyped one: same words in another
+    order or with other separators first ('1f1b-interleaved'), then spelling."""
+    norm = name.lower().replace("_", "-").replace(" ", "-")
+    words = sorted(norm.split("-"))
+    for k in known:
+        if sorted(k.split("-")) == words:
+            return k
+    close = difflib.get_close_matches(norm, known, n=1)
+    return close[0] if close else None
 
 
 def _check_int(option: str, value: object, minimum: int) -> int:
