@@ -88,6 +88,10 @@ CASES = [
             dict(overlap=False, distopt=True, tied=True),
             dict(overlap=True, distopt=True, tied=False, bucket_size=4000),
             dict(overlap=False, distopt=False, tied=True, eps=1e-8, rtol=1e-3),
+            # param all-gather deferred to the next forward's pre-hooks (synced before reading params)
+            dict(overlap=True, distopt=True, tied=True, bucket_size=4000, overlap_param_gather=True),
+            dict(overlap=True, distopt=True, tied=True, bucket_size=4000),
+            dict(overlap=False, distopt=True, tied=True, overlap_param_gather=True),
         ],
     ),
     dict(
@@ -229,6 +233,7 @@ def _build(case, variant, workdir, dtype="fp32"):
         overlap_grad_reduce=variant["overlap"],
         use_distributed_optimizer=variant["distopt"],
         bucket_size=variant.get("bucket_size"),
+        overlap_param_gather=variant.get("overlap_param_gather", False),
     )
     model = [
         DistributedDataParallel(config, copy.deepcopy(ddp_config), c, disable_bucketing=(i > 0))
@@ -250,6 +255,7 @@ def _build(case, variant, workdir, dtype="fp32"):
         initial_loss_scale=variant.get("initial_loss_scale", 2.0**12),
         hysteresis=1,
         use_distributed_optimizer=variant["distopt"],
+        overlap_param_gather=variant.get("overlap_param_gather", False),
         log_num_zeros_in_grad=True,
     )
     optimizer = get_megatron_optimizer(opt_config, model)
@@ -340,6 +346,9 @@ def _parity_body(rank, case, workdir):
 
         model[0].config.finalize_model_grads_func = finalize_and_capture
         steps = [_train_step(model, optimizer, case, _rank_batches(case, s)) for s in range(case["steps"])]
+        for chunk in model:
+            if chunk.use_forward_hook:  # as Megatron-LM's disable_forward_pre_hook before eval/save
+                chunk.disable_forward_pre_hook(param_sync=True)
         out["variants"].append(dict(steps=steps, params=_params(model), grads=grads,
                                     optimizer=type(optimizer.chained_optimizers[0]).__name__))
     return out

@@ -57,7 +57,8 @@ def run_ranks(case: dict, world: int, *, timeout_s: float = 240.0) -> list:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = ref.free_port()
-    procs = [ctx.Process(target=_worker, args=(r, world, port, case, out), daemon=True) for r in range(world)]
+    # not daemonic: megatron's checkpoint writer starts processes of its own
+    procs = [ctx.Process(target=_worker, args=(r, world, port, case, out)) for r in range(world)]
     for p in procs:
         p.start()
     results, errors = {}, []
@@ -310,3 +311,18 @@ def silent_rank_body(rank, world_case):
     except Exception as exc:
         return {"error_type": type(exc).__name__, "message": str(exc), "elapsed": time.time() - started}
     return {"error_type": None}
+
+
+def train_body(rank, world_case):
+    """Run examples/pretrain_gpt.py's train() for each argv in world_case['runs']
+    on this process group (one start-up for several runs)."""
+    import torch.distributed as dist
+
+    from primus_megatron.train import pretrain
+    from primus_megatron.train.arguments import parse
+
+    out = []
+    for argv in world_case["runs"]:
+        args = parse(argv, world_size=dist.get_world_size())
+        out.append(pretrain.train(args))
+    return out

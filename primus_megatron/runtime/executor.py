@@ -158,12 +158,12 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
                 continue
             op, stage = item, sched.stage(rank, item)
             chunk = ctx.model[op.chunk]
-            start = time.perf_counter()
             if op.kind == F:
                 if stage == 0:
                     input_tensor = None
                 else:
                     input_tensor = incoming(Message(F, op.mb, stage - 1, stage), op).requires_grad_(not ctx.forward_only)
+                start = time.perf_counter()  # after the input arrived: waiting is idle time, not work
                 output, num_tokens = forward_step(
                     ctx.forward_step_func, data_for(op.chunk, op.mb), chunk, ctx.num_microbatches, input_tensor,
                     forward_data_store, config, ctx.cp_group_size, collect_non_loss_data=ctx.collect_non_loss_data,
@@ -183,6 +183,7 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
                 if pending is not None:  # its output must be sent (and freed) before backward
                     p2p.finish_send(pending, op=str(op))
                     release_sent(pending)
+                start = time.perf_counter()
                 input_tensor, output = saved.pop((op.mb, op.chunk))
                 capture = store.capture((op.mb, op.chunk)) if op.kind == B else contextlib.nullcontext()
                 with capture:
@@ -192,6 +193,7 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
                 if stage > 0:
                     produced[Message(B, op.mb, stage, stage - 1)] = input_grad
             else:  # W
+                start = time.perf_counter()
                 if index == last_backward.get(op.chunk):
                     no_sync.enable(op.chunk)
                 store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {rank}")

@@ -146,6 +146,9 @@ def _tie_embeddings(model: list[torch.nn.Module]) -> None:
     del last.output_layer.weight
     last.output_layer.register_parameter("weight", None)
     last.shared_embedding_or_output_weight = lambda: weight  # GPTModel passes it to the output layer
+    # Checkpoints: chunk 0 saves the weight under the embedding's key; the output
+    # layer has no tensor of its own to tie in the sharded state dict.
+    last.tie_embeddings_and_output_weights_state_dict = lambda *args, **kwargs: None
 
 
 def global_parameter_name(chunk: torch.nn.Module, local_name: str) -> str:

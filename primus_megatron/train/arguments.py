@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--save", default=None)
     g.add_argument("--load", default=None)
     g.add_argument("--save-interval", type=int, default=None)
+    g.add_argument("--ckpt-step", type=int, default=None, help="load this iteration instead of the latest")
     g.add_argument("--no-load-optim", action="store_true")
     g.add_argument("--no-load-rng", action="store_true")
     g.add_argument("--finetune", action="store_true")

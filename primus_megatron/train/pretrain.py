@@ -110,7 +110,7 @@ def train(args) -> dict:
              f"{plan.chunks_per_rank} chunk(s)/rank ({plan.placement} placement); simulated bubble "
              f"{sim.bubble_sync:.3f} (sync) / {sim.bubble_async:.3f} (async), peak activation "
              f"{max(sim.peak_memory):g} microbatch(es) of a rank's layers")
-    history = []
+    history, evals = [], []
     skipped_total = 0
     log_every = args.log_interval
     for iteration in range(start_iter, args.train_iters):
@@ -144,7 +144,7 @@ def train(args) -> dict:
                 write_timeline(args, timeline, f"{args.pipeline_schedule}, pp={args.pipeline_model_parallel_size}, "
                                f"{args.num_microbatches} microbatches, iteration {done} (measured)")
         if has_valid.item() and args.eval_interval and (done % args.eval_interval == 0 or last):
-            evaluate(args, fbf, model, valid_iter, done)
+            evals.append(evaluate(args, fbf, model, valid_iter, done))
         if args.save and args.save_interval and done % args.save_interval == 0:
             from .checkpoint import save
 
@@ -155,7 +155,7 @@ def train(args) -> dict:
         from .checkpoint import save
 
         save(args, model, optimizer, scheduler, done, done * args.global_batch_size)
-    return {"losses": history}
+    return {"losses": history, "eval": evals, "start_iteration": start_iter}
 
 
 def evaluate(args, fbf, model, it, iteration: int) -> Optional[float]:
@@ -183,9 +183,26 @@ def evaluate(args, fbf, model, it, iteration: int) -> Optional[float]:
     return loss
 
 
+def _launch_environment() -> None:
+    """A plain `python pretrain_gpt.py` is a world of one; more ranks need a launcher."""
+    import os
+
+    if "MASTER_ADDR" in os.environ:
+        return
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError("WORLD_SIZE is set but MASTER_ADDR is not: launch with torchrun (or srun + torchrun)")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = parse(argv)
+        _launch_environment()
     except ConfigError as exc:
         import os
 

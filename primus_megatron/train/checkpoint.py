@@ -1,0 +1,137 @@
+"""Checkpoints with megatron-core's distributed checkpointing, resumable under
+another schedule or pipeline size.
+
+Tensors are saved as ShardedTensors keyed by their global name (megatron's
+sharded_state_dict numbers layers globally; under V placement we answer its
+layer-offset questions by global stage while it builds the dict), so a run
+saved with `1f1b` on 4 pipeline ranks resumes with `zbv` on 2. Model chunks sit
+under `model.stage<S>` and the optimizer state is keyed through the model's
+ShardedTensors, so neither depends on how stages map to ranks.
+
+A checkpoint is written to `iter_NNNNNNN.partial` and renamed only after every
+rank finished; `latest_checkpointed_iteration.txt` is updated last (atomically).
+A checkpoint interrupted by a crash is never taken for a complete one. Dropout
+needs no RNG state: it is reseeded per (iteration, microbatch, layer).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+
+import torch
+import torch.distributed as dist
+
+TRACKER = "latest_checkpointed_iteration.txt"
+FORMAT = "primus_megatron/1"
+
+
+def _placement(args):
+    from .. import schedules as S
+
+    if args.pipeline_schedule is None:
+        return contextlib.nullcontext()
+    from ..runtime.placement import layer_placement
+
+    return layer_placement(args.pipeline_model_parallel_size, S.info(args.pipeline_schedule).placement)
+
+
+def _model_state(args, model) -> dict:
+    with _placement(args):
+        # the unwrapped modules: keys without the data-parallel / fp16 wrappers' "module." prefix
+        return {f"stage{getattr(_inner(chunk), 'pipeline_stage', i)}": _inner(chunk).sharded_state_dict()
+                for i, chunk in enumerate(model)}
+
+
+def _inner(chunk):
+    while hasattr(chunk, "module"):
+        chunk = chunk.module
+    return chunk
+
+
+def _state(args, model, optimizer, scheduler, *, loading: bool) -> dict:
+    model_sd = _model_state(args, model)
+    state = {"model": model_sd}
+    if optimizer is not None and not (loading and (args.no_load_optim or args.finetune)):
+        state["optimizer"] = optimizer.sharded_state_dict(model_sd, is_loading=loading)
+    return state
+
+
+def save(args, model, optimizer, scheduler, iteration: int, consumed_samples: int) -> str:
+    from megatron.core import dist_checkpointing
+
+    final = os.path.join(args.save, f"iter_{iteration:07d}")
+    partial = final + ".partial"
+    if dist.get_rank() == 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        os.makedirs(partial, exist_ok=True)
+    dist.barrier()
+    state = _state(args, model, optimizer, scheduler, loading=False)
+    dist_checkpointing.save(state, partial)
+    dist.barrier()  # every rank wrote its shards
+    if dist.get_rank() == 0:
+        meta = {"format": FORMAT, "iteration": iteration, "consumed_samples": consumed_samples,
+                "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                "schedule": args.pipeline_schedule, "pp": args.pipeline_model_parallel_size,
+                "tp": args.tensor_model_parallel_size, "num_layers": args.num_layers}
+        with open(os.path.join(partial, "primus_meta.json"), "w") as f:
+            json.dump(meta, f)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+        tmp = os.path.join(args.save, TRACKER + ".tmp")
+        with open(tmp, "w") as f:
+            f.write(str(iteration))
+        os.replace(tmp, os.path.join(args.save, TRACKER))
+        print(f"saved checkpoint at iteration {iteration:7d} to {final}", flush=True)
+    dist.barrier()
+    return final
+
+
+def latest(load_dir: str, step=None):
+    """(iteration, directory) of the newest complete checkpoint (or of `step`), or None."""
+    tracker = os.path.join(load_dir, TRACKER)
+    if step is None:
+        if not os.path.isfile(tracker):
+            return None
+        with open(tracker) as f:
+            iteration = int(f.read().strip())
+    else:
+        iteration = step
+    path = os.path.join(load_dir, f"iter_{iteration:07d}")
+    if not os.path.isfile(os.path.join(path, "primus_meta.json")):
+        raise RuntimeError(f"--load {load_dir}: iteration {iteration} has no complete checkpoint ({path}); an "
+                           f"interrupted save leaves only {path}.partial")
+    return iteration, path
+
+
+def load(args, model, optimizer, scheduler) -> tuple[int, int]:
+    """Restore model, optimizer, LR schedule; returns (iteration, consumed samples)."""
+    from megatron.core import dist_checkpointing
+
+    found = latest(args.load, args.ckpt_step)
+    if found is None:
+        if dist.get_rank() == 0:
+            print(f"no checkpoint in {args.load}: training from scratch", flush=True)
+        return 0, 0
+    iteration, path = found
+    with open(os.path.join(path, "primus_meta.json")) as f:
+        meta = json.load(f)
+    if meta.get("num_layers") != args.num_layers:
+        raise RuntimeError(f"--load {path} was saved with --num-layers {meta.get('num_layers')}, not {args.num_layers}")
+    state = _state(args, model, optimizer, scheduler, loading=True)
+    loaded = dist_checkpointing.load(state, path)
+    with _placement(args):
+        for i, chunk in enumerate(model):
+            key = f"stage{getattr(_inner(chunk), 'pipeline_stage', i)}"
+            _inner(chunk).load_state_dict(loaded["model"][key])
+    if "optimizer" in loaded:
+        optimizer.load_state_dict(loaded["optimizer"])
+    if args.finetune:
+        return 0, 0
+    if scheduler is not None and meta.get("scheduler"):
+        scheduler.load_state_dict(meta["scheduler"])
+    if dist.get_rank() == 0:
+        print(f"loaded checkpoint {path} (iteration {iteration}, saved with schedule {meta.get('schedule')} "
+              f"pp={meta.get('pp')})", flush=True)
+    return iteration, meta["consumed_samples"]

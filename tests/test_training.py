@@ -1,0 +1,114 @@
+"""examples/pretrain_gpt.py: the same run under every schedule, evaluation,
+the executed-schedule picture, checkpoints that resume under another schedule
+and pipeline size, and arguments refused before anything starts."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import megatron_reference as ref
+import pipeline_harness as H
+from primus_megatron import schedules as S
+
+pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "examples", "pretrain_gpt.py")
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    from primus_megatron.train.data import build_corpus_dataset
+
+    prefix = str(tmp_path_factory.mktemp("data") / "corpus_text_document")
+    build_corpus_dataset(prefix)
+    return prefix
+
+
+def model_args(dataset, pp, *extra):
+    return ["--cpu", "--data-path", dataset, "--num-layers", "8", "--hidden-size", "32", "--num-attention-heads", "4",
+            "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "2e-3",
+            "--seed", "11", "--pipeline-model-parallel-size", str(pp), "--pipeline-p2p-timeout", "60", *extra]
+
+
+EVERY = [n for n in S.names() if n != "zb-optimal"]
+
+
+@pytest.fixture(scope="module")
+def every_schedule(dataset, tmp_path_factory):
+    """pp=2, 3 iterations with dropout 0.1 and an evaluation, under every
+    schedule and under megatron-core's own 1F1B (no --pipeline-schedule)."""
+    timeline = str(tmp_path_factory.mktemp("timeline") / "zbv.png")
+    runs = [model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1",
+                       "--pipeline-schedule", s, *(["--timeline", timeline] if s == "zbv" else []))
+            for s in EVERY]
+    runs.append(model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1"))
+    results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=900)
+    return results, timeline
+
+
+def test_every_schedule_trains_identically(every_schedule):
+    results, _ = every_schedule
+    megatron = results[0][-1]  # rank 0 sees the reduced losses
+    assert len(megatron["losses"]) == 3 and all(x == x for x in megatron["losses"])
+    for name, run in zip(EVERY, results[0][:-1]):
+        torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(megatron["losses"]), rtol=1e-5, atol=0,
+                                   msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(torch.tensor(run["eval"]), torch.tensor(megatron["eval"]), rtol=1e-5, atol=0,
+                                   msg=lambda m: f"{name} evaluation: {m}")
+    assert megatron["losses"][-1] < megatron["losses"][0], "the loss goes down"
+
+
+def test_timeline_picture_and_trace_are_written(every_schedule):
+    _, timeline = every_schedule
+    with open(timeline, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    import json
+
+    with open(timeline[:-4] + ".json") as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    assert events, "the trace has the executed ops"
+    kinds = {e["name"][0] for e in events}
+    assert {"F", "B", "W"} <= kinds
+
+
+def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_path):
+    """1f1b on 4 pipeline ranks saves at iteration 2; zbv on 2 ranks resumes from
+    it: iterations 3 and 4 give the uninterrupted run's losses."""
+    save = str(tmp_path / "ckpt")
+    first = H.run_ranks({"body": H.train_body, "pp": 4, "runs": [
+        model_args(dataset, 4, "--train-iters", "4", "--pipeline-schedule", "1f1b", "--save", save,
+                   "--save-interval", "2")]}, 4, timeout_s=900)
+    assert sorted(os.listdir(save)) == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]
+    resumed = H.run_ranks({"body": H.train_body, "pp": 2, "runs": [
+        model_args(dataset, 2, "--train-iters", "4", "--pipeline-schedule", "zbv", "--load", save,
+                   "--ckpt-step", "2")]}, 2, timeout_s=900)
+    uninterrupted = first[0][0]["losses"]
+    again = resumed[0][0]
+    assert again["start_iteration"] == 2
+    torch.testing.assert_close(torch.tensor(again["losses"]), torch.tensor(uninterrupted[2:]), rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--pipeline-schedule", "zbvv"], "did you mean 'zbv'"),
+    (["--pipeline-schedule", "zbv", "--pipeline-model-parallel-size", "1"], "--pipeline-model-parallel-size >= 2"),
+    (["--pipeline-schedule", "zbv", "--num-layers", "6"], "--num-layers 6 does not split into 8"),
+    (["--micro-batch-size", "4", "--global-batch-size", "6"], "--global-batch-size 6 must be divisible"),
+    (["--pipeline-schedule", "zb-auto", "--pipeline-memory-limit", "0.5"], "memory limit"),
+    (["--bf16", "--fp16"], "--bf16 and --fp16"),
+    (["--data-path", "/nonexistent/prefix"], "/nonexistent/prefix.bin does not exist"),
+])
+def test_bad_arguments_exit_2_with_one_sentence(dataset, argv, needle):
+    base = ["--cpu", "--data-path", dataset, "--num-layers", "8", "--pipeline-model-parallel-size", "4",
+            "--micro-batch-size", "1", "--global-batch-size", "8"]
+    env = dict(os.environ, WORLD_SIZE="4", RANK="0", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, SCRIPT, *base, *argv], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("pretrain_gpt.py: error: "), out.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in out.stderr and out.stdout == ""
