@@ -11,9 +11,14 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
+_SUBMODULES = ("schedules", "runtime", "compat", "train", "megatron_lm", "cli")
 
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'primus_megatron' has no attribute {name!r}")

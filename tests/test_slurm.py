@@ -1,0 +1,249 @@
+"""examples/slurm/pretrain_gpt.sbatch under a real SLURM.
+
+The launch logic (repository discovery, GPU count, rendezvous, argument pass-through, CPU mode)
+is checked everywhere with a dry run and a stand-in `scontrol`. The end-to-end test starts a
+single-node SLURM cluster on this machine with scripts/slurm_local.sh (installing slurm-wlm and
+munge with apt-get if needed), submits the sbatch script in CPU mode with 4 processes (pp=4,
+zbv) and checks the job's exit code and its per-iteration losses. It needs root; set
+PRIMUS_SKIP_SLURM=1 to skip it. This file sorts last in tests/, and the cluster is stopped by a
+fixture finalizer whatever happens, so no daemons are left behind.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SBATCH = os.path.join(ROOT, "examples", "slurm", "pretrain_gpt.sbatch")
+SLURM_LOCAL = os.path.join(ROOT, "scripts", "slurm_local.sh")
+DATA = os.path.join(ROOT, "out", "data", "corpus_text_document")
+# the test cluster: its own directory and ports, so that it never touches a cluster a developer
+# started with scripts/slurm_local.sh (default /tmp/primus-slurm, ports 16817/16818)
+CLUSTER_ENV = {"PRIMUS_SLURM_DIR": "/tmp/primus-slurm-pytest", "PRIMUS_SLURMCTLD_PORT": "16837",
+               "PRIMUS_SLURMD_PORT": "16838", "PRIMUS_SLURM_TIMEOUT": "90"}
+START_TIMEOUT_S = 900   # includes apt-get install (about 15-60 s with a reachable mirror)
+JOB_TIMEOUT_S = 300     # the 4-process CPU job takes about 25 s on 2 cores
+TRAIN_ITERS = 3
+TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+            "BOOT_FAIL", "DEADLINE"}
+LOSS_LINE = re.compile(r"^ iteration\s+(\d+)/\s*(\d+) \|.*\blm loss: ([-+0-9.eE]+|nan|inf)")
+
+
+def _clean_env(**extra):
+    """This environment without SLURM_* (a CI job may itself run under SLURM) plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_") and not k.startswith("PRIMUS_")}
+    env.update(extra)
+    return env
+
+
+def _tail(text, n=60):
+    return "\n".join(text.splitlines()[-n:])
+
+
+# ---------------------------------------------------------------------------------------------
+# launch logic: dry runs with a stand-in scontrol (no SLURM, no root needed)
+
+@pytest.fixture
+def fake_slurm(tmp_path):
+    """A copy of the sbatch script outside the repository (as slurmd runs it, from its spool) and
+    a stand-in `scontrol` that expands `node[1-2]` and reports the submitted command."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    scontrol = bindir / "scontrol"
+    scontrol.write_text(
+        "#!/bin/bash\n"
+        'if [[ $1 == show && $2 == hostnames ]]; then printf "node1\\nnode2\\n"; exit 0; fi\n'
+        f'if [[ $1 == show && $2 == job ]]; then echo "JobId=42 JobName=x Command={SBATCH} --cpu WorkDir=/x"; exit 0; fi\n'
+        "exit 1\n")
+    scontrol.chmod(scontrol.stat().st_mode | stat.S_IXUSR)
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    script = spool / "slurm_script"
+    shutil.copy(SBATCH, script)
+    submit = tmp_path / "submit"
+    submit.mkdir()
+
+    def run(*args, **env):
+        full = _clean_env(PATH=f"{bindir}:{os.environ['PATH']}", SLURM_JOB_ID="42", SLURM_JOB_NODELIST="node[1-2]",
+                          SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(submit), SLURM_CPUS_PER_TASK="16",
+                          PRIMUS_DRY_RUN="1", **env)
+        proc = subprocess.run(["bash", str(script), *args], cwd=submit, env=full, capture_output=True, text=True,
+                              timeout=180)
+        return proc.returncode, proc.stdout + proc.stderr
+
+    return run
+
+
+def test_sbatch_script_syntax():
+    subprocess.run(["bash", "-n", SBATCH], check=True, timeout=30)
+    subprocess.run(["bash", "-n", SLURM_LOCAL], check=True, timeout=30)
+    if shutil.which("shellcheck"):
+        proc = subprocess.run(["shellcheck", SBATCH, SLURM_LOCAL], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_gpu_launch_from_allocation(fake_slurm):
+    rc, out = fake_slurm("--pipeline-schedule", "zbv", "--pipeline-model-parallel-size", "16",
+                         SLURM_GPUS_PER_NODE="mi300x:8", PRIMUS_ROCM="1")
+    assert rc == 0, out
+    assert f"repository {ROOT}," in out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    assert "srun --nodes 2 --ntasks 2 --ntasks-per-node 1 --kill-on-bad-exit=1 --cpus-per-task 16 " in launch
+    assert ("--nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint node1:20042 --rdzv-id 42 "
+            in launch)
+    assert launch.endswith("examples/pretrain_gpt.py --pipeline-schedule zbv --pipeline-model-parallel-size 16")
+    for var in ("CUDA_DEVICE_MAX_CONNECTIONS=1", "HSA_ENABLE_SDMA=0", "RCCL_MSCCL_ENABLE=0", "GPU_MAX_HW_QUEUES=2"):
+        assert f"env {var}" in out, out
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"SLURM_GPUS_ON_NODE": "4", "SLURM_GPUS_PER_NODE": "8"}, 4),
+    ({"SLURM_GPUS_ON_NODE": "0", "CUDA_VISIBLE_DEVICES": "0,1,2"}, 3),
+    ({"ROCR_VISIBLE_DEVICES": "0,1,2,3,4,5"}, 6),
+    ({"SLURM_GPUS_PER_NODE": "gpu:a100:2,gpu:v100:2"}, 4),
+    ({"SLURM_GPUS_ON_NODE": "8", "PRIMUS_GPUS_PER_NODE": "2"}, 2),
+])
+def test_gpus_per_node(fake_slurm, env, expected):
+    rc, out = fake_slurm("--mock-data", PRIMUS_ROCM="0", **env)
+    assert rc == 0, out
+    assert f"--nproc-per-node {expected} " in out
+    assert "HSA_ENABLE_SDMA" not in out
+
+
+def test_no_gpus_is_a_clear_error(fake_slurm):
+    rc, out = fake_slurm("--mock-data", CUDA_VISIBLE_DEVICES="", PRIMUS_ROCM="0")
+    assert rc != 0
+    assert "no GPUs in this allocation" in out and "PRIMUS_CPU=1" in out
+
+
+def test_cpu_mode_defaults_and_env_args(fake_slurm):
+    rc, out = fake_slurm("--train-iters", "3", PRIMUS_CPU="1", PRIMUS_TRAIN_ARGS="--mock-data --seq-length 32")
+    assert rc == 0, out
+    assert "--nproc-per-node 4 " in out and "(CPU, gloo)" in out and "env OMP_NUM_THREADS=1" in out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    assert launch.endswith("examples/pretrain_gpt.py --mock-data --seq-length 32 --train-iters 3 --cpu")
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in out
+    # no training arguments: a default run sized to the allocation (2 nodes x 4 processes)
+    rc, out = fake_slurm(PRIMUS_CPU="1")
+    assert rc == 0, out
+    assert "default run (pp 4, dp 2, zbv)" in out
+    assert "--pipeline-model-parallel-size 4 --pipeline-schedule zbv --cpu" in out
+
+
+# ---------------------------------------------------------------------------------------------
+# end to end under a real single-node SLURM
+
+def _slurm_local(cmd, timeout):
+    return subprocess.run(["bash", SLURM_LOCAL, cmd], env=_clean_env(**CLUSTER_ENV), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(request):
+    if os.environ.get("PRIMUS_SKIP_SLURM") == "1":
+        pytest.skip("PRIMUS_SKIP_SLURM=1: the SLURM end-to-end test is disabled")
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("the SLURM end-to-end test needs root (it installs slurm-wlm/munge and runs slurmctld, slurmd)")
+    if not (shutil.which("slurmd") or os.path.exists("/usr/sbin/slurmd")) and not shutil.which("apt-get"):
+        pytest.skip("SLURM is not installed and apt-get is not available to install it")
+
+    def stop():
+        try:
+            proc = _slurm_local("stop", timeout=120)
+            if proc.returncode != 0:
+                print(f"slurm_local.sh stop failed:\n{proc.stdout}{proc.stderr}", file=sys.stderr)
+        except subprocess.TimeoutExpired:
+            print("slurm_local.sh stop timed out", file=sys.stderr)
+
+    request.addfinalizer(stop)  # first: a start that fails half way still gets its daemons stopped
+    started = time.monotonic()
+    try:
+        proc = _slurm_local("start", timeout=START_TIMEOUT_S)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"scripts/slurm_local.sh start took over {START_TIMEOUT_S} s:\n{exc.stdout}\n{exc.stderr}")
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/slurm_local.sh start failed (exit {proc.returncode}); set PRIMUS_SKIP_SLURM=1 to skip "
+                    f"this test where SLURM cannot be installed:\n{_tail(proc.stdout + proc.stderr)}")
+    print(f"single-node SLURM up in {time.monotonic() - started:.1f} s", file=sys.stderr)
+    conf = os.path.join(CLUSTER_ENV["PRIMUS_SLURM_DIR"], "etc", "slurm.conf")
+    assert os.path.isfile(conf)
+    return conf
+
+
+def _job_fields(job_id, env):
+    proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], env=env, capture_output=True, text=True,
+                          timeout=30)
+    if proc.returncode != 0:
+        return None
+    state = re.search(r"\bJobState=(\S+)", proc.stdout)
+    code = re.search(r"\bExitCode=(\S+)", proc.stdout)
+    return {"JobState": state.group(1) if state else "", "ExitCode": code.group(1) if code else "",
+            "raw": proc.stdout}
+
+
+def _ensure_dataset():
+    if os.path.exists(DATA + ".bin") and os.path.exists(DATA + ".idx"):
+        return
+    venv_python = os.path.join(ROOT, ".venv", "bin", "python")
+    python = venv_python if os.path.exists(venv_python) else sys.executable
+    subprocess.run([python, "-m", "primus_megatron.train.data", "--build-corpus-dataset", DATA], cwd=ROOT,
+                   env=_clean_env(PYTHONPATH=ROOT), check=True, timeout=600)
+
+
+def test_sbatch_cpu_pipeline_zbv(slurm_cluster, tmp_path):
+    _ensure_dataset()
+    env = _clean_env(SLURM_CONF=slurm_cluster, PRIMUS_CPU="1", PRIMUS_NPROC_PER_NODE="4",
+                     PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    cpus = re.search(r"\bCPUs=(\d+)", open(slurm_cluster).read())
+    output = tmp_path / "job-%j.out"
+    cmd = ["sbatch", "--parsable", "--nodes=1", "--gpus-per-node=0", f"--cpus-per-task={cpus.group(1) if cpus else 1}",
+           "--time=00:10:00", "--job-name=primus-pytest", f"--output={output}", SBATCH,
+           "--pipeline-model-parallel-size", "4", "--pipeline-schedule", "zbv", "--data-path", DATA,
+           "--num-layers", "8", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64",
+           "--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", str(TRAIN_ITERS),
+           "--lr", "1e-3"]
+    # submitted from a directory outside the repository: the script must find it on its own
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, f"sbatch failed: {proc.stdout}{proc.stderr}"
+    job_id = proc.stdout.strip().split(";")[0]
+    assert job_id.isdigit(), proc.stdout
+    out_file = tmp_path / f"job-{job_id}.out"
+
+    started, fields = time.monotonic(), None
+    try:
+        while time.monotonic() - started < JOB_TIMEOUT_S:
+            fields = _job_fields(job_id, env)
+            if fields is not None and fields["JobState"] in TERMINAL:
+                break
+            time.sleep(2)
+        else:
+            text = out_file.read_text() if out_file.exists() else "(no output file)"
+            pytest.fail(f"job {job_id} not finished after {JOB_TIMEOUT_S} s (state {fields and fields['JobState']}); "
+                        f"output:\n{_tail(text)}")
+    finally:
+        if fields is None or fields["JobState"] not in TERMINAL:
+            subprocess.run(["scancel", "--full", job_id], env=env, capture_output=True, timeout=30)
+
+    elapsed = time.monotonic() - started
+    text = out_file.read_text() if out_file.exists() else ""
+    assert fields["JobState"] == "COMPLETED" and fields["ExitCode"] == "0:0", \
+        f"job {job_id}: JobState={fields['JobState']} ExitCode={fields['ExitCode']}\n{_tail(text)}"
+    losses = {}
+    for line in text.splitlines():
+        m = LOSS_LINE.match(line)
+        if m:
+            assert int(m.group(2)) == TRAIN_ITERS, line
+            losses[int(m.group(1))] = float(m.group(3))
+    assert sorted(losses) == list(range(1, TRAIN_ITERS + 1)), f"iteration lines {sorted(losses)}:\n{_tail(text)}"
+    assert all(math.isfinite(v) and v > 0 for v in losses.values()), losses
+    assert "1 node(s) x 4 process(es) (CPU, gloo)" in text
+    assert f"repository {ROOT}," in text
+    print(f"SLURM job {job_id}: {TRAIN_ITERS} iterations in {elapsed:.1f} s, losses {losses}", file=sys.stderr)
