@@ -186,7 +186,8 @@ start_munged() {
             log "munged is up (pid $(<"$DIR/run/munged.pid"))"
             return 0
         fi
-        pid_of munged >/dev/null || break
+        # kill -0, not pid_of: right after the fork the process may not have exec'd munged yet
+        kill -0 "$(<"$DIR/run/munged.pid")" 2>/dev/null || break
         sleep 0.2
     done
     tail -n 20 "$DIR/log/munged.out" "$DIR/log/munged.log" >&2 2>/dev/null || true
@@ -197,7 +198,14 @@ start_slurm_daemon() {  # start_slurm_daemon slurmctld|slurmd ARGS...
     local name=$1
     if pid_of "$name" >/dev/null; then return 0; fi
     setsid "$name" -D -f "$CONF" "${@:2}" </dev/null >>"$DIR/log/$name.out" 2>&1 &
-    echo $! >"$DIR/run/$name.pid"
+    local pid=$! i
+    echo "$pid" >"$DIR/run/$name.pid"
+    # up when the process has exec'd the daemon and is still alive a moment later
+    for ((i = 0; i < 50; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        pid_of "$name" >/dev/null && break
+        sleep 0.2
+    done
     sleep 0.5
     if ! pid_of "$name" >/dev/null; then
         tail -n 30 "$DIR/log/$name.out" "$DIR/log/$name.log" >&2 2>/dev/null || true
@@ -214,9 +222,11 @@ cmd_start() {
     [[ $(id -u) == 0 ]] || die "needs root (installs packages, runs slurmd, which runs jobs as their users)"
     umask 022
     mkdir -p "$DIR"
-    chmod 700 "$DIR"
+    # readable by everyone (slurm.conf, the munge socket: other users may submit jobs); the munge
+    # key itself is 0600
+    chmod 755 "$DIR"
     mkdir -p "$DIR"/{etc,state,spool,log,run,munge}
-    chmod 700 "$DIR/munge"
+    chmod 755 "$DIR/munge"
     install_packages
     NODE=$(hostname -s)
     [[ -n $NODE ]] || die "hostname -s is empty"
