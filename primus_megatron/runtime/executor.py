@@ -131,7 +131,7 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepRes
             if msg.kind == F:
                 deallocate_output_tensor(tensor, config.deallocate_pipeline_outputs)
             return handed
-        return p2p.wait(recvs.pop(msg), op=f"{op} (stage {msg.dst_stage})")
+        return p2p.wait(recvs.pop(msg), op=f"{op} (microbatch {op.mb}, chunk {op.chunk}, stage {msg.dst_stage})")
 
     def release_sent(pending) -> None:
         key = sent_outputs.pop(id(pending), None)

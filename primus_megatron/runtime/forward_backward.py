@@ -20,6 +20,27 @@ def forward_only_schedule(schedule: S.Schedule) -> S.Schedule:
     return only
 
 
+class ScheduleMismatch(RuntimeError):
+    """Pipeline ranks are about to run different schedules."""
+
+
+def check_same_schedule(sched: S.Schedule, group, rank: int) -> None:
+    """All ranks of the pipeline compare a fingerprint of the schedule before any
+    p2p: ranks that disagree would otherwise hang (or silently mix tensors)."""
+    mine = schedule_fingerprint(sched)
+    value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long)
+    values = [torch.zeros_like(value) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(values, value, group=group)
+    if len({int(v) for v in values}) == 1:
+        return
+    described: list = [None] * len(values)
+    dist.all_gather_object(described, f"{sched.name} (pp={sched.pp}, {sched.microbatches} microbatches, "
+                                      f"fingerprint {mine})", group=group)
+    listing = "; ".join(f"pipeline rank {r}: {d}" for r, d in enumerate(described))
+    raise ScheduleMismatch(f"pipeline ranks would run schedules that differ ({listing}); every rank must be given the "
+                           f"same --pipeline-schedule, microbatch count, memory limit and costs")
+
+
 class PipelineRunner:
     """Callable with megatron-core's forward_backward_func keywords.
 
@@ -48,6 +69,7 @@ class PipelineRunner:
         self.record_timeline = record_timeline
         self.losses_on_last_rank = losses_on_last_rank
         self._cache: dict[tuple, tuple[S.Schedule, S.Lowered]] = {}
+        self._unchecked: set = set()  # plans whose fingerprint the ranks have not compared yet
         self.last_step: Optional[StepResult] = None
         install()
 
@@ -66,6 +88,7 @@ class PipelineRunner:
             if forward_only:
                 sched = forward_only_schedule(sched)
             self._cache[key] = (sched, S.validate(sched))
+            self._unchecked.add(key)
         return self._cache[key]
 
     # -- megatron's interface ----------------------------------------------------------------
@@ -93,6 +116,10 @@ class PipelineRunner:
         if pp < 2:
             raise ValueError(f"pipeline schedule {self.name!r} needs a pipeline of at least 2 ranks, got {pp}")
         sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
+        key = (pp, num_microbatches, forward_only)
+        if key in self._unchecked:
+            check_same_schedule(sched, group, rank)
+            self._unchecked.discard(key)
 
         if pg_collection is not None and getattr(pg_collection, "cp", None) is not None:
             cp = dist.get_world_size(pg_collection.cp)
