@@ -68,12 +68,14 @@ def run_ranks(case: dict, world: int, *, timeout_s: float = 240.0) -> list:
             try:
                 rank, status, value = out.get(timeout=deadline)
             except queue.Empty:
+                if errors:
+                    break
                 raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} did not finish in {timeout_s} s")
             if status == "ok":
                 results[rank] = torch.load(io.BytesIO(value), weights_only=False)
             else:
                 errors.append((rank, value))
-                break
+                deadline = 10  # give the other ranks a moment to report their side
     finally:
         for p in procs:
             if p.is_alive():
@@ -81,8 +83,8 @@ def run_ranks(case: dict, world: int, *, timeout_s: float = 240.0) -> list:
         for p in procs:
             p.join(5)
     if errors:
-        rank, text = errors[0]
-        raise RuntimeError(f"rank {rank} failed:\n{text}")
+        text = "\n".join(f"rank {rank} failed:\n{value}" for rank, value in sorted(errors))
+        raise RuntimeError(text)
     return [results[r] for r in range(world)]
 
 
@@ -152,7 +154,8 @@ def one_step(rank, case, pp):
         data = [iter(batches) for _ in model]
     else:
         data = iter(batches)
-    kwargs = dict(forward_step_func=ref.make_forward_step_func(case.get("three_tuple", True)), data_iterator=data,
+    kwargs = dict(forward_step_func=case.get("forward_step") or ref.make_forward_step_func(case.get("three_tuple", True)),
+                  data_iterator=data,
                   model=model if len(model) > 1 else model[0], num_microbatches=m,
                   seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE,
                   forward_only=case.get("forward_only", False))
@@ -299,15 +302,21 @@ def sp_linear_body(rank, world_case):
 
 
 def silent_rank_body(rank, world_case):
-    """Rank 1 never joins the step: rank 0 must time out with a diagnosis."""
+    """Rank 1 starts the step but stalls in its first forward: rank 0 must time
+    out with a diagnosis, well before rank 1 would come back."""
     import time
 
     if rank == 1:
-        time.sleep(world_case["silent_s"])
-        return {"skipped": True}
+        def stalled(data_iterator, model):
+            time.sleep(world_case["silent_s"])
+            raise RuntimeError("stalled rank gives up")
+
+        case = dict(world_case["cases"][0], forward_step=stalled)
+    else:
+        case = world_case["cases"][0]
     started = time.time()
     try:
-        one_step(rank, world_case["cases"][0], world_case["pp"])
+        one_step(rank, case, world_case["pp"])
     except Exception as exc:
         return {"error_type": type(exc).__name__, "message": str(exc), "elapsed": time.time() - started}
     return {"error_type": None}
@@ -324,5 +333,6 @@ def train_body(rank, world_case):
     out = []
     for argv in world_case["runs"]:
         args = parse(argv, world_size=dist.get_world_size())
+        args.return_params = world_case.get("return_params", False)
         out.append(pretrain.train(args))
     return out

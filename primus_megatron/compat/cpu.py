@@ -11,9 +11,11 @@ How: where a megatron module calls ``torch.cuda.current_device()``,
 ``torch.cuda.synchronize()`` or ``torch.zeros(..., device="cuda")``, we replace
 that module's global name ``torch`` with a thin proxy that answers "cpu"
 (nothing changes for the rest of the process).  The CUDA RNG tracker and the
-global memory buffer get method patches.  The only process-wide change is a
-``Tensor.cuda`` -> identity swap held for the duration of
-``LanguageModule.setup_embeddings_and_output_layer`` (tied embeddings with pp>1).
+global memory buffer get method patches.  The only process-wide changes are
+scoped: a ``Tensor.cuda`` -> identity swap held for the duration of
+``LanguageModule.setup_embeddings_and_output_layer`` (tied embeddings with pp>1),
+and a ``Tensor.type`` swap (CPU tensors report ``torch.cuda.*Tensor`` names) held
+for the duration of the Float16 and Distributed optimizer constructors.
 
 apex's fused weight-gradient kernel (``gradient_accumulation_fusion``) gets a
 plain-torch stand-in.
@@ -23,10 +25,9 @@ megatron's data-parallel and optimizer stack is covered too:
 reduce-scatter over gloo, ``overlap_grad_reduce``), ``finalize_model_grads``,
 ``get_megatron_optimizer`` (FP32Optimizer, Float16OptimizerWithFloat16Params,
 DistributedOptimizer over torch's AdamW), the grad scalers, grad-norm clipping
-and ``dist_checkpointing.save``/``load`` (torch_dist).  The optimizers'
-``param.type() == 'torch.cuda.FloatTensor'`` checks are satisfied by letting
-CPU tensors report CUDA type names for the duration of the two optimizer
-constructors only.  See notes/megatron_optimizer_cpu.md.
+and ``dist_checkpointing.save``/``load`` (torch_dist), including fixes for
+the DistributedOptimizer's torch-AdamW path (no TE/apex: the only path on CPU).
+See notes/megatron_optimizer_cpu.md.
 
 Not covered: other fused kernels, TransformerEngine, CUDA graphs,
 ``num_distributed_optimizer_instances > 1`` (CUDA streams), ``nccl_ub``,

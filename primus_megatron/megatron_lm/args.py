@@ -3,9 +3,10 @@ Megatron-LM's (as an `extra_args_provider`). Choices come from the registry."""
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Callable, Optional
 
-from ..schedules import names, registry
+from ..schedules import V, names, registry
 
 
 def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = None) -> argparse.ArgumentParser:
@@ -32,24 +33,123 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
 
 
 def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
-    """One sentence describing what is wrong with the schedule options, or None."""
+    """One sentence describing what is wrong with the schedule options, or None.
+
+    Works on Megatron-LM's parsed arguments and on examples/pretrain_gpt.py's:
+    the schedule group always, and, where the namespace has them, the pipeline
+    size, the layer split, the microbatch count (global batch / micro batch /
+    data parallel) and the options that cannot combine with deferred weight
+    gradients. Pure Python unless --fp8-format asks whether TransformerEngine
+    can split the weight gradient."""
     name = getattr(args, "pipeline_schedule", None)
     if name is None:
         return None
     try:
         entry = registry.info(name)
-        registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
     except ValueError as exc:
-        return str(exc)
-    if args.pipeline_p2p_timeout <= 0:
-        return f"--pipeline-p2p-timeout must be a positive number of seconds, got {args.pipeline_p2p_timeout:g}"
-    if args.pipeline_memory_limit is not None and not args.pipeline_memory_limit > 0:
-        return f"--pipeline-memory-limit must be a positive number of activation units, got {args.pipeline_memory_limit:g}"
+        return f"--pipeline-schedule: {exc}"
+    try:
+        chunks = registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
+    except ValueError as exc:
+        return f"--pipeline-chunks: {exc}"
+    timeout = getattr(args, "pipeline_p2p_timeout", 600.0)
+    if not (timeout > 0 and math.isfinite(timeout)):
+        return f"--pipeline-p2p-timeout must be a positive number of seconds, got {timeout:g}"
+    limit = getattr(args, "pipeline_memory_limit", None)
+    if limit is not None and not limit > 0:
+        return f"--pipeline-memory-limit must be a positive number of activation units, got {limit:g}"
+    costs = None
     if getattr(args, "pipeline_costs", None):
         try:
-            parse_costs(args.pipeline_costs)
+            costs = parse_costs(args.pipeline_costs)
         except ValueError as exc:
             return str(exc)
+    pp = getattr(args, "pipeline_model_parallel_size", None)
+    if pp is not None and pp < 2:
+        return (f"--pipeline-schedule {entry.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
+                f"drop --pipeline-schedule to train without pipelining")
+    num_layers = getattr(args, "num_layers", None)
+    if pp is not None and num_layers is not None and num_layers % (pp * chunks):
+        stages = pp * chunks
+        what = f"{pp} pipeline ranks x {chunks} chunks" if chunks > 1 else f"{pp} pipeline ranks"
+        return (f"--num-layers {num_layers} does not split into {stages} equal stages ({what}) for "
+                f"--pipeline-schedule {entry.name}; use a multiple of {stages}, e.g. "
+                f"{stages * max(1, round(num_layers / stages))}")
+    problem = check_deferred_wgrad_args(args, entry)
+    if problem:
+        return problem
+    microbatches = _num_microbatches(args)
+    if pp is not None and microbatches is not None:
+        from ..schedules import ScheduleError, generate
+
+        try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
+            generate(entry.name, pp, microbatches, costs=costs, memory_limit=limit, chunks=chunks)
+        except ScheduleError as exc:
+            return (f"--pipeline-schedule {entry.name} with {microbatches} microbatches (global batch / micro batch "
+                    f"/ data parallel) on {pp} pipeline ranks: {exc}")
+    return None
+
+
+def _num_microbatches(args: argparse.Namespace) -> Optional[int]:
+    gbs, mbs = getattr(args, "global_batch_size", None), getattr(args, "micro_batch_size", None)
+    dp = getattr(args, "data_parallel_size", None)
+    if not gbs or not mbs or not dp or gbs % (mbs * dp):
+        return None  # not known yet (or refused by the caller's own batch check)
+    return gbs // (mbs * dp)
+
+
+def splits_weight_gradients(entry: registry.ScheduleInfo) -> bool:
+    """Does the schedule have W ops (weight gradients deferred from B)?"""
+    if entry.needs_extra:
+        return True  # generators behind an optional extra (zb-optimal) split; do not import the extra here
+    from ..schedules import generate
+
+    return generate(entry.name, 2, 4, validate=False).splits_backward
+
+
+def te_weight_gradient_split() -> Optional[str]:
+    """None when TransformerEngine is importable and its layers take
+    delay_wgrad_compute; otherwise why not (half a sentence)."""
+    try:
+        import transformer_engine.pytorch as te  # noqa: F401
+    except Exception:
+        return "TransformerEngine is not installed"
+    import inspect
+
+    try:
+        params = inspect.signature(te.Linear.__init__).parameters
+    except (AttributeError, TypeError, ValueError):
+        params = {}
+    if "delay_wgrad_compute" not in params:
+        version = getattr(__import__("transformer_engine"), "__version__", "?")
+        return f"TransformerEngine {version} cannot delay weight gradients (its layers have no delay_wgrad_compute)"
+    return None
+
+
+NO_W = "a schedule without W (1f1b, interleaved-1f1b)"
+
+
+def check_deferred_wgrad_args(args: argparse.Namespace, entry: registry.ScheduleInfo) -> Optional[str]:
+    """Options that cannot combine with the schedule's deferred weight
+    gradients (or its placement), with what to do instead; None if fine."""
+    if entry.placement == V and getattr(args, "overlap_grad_reduce", False) \
+            and not getattr(args, "untie_embeddings_and_output_weights", True):
+        return (f"--overlap-grad-reduce with --pipeline-schedule {entry.name} and tied embeddings would register the "
+                f"embedding weight shared by the input embedding and the output layer (both on pipeline rank 0 under "
+                f"the V placement) as ready twice: add --untie-embeddings-and-output-weights or drop "
+                f"--overlap-grad-reduce")
+    if not splits_weight_gradients(entry):
+        return None
+    if getattr(args, "recompute_granularity", None) == "full":
+        return (f"--recompute-granularity full cannot combine with --pipeline-schedule {entry.name}: full recompute "
+                f"rebuilds a layer's activations inside its backward and the schedule's W ops would hold them until "
+                f"later, undoing the recompute; use --recompute-granularity selective or {NO_W}")
+    fp8 = getattr(args, "fp8", None)
+    if fp8:
+        why = te_weight_gradient_split()
+        if why is not None:
+            return (f"--fp8-format {fp8} with --pipeline-schedule {entry.name} needs TransformerEngine layers that "
+                    f"split the weight gradient (delay_wgrad_compute) and {why}: drop --fp8-format, or use {NO_W}")
     return None
 
 

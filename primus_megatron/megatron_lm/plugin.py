@@ -64,7 +64,7 @@ def forward_backward_func_for(args) -> Any:
 def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int, rank: int, chunks: int) -> Callable:
     """Wrap a model provider so chunk `vp_stage` is built as global stage
     stage_of(placement, pp, rank, vp_stage), whatever pre/post flags megatron passes."""
-    from ..runtime.placement import _tie_embeddings, layer_placement
+    from ..runtime.placement import _tie_embeddings, layer_placement, patch_float16_module
 
     built: list = []
     n = pp * chunks
@@ -76,10 +76,11 @@ def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int,
         with layer_placement(pp, entry.placement):
             model = provider(pre_process=stage == 0, post_process=stage == n - 1,
                              **({"vp_stage": vp_stage} if vp_stage is not None else {}), **kwargs)
-        model.pipeline_stage = stage
+        model.pipeline_stage, model.pipeline_num_stages = stage, n
         built.append(model)
         if entry.placement == S.V and rank == 0 and len(built) == chunks:
             _tie_embeddings(built)  # before megatron wraps the chunks for data parallelism
+        patch_float16_module()  # fp16/bf16 casts at the global first/last stage
         return model
 
     return wrapper

@@ -90,125 +90,194 @@ class StepResult:
     wgrads_run: int = 0
 
 
-def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> StepResult:
-    from megatron.core.pipeline_parallel.schedules import (
-        backward_step,
-        check_first_val_step,
-        deallocate_output_tensor,
-        forward_step,
-    )
+class _Replay:
+    """A data iterator whose items of this step can be served again (a step
+    restarted after a failed post-validation re-reads the same microbatches)."""
 
-    sched = lowered.schedule
-    n = sched.num_stages
-    config = ctx.config
-    store = get_store()
-    store.reset_counters()
-    device = next(ctx.model[0].parameters()).device
-    dtype = config.pipeline_dtype or torch.float32
-    te_modules = [te_delayed_modules(chunk) for chunk in ctx.model]
+    def __init__(self, iterator) -> None:
+        self.iterator = iterator
+        self.items: list = []
+        self.position = 0
 
-    saved: dict[tuple[int, int], tuple] = {}  # (mb, chunk) -> (input, output) awaiting backward
-    produced: dict[Message, torch.Tensor] = {}  # tensors to send or hand over locally
-    recvs: dict[Message, Any] = {}
-    sent_outputs: dict[int, tuple[int, int]] = {}  # id(pending send) -> (mb, chunk) whose output it carries
-    in_flight: dict[tuple[int, int], Any] = {}  # (mb, chunk) -> its output's pending send
-    forward_data_store: list = []
-    total_num_tokens = torch.zeros([], dtype=torch.int, device=device)
-    timeline: list[OpRecord] = []
-    t0 = time.perf_counter()
+    def __iter__(self):
+        return self
 
-    no_sync = _GradSync(config, len(ctx.model), enabled=not ctx.forward_only)
-    last_backward = _last_backward_index(lowered.ranks[rank], len(ctx.model)) if not ctx.forward_only else {}
+    def __next__(self):
+        if self.position == len(self.items):
+            self.items.append(next(self.iterator))
+        self.position += 1
+        return self.items[self.position - 1]
 
-    def data_for(chunk: int, mb: int):
-        it = ctx.data_iterators[chunk]
+    def rewind(self) -> None:
+        self.position = 0
+
+
+class _Step:
+    """The state of one rank's step; `execute` runs one lowered item."""
+
+    def __init__(self, lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext) -> None:
+        from megatron.core.pipeline_parallel import schedules as mschedules
+
+        self.m = mschedules
+        self.lowered, self.rank, self.p2p, self.ctx = lowered, rank, p2p, ctx
+        self.sched = lowered.schedule
+        self.n = self.sched.num_stages
+        self.config = ctx.config
+        self.store = get_store()
+        self.device = next(ctx.model[0].parameters()).device
+        self.dtype = self.config.pipeline_dtype or torch.float32
+        self.te_modules = [te_delayed_modules(chunk) for chunk in ctx.model]
+        self.no_sync = _GradSync(self.config, len(ctx.model), enabled=not ctx.forward_only)
+        self.last_backward = {} if ctx.forward_only else _last_backward_index(lowered.ranks[rank], len(ctx.model))
+        self.timeline: list[OpRecord] = []
+        self.reset()
+
+    def reset(self) -> None:
+        self.saved: dict[tuple[int, int], tuple] = {}  # (mb, chunk) -> (input, output) awaiting backward
+        self.produced: dict[Message, torch.Tensor] = {}  # tensors to send or hand over locally
+        self.recvs: dict[Message, Any] = {}
+        self.sent_outputs: dict[int, tuple[int, int]] = {}  # id(pending send) -> (mb, chunk) of the output
+        self.in_flight: dict[tuple[int, int], Any] = {}  # (mb, chunk) -> its output's pending send
+        self.forward_data_store: list = []
+        self.total_num_tokens = torch.zeros([], dtype=torch.int, device=self.device)
+        self.store.reset_counters()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def data_for(self, chunk: int, mb: int):
+        it = self.ctx.data_iterators[chunk]
         return it.view(mb) if isinstance(it, _MicrobatchTee) else it
 
-    def incoming(msg: Message, op: Op) -> torch.Tensor:
-        if msg in produced:  # same-rank hand-over (V turn)
-            tensor = produced.pop(msg)
+    def incoming(self, msg: Message, op: Op) -> torch.Tensor:
+        if msg in self.produced:  # same-rank hand-over (V turn)
+            tensor = self.produced.pop(msg)
             handed = tensor.detach()  # keeps the storage even if the producer's output is freed below
             if msg.kind == F:
-                deallocate_output_tensor(tensor, config.deallocate_pipeline_outputs)
+                self.m.deallocate_output_tensor(tensor, self.config.deallocate_pipeline_outputs)
             return handed
-        return p2p.wait(recvs.pop(msg), op=f"{op} (microbatch {op.mb}, chunk {op.chunk}, stage {msg.dst_stage})")
+        return self.p2p.wait(self.recvs.pop(msg), op=f"{op} (microbatch {op.mb}, chunk {op.chunk}, stage {msg.dst_stage})")
 
-    def release_sent(pending) -> None:
-        key = sent_outputs.pop(id(pending), None)
+    def release_sent(self, pending) -> None:
+        key = self.sent_outputs.pop(id(pending), None)
         if key is not None:
-            deallocate_output_tensor(saved_or_none(key), config.deallocate_pipeline_outputs)
-            in_flight.pop(key, None)
+            entry = self.saved.get(key)
+            self.m.deallocate_output_tensor(entry[1] if entry is not None else None,
+                                            self.config.deallocate_pipeline_outputs)
+            self.in_flight.pop(key, None)
 
-    def saved_or_none(key):
-        entry = saved.get(key)
-        return entry[1] if entry is not None else None
+    def post_recv(self, item: Recv) -> None:
+        self.recvs[item.msg] = self.p2p.post_recv(self.ctx.tensor_shape, self.dtype, self.device, peer=item.peer,
+                                                  what=str(item.msg))
 
-    with no_sync.disabled():
-        for index, item in enumerate(lowered.ranks[rank]):
-            if isinstance(item, Recv):
-                recvs[item.msg] = p2p.post_recv(ctx.tensor_shape, dtype, device, peer=item.peer, what=str(item.msg))
-                continue
-            if isinstance(item, Send):
-                tensor = produced.pop(item.msg)
-                pending = p2p.post_send(tensor, peer=item.peer, what=str(item.msg))
-                if item.msg.kind == F:
-                    key = (item.msg.mb, sched.owner(item.msg.src_stage)[1])
-                    sent_outputs[id(pending)] = key
-                    in_flight[key] = pending
-                continue
-            op, stage = item, sched.stage(rank, item)
-            chunk = ctx.model[op.chunk]
-            if op.kind == F:
-                if stage == 0:
-                    input_tensor = None
-                else:
-                    input_tensor = incoming(Message(F, op.mb, stage - 1, stage), op).requires_grad_(not ctx.forward_only)
-                start = time.perf_counter()  # after the input arrived: waiting is idle time, not work
-                output, num_tokens = forward_step(
-                    ctx.forward_step_func, data_for(op.chunk, op.mb), chunk, ctx.num_microbatches, input_tensor,
-                    forward_data_store, config, ctx.cp_group_size, collect_non_loss_data=ctx.collect_non_loss_data,
-                    is_first_microbatch=check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
-                    current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
-                    is_last_stage=stage == n - 1)
-                total_num_tokens += num_tokens
-                if stage + 1 < n:
-                    produced[Message(F, op.mb, stage, stage + 1)] = output
-                if not ctx.forward_only:
-                    saved[(op.mb, op.chunk)] = (input_tensor, output)
-            elif op.kind in (B, BW):
-                if index == last_backward.get(op.chunk):
-                    no_sync.enable(op.chunk)  # let DDP reduce as the chunk's last gradients arrive
-                grad = None if stage == n - 1 else incoming(Message(B, op.mb, stage + 1, stage), op)
-                pending = in_flight.get((op.mb, op.chunk))
-                if pending is not None:  # its output must be sent (and freed) before backward
-                    p2p.finish_send(pending, op=str(op))
-                    release_sent(pending)
-                start = time.perf_counter()
-                input_tensor, output = saved.pop((op.mb, op.chunk))
-                capture = store.capture((op.mb, op.chunk)) if op.kind == B else contextlib.nullcontext()
-                with capture:
-                    input_grad = backward_step(input_tensor, output, grad, ctx.model_type, config)
-                    if op.kind == B:
-                        defer_te_wgrads(te_modules[op.chunk])
-                if stage > 0:
-                    produced[Message(B, op.mb, stage, stage - 1)] = input_grad
-            else:  # W
-                start = time.perf_counter()
-                if index == last_backward.get(op.chunk):
-                    no_sync.enable(op.chunk)
-                store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {rank}")
+    # -- one item --------------------------------------------------------------------------
+    def execute(self, index: int, item) -> None:
+        ctx, config, rank = self.ctx, self.config, self.rank
+        if isinstance(item, Recv):
+            self.post_recv(item)
+            return
+        if isinstance(item, Send):
+            tensor = self.produced.pop(item.msg)
+            pending = self.p2p.post_send(tensor, peer=item.peer, what=str(item.msg))
+            if item.msg.kind == F:
+                key = (item.msg.mb, self.sched.owner(item.msg.src_stage)[1])
+                self.sent_outputs[id(pending)] = key
+                self.in_flight[key] = pending
+            return
+        op, stage = item, self.sched.stage(rank, item)
+        chunk = ctx.model[op.chunk]
+        if op.kind == F:
+            input_tensor = None
+            if stage > 0:
+                input_tensor = self.incoming(Message(F, op.mb, stage - 1, stage), op).requires_grad_(not ctx.forward_only)
+            start = time.perf_counter()  # after the input arrived: waiting is idle time, not work
+            output, num_tokens = self.m.forward_step(
+                ctx.forward_step_func, self.data_for(op.chunk, op.mb), chunk, ctx.num_microbatches, input_tensor,
+                self.forward_data_store, config, ctx.cp_group_size, collect_non_loss_data=ctx.collect_non_loss_data,
+                is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
+                current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
+                is_last_stage=stage == self.n - 1)
+            self.total_num_tokens += num_tokens
+            if stage + 1 < self.n:
+                self.produced[Message(F, op.mb, stage, stage + 1)] = output
+            if not ctx.forward_only:
+                self.saved[(op.mb, op.chunk)] = (input_tensor, output)
+        elif op.kind in (B, BW):
+            if index == self.last_backward.get(op.chunk):
+                self.no_sync.enable(op.chunk)  # let DDP reduce as the chunk's last gradients arrive
+            grad = None if stage == self.n - 1 else self.incoming(Message(B, op.mb, stage + 1, stage), op)
+            pending = self.in_flight.get((op.mb, op.chunk))
+            if pending is not None:  # its output must be sent (and freed) before backward
+                self.p2p.finish_send(pending, op=str(op))
+                self.release_sent(pending)
+            start = time.perf_counter()
+            input_tensor, output = self.saved.pop((op.mb, op.chunk))
+            capture = self.store.capture((op.mb, op.chunk)) if op.kind == B else contextlib.nullcontext()
+            with capture:
+                input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, config)
+                if op.kind == B:
+                    defer_te_wgrads(self.te_modules[op.chunk])
+            if stage > 0:
+                self.produced[Message(B, op.mb, stage, stage - 1)] = input_grad
+        else:  # W
+            start = time.perf_counter()
+            if index == self.last_backward.get(op.chunk):
+                self.no_sync.enable(op.chunk)
+            self.store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {rank}")
+        if ctx.record_timeline:
+            self.timeline.append(OpRecord(rank, op, stage, start, time.perf_counter()))
+        for done in self.p2p.reap_sends():
+            self.release_sent(done)
+
+    def finish(self) -> StepResult:
+        for done in self.p2p.wait_all_sends():
+            self.release_sent(done)
+        if not self.ctx.forward_only:
+            self.store.assert_empty()
+        leftovers = [k for k in (*self.saved, *self.produced, *self.recvs)]
+        assert not leftovers, f"pipeline rank {self.rank} ended the step with unconsumed tensors: {leftovers[:4]}"
+        self.no_sync.finish(self.ctx.model)
+        return StepResult(self.forward_data_store, self.total_num_tokens, self.timeline, self.store.deferred,
+                          self.store.ran)
+
+    def drain(self, messages) -> None:
+        """After a failed validation: receive what peers sent during their prefixes,
+        drop everything of the abandoned attempt."""
+        for msg in messages:
+            peer = self.sched.owner(msg.src_stage)[0]
+            self.post_recv(Recv(msg, peer))
+        for msg, pending in list(self.recvs.items()):
+            self.p2p.wait(pending, op=f"drain after a failed post-validation ({msg})")
+        self.p2p.wait_all_sends(op="drain after a failed post-validation")
+        self.reset()
+
+
+def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext, *, validate=None, prefix=None) -> StepResult:
+    """Run this rank's items. With `validate` (a pending post-validation of the
+    previous optimizer step), first run only the prefix (`schedules.prefix`),
+    then call validate(); True means the step it validated was redone
+    differently, so the prefix is drained, dropped and the step restarted."""
+    step = _Step(lowered, rank, p2p, ctx)
+    items = lowered.ranks[rank]
+    with step.no_sync.disabled():
+        start = 0
+        if validate is not None:
+            end = prefix.ends[rank]
+            for index in range(end):
+                step.execute(index, items[index])
+            t = time.perf_counter()
+            redo = validate()
             if ctx.record_timeline:
-                timeline.append(OpRecord(rank, op, stage, start - t0, time.perf_counter() - t0))
-            for done in p2p.reap_sends():
-                release_sent(done)
-        for done in p2p.wait_all_sends():
-            release_sent(done)
-    if not ctx.forward_only:
-        store.assert_empty()
-    leftovers = [k for k in (*saved, *produced, *recvs)]
-    assert not leftovers, f"pipeline rank {rank} ended the step with unconsumed tensors: {leftovers[:4]}"
-    no_sync.finish(ctx.model)
-    return StepResult(forward_data_store, total_num_tokens, timeline, store.deferred, store.ran)
+                step.timeline.append(OpRecord(rank, Op("VALIDATE", -1, 0), -1, t, time.perf_counter()))
+            if redo:
+                step.drain(prefix.drain[rank])
+                for it in ctx.data_iterators:
+                    if isinstance(it, _Replay):
+                        it.rewind()
+            else:
+                start = end
+        for index in range(start, len(items)):
+            step.execute(index, items[index])
+        result = step.finish()
+    return result
 
 
 def _last_backward_index(items, chunks: int) -> dict[int, int]:

@@ -1,6 +1,7 @@
 """`get_forward_backward_func(schedule)`: a drop-in for megatron-core's forward_backward_func."""
 from __future__ import annotations
 
+import datetime
 import hashlib
 from typing import Any, Callable, Optional, Union
 
@@ -8,9 +9,10 @@ import torch
 import torch.distributed as dist
 
 from .. import schedules as S
-from .executor import StepContext, StepResult, _MicrobatchTee, run_step
+from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
+from .pending import take_pending
 from .linear_hooks import install
-from .p2p import DEFAULT_TIMEOUT_S, P2P
+from .p2p import DEFAULT_TIMEOUT_S, P2P, PipelineTimeout
 
 
 def forward_only_schedule(schedule: S.Schedule) -> S.Schedule:
@@ -24,13 +26,20 @@ class ScheduleMismatch(RuntimeError):
     """Pipeline ranks are about to run different schedules."""
 
 
-def check_same_schedule(sched: S.Schedule, group, rank: int) -> None:
+def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
     """All ranks of the pipeline compare a fingerprint of the schedule before any
     p2p: ranks that disagree would otherwise hang (or silently mix tensors)."""
     mine = schedule_fingerprint(sched)
     value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long)
     values = [torch.zeros_like(value) for _ in range(dist.get_world_size(group))]
-    dist.all_gather(values, value, group=group)
+    work = dist.all_gather(values, value, group=group, async_op=True)
+    try:
+        work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+    except Exception as exc:
+        raise PipelineTimeout(
+            f"pipeline rank {rank} (global {dist.get_rank()}) waited {timeout_s:g} s before its first pipeline op for "
+            f"every pipeline rank to compare schedule fingerprints; at least one rank never started the step (it "
+            f"died, hangs or is elsewhere in its program) [{type(exc).__name__}]") from exc
     if len({int(v) for v in values}) == 1:
         return
     described: list = [None] * len(values)
@@ -70,6 +79,7 @@ class PipelineRunner:
         self.losses_on_last_rank = losses_on_last_rank
         self._cache: dict[tuple, tuple[S.Schedule, S.Lowered]] = {}
         self._unchecked: set = set()  # plans whose fingerprint the ranks have not compared yet
+        self._prefixes: dict = {}
         self.last_step: Optional[StepResult] = None
         install()
 
@@ -118,7 +128,7 @@ class PipelineRunner:
         sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
         key = (pp, num_microbatches, forward_only)
         if key in self._unchecked:
-            check_same_schedule(sched, group, rank)
+            check_same_schedule(sched, group, rank, self.p2p_timeout_s)
             self._unchecked.discard(key)
 
         if pg_collection is not None and getattr(pg_collection, "cp", None) is not None:
@@ -153,9 +163,20 @@ class PipelineRunner:
                           collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
                           cp_group_size=cp, record_timeline=self.record_timeline)
         p2p = P2P(group, rank, self.p2p_timeout_s)
+        validate = take_pending()
+        if validate is not None and forward_only:
+            validate()  # evaluation reads the parameters right away: settle the previous step first
+            validate = None
+        prefix = None
+        if validate is not None:
+            from ..schedules.prefix import prefixes
+
+            prefix = self._prefixes.get(key) or self._prefixes.setdefault(key, prefixes(lowered))
+            ctx.data_iterators = [_Replay(it) if it is not None and not isinstance(it, _MicrobatchTee) else it
+                                  for it in ctx.data_iterators]
         grad_ctx = torch.no_grad() if forward_only else torch.enable_grad()
         with grad_ctx:
-            result = run_step(lowered, rank, p2p, ctx)
+            result = run_step(lowered, rank, p2p, ctx, validate=validate, prefix=prefix)
         self.last_step = result
 
         if not forward_only and config.finalize_model_grads_func is not None:

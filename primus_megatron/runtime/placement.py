@@ -128,11 +128,42 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
             stage = S.stage_of(placement, pp, rank, c)
             chunk = provider(pre_process=stage == 0, post_process=stage == n - 1,
                              vp_stage=c if nchunks > 1 else None)
-            chunk.pipeline_stage = stage
+            chunk.pipeline_stage, chunk.pipeline_num_stages = stage, n
             model.append(chunk)
     if placement == S.V and rank == 0:
         _tie_embeddings(model)
+    patch_float16_module()
     return model
+
+
+def patch_float16_module() -> None:
+    """Make megatron's Float16Module convert at the global first and last stage.
+
+    It upcasts outputs to fp32 when `vp_stage` is the last virtual stage *and* the
+    rank is the last pipeline rank (and casts inputs on rank 0's chunk 0): right
+    for the loop placement, wrong under V, where the loss stage is rank 0's chunk
+    1. For modules built here (they carry `pipeline_stage`), decide by global
+    stage; any other module keeps megatron's behaviour."""
+    from megatron.core.transformer import module as mmodule
+
+    cls = mmodule.Float16Module
+    if getattr(cls.forward, "_primus", False):
+        return
+    original = cls.forward
+
+    def forward(self, *inputs, fp32_output=True, **kwargs):
+        stage = getattr(self.module, "pipeline_stage", None)
+        if stage is None:
+            return original(self, *inputs, fp32_output=fp32_output, **kwargs)
+        if stage == 0:
+            inputs = mmodule.fp32_to_float16(inputs, self.float16_convertor)
+        outputs = self.module(*inputs, **kwargs)
+        if stage == self.module.pipeline_num_stages - 1 and fp32_output is True:
+            outputs = mmodule.float16_to_fp32(outputs)
+        return outputs
+
+    forward._primus = True
+    cls.forward = forward
 
 
 def _tie_embeddings(model: list[torch.nn.Module]) -> None:

@@ -4,6 +4,7 @@ before any process group is created; a problem is one sentence (ConfigError)."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 from typing import Optional, Sequence
 
@@ -57,8 +58,27 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--use-distributed-optimizer", action="store_true")
     g.add_argument("--overlap-grad-reduce", action="store_true")
     g.add_argument("--accumulate-allreduce-grads-in-fp32", action="store_true")
+    g.add_argument("--optimizer-post-validation", action="store_true",
+                   help="no global synchronisation before the optimizer step: step optimistically, validate "
+                        "during the next iteration's first forwards, roll back exactly if needed")
+    g.add_argument("--inject-nonfinite-grad", default=None, metavar="ITER[:STAGE]",
+                   help="testing aid: put a NaN into the gradients of pipeline stage STAGE (default 0) at "
+                        "iteration ITER, as an overflow would")
     g.add_argument("--gradient-accumulation-fusion", action="store_true",
                    help="accumulate weight gradients straight into fp32 main grads (apex kernel on GPU)")
+    g.add_argument("--recompute-granularity", choices=["full", "selective"], default=None,
+                   help="activation recompute: 'selective' recomputes core attention; 'full' whole layers (not with "
+                        "schedules that have W ops)")
+    g.add_argument("--recompute-method", choices=["uniform", "block"], default=None,
+                   help="which layers --recompute-granularity full recomputes")
+    g.add_argument("--recompute-num-layers", type=int, default=None,
+                   help="layers per recompute unit (uniform) or per stage (block), with --recompute-granularity full")
+    g.add_argument("--fp8-format", choices=["e4m3", "hybrid"], default=None, dest="fp8",
+                   help="TransformerEngine FP8 (Megatron-LM's option; refused here: this script builds megatron-core's "
+                        "local layers)")
+    g.add_argument("--no-check-for-nan-in-loss", "--no-check-for-nan-in-loss-and-grad", action="store_false",
+                   dest="check_for_nan_in_loss",
+                   help="keep training when the loss is NaN/inf (default: stop with the iteration and pipeline stage)")
 
     g = p.add_argument_group("parallelism")
     g.add_argument("--tensor-model-parallel-size", type=int, default=1)
@@ -92,6 +112,14 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--timeline", default=None, metavar="FILE.png|.svg",
                    help="draw the executed schedule (measured op times of the last iteration) and write FILE.json "
                         "as a Chrome trace")
+
+    g = p.add_argument_group("fault injection (testing aids: they make a healthy run fail on purpose)")
+    g.add_argument("--inject-nan-loss-at", type=int, default=None, metavar="ITER",
+                   help="the loss function returns NaN in iteration ITER (as numbered in the log)")
+    g.add_argument("--inject-kill-at", type=int, default=None, metavar="ITER",
+                   help="SIGKILL this process in the middle of iteration ITER (during its second forward op)")
+    g.add_argument("--inject-kill-rank", type=int, default=None, metavar="RANK",
+                   help="with --inject-kill-at: only global rank RANK dies (default: every rank)")
     add_pipeline_args(p)
     return p
 
@@ -111,10 +139,23 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     for name in ("save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
-                 "ffn_hidden_size", "max_position_embeddings", "vocab_size"):
+                 "ffn_hidden_size", "max_position_embeddings", "vocab_size", "recompute_num_layers",
+                 "inject_nan_loss_at", "inject_kill_at", "ckpt_step"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
+    for name in ("lr", "min_lr", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",
+                 "initial_loss_scale", "init_method_std", "hidden_dropout", "attention_dropout", "loss_scale"):
+        value = getattr(args, name)
+        if value is not None and not math.isfinite(value):
+            raise ConfigError(f"--{name.replace('_', '-')} must be a finite number, got {value:g}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
+    if args.inject_kill_rank is not None:
+        if args.inject_kill_at is None:
+            raise ConfigError("--inject-kill-rank needs --inject-kill-at ITER")
+        if not 0 <= args.inject_kill_rank < world:
+            raise ConfigError(f"--inject-kill-rank must be a global rank in [0, {world - 1}], got {args.inject_kill_rank}")
     if args.lr_warmup_iters < 0:
         raise ConfigError(f"--lr-warmup-iters must be >= 0, got {args.lr_warmup_iters}")
     if args.lr < 0 or args.min_lr < 0 or args.min_lr > args.lr:
@@ -142,6 +183,16 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
     if args.sequence_parallel and args.seq_length % tp:
         raise ConfigError(f"--seq-length {args.seq_length} must be divisible by --tensor-model-parallel-size {tp} "
                           f"with --sequence-parallel")
+    _check_recompute(args)
+    dp = args.data_parallel_size
+    if args.global_batch_size is None:
+        args.global_batch_size = args.micro_batch_size * dp
+    if args.global_batch_size % (args.micro_batch_size * dp):
+        raise ConfigError(f"--global-batch-size {args.global_batch_size} must be divisible by --micro-batch-size "
+                          f"{args.micro_batch_size} x data-parallel size {dp}")
+    args.num_microbatches = args.global_batch_size // (args.micro_batch_size * dp)
+    # the schedule: name, pipeline size, layer split, options that cannot combine with deferred
+    # weight gradients, and the schedule itself for this microbatch count and memory limit
     problem = check_schedule_args(args)
     if problem:
         raise ConfigError(problem)
@@ -151,9 +202,6 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
 
         entry = registry.info(args.pipeline_schedule)
         args.pipeline_schedule = entry.name
-        if pp < 2:
-            raise ConfigError(f"--pipeline-schedule {entry.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
-                              f"drop --pipeline-schedule to train without pipelining")
         chunks = registry.resolve_chunks(entry, args.pipeline_chunks)
         if entry.needs_extra == "ilp":
             try:
@@ -164,27 +212,12 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
     args.pipeline_chunks_resolved = chunks
     stages = pp * chunks
     if args.num_layers % stages:
-        what = f"{pp} pipeline ranks x {chunks} chunks" if chunks > 1 else f"{pp} pipeline ranks"
-        raise ConfigError(f"--num-layers {args.num_layers} does not split into {stages} equal stages "
-                          f"({what}); use a multiple of {stages}, e.g. {stages * max(1, round(args.num_layers / stages))}")
-    dp = args.data_parallel_size
-    if args.global_batch_size is None:
-        args.global_batch_size = args.micro_batch_size * dp
-    if args.global_batch_size % (args.micro_batch_size * dp):
-        raise ConfigError(f"--global-batch-size {args.global_batch_size} must be divisible by --micro-batch-size "
-                          f"{args.micro_batch_size} x data-parallel size {dp}")
-    args.num_microbatches = args.global_batch_size // (args.micro_batch_size * dp)
-    if args.pipeline_schedule is not None:
-        from ..schedules import ScheduleError, generate
-        from ..megatron_lm.args import parse_costs
-
-        try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
-            generate(args.pipeline_schedule, pp, args.num_microbatches,
-                     costs=parse_costs(args.pipeline_costs) if args.pipeline_costs else None,
-                     memory_limit=args.pipeline_memory_limit, chunks=args.pipeline_chunks)
-        except ScheduleError as exc:
-            raise ConfigError(f"--pipeline-schedule {args.pipeline_schedule} with {args.num_microbatches} "
-                              f"microbatches (global batch / micro batch / data parallel): {exc}") from None
+        raise ConfigError(f"--num-layers {args.num_layers} does not split into {stages} equal stages ({pp} pipeline "
+                          f"ranks); use a multiple of {stages}, e.g. {stages * max(1, round(args.num_layers / stages))}")
+    if args.fp8:
+        raise ConfigError(f"--fp8-format {args.fp8} is not supported by examples/pretrain_gpt.py (it builds "
+                          f"megatron-core's local layers, which have no FP8): drop it, or use Megatron-LM's "
+                          f"pretrain_gpt.py with primus_megatron.megatron_lm")
     if args.ffn_hidden_size is None:
         args.ffn_hidden_size = 4 * args.hidden_size
     if args.max_position_embeddings is None:
@@ -206,9 +239,45 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
         raise ConfigError("--cpu runs on gloo: drop --distributed-backend nccl")
     if args.save_interval is not None and args.save is None:
         raise ConfigError("--save-interval needs --save DIR")
+    if args.inject_nonfinite_grad is not None:
+        try:
+            parts = [int(x) for x in str(args.inject_nonfinite_grad).split(":")]
+            if len(parts) not in (1, 2) or parts[0] < 1 or (len(parts) == 2 and parts[1] < 0):
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"--inject-nonfinite-grad takes ITER or ITER:STAGE (positive iteration, stage >= 0), "
+                              f"got {args.inject_nonfinite_grad!r}") from None
+        args.inject_nonfinite_grad = (parts[0], parts[1] if len(parts) == 2 else 0)
+    if args.optimizer_post_validation and args.pipeline_schedule is None:
+        raise ConfigError("--optimizer-post-validation needs --pipeline-schedule (it overlaps validation with "
+                          "the schedule's first forwards)")
     if args.timeline is not None and os.path.splitext(args.timeline)[1].lower() not in (".png", ".svg"):
         raise ConfigError(f"--timeline must name a .png or .svg file, got {args.timeline!r}")
     return args
+
+
+def _check_recompute(args: argparse.Namespace) -> None:
+    """Megatron's rules for the recompute options (checked here, not deep in TransformerConfig)."""
+    granularity, method, layers = args.recompute_granularity, args.recompute_method, args.recompute_num_layers
+    if granularity != "full":
+        for option, value in (("--recompute-method", method), ("--recompute-num-layers", layers)):
+            if value is not None:
+                raise ConfigError(f"{option} applies to --recompute-granularity full only"
+                                  + (f", not {granularity}" if granularity else "; add --recompute-granularity full"))
+        return
+    per_stage = args.num_layers // args.pipeline_model_parallel_size
+    if args.hidden_dropout > 0 or args.attention_dropout > 0:
+        # train/determinism.py reseeds dropout per (iteration, microbatch, layer) in each layer's forward
+        # pre-hook; a layer recomputed inside a later backward would draw other masks
+        raise ConfigError("--recompute-granularity full needs --hidden-dropout 0 and --attention-dropout 0 in "
+                          "examples/pretrain_gpt.py (a recomputed layer would draw other dropout masks than its "
+                          "forward did); use --recompute-granularity selective to keep dropout")
+    if method is None or layers is None:
+        raise ConfigError("--recompute-granularity full needs --recompute-method {uniform,block} and "
+                          f"--recompute-num-layers N (1 to {max(per_stage, 1)} layers)")
+    if method == "block" and layers > per_stage:
+        raise ConfigError(f"--recompute-num-layers {layers} must be between 1 and the {per_stage} layers of a pipeline "
+                          f"rank with --recompute-method block")
 
 
 def _check_data_path(tokens: Sequence[str]) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 
 import torch
@@ -25,6 +26,7 @@ import torch.distributed as dist
 
 TRACKER = "latest_checkpointed_iteration.txt"
 FORMAT = "primus_megatron/1"
+_ITER = re.compile(r"iter_(\d{7})(\.partial)?")
 
 
 def _placement(args):
@@ -88,37 +90,92 @@ def save(args, model, optimizer, scheduler, iteration: int, consumed_samples: in
     return final
 
 
-def latest(load_dir: str, step=None):
-    """(iteration, directory) of the newest complete checkpoint (or of `step`), or None."""
+class CheckpointError(RuntimeError):
+    """A checkpoint asked for cannot be loaded; the message says which and why."""
+
+
+def _complete(load_dir: str, iteration: int) -> bool:
+    return os.path.isfile(os.path.join(load_dir, f"iter_{iteration:07d}", "primus_meta.json"))
+
+
+def _scan(load_dir: str) -> tuple[list[int], list[str]]:
+    """(iterations of complete checkpoints, names of interrupted ones) in load_dir."""
+    complete, partial = [], []
+    try:
+        entries = sorted(os.listdir(load_dir))
+    except OSError:
+        return [], []
+    for name in entries:
+        m = _ITER.fullmatch(name)
+        if m is None:
+            continue
+        if m.group(2) or not _complete(load_dir, int(m.group(1))):
+            partial.append(name)
+        else:
+            complete.append(int(m.group(1)))
+    return complete, partial
+
+
+def latest(load_dir: str, step=None, *, log=None):
+    """(iteration, directory) of the checkpoint to load, or None to train from scratch.
+
+    With `step` (--ckpt-step) that iteration's checkpoint must be complete. Otherwise
+    the tracker's iteration if its checkpoint is complete, else the newest complete
+    one: a save interrupted by a crash (iter_N.partial, or a tracker naming a
+    checkpoint that is missing or incomplete) is never loaded. `log(text)` hears why
+    a checkpoint was skipped or none is loaded."""
+    log = log or (lambda text: None)
+    if step is not None:
+        if not _complete(load_dir, step):
+            path = os.path.join(load_dir, f"iter_{step:07d}")
+            what = "an interrupted save" if os.path.isdir(path + ".partial") or os.path.isdir(path) else "missing"
+            raise CheckpointError(f"--ckpt-step {step}: {path} is not a complete checkpoint ({what}); complete ones "
+                                  f"in {load_dir}: {_scan(load_dir)[0] or 'none'}")
+        return step, os.path.join(load_dir, f"iter_{step:07d}")
+    tracked = None
     tracker = os.path.join(load_dir, TRACKER)
-    if step is None:
-        if not os.path.isfile(tracker):
-            return None
-        with open(tracker) as f:
-            iteration = int(f.read().strip())
-    else:
-        iteration = step
-    path = os.path.join(load_dir, f"iter_{iteration:07d}")
-    if not os.path.isfile(os.path.join(path, "primus_meta.json")):
-        raise RuntimeError(f"--load {load_dir}: iteration {iteration} has no complete checkpoint ({path}); an "
-                           f"interrupted save leaves only {path}.partial")
-    return iteration, path
+    if os.path.isfile(tracker):
+        try:
+            with open(tracker) as f:
+                tracked = int(f.read().strip())
+        except (OSError, ValueError):
+            log(f"--load {load_dir}: {TRACKER} is unreadable; looking for the newest complete checkpoint")
+    if tracked is not None and _complete(load_dir, tracked):
+        return tracked, os.path.join(load_dir, f"iter_{tracked:07d}")
+    complete, partial = _scan(load_dir)
+    why = []
+    if tracked is not None:
+        why.append(f"{TRACKER} names iteration {tracked}, whose checkpoint is missing or incomplete")
+    if partial:
+        why.append(f"interrupted save(s): {', '.join(partial)}")
+    if complete:
+        if why:
+            log(f"--load {load_dir}: {'; '.join(why)}; loading the newest complete checkpoint, iteration "
+                f"{complete[-1]}")
+        return complete[-1], os.path.join(load_dir, f"iter_{complete[-1]:07d}")
+    if why:
+        log(f"--load {load_dir} has no complete checkpoint ({'; '.join(why)}): training from scratch")
+    return None
 
 
 def load(args, model, optimizer, scheduler) -> tuple[int, int]:
     """Restore model, optimizer, LR schedule; returns (iteration, consumed samples)."""
     from megatron.core import dist_checkpointing
 
-    found = latest(args.load, args.ckpt_step)
-    if found is None:
+    def log(text: str) -> None:
         if dist.get_rank() == 0:
-            print(f"no checkpoint in {args.load}: training from scratch", flush=True)
+            print(text, flush=True)
+
+    found = latest(args.load, args.ckpt_step, log=log)
+    if found is None:
+        if not _scan(args.load)[1] and not os.path.isfile(os.path.join(args.load, TRACKER)):
+            log(f"no checkpoint in {args.load}: training from scratch")
         return 0, 0
     iteration, path = found
     with open(os.path.join(path, "primus_meta.json")) as f:
         meta = json.load(f)
     if meta.get("num_layers") != args.num_layers:
-        raise RuntimeError(f"--load {path} was saved with --num-layers {meta.get('num_layers')}, not {args.num_layers}")
+        raise CheckpointError(f"--load {path} was saved with --num-layers {meta.get('num_layers')}, not {args.num_layers}")
     state = _state(args, model, optimizer, scheduler, loading=True)
     loaded = dist_checkpointing.load(state, path)
     with _placement(args):

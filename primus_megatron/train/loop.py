@@ -38,6 +38,7 @@ def initialize(args: argparse.Namespace) -> None:
                                  distributed_timeout_minutes=args.distributed_timeout_minutes)
     torch.manual_seed(args.seed)  # same on every rank: dropout masks follow the data, not the placement
     model_parallel_cuda_manual_seed(args.seed)
+    configure_checks(args)
 
 
 # -- forward step (Megatron-LM's pretrain_gpt.forward_step) --------------------------------------
@@ -46,6 +47,10 @@ def loss_func(loss_mask: torch.Tensor, output_tensor: torch.Tensor):
     losses = output_tensor.float().view(-1)
     mask = loss_mask.view(-1).float()
     loss = torch.sum(losses * mask)
+    if _training() and _CHECKS["nan_loss_at"] == _iteration() + 1:
+        loss = loss * float("nan")  # --inject-nan-loss-at (testing aid)
+    if _CHECKS["nan_check"] and _training():
+        _note_nonfinite(_CHECKS["last_stage"], loss)
     num_tokens = mask.sum().clone().detach().to(torch.int)
     report = torch.cat([loss.clone().detach().view(1), num_tokens.float().view(1)])
     return loss, num_tokens, {"lm loss": report}
@@ -63,8 +68,98 @@ def forward_step(data_iterator, model):
     position_ids = batch["position_ids"] if pre else None
     attention_mask = batch.get("attention_mask") if batch is not None else None
     labels = batch["labels"] if post else None
+    _before_forward()
     output = model(tokens, position_ids, attention_mask, labels=labels)
+    if _CHECKS["nan_check"] and _training() and isinstance(output, torch.Tensor):
+        _note_nonfinite(_stage_of(model), output)
     return output, partial(loss_func, batch["loss_mask"] if post else None)
+
+
+# -- reliability: the NaN/inf loss check and fault injection (testing aids) ----------------------
+
+class NonFiniteLoss(RuntimeError):
+    """The reduced training loss is NaN or inf (Megatron-LM stops there too)."""
+
+
+# nan_check: --check-for-nan-in-loss (default on); last_stage: the loss stage's number;
+# nan_loss_at / kill_at / kill_rank: --inject-nan-loss-at / --inject-kill-at / --inject-kill-rank
+_CHECKS: dict = {"nan_check": False, "last_stage": 0, "nan_loss_at": None, "kill_at": None, "kill_rank": None}
+# per training iteration: forward ops run on this rank, and per pipeline stage a lazily evaluated
+# "some output was not finite" flag (a tensor: no device sync on the healthy path)
+_STEP: dict = {"iteration": None, "forwards": 0, "flags": {}}
+
+
+def configure_checks(args: argparse.Namespace) -> None:
+    chunks = getattr(args, "pipeline_chunks_resolved", 1)
+    _CHECKS.update(nan_check=getattr(args, "check_for_nan_in_loss", True),
+                   last_stage=args.pipeline_model_parallel_size * chunks - 1,
+                   nan_loss_at=getattr(args, "inject_nan_loss_at", None),
+                   kill_at=getattr(args, "inject_kill_at", None), kill_rank=getattr(args, "inject_kill_rank", None))
+    _STEP.update(iteration=None, forwards=0, flags={})
+
+
+def _iteration() -> int:
+    from . import determinism
+
+    return determinism._state["iteration"]  # the loop's 0-based index; the log numbers it + 1
+
+
+def _training() -> bool:
+    return torch.is_grad_enabled()  # evaluation runs under torch.no_grad()
+
+
+def _before_forward() -> None:
+    if not _training():
+        return
+    iteration = _iteration()
+    if _STEP["iteration"] != iteration:
+        _STEP.update(iteration=iteration, forwards=0, flags={})
+    _STEP["forwards"] += 1
+    if _CHECKS["kill_at"] == iteration + 1 and _STEP["forwards"] == 2 and \
+            _CHECKS["kill_rank"] in (None, dist.get_rank() if dist.is_initialized() else 0):
+        import signal
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.kill(os.getpid(), signal.SIGKILL)  # --inject-kill-at (testing aid): die as kill -9 would
+
+
+def _stage_of(model) -> int:
+    inner = model
+    while not hasattr(inner, "pipeline_stage") and hasattr(inner, "module"):
+        inner = inner.module
+    stage = getattr(inner, "pipeline_stage", None)
+    if stage is None:  # megatron's own schedules: one chunk per rank
+        from megatron.core import parallel_state as ps
+
+        stage = ps.get_pipeline_model_parallel_rank()
+    return stage
+
+
+def _note_nonfinite(stage: int, tensor: torch.Tensor) -> None:
+    bad = ~torch.isfinite(tensor.detach()).all()
+    flags = _STEP["flags"]
+    flags[stage] = flags[stage] | bad if stage in flags else bad
+
+
+def check_loss(args: argparse.Namespace, losses: dict, iteration: int) -> None:
+    """After a training step (every rank, with the reduced losses): raise
+    NonFiniteLoss naming the iteration and the first pipeline stage (and the
+    global rank holding it) whose output or loss was NaN/inf."""
+    flags, _STEP["flags"] = _STEP["flags"], {}
+    if not getattr(args, "check_for_nan_in_loss", True) or all(math.isfinite(v) for v in losses.values()):
+        return
+    world, rank = dist.get_world_size(), dist.get_rank()
+    last = _CHECKS["last_stage"]
+    stages = sorted(s for s, flag in flags.items() if bool(flag))
+    # the earliest stage in pipeline order, then the lowest global rank; else the loss stage's holder
+    # (a loss can be NaN with finite outputs everywhere, e.g. with no loss tokens)
+    mine = stages[0] * world + rank if stages else (last + 1) * world + (rank if _loss_holder(args) else world)
+    value = torch.tensor([mine], dtype=torch.long)
+    dist.all_reduce(value, op=dist.ReduceOp.MIN)
+    stage, holder = divmod(int(value.item()), world)
+    where = f"pipeline stage {min(stage, last)}, rank {holder}" if stage <= last + 1 else f"pipeline stage {last}"
+    raise NonFiniteLoss(f"NaN/inf loss at iteration {iteration} (computed on {where})")
 
 
 # -- logging helpers ---------------------------------------------------------------------------

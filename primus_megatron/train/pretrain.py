@@ -13,8 +13,8 @@ import torch
 import torch.distributed as dist
 
 from .arguments import ConfigError, parse
-from .loop import (forward_step, gather_timeline, initialize, log0, measured_bubble, reduce_losses,
-                   write_timeline)
+from .loop import (NonFiniteLoss, check_loss, forward_step, gather_timeline, initialize, log0, measured_bubble,
+                   reduce_losses, write_timeline)
 
 
 def forward_backward_func(args):
@@ -110,52 +110,119 @@ def train(args) -> dict:
              f"{plan.chunks_per_rank} chunk(s)/rank ({plan.placement} placement); simulated bubble "
              f"{sim.bubble_sync:.3f} (sync) / {sim.bubble_async:.3f} (async), peak activation "
              f"{max(sim.peak_memory):g} microbatch(es) of a rank's layers")
-    history, evals = [], []
+    history, evals, norms = [], [], []
     skipped_total = 0
-    log_every = args.log_interval
-    for iteration in range(start_iter, args.train_iters):
-        determinism.set_iteration(iteration)
-        t0 = time.perf_counter()
-        for chunk in model:
-            chunk.zero_grad_buffer()
-        optimizer.zero_grad()
-        store = fbf(forward_step_func=forward_step, data_iterator=train_iter,
-                    model=model if len(model) > 1 else model[0], num_microbatches=args.num_microbatches,
-                    seq_length=args.seq_length, micro_batch_size=args.micro_batch_size,
-                    decoder_seq_length=args.seq_length, forward_only=False)
-        ok, grad_norm, _ = optimizer.step()
+    post_validation = args.optimizer_post_validation
+    if post_validation:
+        from ..optim import PostValidationOptimizer
+
+        optimizer = PostValidationOptimizer(optimizer, model)
+    waiting: list = []  # iterations whose optimizer outcome is not known yet (post-validation)
+
+    def settle(result) -> None:
+        """The optimizer outcome of the oldest waiting iteration is known: schedule, log."""
+        nonlocal skipped_total
+        done, losses, elapsed, timeline = waiting.pop(0)
+        ok, grad_norm, _ = result
         if ok:
             scheduler.step(increment=args.global_batch_size)
         else:
             skipped_total += 1
-        losses = reduce_losses(args, store)
-        elapsed = time.perf_counter() - t0
-        done = iteration + 1
-        history.append(losses.get("lm loss", float("nan")))
-        last = done == args.train_iters
-        if done % log_every == 0 or last:
-            timeline = gather_timeline(fbf) if args.pipeline_schedule is not None else None
+        norms.append(grad_norm)
+        if done % args.log_interval == 0 or done == args.train_iters:
             bubble = measured_bubble(timeline) if timeline else None
             extra = f"planned bubble: {planned[0]:.3f} | planned peak act: {planned[1]:g} mb" if planned else ""
             tokens = args.global_batch_size * args.seq_length / elapsed
             log0(_format_log(done, args, elapsed * 1e3, optimizer.param_groups[0]["lr"], losses,
                              optimizer.get_loss_scale().item(), grad_norm, skipped_total, tokens, bubble, extra))
-            if last and args.timeline and timeline and dist.get_rank() == 0:
-                write_timeline(args, timeline, f"{args.pipeline_schedule}, pp={args.pipeline_model_parallel_size}, "
-                               f"{args.num_microbatches} microbatches, iteration {done} (measured)")
-        if has_valid.item() and args.eval_interval and (done % args.eval_interval == 0 or last):
+
+    done = start_iter
+    for iteration in range(start_iter, args.train_iters):
+        determinism.set_iteration(iteration)
+        t0 = time.perf_counter()
+        if not post_validation:
+            for chunk in model:
+                chunk.zero_grad_buffer()
+        optimizer.zero_grad()  # post-validation: after the pending step is validated
+        store = fbf(forward_step_func=forward_step, data_iterator=train_iter,
+                    model=model if len(model) > 1 else model[0], num_microbatches=args.num_microbatches,
+                    seq_length=args.seq_length, micro_batch_size=args.micro_batch_size,
+                    decoder_seq_length=args.seq_length, forward_only=False)
+        if post_validation and waiting:
+            settle(optimizer.last_result)  # validated during this step's first forwards
+        if args.inject_nonfinite_grad and iteration + 1 == args.inject_nonfinite_grad[0] \
+                and _holds_stage(args, args.inject_nonfinite_grad[1]):
+            from ..optim import inject_nonfinite_gradient
+
+            inject_nonfinite_gradient(model)
+        result = optimizer.step()
+        losses = reduce_losses(args, store)
+        check_loss(args, losses, iteration + 1)  # NaN/inf loss: stop, naming the iteration and stage
+        done = iteration + 1
+        history.append(losses.get("lm loss", float("nan")))
+        last = done == args.train_iters
+        timeline = None
+        if (done % args.log_interval == 0 or last) and args.pipeline_schedule is not None:
+            timeline = gather_timeline(fbf)
+        waiting.append((done, losses, time.perf_counter() - t0, timeline))
+        if not post_validation:
+            settle(result)
+        if last and args.timeline and timeline and dist.get_rank() == 0:
+            write_timeline(args, timeline, f"{args.pipeline_schedule}, pp={args.pipeline_model_parallel_size}, "
+                           f"{args.num_microbatches} microbatches, iteration {done} (measured)")
+        evaluate_now = has_valid.item() and args.eval_interval and (done % args.eval_interval == 0 or last)
+        save_now = args.save and args.save_interval and done % args.save_interval == 0
+        stop = args.exit_interval and done % args.exit_interval == 0
+        if post_validation and (evaluate_now or save_now or stop or last):
+            settle(optimizer.finish())  # these read the parameters: settle the step first
+        if evaluate_now:
             evals.append(evaluate(args, fbf, model, valid_iter, done))
-        if args.save and args.save_interval and done % args.save_interval == 0:
+        if save_now:
             from .checkpoint import save
 
-            save(args, model, optimizer, scheduler, done, done * args.global_batch_size)
-        if args.exit_interval and done % args.exit_interval == 0:
+            save(args, model, optimizer.optimizer if post_validation else optimizer, scheduler, done,
+                 done * args.global_batch_size)
+        if stop:
             break
+    if post_validation and waiting:
+        settle(optimizer.finish())
     if args.save and (not args.save_interval or done % args.save_interval):
         from .checkpoint import save
 
-        save(args, model, optimizer, scheduler, done, done * args.global_batch_size)
-    return {"losses": history, "eval": evals, "start_iteration": start_iter}
+        save(args, model, optimizer.optimizer if post_validation else optimizer, scheduler, done,
+             done * args.global_batch_size)
+    if post_validation:
+        log0(f"post-validation: {optimizer.stats['steps']} steps, {optimizer.stats['optimistic']} taken "
+             f"optimistically, {optimizer.stats['rollbacks']} rolled back, {optimizer.stats['redone']} redone")
+    return {"losses": history, "eval": evals, "start_iteration": start_iter, "grad_norms": norms,
+            "loss_scale": float(optimizer.get_loss_scale().item()), "skipped": skipped_total,
+            "params": _param_digest(model) if getattr(args, "return_params", False) else None,
+            "post_validation": dict(optimizer.stats) if post_validation else None,
+            "timeline": [(r.op.kind, r.op.mb, r.op.chunk, r.start, r.end) for r in fbf.last_step.timeline]
+            if getattr(args, "return_params", False) and getattr(fbf, "last_step", None) else None}
+
+
+def _holds_stage(args, stage: int) -> bool:
+    from megatron.core import parallel_state as ps
+
+    from .. import schedules as S
+
+    if args.pipeline_schedule is None:
+        return ps.get_pipeline_model_parallel_rank() == stage
+    entry = S.info(args.pipeline_schedule)
+    return S.owner_of(entry.placement, args.pipeline_model_parallel_size, stage)[0] == \
+        ps.get_pipeline_model_parallel_rank()
+
+
+def _param_digest(model) -> dict:
+    """{global name: parameter} of this rank (tests compare runs bitwise)."""
+    from ..runtime.placement import named_global_parameters
+
+    out = {}
+    for chunk in model:
+        for name, p in named_global_parameters(chunk):
+            out[name] = p.detach().float().clone()
+    return out
 
 
 def evaluate(args, fbf, model, it, iteration: int) -> Optional[float]:
@@ -212,6 +279,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     initialize(args)
     try:
         train(args)
+    except RuntimeError as exc:  # a diagnosis of ours (p2p timeout, schedule mismatch, NaN loss, checkpoint): no traceback
+        import os
+
+        if not type(exc).__module__.startswith("primus_megatron.") or os.environ.get("PRIMUS_DEBUG", "") not in ("", "0"):
+            raise
+        if not isinstance(exc, NonFiniteLoss) or dist.get_rank() == 0:  # every rank's own diagnosis; the NaN once
+            print(f"pretrain_gpt.py: error (rank {dist.get_rank()}): {exc}", file=sys.stderr, flush=True)
+        return 1
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

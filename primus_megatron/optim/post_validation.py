@@ -1,0 +1,250 @@
+"""Post-validation optimizer step: no global synchronisation before the step.
+
+Megatron's optimizer step first agrees globally on two numbers, whether any
+gradient is non-finite (an all-reduce MAX) and the gradient norm (an all-reduce
+SUM of squares, for clipping), and every pipeline rank waits for the slowest one.
+Here each rank instead:
+
+1. prepares its gradients locally (copy to main grads, unscale, local inf/nan
+   flag, local sum of squares) and starts both all-reduces *without waiting*;
+2. steps optimistically, assuming the check will pass and no clipping applies,
+   after a snapshot of what the step changes; it skips the optimistic step when
+   its own numbers already decide (a local non-finite gradient, or a local norm
+   alone above the clip threshold: the global norm can only be larger);
+3. goes on with the next iteration. The executor runs the next step's prefix
+   (the rank's leading forward ops, `schedules.prefix`) and then calls
+   `validate()`: the all-reduces have long completed, and
+   * all fine: nothing to do;
+   * a non-finite gradient anywhere: roll back (as the synchronous path skips
+     the step), lower the fp16 loss scale as megatron does;
+   * norm above the threshold: roll back, clip with the global norm, step again;
+   and in the two latter cases every rank redoes its prefix (its forwards used
+   the wrong parameters).
+
+The values agree bitwise with megatron's synchronous `step()`: the reductions
+are the same collectives over the same local values, clipping and the step are
+megatron's own functions, and a rollback restores a snapshot.
+
+Memory: the snapshot holds, per parameter the inner optimizer updates, a copy of
+the main (fp32) parameter and of every optimizer state tensor (Adam: exp_avg,
+exp_avg_sq, step), i.e. 12 bytes per parameter for fp32 Adam; it is taken only
+when a rollback can be needed. With clipping off (--clip-grad 0) and no loss
+scaler (fp32, or bf16 without --loss-scale) nothing can fail validation, so no
+snapshot is taken at all and post-validation costs no memory.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+from ..runtime.pending import set_pending
+
+
+class PostValidationOptimizer:
+    """Wrap a megatron optimizer (what `get_megatron_optimizer` returns, or any
+    MegatronOptimizer) for post-validated steps. Attribute access falls through
+    to the wrapped optimizer (param_groups, scale_loss, get_loss_scale,
+    state_dict, sharded_state_dict, ...)."""
+
+    def __init__(self, optimizer: Any, model_chunks: Sequence[torch.nn.Module] = ()) -> None:
+        self.optimizer = optimizer
+        self.model_chunks = list(model_chunks)
+        self.subs = list(getattr(optimizer, "chained_optimizers", [optimizer]))
+        self._pending: Optional[_Pending] = None
+        self._zero_requested = False
+        self.last_result: Optional[tuple] = None  # (update_successful, grad_norm, num_zeros) of the last validated step
+        self.stats = {"steps": 0, "optimistic": 0, "rollbacks": 0, "redone": 0}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["optimizer"], name)
+
+    # -- the training loop's calls -------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Deferred while a step awaits validation: a clipped re-step needs these gradients."""
+        if self._pending is not None:
+            self._zero_requested = True
+        else:
+            self._zero_now()
+
+    def _zero_now(self) -> None:
+        for chunk in self.model_chunks:
+            if hasattr(chunk, "zero_grad_buffer"):
+                chunk.zero_grad_buffer()
+        self.optimizer.zero_grad()
+
+    @torch.no_grad()
+    def step(self) -> tuple:
+        """Start the step without global synchronisation. Returns (None, None, None):
+        the outcome is known after `validate()` (see `last_result`)."""
+        if self._pending is not None:
+            self.finish()
+        self.stats["steps"] += 1
+        found_local = any([self._prepare(sub) for sub in self.subs])
+        total_sq = self._local_norm_sq()
+        local_norm = float(total_sq.item()) ** 0.5  # read before the all-reduce overwrites it
+        works = [dist.all_reduce(sub.found_inf, op=dist.ReduceOp.MAX, group=sub.get_grad_stats_parallel_group(),
+                                 async_op=True) for sub in self.subs if getattr(sub, "grad_scaler", None)]
+        works.append(dist.all_reduce(total_sq, op=dist.ReduceOp.SUM, group=self.subs[0].get_grad_stats_parallel_group(),
+                                     async_op=True))
+        clip = self.optimizer.config.clip_grad
+        decided = found_local or (clip > 0 and clip / (local_norm + 1.0e-6) < 1.0)
+        can_fail = clip > 0 or any(getattr(sub, "grad_scaler", None) for sub in self.subs)
+        snapshot = None
+        if not decided:
+            snapshot = _Snapshot(self.subs) if can_fail else None
+            self.optimizer.step_with_ready_grads()
+            self.stats["optimistic"] += 1
+        self._pending = _Pending(works, total_sq, stepped=not decided, snapshot=snapshot)
+        set_pending(self.validate)
+        return None, None, None
+
+    @torch.no_grad()
+    def validate(self) -> bool:
+        """Settle the pending step; True if it changed the parameters again
+        (the caller redoes what it computed with the optimistic ones)."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return False
+        for work in pending.works:
+            work.wait()
+        found = False
+        for sub in self.subs:
+            if getattr(sub, "grad_scaler", None):
+                sub_found = sub.found_inf.item() > 0
+                sub.grad_scaler.update(sub_found)  # as megatron's prepare_grads does
+                found |= sub_found
+        # Whether the next step's prefix is redone must be the same on every rank, so it
+        # follows the global outcome: any failed check means some rank's parameters (and
+        # so the activations it sent) were not the validated ones.
+        changed = False
+        if found:
+            result = (False, None, None)
+            if pending.stepped:
+                pending.snapshot.restore(self.subs, self.model_chunks)
+                self.stats["rollbacks"] += 1
+            changed = True
+        else:
+            grad_norm = pending.total_sq.item() ** 0.5  # get_grad_norm_fp32's last line
+            clip = self.optimizer.config.clip_grad
+            clipped = clip > 0 and clip / (grad_norm + 1.0e-6) < 1.0
+            if clipped or not pending.stepped:
+                if pending.stepped:
+                    pending.snapshot.restore(self.subs, self.model_chunks)
+                    self.stats["rollbacks"] += 1
+                self._clip(grad_norm)
+                self.optimizer.step_with_ready_grads()
+                changed = True
+            result = (True, grad_norm, None)
+        if changed:
+            self.stats["redone"] += 1
+        self.last_result = result
+        if self._zero_requested:
+            self._zero_requested = False
+            self._zero_now()
+        return changed
+
+    def finish(self) -> Optional[tuple]:
+        """Validate now if a step is pending (before evaluation, checkpoints, the end)."""
+        if self._pending is not None:
+            set_pending(None)
+            self.validate()
+        return self.last_result
+
+    # -- megatron internals, local parts only --------------------------------------------------
+    def _prepare(self, sub) -> bool:
+        """Local part of megatron's prepare_grads: main grads, unscale, local inf flag."""
+        if getattr(sub, "is_stub_optimizer", False):
+            return False
+        if not hasattr(sub, "_copy_model_grads_to_main_grads"):
+            sub.prepare_grads()  # FP32Optimizer: param.grad = param.main_grad, nothing global
+            return False
+        sub._copy_model_grads_to_main_grads()
+        if not getattr(sub, "grad_scaler", None):
+            return False
+        # megatron's _unscale_main_grads_and_check_for_nan without its all-reduce
+        grads = sub._collect_main_grad_data_for_unscaling()
+        sub.found_inf.fill_(0.0)
+        torch._amp_foreach_non_finite_check_and_unscale_(grads, sub.found_inf, sub.grad_scaler.inv_scale)
+        return sub.found_inf.item() > 0
+
+    def _local_norm_sq(self) -> torch.Tensor:
+        """get_grad_norm_fp32 up to its all-reduce: the local sum of squares."""
+        from megatron.core.optimizer import clip_grads
+
+        grads = []
+        for sub in self.subs:
+            grads += sub.get_main_grads_for_grad_norm()
+        if grads:
+            overflow = torch.zeros(1, dtype=torch.int, device=grads[0].device)
+            norm, _ = clip_grads.multi_tensor_applier(clip_grads.l2_norm_impl, overflow, [grads], False)
+        else:
+            device = next(iter(self.model_chunks[0].parameters())).device if self.model_chunks else "cpu"
+            norm = torch.zeros(1, dtype=torch.float, device=device)
+        return norm ** 2.0
+
+    def _clip(self, grad_norm: float) -> None:
+        from megatron.core.optimizer import clip_grads
+
+        for sub in self.subs:
+            if getattr(sub, "is_stub_optimizer", False) or sub.config.clip_grad <= 0:
+                continue
+            params = sub.get_parameters()
+            if params:
+                clip_grads.clip_grad_by_total_norm_fp32(
+                    params, max_norm=sub.config.clip_grad, total_norm=grad_norm,
+                    use_decoupled_grad=sub.config.use_precision_aware_optimizer_no_fp8_or_ds_fp8)
+
+
+def inject_nonfinite_gradient(model_chunks: Sequence[torch.nn.Module]) -> bool:
+    """Fault injection (testing aid): put a NaN into this rank's first gradient,
+    as an overflow would. Call after the backward passes, before the optimizer
+    step; returns whether this rank had a gradient to poison."""
+    for chunk in model_chunks:
+        for p in chunk.parameters():
+            grad = getattr(p, "main_grad", None)
+            if grad is None:
+                grad = p.grad
+            if grad is not None:
+                grad.view(-1)[0] = float("nan")
+                return True
+    return False
+
+
+class _Pending:
+    def __init__(self, works, total_sq, *, stepped: bool, snapshot) -> None:
+        self.works, self.total_sq, self.stepped, self.snapshot = works, total_sq, stepped, snapshot
+
+
+class _Snapshot:
+    """What an optimizer step changes: the inner optimizer's parameters (main
+    params; model params for fp32) and its state tensors."""
+
+    def __init__(self, subs) -> None:
+        self.saved = []
+        for sub in subs:
+            inner = getattr(sub, "optimizer", None)
+            if inner is None:
+                continue
+            params = [p for group in inner.param_groups for p in group["params"]]
+            state = {id(p): {k: (v.detach().clone() if torch.is_tensor(v) else v)
+                             for k, v in inner.state[p].items()} for p in params if p in inner.state}
+            self.saved.append((inner, params, [p.detach().clone() for p in params], state))
+
+    @torch.no_grad()
+    def restore(self, subs, model_chunks) -> None:
+        for inner, params, values, state in self.saved:
+            for p, v in zip(params, values):
+                p.copy_(v)
+                if id(p) in state:
+                    inner.state[p] = {k: (t.clone() if torch.is_tensor(t) else t) for k, t in state[id(p)].items()}
+                else:
+                    inner.state.pop(p, None)
+        for sub in subs:
+            if hasattr(sub, "_copy_main_params_to_model_params") and not getattr(sub, "is_stub_optimizer", False):
+                sub._copy_main_params_to_model_params()
+        if any(type(sub).__name__ == "DistributedOptimizer" for sub in subs):
+            for chunk in model_chunks:
+                chunk.start_param_sync(force_sync=True)  # every dp rank's full parameters again

@@ -1,0 +1,409 @@
+"""Configuration errors are caught before anything starts, at every entry point.
+
+One table of bad configurations, each run against
+  (a) examples/pretrain_gpt.py as a subprocess (WORLD_SIZE set, no launcher):
+      exit status 2, one line `pretrain_gpt.py: error: ...` naming the option
+      and what is allowed, no traceback, nothing on stdout, nothing written
+      (no checkpoint, timeline or data cache);
+  (b) the planner CLI `python -m primus_megatron.cli simulate|compare ...`
+      where the case applies: exit status 2, one line;
+  (c) Megatron-LM's entry point at unit level: `check_schedule_args` on a
+      parser built with `primus_megatron.megatron_lm.add_args` (plus the
+      Megatron-LM options the case needs, as Megatron-LM's parser has them).
+Then the accepted neighbours of each refusal, and bounded property-based
+fuzzing of both argument parsers (never an unexpected exception).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from primus_megatron import schedules as S
+from primus_megatron.megatron_lm import add_args
+from primus_megatron.megatron_lm import args as mlm_args
+from primus_megatron.megatron_lm.args import check_schedule_args
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "examples", "pretrain_gpt.py")
+NO_W = "a schedule without W (1f1b, interleaved-1f1b)"
+WORLD = 4
+
+# Each case: the options added to a valid pretrain_gpt.py command line (pp=4, 8 layers, 8 microbatches,
+# world of 4), the text its one-line error must contain, the planner CLI's argv and text (None: the
+# case has no planner option), and Megatron-LM's parsed options with the text check_schedule_args must
+# return (None: Megatron-LM validates that itself).
+CASES = {
+    "unknown schedule": dict(
+        argv=["--pipeline-schedule", "zb-v"],
+        needles=["--pipeline-schedule", "unknown pipeline schedule 'zb-v'", "did you mean 'zbv'?",
+                 *S.names(aliases=True)],
+        cli=["simulate", "--schedule", "zb-v", "--pp", "4", "--microbatches", "8"],
+        cli_needles=["unknown pipeline schedule 'zb-v'", "did you mean 'zbv'?", *S.names(aliases=True)],
+        megatron=dict(pipeline_schedule="zb-v"),
+        megatron_needles=["unknown pipeline schedule 'zb-v'", "did you mean 'zbv'?", *S.names(aliases=True)]),
+    "pipeline size below 2": dict(
+        argv=["--pipeline-schedule", "zb-h1", "--pipeline-model-parallel-size", "1"],
+        needles=["--pipeline-schedule zb-h1 needs --pipeline-model-parallel-size >= 2, got 1",
+                 "drop --pipeline-schedule"],
+        cli=["simulate", "--schedule", "zb-h1", "--pp", "1", "--microbatches", "8"],
+        cli_needles=["--pp", "must be an integer >= 2, got 1"],
+        megatron=dict(pipeline_schedule="zb-h1", pipeline_model_parallel_size=1),
+        megatron_needles=["needs --pipeline-model-parallel-size >= 2, got 1"]),
+    "V layers do not split into 2 x pp": dict(
+        argv=["--pipeline-schedule", "zbv", "--num-layers", "12"],
+        needles=["--num-layers 12 does not split into 8 equal stages (4 pipeline ranks x 2 chunks)",
+                 "use a multiple of 8, e.g. 16"],
+        cli=None,
+        megatron=dict(pipeline_schedule="v-half", pipeline_model_parallel_size=4, num_layers=12),
+        megatron_needles=["--num-layers 12 does not split into 8 equal stages (4 pipeline ranks x 2 chunks)",
+                          "use a multiple of 8"]),
+    "global batch not divisible": dict(
+        argv=["--pipeline-schedule", "zb-h1", "--micro-batch-size", "3", "--global-batch-size", "8"],
+        needles=["--global-batch-size 8 must be divisible by --micro-batch-size 3 x data-parallel size 1"],
+        cli=["simulate", "--schedule", "zb-h1", "--pp", "4", "--microbatches", "0"],
+        cli_needles=["--microbatches", "must be an integer >= 1, got 0"],
+        megatron=None),
+    "memory limit below zb-auto's minimum": dict(
+        argv=["--pipeline-schedule", "zb-auto", "--pipeline-memory-limit", "0.5"],
+        needles=["--pipeline-schedule zb-auto with 8 microbatches", "memory limit 0.5 is below one microbatch's "
+                 "activations"],
+        cli=["simulate", "--schedule", "zb-auto", "--pp", "4", "--microbatches", "8", "--memory-limit", "0.5"],
+        cli_needles=["memory limit 0.5 is below one microbatch's activations"],
+        megatron=dict(pipeline_schedule="zb-auto", pipeline_memory_limit=0.5, pipeline_model_parallel_size=4,
+                      global_batch_size=8, micro_batch_size=1, data_parallel_size=1),
+        megatron_needles=["memory limit 0.5 is below one microbatch's activations"]),
+    "memory limit below v-min's": dict(
+        argv=["--pipeline-schedule", "v-min", "--pipeline-memory-limit", "1"],
+        needles=["--pipeline-schedule v-min", "memory limit 1 is too small for v-min", "needs at least 2"],
+        cli=["compare", "--pp", "4", "--microbatches", "16", "--memory-limit", "0.25"],
+        cli_needles=["no registered schedule can be built for these arguments", "memory limit of 0.25"],
+        megatron=dict(pipeline_schedule="v-min", pipeline_memory_limit=1.0, pipeline_model_parallel_size=4,
+                      global_batch_size=16, micro_batch_size=2, data_parallel_size=1),
+        megatron_needles=["memory limit 1 is too small for v-min", "needs at least 2"]),
+    "full recompute with W ops": dict(
+        argv=["--pipeline-schedule", "zb-h1", "--recompute-granularity", "full", "--recompute-method", "uniform",
+              "--recompute-num-layers", "1", "--hidden-dropout", "0", "--attention-dropout", "0"],
+        needles=["--recompute-granularity full cannot combine with --pipeline-schedule zb-h1",
+                 f"use --recompute-granularity selective or {NO_W}"],
+        cli=None,
+        megatron=dict(pipeline_schedule="zbv", recompute_granularity="full"),
+        megatron_needles=["--recompute-granularity full cannot combine with --pipeline-schedule zbv",
+                          f"use --recompute-granularity selective or {NO_W}"]),
+    "overlap-grad-reduce with V and tied embeddings": dict(
+        argv=["--pipeline-schedule", "zbv", "--overlap-grad-reduce"],
+        needles=["--overlap-grad-reduce with --pipeline-schedule zbv and tied embeddings", "ready twice",
+                 "add --untie-embeddings-and-output-weights or drop --overlap-grad-reduce"],
+        cli=None,
+        megatron=dict(pipeline_schedule="v-min", overlap_grad_reduce=True, untie_embeddings_and_output_weights=False),
+        megatron_needles=["--overlap-grad-reduce with --pipeline-schedule v-min and tied embeddings",
+                          "add --untie-embeddings-and-output-weights or drop --overlap-grad-reduce"]),
+    "FP8 with W ops and no splitting TransformerEngine": dict(
+        argv=["--pipeline-schedule", "zb-h2", "--fp8-format", "hybrid"],
+        needles=["--fp8-format hybrid with --pipeline-schedule zb-h2", "delay_wgrad_compute",
+                 "TransformerEngine is not installed", f"drop --fp8-format, or use {NO_W}"],
+        cli=None,
+        megatron=dict(pipeline_schedule="zb-h2", fp8="e4m3"),
+        megatron_needles=["--fp8-format e4m3 with --pipeline-schedule zb-h2", "TransformerEngine is not installed",
+                          f"drop --fp8-format, or use {NO_W}"]),
+    "p2p timeout not positive": dict(
+        argv=["--pipeline-schedule", "zbv", "--pipeline-p2p-timeout", "0"],
+        needles=["--pipeline-p2p-timeout must be a positive number of seconds, got 0"],
+        cli=None,
+        megatron=dict(pipeline_schedule="zbv", pipeline_p2p_timeout=float("nan")),
+        megatron_needles=["--pipeline-p2p-timeout must be a positive number of seconds, got nan"]),
+}
+
+HAS_TE = mlm_args.te_weight_gradient_split() is None
+
+
+def _run_pretrain(tmp: str, argv: list) -> tuple[subprocess.CompletedProcess, list]:
+    """pretrain_gpt.py with every output option pointing into `tmp` (its working directory)."""
+    data = os.path.join(tmp, "data")
+    os.makedirs(data)
+    for ext in (".bin", ".idx"):  # the options check only that the dataset exists
+        open(os.path.join(data, "text_document" + ext), "wb").close()
+    base = ["--cpu", "--data-path", os.path.join(data, "text_document"), "--num-layers", "8",
+            "--pipeline-model-parallel-size", "4", "--micro-batch-size", "1", "--global-batch-size", "8",
+            "--save", os.path.join(tmp, "ckpt"), "--save-interval", "1", "--load", os.path.join(tmp, "ckpt"),
+            "--timeline", os.path.join(tmp, "timeline.png"), "--data-cache-path", os.path.join(tmp, "cache")]
+    env = dict(os.environ, WORLD_SIZE=str(WORLD), RANK="0", PYTHONPATH=ROOT)
+    env.pop("MASTER_ADDR", None)
+    out = subprocess.run([sys.executable, SCRIPT, *base, *argv], capture_output=True, text=True, env=env, cwd=tmp,
+                         timeout=120)
+    written = sorted(os.path.relpath(os.path.join(d, f), tmp) for d, dirs, files in os.walk(tmp) for f in files + dirs)
+    return out, written
+
+
+@pytest.fixture(scope="module")
+def pretrain_results(tmp_path_factory):
+    """Every case's pretrain_gpt.py subprocess, two at a time (each imports torch)."""
+    jobs = {name: str(tmp_path_factory.mktemp(re.sub(r"\W+", "_", name))) for name in CASES}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(_run_pretrain, tmp, CASES[name]["argv"]) for name, tmp in jobs.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def _one_line(stderr: str, prefix: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith(prefix), stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_pretrain_gpt_refuses_before_anything_starts(name, pretrain_results):
+    if "FP8" in name and HAS_TE:
+        pytest.skip("TransformerEngine with delay_wgrad_compute is installed: FP8 is not refused for W")
+    out, written = pretrain_results[name]
+    assert out.returncode == 2, (out.returncode, out.stderr[-2000:])
+    line = _one_line(out.stderr, "pretrain_gpt.py: error: ")
+    for needle in CASES[name]["needles"]:
+        assert needle in line, (needle, line)
+    assert out.stdout == ""
+    assert written == ["data", "data/text_document.bin", "data/text_document.idx"], written
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c["cli"]])
+def test_planner_cli_refuses_with_one_line(name):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, "-m", "primus_megatron.cli", *CASES[name]["cli"]], capture_output=True,
+                             text=True, env=env, cwd=tmp, timeout=60)
+        assert os.listdir(tmp) == []
+    assert out.returncode == 2, out.stderr
+    line = _one_line(out.stderr, "primus-pipeline: error: ")
+    for needle in CASES[name]["cli_needles"]:
+        assert needle in line, (needle, line)
+    assert out.stdout == ""
+
+
+def megatron_lm_args(**values) -> argparse.Namespace:
+    """Megatron-LM's parsed arguments for the options these checks read (defaults as Megatron-LM's
+    parser and validate_args leave them), with our group added by add_args, then `values`."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--num-layers", type=int, default=None)
+    parser.add_argument("--pipeline-model-parallel-size", type=int, default=1)
+    parser.add_argument("--micro-batch-size", type=int, default=None)
+    parser.add_argument("--global-batch-size", type=int, default=None)
+    parser.add_argument("--recompute-granularity", choices=["full", "selective"], default=None)
+    parser.add_argument("--overlap-grad-reduce", action="store_true")
+    parser.add_argument("--untie-embeddings-and-output-weights", action="store_true")
+    parser.add_argument("--fp8-format", default=None, choices=["e4m3", "hybrid"], dest="fp8")
+    args = add_args(parser).parse_args([])
+    # validate_args fills these before our check runs
+    args.pipeline_model_parallel_size, args.num_layers = 4, 8
+    vars(args).update(values)
+    return args
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c["megatron"]])
+def test_megatron_lm_check_names_the_problem(name, monkeypatch):
+    monkeypatch.setattr(mlm_args, "te_weight_gradient_split", lambda: "TransformerEngine is not installed")
+    message = check_schedule_args(megatron_lm_args(**CASES[name]["megatron"]))
+    assert message is not None and "\n" not in message
+    for needle in CASES[name]["megatron_needles"]:
+        assert needle in message, (needle, message)
+
+
+# -- what is accepted next to each refusal ---------------------------------------------------------
+
+def _parse(argv, world=WORLD):
+    from primus_megatron.train.arguments import parse
+
+    return parse(["--cpu", "--mock-data", "--num-layers", "8", "--pipeline-model-parallel-size", "4",
+                  "--micro-batch-size", "1", "--global-batch-size", "8", *argv], world_size=world)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--pipeline-schedule", "zb-h1", "--recompute-granularity", "selective"],
+    ["--pipeline-schedule", "zbv", "--recompute-granularity", "selective"],
+    ["--pipeline-schedule", "1f1b", "--recompute-granularity", "full", "--recompute-method", "uniform",
+     "--recompute-num-layers", "1", "--hidden-dropout", "0", "--attention-dropout", "0"],
+    ["--pipeline-schedule", "interleaved-1f1b", "--recompute-granularity", "full", "--recompute-method", "block",
+     "--recompute-num-layers", "1", "--hidden-dropout", "0", "--attention-dropout", "0"],
+    ["--pipeline-schedule", "zbv", "--overlap-grad-reduce", "--untie-embeddings-and-output-weights"],
+    ["--pipeline-schedule", "zb-h1", "--overlap-grad-reduce"],
+    ["--pipeline-schedule", "zb-auto", "--pipeline-memory-limit", "1"],
+    ["--pipeline-schedule", "v-min", "--pipeline-memory-limit", "2"],
+    ["--pipeline-schedule", "zbv", "--num-layers", "16"],
+])
+def test_the_neighbours_of_each_refusal_are_accepted(argv):
+    args = _parse(argv)
+    assert args.pipeline_schedule is not None
+
+
+def test_sequence_parallel_without_tensor_parallelism_is_turned_off():
+    assert _parse(["--pipeline-schedule", "zb-h1", "--sequence-parallel"]).sequence_parallel is False
+
+
+def test_megatron_lm_fp8_with_w_is_accepted_when_transformer_engine_can_split(monkeypatch):
+    args = megatron_lm_args(pipeline_schedule="zbv", fp8="hybrid")
+    monkeypatch.setattr(mlm_args, "te_weight_gradient_split", lambda: None)
+    assert check_schedule_args(args) is None
+    monkeypatch.setattr(mlm_args, "te_weight_gradient_split", lambda: "TransformerEngine 1.0 cannot delay ...")
+    assert "TransformerEngine 1.0" in check_schedule_args(args)
+    assert check_schedule_args(megatron_lm_args(pipeline_schedule="1f1b", fp8="hybrid")) is None  # no W: fine
+
+
+def test_a_schedules_own_microbatch_minimum_is_reported(monkeypatch):
+    """A registered schedule that needs more microbatches says so through both entry points."""
+    from primus_megatron.schedules import registry
+    from primus_megatron.schedules.errors import ScheduleError
+    from primus_megatron.train.arguments import ConfigError
+
+    base = registry.info("zb-h1")
+
+    def needs_two_per_rank(pp, microbatches, **kw):
+        if microbatches < 2 * pp:
+            raise ScheduleError(f"test-min needs at least {2 * pp} microbatches (2 per pipeline rank), got "
+                                f"{microbatches}")
+        return base.generator(pp, microbatches, **kw)
+
+    monkeypatch.setitem(registry._REGISTRY, "test-min", base.__class__(
+        "test-min", needs_two_per_rank, base.placement, base.chunks, base.memory, "test"))
+    with pytest.raises(ConfigError, match=r"test-min with 4 microbatches .* needs at least 8 microbatches"):
+        _parse(["--pipeline-schedule", "test-min", "--global-batch-size", "4"])
+    assert _parse(["--pipeline-schedule", "test-min"]).num_microbatches == 8
+    message = check_schedule_args(megatron_lm_args(pipeline_schedule="test-min", global_batch_size=6,
+                                                   micro_batch_size=1, data_parallel_size=1))
+    assert "needs at least 8 microbatches (2 per pipeline rank), got 6" in message
+
+
+# -- fuzzing: random command lines never end in an unexpected exception ------------------------------
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+# bounded and reproducible by default; PRIMUS_FUZZ_EXAMPLES=5000 explores (randomly) for longer
+_EXAMPLES = int(os.environ.get("PRIMUS_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=_EXAMPLES, deadline=None, derandomize="PRIMUS_FUZZ_EXAMPLES" not in os.environ, database=None)
+JUNK = ["0", "-1", "1.5", "nan", "inf", "-inf", "1e3", "abc", "", "1,2", "--", "-"]
+_FUZZ_DIR = tempfile.mkdtemp(prefix="primus-fuzz-")
+PATHS = [os.path.join(_FUZZ_DIR, "x.png"), os.path.join(_FUZZ_DIR, "x.json"), os.path.join(_FUZZ_DIR, "x.txt"),
+         "/nonexistent/dir/x.png", _FUZZ_DIR]
+INTS = ["1", "2", "3", "4", "8", "16"]
+NUMBERS = ["0.5", "1", "2", "3.5", "1,2", "1,1,1,1", "1,2,3,4,5,6,7,8", "0,1"]
+CLI_OPTIONS = {
+    "--schedule": S.names(aliases=True) + ["zb-v", "ZBV", "1f1b-interleaved"], "--pp": INTS,
+    "--microbatches": INTS, "-m": INTS, "--chunks": INTS, "--cost-f": NUMBERS, "--cost-b": NUMBERS,
+    "--cost-w": NUMBERS, "--cost-comm": NUMBERS, "--memory-limit": NUMBERS + ["0.25", "100"], "--json": None,
+    "--format": ["json", "torch", "xml"], "--output": PATHS, "-o": PATHS, "--trace": PATHS, "--plot": PATHS,
+}
+
+
+def _argv(data, options: dict, first=()):
+    """A command line drawn from real options with plausible or junk values (or none, or a stray word)."""
+    argv = list(first)
+    for option in data.draw(st.lists(st.sampled_from(sorted(options)), max_size=7), label="options"):
+        argv.append(option)
+        values = options[option]
+        junk = data.draw(st.integers(0, 9), label="junk") == 0  # one value in ten is junk (or a stray word)
+        if values is not None and not junk:
+            argv.append(data.draw(st.sampled_from(values), label=option))
+        elif junk:
+            argv.append(data.draw(st.sampled_from(JUNK), label=option))
+    return argv
+
+
+@contextlib.contextmanager
+def _fast_zb_optimal():
+    """zb-optimal's integer program may run for a minute: a stand-in that refuses at once."""
+    from unittest import mock
+
+    from primus_megatron.schedules import registry
+    from primus_megatron.schedules.errors import ScheduleError
+
+    entry = registry.info("zb-optimal")
+
+    def refuse(*a, **k):
+        raise ScheduleError("zb-optimal is not solved while fuzzing")
+
+    with mock.patch.dict(registry._REGISTRY, {"zb-optimal": entry.__class__(
+            entry.name, refuse, entry.placement, entry.chunks, entry.memory, entry.description)}):
+        yield
+
+
+CLI_OUTCOMES: dict = {}
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_planner_cli_exits_0_or_2_without_traceback(data):
+    from primus_megatron import cli
+
+    # mostly the commands that compute, usually with their required options (to get past argparse)
+    commands = ["simulate"] * 6 + ["compare"] * 3 + ["export"] * 3 + ["list", "plot", "-h"]
+    command = commands[data.draw(st.integers(0, len(commands) - 1), label="command")]
+    required = []
+    if command != "list" and data.draw(st.integers(0, 9), label="required") > 0:
+        required = ["--pp", data.draw(st.sampled_from(["2", "3", "4", "8"])), "-m", data.draw(st.sampled_from(INTS))]
+        if command in ("simulate", "export"):
+            required += ["--schedule", data.draw(st.sampled_from(CLI_OPTIONS["--schedule"]))]
+    argv = _argv(data, CLI_OPTIONS, [command, *required])
+    err = io.StringIO()
+    with _fast_zb_optimal(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(argv)
+        except SystemExit as exc:  # --help
+            code = exc.code
+    CLI_OUTCOMES[code] = CLI_OUTCOMES.get(code, 0) + 1
+    assert code in (0, 2), (argv, code, err.getvalue())
+    assert "Traceback" not in err.getvalue() and "internal error" not in err.getvalue(), (argv, err.getvalue())
+    if code == 2:
+        assert len(err.getvalue().strip().splitlines()) == 1 or "usage:" in err.getvalue(), err.getvalue()
+
+
+def _pretrain_options() -> dict:
+    from primus_megatron.train.arguments import build_parser
+
+    options = {}
+    for action in build_parser()._actions:
+        if not action.option_strings or "--help" in action.option_strings:
+            continue
+        if action.nargs == 0:
+            values = None
+        elif action.choices:
+            values = [str(c) for c in action.choices]
+        elif action.type is int:
+            values = INTS + ["0"]
+        elif action.type is float:
+            values = ["0", "0.01", "0.5", "1", "2", "600", "1e-3"]
+        else:
+            values = PATHS + S.names(aliases=True) + ["1,2,3", "1,1,1,0"]
+        for option in action.option_strings:
+            options[option] = values
+    return options
+
+
+PRETRAIN_OPTIONS = _pretrain_options()
+PRETRAIN_OUTCOMES: dict = {}
+
+
+@FUZZ
+@given(st.data(), st.sampled_from([1, 2, 4, 8]))
+def test_fuzz_pretrain_arguments_raise_only_usage_or_config_errors(data, world):
+    from primus_megatron.train.arguments import ConfigError, parse
+
+    argv = _argv(data, PRETRAIN_OPTIONS, ["--mock-data"] if data.draw(st.booleans(), label="mock") else [])
+    outcome = "ok"
+    with _fast_zb_optimal(), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            parse(argv, world_size=world)
+        except SystemExit as exc:
+            outcome = "usage"
+            assert exc.code == 2, (argv, exc.code)
+        except ConfigError as exc:
+            outcome = "config"
+            assert str(exc) and "\n" not in str(exc), argv
+    PRETRAIN_OUTCOMES[outcome] = PRETRAIN_OUTCOMES.get(outcome, 0) + 1

@@ -1,0 +1,271 @@
+"""Faults a training job survives, or reports precisely, through examples/pretrain_gpt.py.
+
+* A rank SIGKILLed in the middle of a step (torchrun, 2 "nodes" x 2 CPU ranks, pp=4,
+  zbv, --pipeline-p2p-timeout 5): the ranks on the other node are not stopped by
+  their launcher, so they must notice on their own: each prints the p2p
+  diagnosis (its rank, the op, microbatch, chunk and stage, the peer) and every
+  rank exits non-zero, long before the 10-minute collective timeout.
+* That job died after iteration 2's checkpoint, during iteration 4; a
+  half-written checkpoint of iteration 4 (and a tracker naming it) is added by
+  hand. `--load` skips it, resumes from iteration 2 and reproduces, loss for
+  loss, the run that saved at the same iterations and was never killed.
+* Which checkpoint `--load` takes, at unit level (complete, interrupted, missing).
+* A NaN/inf loss stops training with the iteration and the pipeline stage (and
+  rank) that produced it; --no-check-for-nan-in-loss keeps going.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+import megatron_reference as ref
+import pipeline_harness as H
+
+pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "examples", "pretrain_gpt.py")
+TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+LOG = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?\| lm loss: (\S+) \|")
+DIAGNOSIS = re.compile(r"pretrain_gpt\.py: error \(rank (\d)\): pipeline rank (\d) \(global \d\) waited 5 s in op "
+                       r"([FBW]\d+(?:\.\d)?) \(microbatch (\d+), chunk (\d), stage (\d)\) for the (?:receive|send) of "
+                       r"\S+ mb\d+ stage \d->\d (?:from|to) pipeline rank (\d)")
+
+
+def _env():
+    return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, PYTHONWARNINGS="ignore")
+
+
+def _args(dataset, save, *extra, pp=4, schedule="zbv", iters=6):
+    return ["--cpu", "--data-path", dataset, "--data-cache-path", os.path.join(os.path.dirname(dataset), "cache"),
+            "--num-layers", "8", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "32",
+            "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "2e-3", "--seed", "11",
+            "--train-iters", str(iters), "--pipeline-model-parallel-size", str(pp), "--pipeline-schedule", schedule,
+            "--save", save, "--save-interval", "2", *extra]
+
+
+def _torchrun(argv, nproc=4, timeout=300):
+    return subprocess.run([TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), SCRIPT, *argv],
+                          capture_output=True, text=True, env=_env(), timeout=timeout)
+
+
+def _losses(stdout: str) -> dict[int, str]:
+    return {int(i): loss for i, loss in LOG.findall(stdout)}
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    from primus_megatron.train.data import build_corpus_dataset
+
+    prefix = str(tmp_path_factory.mktemp("data") / "corpus_text_document")
+    build_corpus_dataset(prefix)
+    return prefix
+
+
+@pytest.fixture(scope="module")
+def killed(dataset, tmp_path_factory):
+    """Two torchrun agents on this machine ("nodes" 0 and 1, 2 ranks each); global rank 2
+    (node 1) SIGKILLs itself during its second forward op of iteration 4."""
+    save = str(tmp_path_factory.mktemp("killed") / "ckpt")
+    argv = _args(dataset, save, "--pipeline-p2p-timeout", "5", "--inject-kill-at", "4", "--inject-kill-rank", "2")
+    port = ref.free_port()
+    started = time.monotonic()
+    procs = [subprocess.Popen([TORCHRUN, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "2",
+                               "--master-addr", "127.0.0.1", "--master-port", str(port), SCRIPT, *argv],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+             for node in (0, 1)]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+    return {"save": save, "codes": [p.returncode for p in procs], "stdout": [o[0] for o in outs],
+            "stderr": [o[1] for o in outs], "elapsed": time.monotonic() - started}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(dataset, tmp_path_factory):
+    save = str(tmp_path_factory.mktemp("uninterrupted") / "ckpt")
+    out = _torchrun(_args(dataset, save))
+    assert out.returncode == 0, out.stderr[-3000:]
+    return {"save": save, "losses": _losses(out.stdout)}
+
+
+def test_a_rank_killed_mid_step_is_diagnosed_by_the_survivors_and_every_rank_exits_nonzero(killed):
+    node0, node1 = killed["stderr"]
+    assert killed["codes"][0] != 0 and killed["codes"][1] != 0, killed["codes"]
+    # torchrun's summaries: every global rank failed, rank 2 by SIGKILL
+    exits = {}
+    for text in (node0, node1):
+        for rank, code in re.findall(r"rank\s+: (\d) \(local_rank: \d\)\s+exitcode\s+: (-?\d+)", text):
+            exits[int(rank)] = int(code)
+    assert sorted(exits) == [0, 1, 2, 3] and all(code != 0 for code in exits.values()), exits
+    assert exits[2] == -9
+    # the survivors on node 0 diagnose on their own: rank 1 waited for the dead rank 2 (rank 0 may be
+    # stopped by its launcher once rank 1 has failed, but says what it waited for if it gets there)
+    found = {int(m.group(1)): m for m in DIAGNOSIS.finditer(node0 + node1)}
+    assert 1 in found, node0[-3000:]
+    rank, pipeline_rank, op, mb, chunk, stage, peer = found[1].groups()
+    assert pipeline_rank == "1" and peer == "2"
+    assert op.startswith("F") and int(chunk) == (1 if op.endswith(".1") else 0)
+    assert int(stage) == (6 if chunk == "1" else 1)  # zbv at pp=4: rank 1 holds stages 1 and 6
+    assert "Traceback" not in node0.split("torch.distributed.elastic")[0]  # one line per rank, no traceback
+    assert killed["elapsed"] < 240, "no rank waited for the 10-minute collective timeout"
+
+
+def test_the_killed_job_resumes_from_its_last_complete_checkpoint_and_matches_the_uninterrupted_run(
+        killed, uninterrupted, dataset):
+    save = killed["save"]
+    before = _losses(killed["stdout"][0])
+    assert sorted(before) == [1, 2, 3], before  # killed during iteration 4
+    assert sorted(os.listdir(save)) == ["iter_0000002", "latest_checkpointed_iteration.txt"]
+    # the first iterations are the uninterrupted run's
+    assert {i: uninterrupted["losses"][i] for i in before} == before
+    # a save of iteration 4 that was cut short (no metadata: it is written last) and a tracker naming it
+    shutil.copytree(os.path.join(uninterrupted["save"], "iter_0000004"), os.path.join(save, "iter_0000004.partial"))
+    os.remove(os.path.join(save, "iter_0000004.partial", "primus_meta.json"))
+    with open(os.path.join(save, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write("4")
+    out = _torchrun(_args(dataset, save, "--load", save))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "iteration 4, whose checkpoint is missing or incomplete" in out.stdout
+    assert "interrupted save(s): iter_0000004.partial; loading the newest complete checkpoint, iteration 2" \
+        in out.stdout
+    assert f"loaded checkpoint {save}/iter_0000002" in out.stdout
+    resumed = _losses(out.stdout)
+    assert sorted(resumed) == [3, 4, 5, 6]
+    assert resumed == {i: uninterrupted["losses"][i] for i in resumed}, (resumed, uninterrupted["losses"])
+    assert sorted(os.listdir(save)) == ["iter_0000002", "iter_0000004", "iter_0000006",
+                                        "latest_checkpointed_iteration.txt"]
+
+
+# -- which checkpoint --load takes -------------------------------------------------------------------
+
+def _fake_checkpoint(root, iteration, *, complete=True, partial=False):
+    path = os.path.join(root, f"iter_{iteration:07d}" + (".partial" if partial else ""))
+    os.makedirs(path)
+    open(os.path.join(path, "shard.distcp"), "w").close()
+    if complete and not partial:
+        open(os.path.join(path, "primus_meta.json"), "w").close()
+
+
+def _tracker(root, text):
+    with open(os.path.join(root, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(text)
+
+
+def test_load_takes_the_trackers_checkpoint_when_it_is_complete(tmp_path):
+    from primus_megatron.train.checkpoint import latest
+
+    _fake_checkpoint(tmp_path, 2)
+    _fake_checkpoint(tmp_path, 4)
+    _tracker(tmp_path, "4")
+    heard = []
+    assert latest(str(tmp_path), log=heard.append) == (4, os.path.join(tmp_path, "iter_0000004"))
+    assert heard == []
+    assert latest(str(tmp_path), step=2) == (2, os.path.join(tmp_path, "iter_0000002"))
+
+
+@pytest.mark.parametrize("damage", ["partial directory", "missing directory", "no metadata", "unreadable tracker"])
+def test_load_never_takes_an_incomplete_checkpoint(tmp_path, damage):
+    from primus_megatron.train.checkpoint import latest
+
+    _fake_checkpoint(tmp_path, 2)
+    _fake_checkpoint(tmp_path, 3)
+    if damage == "partial directory":
+        _fake_checkpoint(tmp_path, 4, partial=True)
+    elif damage == "no metadata":
+        _fake_checkpoint(tmp_path, 4, complete=False)
+    _tracker(tmp_path, "garbage" if damage == "unreadable tracker" else "4")
+    heard = []
+    assert latest(str(tmp_path), log=heard.append) == (3, os.path.join(tmp_path, "iter_0000003"))
+    assert len(heard) == 1 and "loading the newest complete checkpoint, iteration 3" in heard[0], heard
+    if damage != "unreadable tracker":
+        assert "names iteration 4, whose checkpoint is missing or incomplete" in heard[0]
+
+
+def test_load_says_clearly_when_no_checkpoint_is_complete(tmp_path):
+    from primus_megatron.train.checkpoint import CheckpointError, latest
+
+    assert latest(str(tmp_path)) is None  # an empty directory: nothing to say, train from scratch
+    _fake_checkpoint(tmp_path, 2, partial=True)
+    _tracker(tmp_path, "2")
+    heard = []
+    assert latest(str(tmp_path), log=heard.append) is None
+    assert heard and "has no complete checkpoint" in heard[0] and "iter_0000002.partial" in heard[0] \
+        and "training from scratch" in heard[0], heard
+    with pytest.raises(CheckpointError, match=r"--ckpt-step 2: .*iter_0000002 is not a complete checkpoint "
+                                              r"\(an interrupted save\)"):
+        latest(str(tmp_path), step=2)
+
+
+# -- NaN/inf loss --------------------------------------------------------------------------------------
+
+def test_a_nan_loss_stops_the_run_naming_iteration_stage_and_rank(dataset, tmp_path):
+    """zbv at pp=2: the loss is computed on stage 3, which rank 0 holds."""
+    save = str(tmp_path / "ckpt")
+    argv = _args(dataset, save, "--inject-nan-loss-at", "3", "--save-interval", "1", "--pipeline-p2p-timeout", "60",
+                 pp=2, iters=5)
+    out = _torchrun(argv, nproc=2)
+    assert out.returncode != 0
+    lines = [line for line in out.stderr.splitlines() if "NaN/inf loss" in line]
+    assert lines == ["pretrain_gpt.py: error (rank 0): NaN/inf loss at iteration 3 (computed on pipeline stage 3, "
+                     "rank 0)"], out.stderr[-3000:]
+    assert sorted(_losses(out.stdout)) == [1, 2]  # iteration 3 is not logged as if it were fine
+    assert sorted(os.listdir(save)) == ["iter_0000001", "iter_0000002", "latest_checkpointed_iteration.txt"]
+
+
+def nan_body(rank, world_case):
+    """examples/pretrain_gpt.py's train() with its checks configured, for each argv; a NaN made
+    in one layer's output (by patching TransformerLayer.forward) where the case says so."""
+    import torch
+    from megatron.core.transformer.transformer_layer import TransformerLayer
+
+    from primus_megatron.train import determinism, loop, pretrain
+    from primus_megatron.train.arguments import parse
+
+    original = TransformerLayer.forward
+    out = []
+    for argv, poison in world_case["runs"]:
+        def forward(self, *a, _poison=poison, **k):
+            result = original(self, *a, **k)
+            if _poison and self.layer_number == _poison[0] and determinism._state["iteration"] + 1 == _poison[1] \
+                    and torch.is_grad_enabled():
+                return (result[0] * float("nan"),) + tuple(result[1:])
+            return result
+
+        TransformerLayer.forward = forward
+        try:
+            args = parse(argv, world_size=2)
+            loop.configure_checks(args)
+            out.append({"losses": pretrain.train(args)["losses"]})
+        except loop.NonFiniteLoss as exc:
+            out.append({"error": str(exc)})
+        finally:
+            TransformerLayer.forward = original
+    return out
+
+
+def test_the_stage_named_is_the_first_whose_output_was_not_finite_and_the_check_can_be_disabled(dataset, tmp_path):
+    def run(schedule, *extra):
+        return ["--cpu", "--data-path", dataset, "--num-layers", "4", "--hidden-size", "32", "--num-attention-heads",
+                "4", "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", "3",
+                "--pipeline-model-parallel-size", "2", "--pipeline-schedule", schedule,
+                "--pipeline-p2p-timeout", "60", *extra]
+
+    runs = [(run("zbv"), (2, 2)),  # layer 2 is stage 1 of the V, on rank 1; the loss is on stage 3 (rank 0)
+            (run("zb-h1", "--inject-nan-loss-at", "2"), None),  # loop placement: loss stage 1 on rank 1
+            (run("zbv", "--inject-nan-loss-at", "2", "--no-check-for-nan-in-loss"), None)]
+    results = H.run_ranks({"body": nan_body, "pp": 2, "runs": runs}, 2, timeout_s=300)
+    for res in results:  # every rank stops (or goes on) together
+        assert res[0] == {"error": "NaN/inf loss at iteration 2 (computed on pipeline stage 1, rank 1)"}, res[0]
+        assert res[1] == {"error": "NaN/inf loss at iteration 2 (computed on pipeline stage 1, rank 1)"}, res[1]
+        losses = res[2]["losses"]
+        assert len(losses) == 3 and losses[1] != losses[1] and losses[0] == losses[0], losses
