@@ -64,8 +64,27 @@ class Schedule:
     def num_stages(self) -> int:
         return self.pp * self.chunks_per_rank
 
+    @property
+    def stage_table(self) -> tuple[tuple[int, ...], ...]:
+        """stage_table[rank][chunk] -> global stage (cached: the hot loops use it)."""
+        table = self.meta.get("_stage_table")
+        if table is None:
+            table = tuple(tuple(stage_of(self.placement, self.pp, r, c) for c in range(self.chunks_per_rank))
+                          for r in range(self.pp))
+            self.meta["_stage_table"] = table
+        return table
+
+    @property
+    def owner_table(self) -> tuple[int, ...]:
+        """owner_table[stage] -> rank holding it (cached)."""
+        table = self.meta.get("_owner_table")
+        if table is None:
+            table = tuple(owner_of(self.placement, self.pp, s)[0] for s in range(self.num_stages))
+            self.meta["_owner_table"] = table
+        return table
+
     def stage(self, rank: int, op: Op) -> int:
-        return stage_of(self.placement, self.pp, rank, op.chunk)
+        return self.stage_table[rank][op.chunk]
 
     def owner(self, stage: int) -> tuple[int, int]:
         return owner_of(self.placement, self.pp, stage)

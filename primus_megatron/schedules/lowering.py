@@ -87,33 +87,57 @@ def incoming(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
     return Message(F if op.kind == F else B, op.mb, src, s)
 
 
-def lower(schedule: Schedule) -> Lowered:
-    """Insert Send/Recv items into every rank's op list (see module doc)."""
+def lower(schedule: Schedule, timeline: Optional[list] = None) -> Lowered:
+    """Insert Send/Recv items into every rank's op list (see module doc).
+
+    `timeline` is a unit-cost `op_times` of the schedule if the caller has one."""
     # Channel order comes from a unit-cost run: any complete run gives both
     # ends the same order, and unit costs keep every op's duration positive.
-    sc = UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
-    timeline = op_times(schedule, sc)
+    if timeline is None:
+        timeline = op_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))
+    n = schedule.num_stages
+    owner = schedule.owner_table
+
+    def edge_out(kind: str, stage: int) -> Optional[int]:
+        """Stage the result of this op goes to (None: nowhere / the loss)."""
+        if kind == F:
+            return stage + 1 if stage + 1 < n else None
+        if kind in (B, BW):
+            return stage - 1 if stage > 0 else None
+        return None
+
+    def edge_in(kind: str, stage: int) -> Optional[int]:
+        if kind == F:
+            return stage - 1 if stage > 0 else None
+        if kind in (B, BW):
+            return stage + 1 if stage + 1 < n else None
+        return None
 
     send_key: dict[Message, tuple] = {}  # message -> its place in the pair's channel
     for r, spans in enumerate(timeline):
         for pos, span in enumerate(spans):
-            msg = outgoing(schedule, r, span.op)
-            if msg is not None:
-                send_key[msg] = (span.end, r, pos)
+            kind, stage = span.op.kind, span.stage
+            dst = edge_out(kind, stage)
+            if dst is not None and owner[dst] != r:
+                send_key[Message(F if kind == F else B, span.op.mb, stage, dst)] = (span.end, r, pos)
 
     ranks = []
+    table = schedule.stage_table
     for r, ops in enumerate(schedule.ranks):
+        stages_r = table[r]
         # Per peer channel: (key, slot, item); slot i means "posted before ops[i]".
         channels: dict[int, list[tuple[tuple, Optional[int], Item]]] = {}
         for pos, op in enumerate(ops):
-            msg = outgoing(schedule, r, op)
-            if msg is not None:
-                peer = schedule.owner(msg.dst_stage)[0]
-                channels.setdefault(peer, []).append((send_key[msg], pos + 1, Send(msg, peer)))
-            msg = incoming(schedule, r, op)
-            if msg is not None:
-                peer = schedule.owner(msg.src_stage)[0]
-                channels.setdefault(peer, []).append((send_key[msg], None, Recv(msg, peer)))
+            kind, stage = op.kind, stages_r[op.chunk]
+            mkind = F if kind == F else B
+            dst = edge_out(kind, stage)
+            if dst is not None and owner[dst] != r:
+                msg = Message(mkind, op.mb, stage, dst)
+                channels.setdefault(owner[dst], []).append((send_key[msg], pos + 1, Send(msg, owner[dst])))
+            src = edge_in(kind, stage)
+            if src is not None and owner[src] != r:
+                msg = Message(mkind, op.mb, src, stage)
+                channels.setdefault(owner[src], []).append((send_key[msg], None, Recv(msg, owner[src])))
         slots: dict[int, list[tuple[tuple, Item]]] = {}
         for chan in channels.values():
             chan.sort(key=lambda t: t[0])
@@ -124,7 +148,9 @@ def lower(schedule: Schedule) -> Lowered:
                 slots.setdefault(slot, []).append((key, item))
         out: list[Item] = []
         for pos in range(len(ops) + 1):
-            out.extend(item for _, item in sorted(slots.get(pos, ()), key=lambda t: t[0]))
+            bucket = slots.get(pos)
+            if bucket:
+                out.extend(item for _, item in sorted(bucket, key=lambda t: t[0]))
             if pos < len(ops):
                 out.append(ops[pos])
         ranks.append(tuple(out))

@@ -9,15 +9,15 @@ hang-free separately.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .costs import UNIT, Costs, StageCosts
 from .deps import Key, describe, needs, produces
 from .errors import ScheduleError
-from .ir import Op, Schedule
+from .ir import B, BW, F, W, Op, Schedule
 
 
-@dataclass(frozen=True)
-class Span:
+class Span(NamedTuple):
     """One executed op on the timeline."""
 
     rank: int
@@ -58,51 +58,94 @@ class SimResult:
 
 def peak_memory(schedule: Schedule, sc: StageCosts) -> list[float]:
     """Per-rank peak of the running activation-memory sum, in op order."""
+    n = schedule.num_stages
+    delta = {k: [sc.memory(k, s) for s in range(n)] for k in (F, B, W, BW)}
     peaks = []
     for r, ops in enumerate(schedule.ranks):
+        stages_r = schedule.stage_table[r]
         cur = peak = 0.0
         for op in ops:
-            cur += sc.memory(op.kind, schedule.stage(r, op))
-            peak = max(peak, cur)
+            cur += delta[op.kind][stages_r[op.chunk]]
+            if cur > peak:
+                peak = cur
         peaks.append(peak)
     return peaks
 
 
 def op_times(schedule: Schedule, sc: StageCosts) -> list[list[Span]]:
     """Start/end of every op; raises ScheduleError if some rank can never proceed."""
+    return _run(schedule, sc, record=True)
+
+
+def rank_spans(schedule: Schedule, sc: StageCosts) -> list[tuple[float, float]]:
+    """(first start, last end) per rank, without building the timeline (scoring)."""
+    return _run(schedule, sc, record=False)
+
+
+_FWD, _BWD, _WGT = 0, 1, 2  # result kinds in the integer keys of _run
+
+
+def _run(schedule: Schedule, sc: StageCosts, *, record: bool):
+    """Each rank runs its ops in order, an op starting when the rank is free and
+    its input has arrived. Results are keyed by ints ((mb * n + stage) * 3 + kind)."""
     pp, n = schedule.pp, schedule.num_stages
-    done: dict[Key, tuple[float, int, int]] = {}  # key -> (end, rank, stage)
+    table = schedule.stage_table
+    dur = {k: [sc.duration(k, s) for s in range(n)] for k in (F, B, W, BW)}
+    comm = sc.comm
+    done: dict[int, tuple[float, int, int]] = {}  # result -> (end, rank, stage)
     free = [0.0] * pp
+    first = [None] * pp
     ptr = [0] * pp
     timeline: list[list[Span]] = [[] for _ in range(pp)]
-    waiting: dict[Key, list[int]] = {}
+    waiting: dict[int, list[int]] = {}
     todo = list(range(pp))
     while todo:
         r = todo.pop()
         ops = schedule.ranks[r]
-        while ptr[r] < len(ops):
-            op = ops[ptr[r]]
-            stage = schedule.stage(r, op)
-            ready = free[r]
-            blocked = None
-            for key in needs(op, stage, n):
-                if key not in done:
-                    blocked = key
+        stages_r = table[r]
+        line = timeline[r]
+        i = ptr[r]
+        t_free = free[r]
+        while i < len(ops):
+            op = ops[i]
+            kind = op.kind
+            stage = stages_r[op.chunk]
+            base = op.mb * n
+            if kind == F:
+                key = (base + stage - 1) * 3 + _FWD if stage > 0 else -1
+            elif kind == W:
+                key = (base + stage) * 3 + _BWD
+            else:
+                key = (base + stage) * 3 + _FWD if stage == n - 1 else (base + stage + 1) * 3 + _BWD
+            ready = t_free
+            if key >= 0:
+                got = done.get(key)
+                if got is None:
+                    waiting.setdefault(key, []).append(r)
                     break
-                end, src_rank, src_stage = done[key]
-                ready = max(ready, end + (sc.comm[src_stage] if src_rank != r else 0.0))
-            if blocked is not None:
-                waiting.setdefault(blocked, []).append(r)
-                break
-            end = ready + sc.duration(op.kind, stage)
-            timeline[r].append(Span(r, op, stage, ready, end))
-            free[r] = end
-            ptr[r] += 1
-            for key in produces(op, stage):
-                if key in done:
-                    raise ScheduleError(f"rank {r} op {op} computes {describe(key)} a second time")
-                done[key] = (end, r, stage)
-                todo.extend(waiting.pop(key, ()))
+                end, src_rank, src_stage = got
+                if src_rank != r:
+                    end += comm[src_stage]
+                if end > ready:
+                    ready = end
+            if first[r] is None:
+                first[r] = ready
+            t_free = ready + dur[kind][stage]
+            if record:
+                line.append(Span(r, op, stage, ready, t_free))
+            i += 1
+            me = (base + stage) * 3
+            outs = (me + _FWD,) if kind == F else (me + _WGT,) if kind == W else (me + _BWD,) if kind == B \
+                else (me + _BWD, me + _WGT)
+            for out in outs:
+                if out in done:
+                    raise ScheduleError(f"rank {r} op {op} computes {describe(_key(out, n))} a second time")
+                done[out] = (t_free, r, stage)
+                woken = waiting.pop(out, None)
+                if woken:
+                    todo.extend(woken)
+        ptr[r] = i
+        free[r] = t_free
     stuck = [r for r in range(pp) if ptr[r] < len(schedule.ranks[r])]
     if stuck:
         parts = []
@@ -112,7 +155,15 @@ def op_times(schedule: Schedule, sc: StageCosts) -> list[list[Span]]:
             owner = schedule.owner(key[2])[0] if 0 <= key[2] < n else None
             parts.append(f"rank {r} op {op} waits for {describe(key)}" + (f" (rank {owner})" if owner is not None else ""))
         raise ScheduleError(f"schedule {schedule.name!r} deadlocks: " + "; ".join(parts))
-    return timeline
+    if record:
+        return timeline
+    return [(first[r] or 0.0, free[r]) for r in range(pp)]
+
+
+def _key(code: int, n: int) -> Key:
+    kind = (F, B, W)[code % 3]
+    code //= 3
+    return kind, code // n, code % n
 
 
 def simulate(schedule: Schedule, costs: Costs | None = None) -> SimResult:

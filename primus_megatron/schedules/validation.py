@@ -17,7 +17,7 @@ from .costs import UNIT, Costs
 from .deps import describe, needs, produces
 from .errors import ScheduleError
 from .ir import B, BW, COMPUTE_KINDS, F, W, Op, Schedule
-from .lowering import Lowered, Recv, Send, incoming, lower
+from .lowering import Lowered, Message, Recv, Send, incoming, lower
 from .simulation import op_times, peak_memory
 
 
@@ -26,18 +26,21 @@ def check_complete(schedule: Schedule) -> None:
     (only the F for a forward-only schedule: `meta["forward_only"]`)."""
     forward_only = bool(schedule.meta.get("forward_only"))
     m, chunks = schedule.microbatches, schedule.chunks_per_rank
+    table = schedule.stage_table
     seen: Counter = Counter()
     where: dict = {}
-    for r, _, op in schedule.ops():
-        if not isinstance(op, Op) or op.kind not in COMPUTE_KINDS:
-            raise ScheduleError(f"rank {r} has {op!r}, which is not a compute op (kinds {', '.join(COMPUTE_KINDS)})")
-        if not 0 <= op.mb < m:
-            raise ScheduleError(f"rank {r} op {op} names microbatch {op.mb}; the schedule has microbatches 0..{m - 1}")
-        if not 0 <= op.chunk < chunks:
-            raise ScheduleError(f"rank {r} op {op} names chunk {op.chunk}; ranks hold chunks 0..{chunks - 1}")
-        key = (op.kind, op.mb, schedule.stage(r, op))
-        seen[key] += 1
-        where[key] = r
+    for r, ops in enumerate(schedule.ranks):
+        stages_r = table[r]
+        for op in ops:
+            if type(op) is not Op and not (isinstance(op, Op)) or op.kind not in COMPUTE_KINDS:
+                raise ScheduleError(f"rank {r} has {op!r}, which is not a compute op (kinds {', '.join(COMPUTE_KINDS)})")
+            if not 0 <= op.mb < m:
+                raise ScheduleError(f"rank {r} op {op} names microbatch {op.mb}; the schedule has microbatches 0..{m - 1}")
+            if not 0 <= op.chunk < chunks:
+                raise ScheduleError(f"rank {r} op {op} names chunk {op.chunk}; ranks hold chunks 0..{chunks - 1}")
+            key = (op.kind, op.mb, stages_r[op.chunk])
+            seen[key] += 1
+            where[key] = r
     for key, count in seen.items():
         if count > 1:
             raise ScheduleError(f"rank {where[key]} runs {key[0]} of microbatch {key[1]} at stage {key[2]} {count} times")
@@ -72,6 +75,7 @@ def check_channels(lowered: Lowered) -> None:
     """Simulate rendezvous p2p (module doc); raise naming who waits for what if it hangs."""
     sched = lowered.schedule
     pp, n = sched.pp, sched.num_stages
+    table, owner = sched.stage_table, sched.owner_table
     ptr = [0] * pp
     chan: dict[tuple[int, int], deque] = {}  # (rank, peer) -> posted, uncompleted items
     received: list[set] = [set() for _ in range(pp)]
@@ -84,9 +88,10 @@ def check_channels(lowered: Lowered) -> None:
         progressed = False
         while qa and qb:
             x, y = qa[0], qb[0]
-            if isinstance(x, Send) == isinstance(y, Send):
+            x_send, y_send = type(x) is Send, type(y) is Send
+            if x_send == y_send:
                 return progressed  # both send or both receive: neither can complete yet
-            send, recv, dst = (x, y, b) if isinstance(x, Send) else (y, x, a)
+            send, recv, dst = (x, y, b) if x_send else (y, x, a)
             if send.msg != recv.msg:
                 raise ScheduleError(f"rank {dst}'s next receive from rank {recv.peer} is {recv.msg} "
                                     f"but that rank's next send to it is {send.msg}: messages between two ranks "
@@ -100,19 +105,31 @@ def check_channels(lowered: Lowered) -> None:
     while work:
         r = work.popleft()
         items = lowered.ranks[r]
-        while ptr[r] < len(items):
-            item = items[ptr[r]]
-            if isinstance(item, (Send, Recv)):
-                chan.setdefault((r, item.peer), deque()).append(item)
-                if isinstance(item, Recv):
+        stages_r = table[r]
+        i = ptr[r]
+        while i < len(items):
+            item = items[i]
+            cls = type(item)
+            if cls is Send or cls is Recv:
+                q = chan.get((r, item.peer))
+                if q is None:
+                    q = chan[(r, item.peer)] = deque()
+                q.append(item)
+                if cls is Recv:
                     posted_recv[r].add(item.msg)
-                ptr[r] += 1
+                i += 1
                 if match(r, item.peer):
                     work.append(item.peer)
                 continue
-            stage = sched.stage(r, item)
-            msg = incoming(sched, r, item)
-            if msg is not None:
+            kind, stage = item.kind, stages_r[item.chunk]
+            if kind == F:
+                src = stage - 1 if stage > 0 else None
+            elif kind == W:
+                src = None
+            else:
+                src = stage + 1 if stage + 1 < n else None
+            if src is not None and owner[src] != r:
+                msg = Message(F if kind == F else B, item.mb, src, stage)
                 if msg not in posted_recv[r]:
                     raise ScheduleError(f"rank {r} op {item} needs {msg} but posts no receive for it before the op")
                 if msg not in received[r]:
@@ -122,7 +139,8 @@ def check_channels(lowered: Lowered) -> None:
                     if key not in done[r]:
                         raise ScheduleError(f"rank {r} op {item} runs before {describe(key)}, which this rank computes later")
             done[r].update(produces(item, stage))
-            ptr[r] += 1
+            i += 1
+        ptr[r] = i
 
     stuck = [r for r in range(pp) if ptr[r] < len(lowered.ranks[r]) or any(chan.get((r, q)) for q in range(pp))]
     if stuck:
@@ -144,8 +162,8 @@ def _waiting(lowered: Lowered, r: int, ptr: list[int], chan: dict) -> str:
 def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit: Optional[float] = None) -> Lowered:
     """Run every check; return the lowered schedule that passed them."""
     check_complete(schedule)
-    op_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))  # order is satisfiable
+    timeline = op_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))  # order is satisfiable
     check_memory(schedule, costs, memory_limit)
-    lowered = lower(schedule)
+    lowered = lower(schedule, timeline)
     check_channels(lowered)
     return lowered

@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Optional
 from .costs import StageCosts
 from .errors import ScheduleError
 from .ir import Op, Schedule
-from .simulation import op_times, peak_memory
+from .simulation import peak_memory, rank_spans
 
 Candidate = Callable[[], list[list[Op]]]
 
@@ -19,9 +19,9 @@ Candidate = Callable[[], list[list[Op]]]
 def score(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list[Op]]) -> tuple[float, float, float]:
     """(makespan, longest per-rank span, max peak memory) of an order."""
     sched = Schedule("candidate", pp, m, chunks, placement, tuple(map(tuple, ranks)))
-    timeline = op_times(sched, sc)
-    makespan = max(spans[-1].end for spans in timeline if spans)
-    span = max(spans[-1].end - spans[0].start for spans in timeline if spans)
+    spans = rank_spans(sched, sc)
+    makespan = max(end for _, end in spans)
+    span = max(end - start for start, end in spans)
     return makespan, span, max(peak_memory(sched, sc))
 
 
