@@ -336,3 +336,32 @@ def train_body(rank, world_case):
         args.return_params = world_case.get("return_params", False)
         out.append(pretrain.train(args))
     return out
+
+
+def memory_body(rank, world_case):
+    """Per schedule: measured peak activation bytes of a profiled step and the
+    simulator's prediction from the measured per-op memory."""
+    import primus_megatron as pm
+    import primus_megatron.schedules as S
+
+    pp, m = world_case["pp"], world_case["microbatches"]
+    out = {}
+    for name in world_case["schedules"]:
+        chunks = S.info(name).chunks
+        config = ref.tiny_gpt_config(world_case["num_layers"], pipeline_model_parallel_size=pp,
+                                     virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None)
+        model = pm.build_model(partial(_provider, config, False), schedule=name)
+        runner = pm.get_forward_backward_func(name, profile_steps=(1, 2), p2p_timeout_s=60)
+        batches = ref.make_microbatches(2 * m, seed=5)
+        data = iter(batches)
+        for _ in range(2):
+            for c in model:
+                c.zero_grad(set_to_none=True)
+            runner(forward_step_func=ref.make_forward_step_func(), data_iterator=data,
+                   model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=ref.SEQ_LENGTH,
+                   micro_batch_size=ref.MICRO_BATCH_SIZE)
+        costs, summary = runner.measured
+        plan = runner.plan(pp, m)[0]
+        predicted = S.simulate(plan, costs).peak_memory[rank] * summary["unit_bytes"]
+        out[name] = {"measured": runner.last_step.peak_activation_bytes, "predicted": predicted}
+    return out

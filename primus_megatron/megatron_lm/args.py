@@ -19,7 +19,8 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
     group = parser.add_argument_group("pipeline schedule (primus_megatron)")
     group.add_argument("--pipeline-schedule", default=None, metavar="NAME",
                        help="pipeline schedule: " + ", ".join(names(aliases=True)) +
-                            " (see `primus-pipeline list`); default: megatron's own schedule")
+                            ", or auto (measure costs, then take the fastest that fits the memory limit; see "
+                            "`primus-pipeline list`); default: megatron's own schedule")
     group.add_argument("--pipeline-memory-limit", type=float, default=None, metavar="UNITS",
                        help="activation memory limit per rank, in microbatches of a rank's layer share "
                             "(zb-auto and other cost-driven schedules; default 1F1B's: the pipeline size)")
@@ -28,7 +29,11 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
     group.add_argument("--pipeline-p2p-timeout", type=float, default=600.0, metavar="SECONDS",
                        help="how long a rank waits for a pipeline peer before failing with a diagnosis")
     group.add_argument("--pipeline-costs", default=None, metavar="F,B,W,COMM",
-                       help="relative op costs for cost-driven schedules (default: equal)")
+                       help="relative op costs for cost-driven schedules (default: measured over the first "
+                            "--pipeline-profile-steps steps, then re-planned)")
+    group.add_argument("--pipeline-profile-steps", type=int, default=3, metavar="N",
+                       help="steps whose F/B/W/p2p times and activation memory are measured (for zb-auto's "
+                            "re-planning and --pipeline-schedule auto); 0 disables")
     return parser
 
 
@@ -43,6 +48,20 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
     can split the weight gradient."""
     name = getattr(args, "pipeline_schedule", None)
     if name is None:
+        return None
+    steps = getattr(args, "pipeline_profile_steps", 3)
+    if steps < 0:
+        return f"--pipeline-profile-steps must be >= 0, got {steps}"
+    if name == "auto":
+        pp = getattr(args, "pipeline_model_parallel_size", None)
+        if steps < 1:
+            return "--pipeline-schedule auto measures costs first: --pipeline-profile-steps must be >= 1"
+        if pp is not None and pp < 2:
+            return f"--pipeline-schedule auto needs --pipeline-model-parallel-size >= 2, got {pp}"
+        num_layers = getattr(args, "num_layers", None)
+        if pp is not None and num_layers is not None and num_layers % pp:
+            return (f"--num-layers {num_layers} does not split into {pp} equal stages for --pipeline-schedule auto; "
+                    f"use a multiple of {pp} (of {2 * pp} to let it consider the V schedules)")
         return None
     try:
         entry = registry.info(name)

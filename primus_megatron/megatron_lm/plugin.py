@@ -117,18 +117,46 @@ def install() -> None:
         return original_get_model(placed_provider(model_provider_func, entry, pp, rank, chunks), *a, **kw)
 
     def validate_args(args, defaults={}):
+        _refuse(_precheck(args))  # a bad name or chunk count: before anything reads them
         entry = _schedule_of(args)
         if entry is not None:
             chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
             if chunks > 1 and args.num_virtual_stages_per_pipeline_rank is None \
                     and args.num_layers_per_virtual_pipeline_stage is None:
                 args.num_virtual_stages_per_pipeline_rank = chunks
-        return original_validate(args, defaults)
+        result = original_validate(args, defaults)
+        from .args import check_schedule_args
+
+        _refuse(check_schedule_args(args))  # with data_parallel_size known: the whole check
+        return result
 
     mlm_training.get_forward_backward_func = get_forward_backward_func
     mlm_training.get_model = get_model
     mlm_initialize.validate_args = validate_args
     _INSTALLED = True
+
+
+def _precheck(args) -> Optional[str]:
+    """check_schedule_args on the schedule group alone (no pipeline size, layers or batch yet)."""
+    import argparse
+
+    from .args import check_schedule_args
+
+    keys = ("pipeline_schedule", "pipeline_chunks", "pipeline_memory_limit", "pipeline_p2p_timeout", "pipeline_costs")
+    return check_schedule_args(argparse.Namespace(**{k: getattr(args, k) for k in keys if hasattr(args, k)}))
+
+
+def _refuse(problem: Optional[str]) -> None:
+    """Megatron-LM validates arguments before creating process groups: a problem with the
+    schedule options ends the run there, as one line on rank 0 and exit status 2."""
+    if problem is None:
+        return
+    import os
+    import sys
+
+    if os.environ.get("RANK", "0") == "0":
+        print(f"{os.path.basename(sys.argv[0]) or 'megatron'}: error: {problem}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def _remap_stage_predicates(pp: int, chunks: int, placement: str) -> None:

@@ -79,6 +79,7 @@ class StepContext:
     first_val_step: Optional[bool] = None
     cp_group_size: int = 1
     record_timeline: bool = True
+    profile: Any = None  # a profiler.Profile to fill (measured costs), or None
 
 
 @dataclass
@@ -88,6 +89,7 @@ class StepResult:
     timeline: list = field(default_factory=list)
     wgrads_deferred: int = 0
     wgrads_run: int = 0
+    peak_activation_bytes: Optional[float] = None  # measured when profiling
 
 
 class _Replay:
@@ -130,6 +132,11 @@ class _Step:
         self.no_sync = _GradSync(self.config, len(ctx.model), enabled=not ctx.forward_only)
         self.last_backward = {} if ctx.forward_only else _last_backward_index(lowered.ranks[rank], len(ctx.model))
         self.timeline: list[OpRecord] = []
+        self.memory = None
+        if ctx.profile is not None:
+            from .profiler import OpMemory
+
+            self.memory = OpMemory(self.device)
         self.reset()
 
     def reset(self) -> None:
@@ -168,6 +175,16 @@ class _Step:
         self.recvs[item.msg] = self.p2p.post_recv(self.ctx.tensor_shape, self.dtype, self.device, peer=item.peer,
                                                   what=str(item.msg))
 
+    def _start(self) -> float:
+        if self.ctx.profile is not None and self.device.type == "cuda":
+            torch.cuda.synchronize()  # time the op itself, not what is queued before it
+        return time.perf_counter()
+
+    def _end(self) -> float:
+        if self.ctx.profile is not None and self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
     # -- one item --------------------------------------------------------------------------
     def execute(self, index: int, item) -> None:
         ctx, config, rank = self.ctx, self.config, self.rank
@@ -188,13 +205,15 @@ class _Step:
             input_tensor = None
             if stage > 0:
                 input_tensor = self.incoming(Message(F, op.mb, stage - 1, stage), op).requires_grad_(not ctx.forward_only)
-            start = time.perf_counter()  # after the input arrived: waiting is idle time, not work
-            output, num_tokens = self.m.forward_step(
-                ctx.forward_step_func, self.data_for(op.chunk, op.mb), chunk, ctx.num_microbatches, input_tensor,
-                self.forward_data_store, config, ctx.cp_group_size, collect_non_loss_data=ctx.collect_non_loss_data,
-                is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
-                current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
-                is_last_stage=stage == self.n - 1)
+            start = self._start()  # after the input arrived: waiting is idle time, not work
+            with self.memory.forward((op.mb, op.chunk)) if self.memory else contextlib.nullcontext():
+                output, num_tokens = self.m.forward_step(
+                    ctx.forward_step_func, self.data_for(op.chunk, op.mb), chunk, ctx.num_microbatches, input_tensor,
+                    self.forward_data_store, config, ctx.cp_group_size, collect_non_loss_data=ctx.collect_non_loss_data,
+                    is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
+                    current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
+                    is_last_stage=stage == self.n - 1)
+            mem_delta = self.memory.forward_bytes((op.mb, op.chunk)) if self.memory else None
             self.total_num_tokens += num_tokens
             if stage + 1 < self.n:
                 self.produced[Message(F, op.mb, stage, stage + 1)] = output
@@ -208,22 +227,36 @@ class _Step:
             if pending is not None:  # its output must be sent (and freed) before backward
                 self.p2p.finish_send(pending, op=str(op))
                 self.release_sent(pending)
-            start = time.perf_counter()
+            start = self._start()
             input_tensor, output = self.saved.pop((op.mb, op.chunk))
             capture = self.store.capture((op.mb, op.chunk)) if op.kind == B else contextlib.nullcontext()
+            if self.memory:
+                self.store.held = []
+                self.memory.begin()
             with capture:
                 input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, config)
                 if op.kind == B:
                     defer_te_wgrads(self.te_modules[op.chunk])
+            mem_delta = None
+            if self.memory:
+                held, self.store.held = self.store.held, None
+                mem_delta = self.memory.backward((op.mb, op.chunk), held, full=op.kind == BW)
             if stage > 0:
                 self.produced[Message(B, op.mb, stage, stage - 1)] = input_grad
         else:  # W
-            start = time.perf_counter()
+            start = self._start()
+            if self.memory:
+                self.memory.begin()
             if index == self.last_backward.get(op.chunk):
                 self.no_sync.enable(op.chunk)
             self.store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {rank}")
+            mem_delta = self.memory.weight((op.mb, op.chunk)) if self.memory else None
+        end = self._end()
         if ctx.record_timeline:
-            self.timeline.append(OpRecord(rank, op, stage, start, time.perf_counter()))
+            self.timeline.append(OpRecord(rank, op, stage, start, end))
+        if ctx.profile is not None:
+            ctx.profile.durations[(op.kind, stage)].append(end - start)
+            ctx.profile.memory[(op.kind, stage)].append(mem_delta)
         for done in self.p2p.reap_sends():
             self.release_sent(done)
 
@@ -235,8 +268,10 @@ class _Step:
         leftovers = [k for k in (*self.saved, *self.produced, *self.recvs)]
         assert not leftovers, f"pipeline rank {self.rank} ended the step with unconsumed tensors: {leftovers[:4]}"
         self.no_sync.finish(self.ctx.model)
+        if self.ctx.profile is not None:
+            self.ctx.profile.steps += 1
         return StepResult(self.forward_data_store, self.total_num_tokens, self.timeline, self.store.deferred,
-                          self.store.ran)
+                          self.store.ran, self.memory.peak if self.memory else None)
 
     def drain(self, messages) -> None:
         """After a failed validation: receive what peers sent during their prefixes,

@@ -61,7 +61,8 @@ class PipelineRunner:
     def __init__(self, schedule: Union[str, S.Schedule], *, costs: Optional[S.Costs] = None,
                  memory_limit: Optional[float] = None, chunks: Optional[int] = None,
                  p2p_timeout_s: float = DEFAULT_TIMEOUT_S, record_timeline: bool = True,
-                 losses_on_last_rank: bool = False) -> None:
+                 losses_on_last_rank: bool = False, profile_steps: Optional[tuple[int, int]] = None,
+                 replan: bool = False, log: Optional[Callable[[str], None]] = None) -> None:
         if isinstance(schedule, S.Schedule):
             S.validate(schedule)
             self.name = schedule.name
@@ -77,6 +78,14 @@ class PipelineRunner:
         self.p2p_timeout_s = p2p_timeout_s
         self.record_timeline = record_timeline
         self.losses_on_last_rank = losses_on_last_rank
+        # Measured costs: training steps [start, end) are profiled; afterwards a
+        # cost-driven schedule is re-planned from them (all ranks at the same step).
+        self.profile_steps = profile_steps
+        self.replan = replan
+        self.log = log or (lambda text: None)
+        self.training_steps = 0
+        self.profile = None
+        self.measured: Optional[tuple[S.Costs, dict]] = None
         self._cache: dict[tuple, tuple[S.Schedule, S.Lowered]] = {}
         self._unchecked: set = set()  # plans whose fingerprint the ranks have not compared yet
         self._prefixes: dict = {}
@@ -100,6 +109,29 @@ class PipelineRunner:
             self._cache[key] = (sched, S.validate(sched))
             self._unchecked.add(key)
         return self._cache[key]
+
+    def _finish_profile(self, sched: S.Schedule, group, rank: int, shape, dtype, device) -> None:
+        """The profiled window is over: gather the measured costs (every rank gets
+        the same) and re-plan a cost-driven schedule from them."""
+        from .profiler import measure_p2p, measured_costs
+
+        self.profile.comm.append(measure_p2p(group, rank, shape, dtype, device))
+        costs, summary = measured_costs(self.profile, sched, group, rank)
+        self.measured = (costs, summary)
+        ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
+        self.log(f"measured per-stage costs (ms) over {self.profile.steps} steps: F [{ms(summary['f'])}] "
+                 f"B [{ms(summary['b'])}] W [{ms(summary['w'])}] p2p {1e3 * summary['comm']:.3f}; one microbatch's "
+                 f"activations on a rank: {summary['unit_bytes'] / 2**20:.2f} MiB")
+        if self.replan and self._fixed is None and S.info(self.name).cost_driven:
+            self.costs = costs
+            old = self._cache.get((sched.pp, sched.microbatches, False), (None,))[0]
+            self._cache.clear()
+            self._prefixes.clear()
+            new, _ = self.plan(sched.pp, sched.microbatches)
+            before, after = S.simulate(old, costs), S.simulate(new, costs)
+            self.log(f"re-planned {self.name} from the measured costs at step {self.training_steps}: simulated "
+                     f"iteration {1e3 * before.makespan:.1f} ms -> {1e3 * after.makespan:.1f} ms, peak activation "
+                     f"{max(before.peak_memory):.2f} -> {max(after.peak_memory):.2f} units")
 
     # -- megatron's interface ----------------------------------------------------------------
     def __call__(self, *, forward_step_func, data_iterator, model, num_microbatches: int, seq_length: int,
@@ -157,11 +189,18 @@ class PipelineRunner:
         else:
             iterators = [data_iterator] * len(chunks)
 
+        profiling = (not forward_only and self.profile_steps is not None
+                     and self.profile_steps[0] <= self.training_steps < self.profile_steps[1])
+        if profiling and self.profile is None:
+            from .profiler import Profile
+
+            self.profile = Profile()
         ctx = StepContext(forward_step_func=forward_step_func, data_iterators=iterators, model=chunks,
                           num_microbatches=num_microbatches, config=config, model_type=get_model_type(chunks[0]),
                           tensor_shape=tuple(shape), forward_only=forward_only,
                           collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
-                          cp_group_size=cp, record_timeline=self.record_timeline)
+                          cp_group_size=cp, record_timeline=self.record_timeline,
+                          profile=self.profile if profiling else None)
         p2p = P2P(group, rank, self.p2p_timeout_s)
         validate = take_pending()
         if validate is not None and forward_only:
@@ -178,6 +217,11 @@ class PipelineRunner:
         with grad_ctx:
             result = run_step(lowered, rank, p2p, ctx, validate=validate, prefix=prefix)
         self.last_step = result
+        if not forward_only:
+            self.training_steps += 1
+            if profiling and self.training_steps == self.profile_steps[1]:
+                self._finish_profile(sched, group, rank, shape, config.pipeline_dtype or torch.float32,
+                                     next(chunks[0].parameters()).device)
 
         if not forward_only and config.finalize_model_grads_func is not None:
             num_tokens = None

@@ -95,7 +95,8 @@ class DeferrableLinear(torch.autograd.Function):
             _reduce_scatter(sub, grad_input.contiguous(), group=tp_group)
             grad_input = sub
         grad_bias = grad_output.reshape(-1, grad_output.shape[-1]).sum(dim=0) if ctx.use_bias else None
-        store.defer(_weight_grad_closure(weight, grad_output, total_input, ctx.gradient_accumulation_fusion, ctx.main_grad))
+        store.defer(_weight_grad_closure(weight, grad_output, total_input, ctx.gradient_accumulation_fusion, ctx.main_grad),
+                    tensors=(grad_output, total_input))
         return grad_input, None, grad_bias, None, None, None, None, None, None
 
 

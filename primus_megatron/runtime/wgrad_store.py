@@ -22,6 +22,7 @@ class WeightGradStore:
         self._key: Optional[Hashable] = None
         self.deferred = 0  # closures queued since the last reset_counters()
         self.ran = 0  # closures run since the last reset_counters()
+        self.held: list | None = None  # when a list: tensors kept for W are appended (profiling)
 
     @property
     def capturing(self) -> bool:
@@ -38,9 +39,13 @@ class WeightGradStore:
         finally:
             self._key = None
 
-    def defer(self, fn: Callable[[], None]) -> None:
+    def defer(self, fn: Callable[[], None], tensors: tuple = ()) -> None:
+        """Queue `fn` under the capture's key; `tensors` are what it keeps alive
+        until it runs (for activation-memory accounting)."""
         self._queues[self._key].append(fn)
         self.deferred += 1
+        if self.held is not None:
+            self.held.extend(tensors)
 
     def pending(self, key: Hashable) -> int:
         return len(self._queues.get(key, ()))

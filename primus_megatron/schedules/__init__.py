@@ -2,6 +2,7 @@
 
 Pure Python: nothing here imports torch.
 """
+from . import auto
 from .costs import UNIT, Costs, StageCosts
 from .errors import ScheduleError
 from .ir import B, BW, F, LOOP, V, W, Op, Schedule, owner_of, stage_of

@@ -197,7 +197,7 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
     if problem:
         raise ConfigError(problem)
     chunks = 1
-    if args.pipeline_schedule is not None:
+    if args.pipeline_schedule is not None and args.pipeline_schedule != "auto":  # auto: chosen after profiling
         from ..schedules import registry
 
         entry = registry.info(args.pipeline_schedule)

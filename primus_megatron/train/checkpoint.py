@@ -133,17 +133,17 @@ def latest(load_dir: str, step=None, *, log=None):
                                   f"in {load_dir}: {_scan(load_dir)[0] or 'none'}")
         return step, os.path.join(load_dir, f"iter_{step:07d}")
     tracked = None
+    why = []
     tracker = os.path.join(load_dir, TRACKER)
     if os.path.isfile(tracker):
         try:
             with open(tracker) as f:
                 tracked = int(f.read().strip())
         except (OSError, ValueError):
-            log(f"--load {load_dir}: {TRACKER} is unreadable; looking for the newest complete checkpoint")
+            why.append(f"{TRACKER} is unreadable")
     if tracked is not None and _complete(load_dir, tracked):
         return tracked, os.path.join(load_dir, f"iter_{tracked:07d}")
     complete, partial = _scan(load_dir)
-    why = []
     if tracked is not None:
         why.append(f"{TRACKER} names iteration {tracked}, whose checkpoint is missing or incomplete")
     if partial:

@@ -26,6 +26,9 @@ def initialize(args: argparse.Namespace) -> None:
 
         cpu.enable()
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+        if os.environ.get("PRIMUS_PIN_RANKS") == "1":  # benchmarks: one core per rank
+            cores = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {cores[int(os.environ.get("LOCAL_RANK", "0")) % len(cores)]})
     else:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():

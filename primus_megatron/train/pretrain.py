@@ -23,13 +23,19 @@ def forward_backward_func(args):
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
         return get_forward_backward_func()
+    from .. import schedules as S
     from ..megatron_lm.args import parse_costs
     from ..runtime import get_forward_backward_func
 
+    costs = getattr(args, "pipeline_costs_measured", None)
+    if costs is None and args.pipeline_costs:
+        costs = parse_costs(args.pipeline_costs)
+    # A cost-driven schedule given no costs measures them over the first steps and re-plans.
+    measure = S.info(args.pipeline_schedule).cost_driven and costs is None and args.pipeline_profile_steps > 0
     return get_forward_backward_func(
-        args.pipeline_schedule, chunks=args.pipeline_chunks, memory_limit=args.pipeline_memory_limit,
-        costs=parse_costs(args.pipeline_costs) if args.pipeline_costs else None,
-        p2p_timeout_s=args.pipeline_p2p_timeout)
+        args.pipeline_schedule, chunks=args.pipeline_chunks if args.pipeline_chunks_resolved > 1 else None,
+        memory_limit=args.pipeline_memory_limit, costs=costs, p2p_timeout_s=args.pipeline_p2p_timeout,
+        profile_steps=(1, 1 + args.pipeline_profile_steps) if measure else None, replan=measure, log=log0)
 
 
 def configure_hooks(args, model, optimizer) -> None:
@@ -38,7 +44,7 @@ def configure_hooks(args, model, optimizer) -> None:
     from megatron.core.utils import get_model_config
 
     config = get_model_config(model[0])
-    config.grad_scale_func = optimizer.scale_loss
+    config.grad_scale_func = optimizer.scale_loss if optimizer is not None else None
     no_sync = [m.no_sync for m in model]
     config.no_sync_func = no_sync if len(model) > 1 else no_sync[0]
     if args.overlap_grad_reduce:
@@ -76,10 +82,21 @@ def train(args) -> dict:
 
     tokenizer = build_tokenizer(args)
     vocab = D.padded_vocab(args, tokenizer)
-    config = transformer_config(args)
-    model = build_model(args, config, vocab, init=lambda chunks: init_by_global_name_(
-        chunks, seed=args.seed, std=args.init_method_std, num_layers=args.num_layers,
-        tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=args.tensor_model_parallel_size))
+    train_data, valid_data, _ = D.build_datasets(args, tokenizer)
+
+    def make_model() -> list:  # the same initial weights whatever the schedule
+        return build_model(args, transformer_config(args), vocab, init=lambda chunks: init_by_global_name_(
+            chunks, seed=args.seed, std=args.init_method_std, num_layers=args.num_layers,
+            tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=args.tensor_model_parallel_size))
+
+    if args.pipeline_schedule == "auto":
+        from .auto import PROVISIONAL, choose_schedule
+
+        args.pipeline_schedule = PROVISIONAL
+        model = choose_schedule(args, make_model(), make_model, train_data,
+                                lambda m: configure_hooks(args, m, None))
+    else:
+        model = make_model()
     from . import determinism
 
     determinism.install(model, args.seed)  # dropout masks independent of the schedule
@@ -90,7 +107,6 @@ def train(args) -> dict:
         from .checkpoint import load
 
         start_iter, consumed = load(args, model, optimizer, scheduler)
-    train_data, valid_data, _ = D.build_datasets(args, tokenizer)
     dp_rank, dp_size = ps.get_data_parallel_rank(), ps.get_data_parallel_world_size()
     train_iter = D.batch_iterator(train_data, args.micro_batch_size, dp_rank, dp_size, start_sample=consumed)
     valid_iter = D.batch_iterator(valid_data, args.micro_batch_size, dp_rank, dp_size) if valid_data is not None else None
@@ -102,8 +118,7 @@ def train(args) -> dict:
     if args.pipeline_schedule is not None:
         from .. import schedules as S
 
-        plan = S.generate(args.pipeline_schedule, args.pipeline_model_parallel_size, args.num_microbatches,
-                          memory_limit=args.pipeline_memory_limit, chunks=args.pipeline_chunks)
+        plan = fbf.plan(args.pipeline_model_parallel_size, args.num_microbatches)[0]
         sim = S.simulate(plan)
         planned = (sim.bubble_sync, max(sim.peak_memory))
         log0(f"pipeline schedule {plan.name}: pp={plan.pp}, {plan.microbatches} microbatches, "
@@ -155,7 +170,11 @@ def train(args) -> dict:
             from ..optim import inject_nonfinite_gradient
 
             inject_nonfinite_gradient(model)
+        t_step = time.perf_counter()
         result = optimizer.step()
+        t_stepped = time.perf_counter()
+        if getattr(args, "iteration_hook", None):  # benchmarks: per-iteration timings
+            args.iteration_hook(iteration, getattr(fbf, "last_step", None), t_step, t_stepped)
         losses = reduce_losses(args, store)
         check_loss(args, losses, iteration + 1)  # NaN/inf loss: stop, naming the iteration and stage
         done = iteration + 1

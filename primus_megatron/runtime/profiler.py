@@ -1,0 +1,195 @@
+"""Measured costs: per-stage F, B, W and p2p times and activation memory.
+
+On CPU, time is wall time and memory is what the executor and the
+weight-gradient store keep alive: the tensors autograd saves during F (counted
+through saved-tensor hooks, one count per storage), of which B frees all but
+what the deferred weight-gradient closures hold (and B adds the output
+gradients those closures keep), and W frees the rest. On GPU, ops are timed
+between device synchronisations and memory is the allocator's.
+
+`measured_costs` all-gathers the per-rank measurements of the pipeline and
+turns them into a `schedules.Costs` with one value per global stage, memory in
+units of one microbatch's activations of an average rank, so that every rank
+derives the same schedule from them.
+"""
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+import torch
+import torch.distributed as dist
+
+from .. import schedules as S
+
+
+def _storage_key(t: torch.Tensor) -> tuple[int, int]:
+    s = t.untyped_storage()
+    return s.data_ptr(), s.nbytes()
+
+
+def _bytes(keys) -> int:
+    return sum(n for _, n in keys)
+
+
+@dataclass
+class Profile:
+    """One rank's measurements over the profiled steps."""
+
+    durations: dict = field(default_factory=lambda: defaultdict(list))  # (kind, stage) -> [seconds]
+    memory: dict = field(default_factory=lambda: defaultdict(list))  # (kind, stage) -> [bytes delta]
+    comm: list = field(default_factory=list)  # seconds a receive took once its send was posted
+    steps: int = 0
+
+    def summary(self) -> dict:
+        return {"durations": {k: statistics.median(v) for k, v in self.durations.items()},
+                "memory": {k: statistics.median(v) for k, v in self.memory.items()},
+                "comm": statistics.median(self.comm) if self.comm else 0.0, "steps": self.steps}
+
+
+class OpMemory:
+    """Activation bytes an op adds (F), exchanges (B) or frees (W)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self._before = 0
+        self.saved: dict = {}  # (mb, chunk) -> storages autograd saved in F
+        self.held: dict = {}  # (mb, chunk) -> storages the W closures keep
+        self.live = 0  # bytes currently attributed to activations
+        self.peak = 0
+
+    @contextlib.contextmanager
+    def forward(self, key) -> Iterator[None]:
+        if self.cuda:
+            before = torch.cuda.memory_allocated()
+            yield
+            self._add(torch.cuda.memory_allocated() - before)
+            self.saved[key] = torch.cuda.memory_allocated() - before
+            return
+        keys: set = set()
+
+        def pack(t: torch.Tensor):
+            if t.device.type != "meta":
+                keys.add(_storage_key(t))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            yield
+        self.saved[key] = keys
+        self._add(_bytes(keys))
+
+    def begin(self) -> None:
+        """Before a B or W on GPU: the allocator's baseline."""
+        if self.cuda:
+            self._before = torch.cuda.memory_allocated()
+
+    def backward(self, key, held: list, full: bool) -> float:
+        """Delta of a B (full=False) or BW; `held` are the tensors W closures keep."""
+        saved = self.saved.pop(key, set())
+        if self.cuda:
+            delta = torch.cuda.memory_allocated() - self._before
+            self._add(delta)
+            return delta
+        held_keys = set() if full else {_storage_key(t) for t in held if torch.is_tensor(t)}
+        delta = _bytes(held_keys - saved) - _bytes(saved - held_keys)
+        if not full:
+            self.held[key] = held_keys
+        self._add(delta)
+        return delta
+
+    def weight(self, key) -> float:
+        held = self.held.pop(key, set())
+        delta = torch.cuda.memory_allocated() - self._before if self.cuda else -_bytes(held)
+        self._add(delta)
+        return delta
+
+    def forward_bytes(self, key) -> float:
+        value = self.saved.get(key)
+        return value if self.cuda else _bytes(value or ())
+
+    def _add(self, delta: float) -> None:
+        self.live += delta
+        self.peak = max(self.peak, self.live)
+
+
+def measure_p2p(group, rank: int, shape, dtype, device, repeats: int = 8) -> float:
+    """One-way time of one activation-sized message to the next pipeline rank
+    (ping-pong, neighbours in two phases so that every pair runs alone)."""
+    pp = dist.get_world_size(group)
+    buf = torch.zeros(shape, dtype=dtype, device=device)
+    peer_of = lambda r: dist.get_global_rank(group, r)  # noqa: E731
+    one_way = 0.0
+    for phase in (0, 1):
+        if rank % 2 == phase and rank + 1 < pp:
+            dist.send(buf, peer_of(rank + 1), group=group)  # warm-up round trip
+            dist.recv(buf, peer_of(rank + 1), group=group)
+            t0 = time.perf_counter()
+            for _ in range(repeats):
+                dist.send(buf, peer_of(rank + 1), group=group)
+                dist.recv(buf, peer_of(rank + 1), group=group)
+            one_way = (time.perf_counter() - t0) / repeats / 2
+        elif (rank - 1) % 2 == phase and rank >= 1:
+            for _ in range(repeats + 1):
+                dist.recv(buf, peer_of(rank - 1), group=group)
+                dist.send(buf, peer_of(rank - 1), group=group)
+    return one_way
+
+
+def per_rank_costs(costs: S.Costs, schedule: S.Schedule) -> S.Costs:
+    """Per-stage costs of one placement as per-rank shares (a list of length pp):
+    the form that carries over to a schedule with another placement or chunk count."""
+    n, pp = schedule.num_stages, schedule.pp
+
+    def share(values) -> list:
+        out = [0.0] * pp
+        for stage in range(n):
+            out[schedule.owner(stage)[0]] += values[stage]
+        return out
+
+    return S.Costs(f=share(costs.f), b=share(costs.b), w=share(costs.w), comm=costs.comm,
+                   mem_f=share(costs.mem_f), mem_b=share(costs.mem_b), mem_w=share(costs.mem_w))
+
+
+def measured_costs(profile: Profile, schedule: S.Schedule, group, rank: int) -> tuple[S.Costs, dict]:
+    """Every rank's measurements, all-gathered, as per-stage Costs (identical on
+    all ranks) and a summary (seconds, bytes) for logging."""
+    gathered: list = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, (rank, profile.summary()), group=group)
+    n = schedule.num_stages
+    f, b, w = [0.0] * n, [0.0] * n, [0.0] * n
+    mf, mb, mw = [0.0] * n, [0.0] * n, [0.0] * n
+    comms = []
+    for _, summary in gathered:
+        if summary["comm"] > 0:
+            comms.append(summary["comm"])
+        for (kind, stage), seconds in summary["durations"].items():
+            if kind == S.F:
+                f[stage] = seconds
+            elif kind == S.B:
+                b[stage] = seconds
+            elif kind == S.W:
+                w[stage] = seconds
+            elif kind == S.BW:  # a schedule without W: split the measured backward evenly
+                b[stage] = w[stage] = seconds / 2
+        for (kind, stage), delta in summary["memory"].items():
+            if kind == S.F:
+                mf[stage] = delta
+            elif kind == S.B:
+                mb[stage] = delta
+            elif kind == S.W:
+                mw[stage] = delta
+            elif kind == S.BW:
+                mb[stage], mw[stage] = 0.0, delta
+    # Memory in units of an average rank's activations for one microbatch.
+    per_rank = defaultdict(float)
+    for stage in range(n):
+        per_rank[schedule.owner(stage)[0]] += mf[stage]
+    unit = (sum(per_rank.values()) / len(per_rank)) or 1.0
+    mf, mb, mw = ([x / unit for x in v] for v in (mf, mb, mw))
+    mw = [-(a + c) for a, c in zip(mf, mb)]  # deltas sum to zero exactly (medians need not)
+    costs = S.Costs(f=f, b=b, w=w, comm=statistics.median(comms) if comms else 0.0, mem_f=mf, mem_b=mb, mem_w=mw)
+    return costs, {"unit_bytes": unit, "f": f, "b": b, "w": w, "comm": costs.comm}

@@ -1,0 +1,70 @@
+"""`auto`: the registered schedule with the lowest simulated iteration time for
+given (usually measured) costs, among those that fit the memory limit."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from .costs import Costs
+from .errors import ScheduleError
+from .registry import generate, info, names
+from .simulation import simulate
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    chunks: int
+    placement: str
+    iteration: Optional[float]  # simulated iteration time (None: not built)
+    bubble: Optional[float]
+    peak: Optional[float]  # max peak activation memory per rank, in units
+    note: str = ""
+
+
+def choose(pp: int, microbatches: int, costs: Costs, memory_limit: Optional[float] = None, *,
+           post_validation: bool = False, candidates: Optional[Sequence[str]] = None) -> tuple[str, list[Candidate]]:
+    """(best name, every candidate) for `pp` ranks and `microbatches`.
+
+    Iteration time is the simulated makespan with an optimizer barrier between
+    iterations (sync), or, with post-validation, the longest per-rank span
+    (async: a rank starts its next iteration when it finishes this one). The
+    memory limit (units: one microbatch of a rank's activations; default: 1F1B's,
+    the pipeline size) is a hard filter."""
+    limit = float(pp) if memory_limit is None else memory_limit
+    rows = []
+    for name in candidates or names():
+        entry = info(name)
+        if entry.needs_extra == "ilp":
+            continue  # exact solver: for small studies, not for choosing at run time
+        try:
+            sched = generate(name, pp, microbatches, costs=costs,
+                             memory_limit=limit if entry.cost_driven else None)
+            result = simulate(sched, costs)
+        except ScheduleError as exc:
+            rows.append(Candidate(name, entry.chunks, entry.placement, None, None, None, str(exc)))
+            continue
+        peak = max(result.peak_memory)
+        iteration = max(result.span) if post_validation else result.makespan
+        bubble = result.bubble_async if post_validation else result.bubble_sync
+        note = "" if peak <= limit + 1e-9 else f"needs {peak:.2f} > limit {limit:g}"
+        rows.append(Candidate(name, entry.chunks, entry.placement, iteration, bubble, peak, note))
+    fitting = [c for c in rows if c.iteration is not None and not c.note]
+    if not fitting:
+        raise ScheduleError(f"no registered schedule fits the memory limit {limit:g} for pp={pp} and "
+                            f"{microbatches} microbatches")
+    best = min(fitting, key=lambda c: (c.iteration, c.peak))
+    return best.name, rows
+
+
+def table(rows: Sequence[Candidate], best: str) -> str:
+    """The comparison `auto` logs: one line per candidate."""
+    lines = [f"{'schedule':18s} {'chunks':>6s} {'iteration':>10s} {'bubble':>7s} {'peak mem':>8s}  note"]
+    for c in sorted(rows, key=lambda c: (c.iteration is None, c.iteration or 0)):
+        mark = "  <- chosen" if c.name == best else ""
+        if c.iteration is None:
+            lines.append(f"{c.name:18s} {c.chunks:6d} {'-':>10s} {'-':>7s} {'-':>8s}  {c.note}")
+        else:
+            lines.append(f"{c.name:18s} {c.chunks:6d} {c.iteration:10.4g} {c.bubble:7.4f} {c.peak:8.2f}  "
+                         f"{c.note}{mark}")
+    return "\n".join(lines)

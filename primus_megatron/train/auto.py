@@ -1,0 +1,72 @@
+"""`--pipeline-schedule auto` in the training script: profile, then choose.
+
+A few forward-backward passes run with a provisional schedule (zb-h1: loop
+placement, one chunk) and no optimizer step; the runtime measures each stage's
+F, B, W, p2p time and activation memory. From these costs (per rank) the
+simulator ranks every registered schedule whose stages divide the layers and
+that fits --pipeline-memory-limit; the fastest wins and the table is logged.
+If it needs another placement or chunk count the model is built again, with
+the same initial weights (they depend only on the seed and the layer number).
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+from .. import schedules as S
+from .loop import forward_step, log0
+
+PROVISIONAL = "zb-h1"
+
+
+def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[], list], train_data,
+                    configure: Callable[[list], None]) -> list:
+    """Profile with the provisional schedule, set args.pipeline_schedule to the
+    best one, return the model for it (`model` itself or a rebuilt one)."""
+    from megatron.core import parallel_state as ps
+
+    from ..runtime import get_forward_backward_func
+    from ..runtime.profiler import per_rank_costs
+    from . import data as D
+
+    pp = args.pipeline_model_parallel_size
+    steps = args.pipeline_profile_steps
+    runner = get_forward_backward_func(PROVISIONAL, profile_steps=(1, steps + 1),
+                                       p2p_timeout_s=args.pipeline_p2p_timeout)
+    configure(model)
+    it = D.batch_iterator(train_data, args.micro_batch_size, ps.get_data_parallel_rank(),
+                          ps.get_data_parallel_world_size())
+    for _ in range(steps + 1):  # the first pass warms up, the next `steps` are measured
+        for chunk in model:
+            chunk.zero_grad_buffer()
+        runner(forward_step_func=forward_step, data_iterator=it, model=model if len(model) > 1 else model[0],
+               num_microbatches=args.num_microbatches, seq_length=args.seq_length,
+               micro_batch_size=args.micro_batch_size, decoder_seq_length=args.seq_length)
+    for chunk in model:
+        chunk.zero_grad_buffer()
+    costs, summary = runner.measured
+    plan = runner.plan(pp, args.num_microbatches)[0]
+    shares = per_rank_costs(costs, plan)
+    usable = [n for n in S.names() if args.num_layers % (pp * S.info(n).chunks) == 0]
+    best, rows = S.auto.choose(pp, args.num_microbatches, shares, args.pipeline_memory_limit,
+                               post_validation=args.optimizer_post_validation, candidates=usable)
+    ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
+    log0(f"auto: measured per-rank costs (ms) F [{ms(shares.f)}] B [{ms(shares.b)}] W [{ms(shares.w)}] "
+         f"p2p {1e3 * summary['comm']:.3f}; simulated iteration times (ms) for {args.num_microbatches} "
+         f"microbatches:\n" + S.auto.table([_in_ms(r) for r in rows], best))
+    log0(f"auto: chose {best}")
+    entry = S.info(best)
+    args.pipeline_schedule = entry.name
+    args.pipeline_chunks_resolved = entry.chunks
+    if entry.cost_driven:
+        args.pipeline_costs_measured = shares
+    if entry.placement == S.info(PROVISIONAL).placement and entry.chunks == S.info(PROVISIONAL).chunks:
+        return model
+    del model
+    return rebuild()
+
+
+def _in_ms(row):
+    from dataclasses import replace
+
+    return replace(row, iteration=None if row.iteration is None else 1e3 * row.iteration)
