@@ -16,7 +16,7 @@ from typing import NamedTuple, Optional, Union
 
 from .costs import UNIT
 from .ir import B, BW, F, Op, Schedule
-from .simulation import op_times
+from .simulation import end_times
 
 
 class Message(NamedTuple):
@@ -87,14 +87,15 @@ def incoming(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
     return Message(F if op.kind == F else B, op.mb, src, s)
 
 
-def lower(schedule: Schedule, timeline: Optional[list] = None) -> Lowered:
+def lower(schedule: Schedule, ends: Optional[list] = None) -> Lowered:
     """Insert Send/Recv items into every rank's op list (see module doc).
 
-    `timeline` is a unit-cost `op_times` of the schedule if the caller has one."""
+    `ends` are the unit-cost end times of every op (`simulation.end_times`) if
+    the caller has them."""
     # Channel order comes from a unit-cost run: any complete run gives both
     # ends the same order, and unit costs keep every op's duration positive.
-    if timeline is None:
-        timeline = op_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))
+    if ends is None:
+        ends = end_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))
     n = schedule.num_stages
     owner = schedule.owner_table
 
@@ -113,16 +114,19 @@ def lower(schedule: Schedule, timeline: Optional[list] = None) -> Lowered:
             return stage + 1 if stage + 1 < n else None
         return None
 
-    send_key: dict[Message, tuple] = {}  # message -> its place in the pair's channel
-    for r, spans in enumerate(timeline):
-        for pos, span in enumerate(spans):
-            kind, stage = span.op.kind, span.stage
+    table = schedule.stage_table
+    # Each message is built once: its place in the pair's channel is (send end time, sender, position).
+    sent: dict[tuple, tuple] = {}  # (kind, mb, src_stage) -> (key, Message)
+    for r, ops in enumerate(schedule.ranks):
+        stages_r, ends_r = table[r], ends[r]
+        for pos, op in enumerate(ops):
+            kind, stage = op.kind, stages_r[op.chunk]
             dst = edge_out(kind, stage)
             if dst is not None and owner[dst] != r:
-                send_key[Message(F if kind == F else B, span.op.mb, stage, dst)] = (span.end, r, pos)
+                mkind = F if kind == F else B
+                sent[(mkind, op.mb, stage)] = ((ends_r[pos], r, pos), Message(mkind, op.mb, stage, dst))
 
     ranks = []
-    table = schedule.stage_table
     for r, ops in enumerate(schedule.ranks):
         stages_r = table[r]
         # Per peer channel: (key, slot, item); slot i means "posted before ops[i]".
@@ -132,12 +136,12 @@ def lower(schedule: Schedule, timeline: Optional[list] = None) -> Lowered:
             mkind = F if kind == F else B
             dst = edge_out(kind, stage)
             if dst is not None and owner[dst] != r:
-                msg = Message(mkind, op.mb, stage, dst)
-                channels.setdefault(owner[dst], []).append((send_key[msg], pos + 1, Send(msg, owner[dst])))
+                key, msg = sent[(mkind, op.mb, stage)]
+                channels.setdefault(owner[dst], []).append((key, pos + 1, Send(msg, owner[dst])))
             src = edge_in(kind, stage)
             if src is not None and owner[src] != r:
-                msg = Message(mkind, op.mb, src, stage)
-                channels.setdefault(owner[src], []).append((send_key[msg], None, Recv(msg, owner[src])))
+                key, msg = sent[(mkind, op.mb, src)]
+                channels.setdefault(owner[src], []).append((key, None, Recv(msg, owner[src])))
         slots: dict[int, list[tuple[tuple, Item]]] = {}
         for chan in channels.values():
             chan.sort(key=lambda t: t[0])

@@ -82,6 +82,11 @@ def rank_spans(schedule: Schedule, sc: StageCosts) -> list[tuple[float, float]]:
     return _run(schedule, sc, record=False)
 
 
+def end_times(schedule: Schedule, sc: StageCosts) -> list[list[float]]:
+    """Per rank, the end time of each op in order (what lowering needs; no Span objects)."""
+    return _run(schedule, sc, record="ends")
+
+
 _FWD, _BWD, _WGT = 0, 1, 2  # result kinds in the integer keys of _run
 
 
@@ -131,8 +136,10 @@ def _run(schedule: Schedule, sc: StageCosts, *, record: bool):
             if first[r] is None:
                 first[r] = ready
             t_free = ready + dur[kind][stage]
-            if record:
+            if record is True:
                 line.append(Span(r, op, stage, ready, t_free))
+            elif record:
+                line.append(t_free)
             i += 1
             me = (base + stage) * 3
             outs = (me + _FWD,) if kind == F else (me + _WGT,) if kind == W else (me + _BWD,) if kind == B \

@@ -18,7 +18,7 @@ from .deps import describe, needs, produces
 from .errors import ScheduleError
 from .ir import B, BW, COMPUTE_KINDS, F, W, Op, Schedule
 from .lowering import Lowered, Message, Recv, Send, incoming, lower
-from .simulation import op_times, peak_memory
+from .simulation import end_times, op_times, peak_memory
 
 
 def check_complete(schedule: Schedule) -> None:
@@ -162,8 +162,8 @@ def _waiting(lowered: Lowered, r: int, ptr: list[int], chan: dict) -> str:
 def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit: Optional[float] = None) -> Lowered:
     """Run every check; return the lowered schedule that passed them."""
     check_complete(schedule)
-    timeline = op_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))  # order is satisfiable
+    ends = end_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))  # order is satisfiable
     check_memory(schedule, costs, memory_limit)
-    lowered = lower(schedule, timeline)
+    lowered = lower(schedule, ends)
     check_channels(lowered)
     return lowered
