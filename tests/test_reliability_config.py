@@ -16,10 +16,12 @@ fuzzing of both argument parsers (never an unexpected exception).
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -215,6 +217,62 @@ def test_megatron_lm_check_names_the_problem(name, monkeypatch):
         assert needle in message, (needle, message)
 
 
+@pytest.fixture
+def megatron_lm_installed(monkeypatch):
+    """install() on a stand-in megatron.training whose validate_args fills data_parallel_size."""
+    import types
+
+    import primus_megatron.megatron_lm.plugin as plugin
+
+    pkg = types.ModuleType("megatron.training")
+    pkg.__path__ = []
+    training = types.ModuleType("megatron.training.training")
+    training.get_forward_backward_func = lambda *a, **k: None
+    training.get_model = lambda provider, *a, **k: None
+    initialize = types.ModuleType("megatron.training.initialize")
+    calls = []
+
+    def validate_args(args, defaults={}):
+        calls.append(args.pipeline_schedule)
+        args.data_parallel_size = 1
+        return args
+
+    initialize.validate_args = validate_args
+    pkg.training, pkg.initialize, pkg.utils = training, initialize, types.ModuleType("megatron.training.utils")
+    for name, mod in (("megatron.training", pkg), ("megatron.training.training", training),
+                      ("megatron.training.initialize", initialize), ("megatron.training.utils", pkg.utils)):
+        monkeypatch.setitem(sys.modules, name, mod)
+    megatron = pytest.importorskip("megatron")
+    monkeypatch.setattr(megatron, "training", pkg, raising=False)
+    monkeypatch.setattr(plugin, "_INSTALLED", False)
+    monkeypatch.setenv("RANK", "0")
+    plugin.install()
+    return initialize, calls
+
+
+@pytest.mark.parametrize("name", ["unknown schedule", "V layers do not split into 2 x pp",
+                                  "memory limit below v-min's", "full recompute with W ops"])
+def test_megatron_lm_validate_args_refuses_with_one_line_and_status_2(name, megatron_lm_installed, capsys):
+    initialize, calls = megatron_lm_installed
+    args = megatron_lm_args(num_virtual_stages_per_pipeline_rank=None, num_layers_per_virtual_pipeline_stage=None,
+                            **CASES[name]["megatron"])
+    with pytest.raises(SystemExit) as exc:
+        initialize.validate_args(args, {})
+    assert exc.value.code == 2
+    line = _one_line(capsys.readouterr().err, os.path.basename(sys.argv[0]) + ": error: ")
+    for needle in CASES[name]["megatron_needles"]:
+        assert needle in line, (needle, line)
+    assert calls == ([] if name == "unknown schedule" else [args.pipeline_schedule])
+
+
+def test_megatron_lm_validate_args_accepts_a_good_configuration(megatron_lm_installed):
+    initialize, calls = megatron_lm_installed
+    args = megatron_lm_args(pipeline_schedule="zbv", num_virtual_stages_per_pipeline_rank=None,
+                            num_layers_per_virtual_pipeline_stage=None, global_batch_size=8, micro_batch_size=1)
+    assert initialize.validate_args(args, {}) is args
+    assert args.num_virtual_stages_per_pipeline_rank == 2 and calls == ["zbv"]
+
+
 # -- what is accepted next to each refusal ---------------------------------------------------------
 
 def _parse(argv, world=WORLD):
@@ -290,6 +348,7 @@ _EXAMPLES = int(os.environ.get("PRIMUS_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=_EXAMPLES, deadline=None, derandomize="PRIMUS_FUZZ_EXAMPLES" not in os.environ, database=None)
 JUNK = ["0", "-1", "1.5", "nan", "inf", "-inf", "1e3", "abc", "", "1,2", "--", "-"]
 _FUZZ_DIR = tempfile.mkdtemp(prefix="primus-fuzz-")
+atexit.register(shutil.rmtree, _FUZZ_DIR, True)
 PATHS = [os.path.join(_FUZZ_DIR, "x.png"), os.path.join(_FUZZ_DIR, "x.json"), os.path.join(_FUZZ_DIR, "x.txt"),
          "/nonexistent/dir/x.png", _FUZZ_DIR]
 INTS = ["1", "2", "3", "4", "8", "16"]
@@ -352,7 +411,9 @@ def test_fuzz_planner_cli_exits_0_or_2_without_traceback(data):
             required += ["--schedule", data.draw(st.sampled_from(CLI_OPTIONS["--schedule"]))]
     argv = _argv(data, CLI_OPTIONS, [command, *required])
     err = io.StringIO()
-    with _fast_zb_optimal(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    # in a scratch folder: a junk value given to --output/--trace is a file name there
+    with _fast_zb_optimal(), contextlib.chdir(_FUZZ_DIR), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(err):
         try:
             code = cli.main(argv)
         except SystemExit as exc:  # --help

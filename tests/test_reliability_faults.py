@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -33,8 +34,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "examples", "pretrain_gpt.py")
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 LOG = re.compile(r"iteration\s+(\d+)/\s*\d+ \|.*?\| lm loss: (\S+) \|")
-DIAGNOSIS = re.compile(r"pretrain_gpt\.py: error \(rank (\d)\): pipeline rank (\d) \(global \d\) waited 5 s in op "
-                       r"([FBW]\d+(?:\.\d)?) \(microbatch (\d+), chunk (\d), stage (\d)\) for the (?:receive|send) of "
+# what a surviving rank must say (runtime/p2p.py's PipelineTimeout, printed by pretrain_gpt.py's main)
+DIAGNOSIS = re.compile(r"pretrain_gpt\.py: error \(rank (\d)\): pipeline rank (\d) \(global \d\) [^\n]*?op "
+                       r"([FBW]\d+(?:\.\d)?) \(microbatch (\d+), chunk (\d), stage (\d)\)[^\n]*? (?:receive|send) of "
                        r"\S+ mb\d+ stage \d->\d (?:from|to) pipeline rank (\d)")
 
 
@@ -50,9 +52,51 @@ def _args(dataset, save, *extra, pp=4, schedule="zbv", iters=6):
             "--save", save, "--save-interval", "2", *extra]
 
 
-def _torchrun(argv, nproc=4, timeout=300):
-    return subprocess.run([TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), SCRIPT, *argv],
-                          capture_output=True, text=True, env=_env(), timeout=timeout)
+class _Run:
+    def __init__(self, returncode, stdout, stderr):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+
+def _launch(cmd, log_dir, name):
+    """Start `cmd` with output to files and a marker in its environment: a SIGKILLed rank leaves
+    megatron's checkpoint-writer process (a multiprocessing Manager, in the rank's own session)
+    behind, holding any pipe open; _finish ends this run's leftovers by their marker."""
+    out, err = open(os.path.join(log_dir, name + ".out"), "w+"), open(os.path.join(log_dir, name + ".err"), "w+")
+    marker = f"{os.getpid()}-{time.monotonic_ns()}"
+    proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=dict(_env(), PRIMUS_TEST_RUN=marker))
+    return proc, out, err, marker
+
+
+def _reap(marker: str) -> None:
+    """SIGKILL every process whose environment carries this run's marker (its descendants only)."""
+    needle = f"PRIMUS_TEST_RUN={marker}".encode()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(int(pid), signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            pass
+
+
+def _finish(launched, timeout):
+    proc, out, err, marker = launched
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        _reap(marker)  # this run's leftovers (and the whole run on timeout)
+        proc.wait()
+    out.seek(0)
+    err.seek(0)
+    run = _Run(proc.returncode, out.read(), err.read())
+    out.close()
+    err.close()
+    return run
+
+
+def _torchrun(argv, log_dir, nproc=4, timeout=300):
+    return _finish(_launch([TORCHRUN, "--standalone", "--nproc-per-node", str(nproc), SCRIPT, *argv], log_dir,
+                           "torchrun"), timeout)
 
 
 def _losses(stdout: str) -> dict[int, str]:
@@ -76,24 +120,19 @@ def killed(dataset, tmp_path_factory):
     argv = _args(dataset, save, "--pipeline-p2p-timeout", "5", "--inject-kill-at", "4", "--inject-kill-rank", "2")
     port = ref.free_port()
     started = time.monotonic()
-    procs = [subprocess.Popen([TORCHRUN, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "2",
-                               "--master-addr", "127.0.0.1", "--master-port", str(port), SCRIPT, *argv],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
-             for node in (0, 1)]
-    try:
-        outs = [p.communicate(timeout=300) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-    return {"save": save, "codes": [p.returncode for p in procs], "stdout": [o[0] for o in outs],
-            "stderr": [o[1] for o in outs], "elapsed": time.monotonic() - started}
+    logs = str(tmp_path_factory.mktemp("killed-logs"))
+    launched = [_launch([TORCHRUN, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "2",
+                         "--master-addr", "127.0.0.1", "--master-port", str(port), SCRIPT, *argv], logs, f"node{node}")
+                for node in (0, 1)]
+    runs = [_finish(item, 300) for item in launched]
+    return {"save": save, "codes": [r.returncode for r in runs], "stdout": [r.stdout for r in runs],
+            "stderr": [r.stderr for r in runs], "elapsed": time.monotonic() - started}
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(dataset, tmp_path_factory):
     save = str(tmp_path_factory.mktemp("uninterrupted") / "ckpt")
-    out = _torchrun(_args(dataset, save))
+    out = _torchrun(_args(dataset, save), os.path.dirname(save))
     assert out.returncode == 0, out.stderr[-3000:]
     return {"save": save, "losses": _losses(out.stdout)}
 
@@ -116,7 +155,7 @@ def test_a_rank_killed_mid_step_is_diagnosed_by_the_survivors_and_every_rank_exi
     assert pipeline_rank == "1" and peer == "2"
     assert op.startswith("F") and int(chunk) == (1 if op.endswith(".1") else 0)
     assert int(stage) == (6 if chunk == "1" else 1)  # zbv at pp=4: rank 1 holds stages 1 and 6
-    assert "Traceback" not in node0.split("torch.distributed.elastic")[0]  # one line per rank, no traceback
+    assert 'File "' + os.path.join(ROOT, "primus_megatron") not in node0 + node1  # one line per rank, no traceback
     assert killed["elapsed"] < 240, "no rank waited for the 10-minute collective timeout"
 
 
@@ -133,7 +172,7 @@ def test_the_killed_job_resumes_from_its_last_complete_checkpoint_and_matches_th
     os.remove(os.path.join(save, "iter_0000004.partial", "primus_meta.json"))
     with open(os.path.join(save, "latest_checkpointed_iteration.txt"), "w") as f:
         f.write("4")
-    out = _torchrun(_args(dataset, save, "--load", save))
+    out = _torchrun(_args(dataset, save, "--load", save), os.path.dirname(save))
     assert out.returncode == 0, out.stderr[-3000:]
     assert "iteration 4, whose checkpoint is missing or incomplete" in out.stdout
     assert "interrupted save(s): iter_0000004.partial; loading the newest complete checkpoint, iteration 2" \
@@ -213,7 +252,7 @@ def test_a_nan_loss_stops_the_run_naming_iteration_stage_and_rank(dataset, tmp_p
     save = str(tmp_path / "ckpt")
     argv = _args(dataset, save, "--inject-nan-loss-at", "3", "--save-interval", "1", "--pipeline-p2p-timeout", "60",
                  pp=2, iters=5)
-    out = _torchrun(argv, nproc=2)
+    out = _torchrun(argv, str(tmp_path), nproc=2)
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if "NaN/inf loss" in line]
     assert lines == ["pretrain_gpt.py: error (rank 0): NaN/inf loss at iteration 3 (computed on pipeline stage 3, "

@@ -142,8 +142,9 @@ def _precheck(args) -> Optional[str]:
 
     from .args import check_schedule_args
 
-    keys = ("pipeline_schedule", "pipeline_chunks", "pipeline_memory_limit", "pipeline_p2p_timeout", "pipeline_costs")
-    return check_schedule_args(argparse.Namespace(**{k: getattr(args, k) for k in keys if hasattr(args, k)}))
+    group = {k: v for k, v in vars(args).items()
+             if k.startswith("pipeline_") and k != "pipeline_model_parallel_size"}  # our group's options
+    return check_schedule_args(argparse.Namespace(**group))
 
 
 def _refuse(problem: Optional[str]) -> None:

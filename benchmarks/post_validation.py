@@ -1,0 +1,246 @@
+"""Post-validation optimizer step on CPU: iteration time and per-rank idle at the
+iteration boundary with and without --optimizer-post-validation.
+
+    python benchmarks/post_validation.py            # writes BENCHMARKS.md's post-validation section
+    python benchmarks/post_validation.py --quick    # one round of shorter runs
+
+pp=2 gloo ranks, each pinned to its own core, train examples/pretrain_gpt.py's
+stack (`primus_megatron.train.pretrain.train` with a parsed argument namespace:
+megatron-core GPTModel, megatron DDP and Adam, mock data) under `zb-h2` and
+`zbv`, each with the synchronous optimizer step and with post-validation
+(--clip-grad 0, fp32: nothing can fail validation, so no rollbacks and no
+snapshot). `args.iteration_hook` gets every step's executed timeline (absolute
+perf_counter times) and the optimizer step's start and end; the loop's
+`reduce_losses` and megatron's `finalize_model_grads` are wrapped here (not
+changed) to time them. Per rank and iteration boundary i -> i+1:
+
+    gap       = first op start of i+1 - last op end of i
+    boundary idle = gap - optimizer step time   (the definition asked for)
+    and the parts of the gap: optimizer step, reduce_losses (the loop's
+    per-iteration loss all-reduce over the world), finalize_model_grads, rest.
+
+Configurations run in turn (A B C D A B C D ...), `--rounds` times; medians
+over the boundaries of all rounds (the first `--skip` iterations of each run
+and the last boundary excluded). Next to them: the measured bubble
+(1 - busy / (pp x iteration time)) and the simulator's sync and async bubble
+for the same schedule, from the op durations measured in these runs (comm 0)
+and from equal costs.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
+SECTION = "## Post-validation optimizer step (CPU, pp=2, one core per rank)"
+PP, MICROBATCHES = 2, 8
+MODEL = ["--num-layers", "8", "--hidden-size", "192", "--num-attention-heads", "4", "--seq-length", "128",
+         "--micro-batch-size", "2", "--vocab-size", "1024", "--make-vocab-size-divisible-by", "128",
+         "--hidden-dropout", "0", "--attention-dropout", "0"]
+# (label, schedule, post-validation, extra arguments)
+CONFIGS = [
+    ("zb-h2, sync step", "zb-h2", False, ["--untie-embeddings-and-output-weights"]),
+    ("zb-h2, post-validation", "zb-h2", True, ["--untie-embeddings-and-output-weights"]),
+    ("zbv, sync step", "zbv", False, ["--untie-embeddings-and-output-weights"]),
+    ("zbv, post-validation", "zbv", True, ["--untie-embeddings-and-output-weights"]),
+    ("zb-h2 tied embeddings, post-validation", "zb-h2", True, []),
+]
+
+
+def argv_for(config, iters: int) -> list:
+    _, schedule, pv, extra = config
+    argv = ["--cpu", "--mock-data", *MODEL, "--global-batch-size", str(2 * MICROBATCHES), "--train-iters", str(iters),
+            "--lr", "1e-4", "--lr-decay-style", "constant", "--clip-grad", "0", "--seed", "1234",
+            "--pipeline-model-parallel-size", str(PP), "--pipeline-schedule", schedule,
+            "--pipeline-p2p-timeout", "120", "--log-interval", str(10 * iters), *extra]
+    return argv + (["--optimizer-post-validation"] if pv else [])
+
+
+class _Timed:
+    """Wrap a function; remember (start, end) of every call."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.calls = fn, []
+
+    def __call__(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            self.calls.append((t0, time.perf_counter()))
+
+
+def pv_body(rank: int, case: dict) -> list:
+    import megatron.core.distributed as mdist
+
+    from primus_megatron.train import pretrain
+    from primus_megatron.train.arguments import parse
+
+    reduce_timer = _Timed(pretrain.reduce_losses)
+    pretrain.reduce_losses = reduce_timer  # train() looks the name up in its module at every iteration
+    finalize_timer = _Timed(mdist.finalize_model_grads)
+    mdist.finalize_model_grads = finalize_timer  # configure_hooks imports it from here at every train()
+    out = []
+    configs = case["configs"]
+    for rnd in range(case["rounds"]):
+        order = configs[rnd % len(configs):] + configs[:rnd % len(configs)]
+        for config in order:
+            args = parse(argv_for(config, case["iters"]), world_size=PP)
+            records = []
+
+            def hook(iteration, step, t_step, t_stepped, records=records):
+                ops = [r for r in step.timeline if r.op.kind != "VALIDATE"]
+                validate = [r.end - r.start for r in step.timeline if r.op.kind == "VALIDATE"]
+                records.append({"first": min(r.start for r in ops), "last": max(r.end for r in ops),
+                                "busy": sum(r.end - r.start for r in ops), "validate": sum(validate),
+                                "t_step": t_step, "t_stepped": t_stepped,
+                                "ops": [(r.op.kind, r.stage, r.end - r.start) for r in ops]})
+
+            args.iteration_hook = hook
+            reduce_timer.calls.clear()
+            finalize_timer.calls.clear()
+            result = pretrain.train(args)
+            out.append({"label": config[0], "round": rnd, "records": records, "reduce": list(reduce_timer.calls),
+                        "finalize": list(finalize_timer.calls), "stats": result["post_validation"],
+                        "losses": result["losses"]})
+    return out
+
+
+def boundaries(run: dict, skip: int) -> list:
+    """Per boundary i -> i+1 of one run on one rank: the gap and its parts (seconds)."""
+    recs, red, fin = run["records"], run["reduce"], run["finalize"]
+    rows = []
+    for i in range(skip, len(recs) - 1):
+        a, b = recs[i], recs[i + 1]
+        gap = b["first"] - a["last"]
+        opt = a["t_stepped"] - a["t_step"]
+        reduce = red[i][1] - red[i][0] if i < len(red) else float("nan")
+        finalize = fin[i][1] - fin[i][0] if i < len(fin) else float("nan")
+        rows.append({"gap": gap, "opt": opt, "idle": gap - opt, "reduce": reduce, "finalize": finalize,
+                     "rest": gap - opt - reduce - finalize, "period": b["t_step"] - a["t_step"],
+                     "busy": a["busy"], "validate": b["validate"]})
+    return rows
+
+
+def measured_costs(runs: list, schedule: str):
+    """Per-stage median F, B, W durations (seconds) from the executed timelines of `runs` (all ranks)."""
+    from primus_megatron import schedules as S
+
+    chunks = S.info(schedule).chunks
+    n = PP * chunks
+    durations = {}
+    for run in runs:
+        for rec in run["records"][1:]:
+            for kind, stage, d in rec["ops"]:
+                durations.setdefault((kind, stage), []).append(d)
+    values = {k: [C.median(durations.get((k, s), [float("nan")])) for s in range(n)] for k in ("F", "B", "W")}
+    return S.Costs(f=values["F"], b=values["B"], w=values["W"], comm=0.0)
+
+
+def report(results: list, opts: dict, elapsed: float, command: str) -> str:
+    from primus_megatron import schedules as S
+
+    labels = [c[0] for c in CONFIGS]
+    by_label = {label: [[run for run in per_rank if run["label"] == label] for per_rank in results] for label in labels}
+    lines = [f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n"]
+    lines.append(
+        f"pp={PP} gloo ranks, rank r pinned to core r, one thread each; `primus_megatron.train.pretrain.train` "
+        f"(examples/pretrain_gpt.py's loop: megatron-core GPTModel, megatron DDP and Adam, mock data) with "
+        f"{' '.join(MODEL)} (untied embeddings unless said), {MICROBATCHES} microbatches per iteration, --clip-grad "
+        f"0, fp32. Each configuration trains {opts['iters']} iterations per run, configurations in turn (A B C D E "
+        f"A B C D E ...), {opts['rounds']} round(s); the first {opts['skip']} iterations of each run are skipped; "
+        f"medians over the remaining boundaries of all rounds. Per rank and boundary i -> i+1: `gap` = first op "
+        f"start of i+1 - last op end of i; `idle` = gap - optimizer step (the boundary idle); the gap's parts: "
+        f"`opt` = optimizer.step() (megatron's step, or the optimistic local step), `reduce_losses` = the training "
+        f"loop's per-iteration loss all-reduce over the world (primus_megatron/train/loop.py), `finalize` = "
+        f"megatron's finalize_model_grads (inside the forward_backward call), `rest` = the remainder (waiting for "
+        f"the last sends, zeroing gradients, the next step's set-up, and on rank 1 the wait for the first "
+        f"activation of the next iteration). `VALIDATE`: the post-validation check inside the next step. Times in "
+        f"ms. {elapsed:.0f} s in all on a shared machine (2 cores).\n")
+    lines.append("| configuration | iteration (ms) | rank | gap | opt | idle = gap - opt | reduce_losses | finalize | "
+                 "rest | VALIDATE | optimistic / rolled back / redone |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+    verdict = {}
+    for label in labels:
+        per_rank = by_label[label]
+        periods = [row["period"] for run in per_rank[0] for row in boundaries(run, opts["skip"])]
+        stats = per_rank[0][0]["stats"]
+        pv = "-"
+        if stats is not None:
+            total = {k: sum(run["stats"][k] for run in per_rank[0]) for k in stats}
+            pv = f"{total['optimistic']}/{total['steps']} / {total['rollbacks']} / {total['redone']}"
+        for rank, runs in enumerate(per_rank):
+            rows = [row for run in runs for row in boundaries(run, opts["skip"])]
+            med = {k: 1e3 * C.median([r[k] for r in rows]) for k in rows[0]}
+            verdict[(label, rank)] = med
+            lines.append(f"| {label if rank == 0 else ''} | {C.ms_cell(periods) if rank == 0 else ''} | {rank} | "
+                         f"{med['gap']:.1f} | {med['opt']:.1f} | {med['idle']:.1f} | {med['reduce']:.1f} | "
+                         f"{med['finalize']:.1f} | {med['rest']:.1f} | {med['validate']:.1f} | "
+                         f"{pv if rank == 0 else ''} |")
+    lines.append("")
+
+    lines.append("Bubbles: `measured` = 1 - (busy rank 0 + busy rank 1) / (2 x iteration time), medians; simulated "
+                 "for the same schedule (pp=2, m=8) from the op durations measured in these runs (per stage, comm 0) "
+                 "and from equal costs (f = b = w = 1), `sync` with a barrier between iterations and `async` without "
+                 "(what post-validation allows).\n")
+    lines.append("| configuration | measured bubble | simulated sync / async (measured costs) | "
+                 "simulated sync / async (equal costs) |")
+    lines.append("|---|---|---|---|")
+    for label, schedule, pv, _ in CONFIGS:
+        per_rank = by_label[label]
+        rows0 = [row for run in per_rank[0] for row in boundaries(run, opts["skip"])]
+        rows1 = [row for run in per_rank[1] for row in boundaries(run, opts["skip"])]
+        bubble = [1 - (a["busy"] + b["busy"]) / (PP * a["period"]) for a, b in zip(rows0, rows1)]
+        costs = measured_costs([run for runs in per_rank for run in runs], schedule)
+        sm = S.simulate(S.generate(schedule, PP, MICROBATCHES), costs)
+        se = S.simulate(S.generate(schedule, PP, MICROBATCHES))
+        lines.append(f"| {label} | {C.median(bubble):.3f} | {sm.bubble_sync:.3f} / {sm.bubble_async:.3f} | "
+                     f"{se.bubble_sync:.3f} / {se.bubble_async:.3f} |")
+    lines.append("")
+
+    # Does the loss all-reduce dominate the boundary under post-validation?
+    notes = []
+    for label, _, pv, _ in CONFIGS:
+        if not pv:
+            continue
+        for rank in range(PP):
+            med = verdict[(label, rank)]
+            share = med["reduce"] / med["idle"] if med["idle"] > 0 else float("nan")
+            notes.append(f"{label}, rank {rank}: reduce_losses {med['reduce']:.1f} ms of {med['idle']:.1f} ms idle "
+                         f"({100 * share:.0f}%)")
+    lines.append("Share of the boundary idle spent in the loop's loss all-reduce under post-validation: "
+                 + "; ".join(notes) + ".\n")
+    return "\n".join(lines), verdict
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one round of 8 iterations per configuration")
+    parser.add_argument("--rounds", type=int, default=None, help="rounds over the configurations (default 3; quick 1)")
+    parser.add_argument("--iters", type=int, default=None, help="iterations per run (default 14; quick 8)")
+    parser.add_argument("--markdown", default=os.path.join(C.ROOT, "BENCHMARKS.md"))
+    parser.add_argument("--no-markdown", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+    opts = {"rounds": args.rounds or (1 if args.quick else 3), "iters": args.iters or (8 if args.quick else 14),
+            "skip": 2}
+    started = time.monotonic()
+    print(f"post_validation: {len(CONFIGS)} configurations x {opts['rounds']} round(s) x {opts['iters']} iterations",
+          flush=True)
+    case = {"pp": PP, "configs": CONFIGS, "rounds": opts["rounds"], "iters": opts["iters"]}
+    budget = 120 + 10.0 * len(CONFIGS) * opts["rounds"] * (opts["iters"] + 5)
+    results = C.run_ranks(pv_body, case, PP, timeout_s=budget)
+    elapsed = time.monotonic() - started
+    text, _ = report(results, opts, elapsed, C.command_line("benchmarks/post_validation.py", argv))
+    print(text)
+    if not args.no_markdown:
+        C.write_section(args.markdown, SECTION, text)
+        print(f"post_validation: wrote the '{SECTION}' section of {args.markdown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,569 @@
+"""Runtime benchmark on CPU: iteration time and activation memory of our schedules
+against megatron-core's own 1F1B and torch.distributed.pipelining's ZBV.
+
+    python benchmarks/runtime_throughput.py            # writes BENCHMARKS.md's runtime section
+    python benchmarks/runtime_throughput.py --quick    # fewer repetitions, m in {4, 8}
+
+pp=2 gloo ranks, each pinned to its own core (one thread each). One
+megatron-core GPTModel configuration (local layer spec, fp32, dropout 0,
+untied embeddings), the same weights in every variant (initialised from each
+parameter's global name), the same microbatches:
+
+(a) overhead: our `1f1b` vs megatron-core's 1F1B
+    (`megatron.core.pipeline_parallel.get_forward_backward_func()`, CPU mode),
+    both on the same model object; megatron's runs with megatron's own linear
+    function (our weight-gradient hooks uninstalled), and once more with the
+    hooks installed, to separate the hooks' cost from the executor's;
+(b) gain: `zb-h1`, `zb-h2`, `zbv`, `zb-auto` vs megatron's 1F1B at m = 4, 8,
+    16, next to the simulator's makespan ratio vs `1f1b` from costs measured on
+    this run (zb-h1 profiled: per-stage F, B, W and p2p latency);
+(c) our `zbv` vs torch's `ScheduleZBVZeroBubble` on the same megatron chunks
+    (see `TorchStageModule`), after checking losses and gradients agree;
+(d) peak activation memory per rank of every registered schedule (zb-optimal
+    excluded) measured by the runtime profiler at pp=2 and pp=4, next to the
+    simulator's unit prediction.
+
+Timing: every variant runs one iteration (the forward_backward call only,
+after a barrier; iteration time = the slowest rank's) in turn, A B C ... A B
+C ..., the order rotated every repetition; ratios are taken within a
+repetition and reported as median [25th-75th percentile].
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from functools import partial
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
+SECTION = "## Runtime: throughput and memory (CPU, pp=2, one core per rank)"
+MODEL = dict(num_layers=8, hidden=192, heads=4, seq=128, mbs=2, vocab=1024)
+ZB = ("zb-h1", "zb-h2", "zbv", "zb-auto")
+LOOP_OURS = ("1f1b", "zb-h1", "zb-h2", "zb-auto")
+MEMORY_EXCLUDED = ("zb-optimal",)
+
+
+# -- model, data, forward step (run inside the ranks) -------------------------------------------
+
+def gpt_config(model: dict, pp: int, chunks: int):
+    import torch
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    return TransformerConfig(
+        num_layers=model["num_layers"], hidden_size=model["hidden"], num_attention_heads=model["heads"],
+        ffn_hidden_size=4 * model["hidden"], hidden_dropout=0.0, attention_dropout=0.0,
+        use_cpu_initialization=True, params_dtype=torch.float32, pipeline_dtype=torch.float32, bf16=False,
+        fp16=False, gradient_accumulation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
+        pipeline_model_parallel_size=pp, virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
+        deallocate_pipeline_outputs=True)
+
+
+def gpt_provider(config, model: dict, pre_process=True, post_process=True, vp_stage=None):
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+
+    return GPTModel(config, get_gpt_layer_local_spec(), vocab_size=model["vocab"], max_sequence_length=model["seq"],
+                    pre_process=pre_process, post_process=post_process, share_embeddings_and_output_weights=False,
+                    position_embedding_type="learned_absolute", vp_stage=vp_stage)
+
+
+def build(model: dict, schedule: str, pp: int):
+    """This rank's chunks for `schedule`, weights drawn from each parameter's global name."""
+    import primus_megatron as pm
+    from primus_megatron import schedules as S
+    from primus_megatron.runtime.placement import init_by_global_name_
+
+    chunks = S.info(schedule).chunks
+    config = gpt_config(model, pp, chunks)
+    chunks_ = pm.build_model(partial(gpt_provider, config, model), schedule=schedule, num_layers=model["num_layers"])
+    init_by_global_name_(chunks_, seed=1234, std=0.02, num_layers=model["num_layers"])
+    return chunks_
+
+
+def make_batches(model: dict, count: int, seed: int = 0) -> list:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    s, b = model["seq"], model["mbs"]
+    causal = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1).view(1, 1, s, s)
+    out = []
+    for _ in range(count):
+        tokens = torch.randint(0, model["vocab"], (b, s + 1), generator=gen)
+        out.append({"tokens": tokens[:, :-1].contiguous(), "labels": tokens[:, 1:].contiguous(),
+                    "loss_mask": torch.ones(b, s), "position_ids": torch.arange(s).repeat(b, 1),
+                    "attention_mask": causal})
+    return out
+
+
+def loss_func(loss_mask, output_tensor):
+    import torch
+
+    losses = output_tensor.float().view(-1)
+    mask = loss_mask.view(-1).float()
+    loss = torch.sum(losses * mask)
+    num_tokens = mask.sum().to(torch.int)
+    return loss, num_tokens, {"lm loss": torch.cat([loss.detach().view(1), num_tokens.float().view(1)])}
+
+
+def forward_step(data_iterator, model):
+    batch = next(data_iterator)
+    output = model(batch["tokens"], batch["position_ids"], batch["attention_mask"], labels=batch["labels"])
+    return output, partial(loss_func, batch["loss_mask"])
+
+
+def losses_of(store) -> list:
+    return [float(item["lm loss"][0] / item["lm loss"][1]) for item in store]
+
+
+def zero_grads(model) -> None:
+    for chunk in model:
+        chunk.zero_grad(set_to_none=True)
+
+
+def grads_of(model) -> dict:
+    from primus_megatron.runtime.placement import named_global_parameters
+
+    return {name: p.grad.detach().clone() for chunk in model for name, p in named_global_parameters(chunk)
+            if p.grad is not None}
+
+
+def max_rel_diff(ref: dict, got: dict) -> tuple[float, int]:
+    """(largest max|got - ref| / max|ref| over tensors, number of tensors compared)."""
+    if set(ref) != set(got) or not ref:
+        return float("inf"), 0
+    worst = 0.0
+    for name in ref:
+        scale = ref[name].abs().max().item()
+        diff = (got[name] - ref[name]).abs().max().item()
+        worst = max(worst, diff / scale if scale > 0 else diff)
+    return worst, len(ref)
+
+
+class linear_impl:
+    """Within the context, megatron's parallel linear layers call `fn`
+    (megatron looks the module-level name up at every forward)."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+
+    def __enter__(self):
+        from megatron.core.tensor_parallel import layers
+
+        self.saved = layers.linear_with_grad_accumulation_and_async_allreduce
+        layers.linear_with_grad_accumulation_and_async_allreduce = self.fn
+
+    def __exit__(self, *exc):
+        from megatron.core.tensor_parallel import layers
+
+        layers.linear_with_grad_accumulation_and_async_allreduce = self.saved
+
+
+def aten_linear(input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel,
+                grad_output_buffer=None, wgrad_deferral_limit=0, async_grad_allreduce=None, tp_group=None):
+    """megatron's linear at tp=1 without fusion, as one aten op: its autograd node
+    computes only the gradients a backward call asks for (torch's I/W split
+    relies on that; megatron's autograd.Function always computes both)."""
+    import torch.nn.functional as F
+
+    assert not gradient_accumulation_fusion and not sequence_parallel and not allreduce_dgrad
+    return F.linear(input, weight, bias)
+
+
+def torch_stage_module_class():
+    import torch
+
+    class TorchStageModule(torch.nn.Module):
+        """One of our zbv chunks (a megatron GPTModel) as a torch pipelining stage:
+        the first stage takes token ids, middle stages the hidden states (megatron's
+        set_input_tensor), the last returns the logits [b, s, v]; torch's loss_fn
+        applies megatron's own cross-entropy (GPTModel.compute_language_model_loss)."""
+
+        def __init__(self, gpt, model: dict) -> None:
+            super().__init__()
+            self.gpt = gpt
+            s, b = model["seq"], model["mbs"]
+            self.register_buffer("mask", torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1).view(1, 1, s, s),
+                                 persistent=False)
+            self.register_buffer("positions", torch.arange(s).repeat(b, 1), persistent=False)
+
+        def forward(self, x):
+            if self.gpt.pre_process:
+                return self.gpt(x, self.positions, self.mask)
+            self.gpt.set_input_tensor(x)
+            return self.gpt(None, None, self.mask)
+
+    return TorchStageModule
+
+
+def torch_zbv_schedules(t_model, model: dict, ms, pp: int, rank: int) -> dict:
+    """{m: torch ScheduleZBVZeroBubble} over stages wrapping t_model's two chunks."""
+    import torch
+    from torch.distributed.pipelining import PipelineStage, ScheduleZBVZeroBubble
+
+    Stage = torch_stage_module_class()
+    n = 2 * pp
+    last = t_model[1] if rank == 0 else None
+
+    def loss_fn(output, target):
+        return last.compute_language_model_loss(target, output.transpose(0, 1).contiguous()).float().mean()
+
+    mods = [Stage(chunk, model) for chunk in t_model]
+    s, b, h, v = model["seq"], model["mbs"], model["hidden"], model["vocab"]
+    out = {}
+    for m in ms:
+        stages = []
+        for c, mod in enumerate(mods):
+            index = rank if c == 0 else n - 1 - rank
+            # example tensors (static shapes); float ones require grad, as the real ones do
+            inp = torch.zeros(b, s, dtype=torch.long) if index == 0 else torch.zeros(s, b, h, requires_grad=True)
+            outp = torch.zeros(b, s, v, requires_grad=True) if index == n - 1 else torch.zeros(s, b, h, requires_grad=True)
+            stages.append(PipelineStage(mod, index, n, torch.device("cpu"), input_args=(inp,), output_args=(outp,)))
+        out[m] = ScheduleZBVZeroBubble(stages, m, loss_fn=loss_fn)
+    return out
+
+
+# -- (a)-(c): timing body ------------------------------------------------------------------------
+
+def throughput_body(rank: int, case: dict) -> dict:
+    import torch
+    import torch.distributed as dist
+    from megatron.core.pipeline_parallel import get_forward_backward_func as megatron_fbf
+    from megatron.core.tensor_parallel import layers
+
+    import primus_megatron as pm
+    from primus_megatron import schedules as S
+    from primus_megatron.runtime import linear_hooks
+    from primus_megatron.runtime.profiler import per_rank_costs
+
+    model_cfg, ms, pp = case["model"], case["microbatches"], case["pp"]
+    linear_hooks.uninstall()  # (nothing is installed yet in a fresh rank)
+    megatron_linear = layers.linear_with_grad_accumulation_and_async_allreduce
+    assert megatron_linear is not linear_hooks.deferrable_linear
+    seq, mbs = model_cfg["seq"], model_cfg["mbs"]
+    loop_model = build(model_cfg, "1f1b", pp)  # megatron's own split: the model every loop schedule runs
+    v_model = build(model_cfg, "zbv", pp)
+    t_model = build(model_cfg, "zbv", pp)  # torch's copy (same weights)
+    batches = make_batches(model_cfg, max(ms))
+    timeout = case.get("p2p_timeout_s", 120)
+
+    mcore = megatron_fbf()
+    runners = {name: pm.get_forward_backward_func(name, p2p_timeout_s=timeout) for name in ("1f1b", "zb-h1", "zb-h2")}
+    runners["zbv"] = pm.get_forward_backward_func("zbv", p2p_timeout_s=timeout)
+    kw = dict(forward_step_func=forward_step, seq_length=seq, micro_batch_size=mbs, decoder_seq_length=seq,
+              forward_only=False)
+
+    def run_megatron(m: int):
+        with linear_impl(megatron_linear):
+            return mcore(data_iterator=iter(batches[:m]), model=loop_model, num_microbatches=m, **kw)
+
+    def run_megatron_hooked(m: int):
+        with linear_impl(linear_hooks.deferrable_linear):
+            return mcore(data_iterator=iter(batches[:m]), model=loop_model, num_microbatches=m, **kw)
+
+    def run_ours(name: str, m: int):
+        model = v_model if name == "zbv" else loop_model
+        with linear_impl(linear_hooks.deferrable_linear):
+            return runners[name](data_iterator=iter(batches[:m]), model=model if len(model) > 1 else model[0],
+                                 num_microbatches=m, **kw)
+
+    torch_scheds = torch_zbv_schedules(t_model, model_cfg, ms, pp, rank)
+    tokens = torch.cat([bt["tokens"] for bt in batches])
+    labels = torch.cat([bt["labels"] for bt in batches])
+
+    def run_torch(m: int, impl=aten_linear):
+        losses: list = []
+        with linear_impl(impl):
+            if rank == 0:
+                torch_scheds[m].step(tokens[:m * mbs], target=labels[:m * mbs], losses=losses)
+            else:
+                torch_scheds[m].step()
+        return [float(x) for x in losses]
+
+    # 1. measured costs (zb-h1 profiled for three steps at the middle microbatch count) -> zb-auto, simulator
+    m_prof = sorted(ms)[len(ms) // 2]
+    prof = pm.get_forward_backward_func("zb-h1", p2p_timeout_s=timeout, profile_steps=(1, 4))
+    with linear_impl(linear_hooks.deferrable_linear):
+        for _ in range(4):
+            zero_grads(loop_model)
+            prof(data_iterator=iter(batches[:m_prof]), model=loop_model[0], num_microbatches=m_prof, **kw)
+    costs, summary = prof.measured
+    shares = per_rank_costs(costs, prof.plan(pp, m_prof)[0])
+    runners["zb-auto"] = pm.get_forward_backward_func("zb-auto", costs=shares, p2p_timeout_s=timeout)
+
+    variants = {"megatron-1f1b": run_megatron, "megatron-1f1b (A/A)": run_megatron,
+                "megatron-1f1b+hooks": run_megatron_hooked,
+                **{name: partial(run_ours, name) for name in ("1f1b", "zb-h1", "zb-h2", "zbv", "zb-auto")},
+                "torch-zbv": run_torch}
+    models = {"zbv": v_model, "torch-zbv": t_model}
+
+    # 2. correctness: same losses everywhere, same gradients as the reference of the same placement
+    m_check = max(ms)
+    check = {}
+    zero_grads(loop_model)
+    ref_losses = losses_of(run_megatron(m_check))
+    ref_grads = grads_of(loop_model)
+    losses = {"megatron-1f1b": ref_losses}
+    for name in ("1f1b", "zb-h1", "zb-h2", "zb-auto"):
+        zero_grads(loop_model)
+        losses[name] = losses_of(run_ours(name, m_check))
+        check[f"grads {name} vs megatron-1f1b"] = max_rel_diff(ref_grads, grads_of(loop_model))
+    zero_grads(v_model)
+    losses["zbv"] = losses_of(run_ours("zbv", m_check))
+    zbv_grads = grads_of(v_model)
+    zero_grads(t_model)
+    losses["torch-zbv"] = run_torch(m_check)
+    check["grads torch-zbv vs zbv"] = max_rel_diff(zbv_grads, grads_of(t_model))
+    zero_grads(t_model)
+    losses["torch-zbv (megatron linear)"] = run_torch(m_check, megatron_linear)
+    check["grads torch-zbv (megatron linear) vs zbv"] = max_rel_diff(zbv_grads, grads_of(t_model))
+    gathered: list = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, losses)
+    merged = {}
+    for per_rank in gathered:
+        for name, values in per_rank.items():
+            if values:
+                merged[name] = values
+
+    # 3. warm-up, then interleaved timing
+    for m in ms:
+        for name, fn in variants.items():
+            for _ in range(case["warmup"]):
+                zero_grads(models.get(name, loop_model))
+                fn(m)
+    times = {(name, m): [] for name in variants for m in ms}
+    busy = {(name, m): [] for name in variants for m in ms}
+    extra = {("torch-zbv (megatron linear)", m): [] for m in case["extra_ms"]}
+    names = list(variants)
+    load = []
+    for rep in range(case["reps"]):
+        load.append(os.getloadavg()[0])
+        order = names[rep % len(names):] + names[:rep % len(names)]
+        for m in ms:
+            jobs = [(name, variants[name]) for name in order]
+            if m in case["extra_ms"]:
+                jobs.append(("torch-zbv (megatron linear)", partial(run_torch, impl=megatron_linear)))
+            for name, fn in jobs:
+                zero_grads(models.get(name, loop_model))
+                dist.barrier()
+                t0 = time.perf_counter()
+                fn(m)
+                t1 = time.perf_counter()
+                (times if (name, m) in times else extra)[(name, m)].append(t1 - t0)
+                runner = runners.get(name)
+                if runner is not None and runner.last_step is not None:
+                    busy[(name, m)].append(sum(r.end - r.start for r in runner.last_step.timeline))
+    times.update(extra)
+    return {"times": times, "busy": busy, "losses": merged, "check": check, "costs": shares, "summary": summary,
+            "m_prof": m_prof, "load": load}
+
+
+# -- (d): memory body -----------------------------------------------------------------------------
+
+def memory_body(rank: int, case: dict) -> dict:
+    import primus_megatron as pm
+    from primus_megatron import schedules as S
+
+    model_cfg, pp, m = case["model"], case["pp"], case["m"]
+    batches = make_batches(model_cfg, m)
+    out = {}
+    for name in case["schedules"]:
+        model = build(model_cfg, name, pp)
+        runner = pm.get_forward_backward_func(name, profile_steps=(1, 2), p2p_timeout_s=120)
+        for _ in range(2):
+            zero_grads(model)
+            runner(forward_step_func=forward_step, data_iterator=iter(batches), model=model if len(model) > 1 else model[0],
+                   num_microbatches=m, seq_length=model_cfg["seq"], micro_batch_size=model_cfg["mbs"],
+                   decoder_seq_length=model_cfg["seq"])
+        costs, summary = runner.measured
+        plan = runner.plan(pp, m)[0]
+        out[name] = {"measured": runner.last_step.peak_activation_bytes,
+                     "from_measured": S.simulate(plan, costs).peak_memory[rank] * summary["unit_bytes"],
+                     "unit": S.simulate(S.generate(name, pp, m)).peak_memory[rank]}
+        del model, runner
+    return out
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+def simulate_ratios(costs, ms, names, pp: int) -> dict:
+    from primus_megatron import schedules as S
+
+    out = {}
+    for m in ms:
+        base = S.simulate(S.generate("1f1b", pp, m, costs=costs), costs).makespan
+        for name in names:
+            r = S.simulate(S.generate(name, pp, m, costs=costs), costs)
+            out[(name, m)] = (r.makespan / base, r.bubble_sync)
+        out[("1f1b", m)] = (1.0, S.simulate(S.generate("1f1b", pp, m, costs=costs), costs).bubble_sync)
+    return out
+
+
+def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> str:
+    ms = opts["microbatches"]
+    times = {}
+    for key in res[0]["times"]:
+        per_rank = [r["times"][key] for r in res]
+        times[key] = [max(vals) for vals in zip(*per_rank)]  # the slowest rank's time, per repetition
+    base = "megatron-1f1b"
+
+    def ratios(name, m, ref=base):
+        return [a / b for a, b in zip(times[(name, m)], times[(ref, m)])]
+
+    def best(name, m, ref=base):
+        return f"{min(times[(name, m)]) / min(times[(ref, m)]):.3f}"
+
+    costs, summary, m_prof = res[0]["costs"], res[0]["summary"], res[0]["m_prof"]
+    sim = simulate_ratios(costs, ms, ZB, 2)
+    model = opts["model"]
+    losses = res[0]["losses"]
+    loss_diff = max(max(abs(a - b) for a, b in zip(v, losses[base])) for v in losses.values())
+    checks = "; ".join(f"{k.replace('grads ', '')} {max(r['check'][k][0] for r in res):.1e} "
+                       f"({sum(r['check'][k][1] for r in res)} tensors)" for k in res[0]["check"])
+    lines = [f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n"]
+    lines.append(
+        f"megatron-core GPTModel, local layer spec, fp32, {model['num_layers']} layers, hidden {model['hidden']}, "
+        f"{model['heads']} heads, FFN {4 * model['hidden']}, vocabulary {model['vocab']} (untied embeddings), "
+        f"sequence {model['seq']}, micro batch {model['mbs']}, dropout 0; weights drawn from each parameter's global "
+        f"name (`init_by_global_name_`), identical in every variant; the same microbatches. pp=2 gloo ranks, rank r "
+        f"pinned to core r, one thread each; no data parallelism, no optimizer step: the timed region is the "
+        f"forward_backward call (after a barrier; iteration time = the slower rank's). Variants run in turn, A B C "
+        f"... A B C ..., the order rotated each repetition, {opts['reps']} repetitions after {opts['warmup']} "
+        f"warm-up iteration(s) each; ratios are taken within a repetition and shown as median [25th-75th "
+        f"percentile], times as median (min-max). `megatron-1f1b (A/A)` is megatron's 1F1B run a second time as "
+        f"its own variant: its ratio to the first is this machine's noise floor; `best`: ratio of the two variants' "
+        f"fastest iterations. {elapsed:.0f} s in all; the machine is shared (1-minute load average during the timed "
+        f"repetitions: median {C.median(res[0]['load']):.1f}, {min(res[0]['load']):.1f}-{max(res[0]['load']):.1f}, "
+        f"on 2 cores).\n")
+    lines.append(f"Checked before timing (m = {max(ms)}): per-microbatch losses of every variant (ours, megatron's, "
+                 f"torch's) vs megatron's 1F1B: max abs diff {loss_diff:.1e}; gradients, max relative diff per "
+                 f"tensor: {checks}.\n")
+
+    lines.append("### (a) Runtime overhead: our `1f1b` vs megatron-core's 1F1B\n")
+    lines.append("Same model object, same data. megatron's 1F1B runs with megatron's own linear function; "
+                 "`megatron+hooks` is megatron's 1F1B with our weight-gradient hooks installed (megatron's linear "
+                 "autograd function behind one more autograd.Function; outside a B op it runs megatron's backward), "
+                 "which separates the hooks' cost from the executor's. Target: our `1f1b` / megatron <= 1.03.\n")
+    lines.append("| m | megatron 1F1B (ms) | our 1f1b (ms) | our 1f1b / megatron | best | A/A: megatron / megatron | "
+                 "megatron+hooks / megatron | our 1f1b / megatron+hooks |")
+    lines.append("|---|---|---|---|---|---|---|---|")
+    for m in ms:
+        lines.append(f"| {m} | {C.ms_cell(times[(base, m)])} | {C.ms_cell(times[('1f1b', m)])} | "
+                     f"{C.ratio_cell(ratios('1f1b', m))} | {best('1f1b', m)} | "
+                     f"{C.ratio_cell(ratios('megatron-1f1b (A/A)', m))} | "
+                     f"{C.ratio_cell(ratios('megatron-1f1b+hooks', m))} | "
+                     f"{C.ratio_cell(ratios('1f1b', m, 'megatron-1f1b+hooks'))} |")
+    lines.append("")
+
+    lines.append("### (b) Gain: zero-bubble schedules vs megatron-core's 1F1B\n")
+    fmt = lambda xs: ", ".join(f"{1e3 * x:.1f}" for x in xs)  # noqa: E731
+    lines.append(f"Measured costs (our `zb-h1` profiled over 3 steps at m={m_prof}, per stage, ms): F [{fmt(summary['f'])}], "
+                 f"B [{fmt(summary['b'])}], W [{fmt(summary['w'])}], p2p one-way {1e3 * summary['comm']:.2f}. "
+                 f"`simulated`: the simulator's makespan under those costs (as per-rank shares, "
+                 f"`profiler.per_rank_costs`) / its `1f1b` makespan, and its sync bubble. `zb-auto` is planned from "
+                 f"the same costs. `busy`: per rank, the sum of the executed ops' durations in our runtime's timeline "
+                 f"(median over repetitions), i.e. compute without waiting.\n")
+    lines.append("| m | schedule | iteration (ms) | / megatron 1F1B | best | / our 1f1b | simulated / 1f1b | "
+                 "simulated bubble | busy rank 0 / 1 (ms) |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for m in ms:
+        for n in ("1f1b",) + ZB:
+            busy = " / ".join(f"{C.median(r['busy'][(n, m)]) * 1e3:.0f}" for r in res)
+            lines.append(f"| {m} | `{n}` | {C.ms_cell(times[(n, m)])} | {C.ratio_cell(ratios(n, m))} | {best(n, m)} | "
+                         f"{C.ratio_cell(ratios(n, m, '1f1b')) if n != '1f1b' else '1'} | {sim[(n, m)][0]:.3f} | "
+                         f"{sim[(n, m)][1]:.3f} | {busy} |")
+    lines.append("")
+
+    lines.append("### (c) Our `zbv` vs torch.distributed.pipelining's `ScheduleZBVZeroBubble`\n")
+    lines.append(
+        "torch's stages (`PipelineStage`, static shapes) wrap a second copy of our zbv chunks (the same megatron "
+        "GPTModel chunks built by `build_model(..., schedule=\"zbv\")`, same weights): chunk 0 and chunk 1 of rank r "
+        "are torch's stages r and 3 - r; the first stage takes the token ids, middle stages feed the hidden states "
+        "through megatron's `set_input_tensor`, the last returns the logits and torch's `loss_fn` applies megatron's "
+        "own cross-entropy (`GPTModel.compute_language_model_loss`, after one extra transpose copy of the logits) "
+        "and averages over tokens; torch scales the gradients by 1/m at the end, ours divides the loss by m. In "
+        "torch's runs the megatron linear layers call a plain `F.linear` (one aten op; same values): torch's I/W "
+        "split asks autograd for the input gradient only in I and for the weight gradient only in W, and megatron's "
+        "own linear autograd.Function always computes both, which charges torch every linear-layer GEMM of the "
+        "backward twice (last column, m = 8 only). Ours runs with its own hooks, as always.\n")
+    lines.append("| m | torch ZBV (ms) | our zbv (ms) | our zbv / torch ZBV | best | "
+                 "torch ZBV, megatron's linear function (ms) |")
+    lines.append("|---|---|---|---|---|---|")
+    for m in ms:
+        key = ("torch-zbv (megatron linear)", m)
+        extra = C.ms_cell(times[key]) if key in times else "-"
+        lines.append(f"| {m} | {C.ms_cell(times[('torch-zbv', m)])} | {C.ms_cell(times[('zbv', m)])} | "
+                     f"{C.ratio_cell(ratios('zbv', m, 'torch-zbv'))} | {best('zbv', m, 'torch-zbv')} | {extra} |")
+    lines.append("")
+
+    if mem:
+        lines.append("### (d) Peak activation memory per rank\n")
+        lines.append(
+            f"Measured by the runtime profiler (`get_forward_backward_func(name, profile_steps=(1, 2))`, "
+            f"`runner.last_step.peak_activation_bytes`: bytes of the tensors autograd saved in F plus what the "
+            f"deferred weight-gradient closures hold) on the same model, m = {opts['memory_m']}; pp=4 runs 4 ranks "
+            f"on 2 cores (memory does not depend on timing). Cells: MiB per rank; the largest rank's peak / 1F1B's "
+            f"largest, measured and as the simulator predicts with unit costs (F adds 1, W frees it; every stage "
+            f"alike); `sim from measured`: the simulator's per-rank peak from the measured per-op bytes vs the "
+            f"measured peak, worst rank.\n")
+        for pp, per_rank in sorted(mem.items()):
+            lines.append(f"pp={pp}:\n")
+            lines.append("| schedule | " + " | ".join(f"rank {r} (MiB)" for r in range(pp)) +
+                         " | max / 1F1B max, measured | max / 1F1B max, simulated (unit) | sim from measured |")
+            lines.append("|---|" + "---|" * (pp + 3))
+            base_meas = max(r["1f1b"]["measured"] for r in per_rank)
+            base_unit = max(r["1f1b"]["unit"] for r in per_rank)
+            for name in per_rank[0]:
+                meas = [r[name]["measured"] for r in per_rank]
+                unit = max(r[name]["unit"] for r in per_rank)
+                agree = max(abs(r[name]["from_measured"] / r[name]["measured"] - 1) for r in per_rank)
+                lines.append(f"| `{name}` | " + " | ".join(f"{x / 2**20:.1f}" for x in meas) +
+                             f" | {max(meas) / base_meas:.3f} | {unit / base_unit:.3f} | within {100 * agree:.1f}% |")
+            lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="3 repetitions, m in {4, 8}")
+    parser.add_argument("--reps", type=int, default=None, help="timed repetitions per variant (default 20; quick 3)")
+    parser.add_argument("--markdown", default=os.path.join(C.ROOT, "BENCHMARKS.md"))
+    parser.add_argument("--no-markdown", action="store_true", help="print only")
+    parser.add_argument("--skip-memory", action="store_true", help="(debugging) skip part (d)")
+    parser.add_argument("--tiny", action="store_true", help="(debugging) a tiny model")
+    args = parser.parse_args(argv)
+
+    ms = (4, 8) if args.quick else (4, 8, 16)
+    model = dict(MODEL, hidden=64, seq=32) if args.tiny else dict(MODEL)
+    opts = {"model": model, "microbatches": ms, "reps": args.reps or (3 if args.quick else 20),
+            "warmup": 1 if args.quick else 2, "memory_m": 8}
+    started = time.monotonic()
+    print(f"runtime_throughput: pp=2, m in {ms}, {opts['reps']} repetitions", flush=True)
+    case = {"pp": 2, "model": opts["model"], "microbatches": ms, "reps": opts["reps"], "warmup": opts["warmup"],
+            "extra_ms": (8,)}
+    n_variants = 10
+    budget = 120 + 4.0 * (opts["reps"] + opts["warmup"] + 2) * n_variants * sum(ms) / 8
+    res = C.run_ranks(throughput_body, case, 2, timeout_s=budget)
+    print(f"  timing done ({time.monotonic() - started:.0f} s)", flush=True)
+    mem = {}
+    if not args.skip_memory:
+        from primus_megatron import schedules as S
+
+        names = [n for n in S.names() if n not in MEMORY_EXCLUDED]
+        for pp in (2, 4):
+            mem[pp] = C.run_ranks(memory_body, {"pp": pp, "model": opts["model"], "m": opts["memory_m"],
+                                                "schedules": names}, pp, timeout_s=900, pin=pp == 2)
+            print(f"  memory pp={pp} done ({time.monotonic() - started:.0f} s)", flush=True)
+    elapsed = time.monotonic() - started
+    text = report(res, mem, opts, elapsed, C.command_line("benchmarks/runtime_throughput.py", argv))
+    print(text)
+    if not args.no_markdown:
+        C.write_section(args.markdown, SECTION, text)
+        print(f"runtime_throughput: wrote the '{SECTION}' section of {args.markdown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
