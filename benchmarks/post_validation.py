@@ -16,8 +16,11 @@ changed) to time them. Per rank and iteration boundary i -> i+1:
 
     gap       = first op start of i+1 - last op end of i
     boundary idle = gap - optimizer step time   (the definition asked for)
-    and the parts of the gap: optimizer step, reduce_losses (the loop's
-    per-iteration loss all-reduce over the world), finalize_model_grads, rest.
+    and the parts of the gap: before the step, finalize_model_grads, the
+    optimizer step, reduce_losses (the loop's per-iteration loss all-reduce
+    over the world), after it until the first op.
+A what-if configuration replaces the loop's loss all-reduce by a local
+reduction (patched here) to measure what that collective costs.
 
 Configurations run in turn (A B C D A B C D ...), `--rounds` times; medians
 over the boundaries of all rounds (the first `--skip` iterations of each run
@@ -41,18 +44,39 @@ PP, MICROBATCHES = 2, 8
 MODEL = ["--num-layers", "8", "--hidden-size", "192", "--num-attention-heads", "4", "--seq-length", "128",
          "--micro-batch-size", "2", "--vocab-size", "1024", "--make-vocab-size-divisible-by", "128",
          "--hidden-dropout", "0", "--attention-dropout", "0"]
+UNTIE = ["--untie-embeddings-and-output-weights"]
+LOCAL = "local-loss"  # marker: the loop's loss all-reduce replaced by a local reduction (a what-if, patched here)
 # (label, schedule, post-validation, extra arguments)
 CONFIGS = [
-    ("zb-h2, sync step", "zb-h2", False, ["--untie-embeddings-and-output-weights"]),
-    ("zb-h2, post-validation", "zb-h2", True, ["--untie-embeddings-and-output-weights"]),
-    ("zbv, sync step", "zbv", False, ["--untie-embeddings-and-output-weights"]),
-    ("zbv, post-validation", "zbv", True, ["--untie-embeddings-and-output-weights"]),
-    ("zb-h2 tied embeddings, post-validation", "zb-h2", True, []),
+    ("zb-h2, sync step", "zb-h2", False, UNTIE),
+    ("zb-h2, post-validation", "zb-h2", True, UNTIE),
+    ("zb-h2, post-validation, no loss all-reduce*", "zb-h2", True, UNTIE + [LOCAL]),
+    ("zbv, sync step", "zbv", False, UNTIE),
+    ("zbv, post-validation", "zbv", True, UNTIE),
+    ("zbv, post-validation, no loss all-reduce*", "zbv", True, UNTIE + [LOCAL]),
+    ("zb-h2, tied embeddings, post-validation", "zb-h2", True, []),
 ]
+
+
+def local_reduce_losses(args, store: list) -> dict:
+    """What-if (benchmark-local): the rank holding the loss reduces its own
+    microbatches; no collective (the other ranks report NaN; the NaN check is off)."""
+    keys = sorted(store[0]) if store else ["lm loss"]
+    out = {}
+    for key in keys:
+        total = count = 0.0
+        for item in store:
+            value = item[key].double().view(-1)
+            total += float(value[0])
+            count += float(value[1]) if value.numel() > 1 else 1.0
+        out[key] = total / count if count else float("nan")
+    return out
 
 
 def argv_for(config, iters: int) -> list:
     _, schedule, pv, extra = config
+    if LOCAL in extra:
+        extra = [x for x in extra if x != LOCAL] + ["--no-check-for-nan-in-loss"]
     argv = ["--cpu", "--mock-data", *MODEL, "--global-batch-size", str(2 * MICROBATCHES), "--train-iters", str(iters),
             "--lr", "1e-4", "--lr-decay-style", "constant", "--clip-grad", "0", "--seed", "1234",
             "--pipeline-model-parallel-size", str(PP), "--pipeline-schedule", schedule,
@@ -80,7 +104,8 @@ def pv_body(rank: int, case: dict) -> list:
     from primus_megatron.train import pretrain
     from primus_megatron.train.arguments import parse
 
-    reduce_timer = _Timed(pretrain.reduce_losses)
+    global_reduce = pretrain.reduce_losses
+    reduce_timer = _Timed(global_reduce)
     pretrain.reduce_losses = reduce_timer  # train() looks the name up in its module at every iteration
     finalize_timer = _Timed(mdist.finalize_model_grads)
     mdist.finalize_model_grads = finalize_timer  # configure_hooks imports it from here at every train()
@@ -101,6 +126,7 @@ def pv_body(rank: int, case: dict) -> list:
                                 "ops": [(r.op.kind, r.stage, r.end - r.start) for r in ops]})
 
             args.iteration_hook = hook
+            reduce_timer.fn = local_reduce_losses if LOCAL in config[3] else global_reduce
             reduce_timer.calls.clear()
             finalize_timer.calls.clear()
             result = pretrain.train(args)
@@ -118,11 +144,11 @@ def boundaries(run: dict, skip: int) -> list:
         a, b = recs[i], recs[i + 1]
         gap = b["first"] - a["last"]
         opt = a["t_stepped"] - a["t_step"]
-        reduce = red[i][1] - red[i][0] if i < len(red) else float("nan")
-        finalize = fin[i][1] - fin[i][0] if i < len(fin) else float("nan")
-        rows.append({"gap": gap, "opt": opt, "idle": gap - opt, "reduce": reduce, "finalize": finalize,
-                     "rest": gap - opt - reduce - finalize, "period": b["t_step"] - a["t_step"],
-                     "busy": a["busy"], "validate": b["validate"]})
+        reduce = red[i][1] - red[i][0]
+        finalize = fin[i][1] - fin[i][0]
+        rows.append({"gap": gap, "opt": opt, "idle": gap - opt, "finalize": finalize,
+                     "pre": a["t_step"] - a["last"] - finalize, "reduce": reduce, "post": b["first"] - red[i][1],
+                     "period": b["t_step"] - a["t_step"], "busy": a["busy"], "validate": b["validate"]})
     return rows
 
 
@@ -154,16 +180,19 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
         f"0, fp32. Each configuration trains {opts['iters']} iterations per run, configurations in turn (A B C D E "
         f"A B C D E ...), {opts['rounds']} round(s); the first {opts['skip']} iterations of each run are skipped; "
         f"medians over the remaining boundaries of all rounds. Per rank and boundary i -> i+1: `gap` = first op "
-        f"start of i+1 - last op end of i; `idle` = gap - optimizer step (the boundary idle); the gap's parts: "
-        f"`opt` = optimizer.step() (megatron's step, or the optimistic local step), `reduce_losses` = the training "
-        f"loop's per-iteration loss all-reduce over the world (primus_megatron/train/loop.py), `finalize` = "
-        f"megatron's finalize_model_grads (inside the forward_backward call), `rest` = the remainder (waiting for "
-        f"the last sends, zeroing gradients, the next step's set-up, and on rank 1 the wait for the first "
-        f"activation of the next iteration). `VALIDATE`: the post-validation check inside the next step. Times in "
-        f"ms. {elapsed:.0f} s in all on a shared machine (2 cores).\n")
-    lines.append("| configuration | iteration (ms) | rank | gap | opt | idle = gap - opt | reduce_losses | finalize | "
-                 "rest | VALIDATE | optimistic / rolled back / redone |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
+        f"start of i+1 - last op end of i; `idle` = gap - optimizer step (the boundary idle asked for); the gap "
+        f"in order: `pre` = after the last op until the optimizer step (waiting for the last sends, the "
+        f"executor's end of step) without `finalize` = megatron's finalize_model_grads; `opt` = optimizer.step() "
+        f"(megatron's step with its global grad-norm all-reduce, or the optimistic local step); `reduce_losses` = "
+        f"the training loop's per-iteration loss reduction, an all-reduce over the world "
+        f"(primus_megatron/train/loop.py); `post` = from there to the first op of i+1 (zeroing gradients, the next "
+        f"step's set-up and, on a rank whose first op needs an activation, waiting for it). `VALIDATE`: the "
+        f"post-validation check inside the next step. *: a what-if, not the product: this benchmark replaces "
+        f"`pretrain.reduce_losses` by a local reduction on the loss rank (no collective; "
+        f"--no-check-for-nan-in-loss). Times in ms. {elapsed:.0f} s in all on a shared machine (2 cores).\n")
+    lines.append("| configuration | iteration (ms) | rank | gap | opt | idle = gap - opt | pre | finalize | reduce_losses | "
+                 "post | VALIDATE | optimistic / rolled back / redone |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     verdict = {}
     for label in labels:
         per_rank = by_label[label]
@@ -178,9 +207,30 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
             med = {k: 1e3 * C.median([r[k] for r in rows]) for k in rows[0]}
             verdict[(label, rank)] = med
             lines.append(f"| {label if rank == 0 else ''} | {C.ms_cell(periods) if rank == 0 else ''} | {rank} | "
-                         f"{med['gap']:.1f} | {med['opt']:.1f} | {med['idle']:.1f} | {med['reduce']:.1f} | "
-                         f"{med['finalize']:.1f} | {med['rest']:.1f} | {med['validate']:.1f} | "
+                         f"{med['gap']:.1f} | {med['opt']:.1f} | {med['idle']:.1f} | {med['pre']:.1f} | "
+                         f"{med['finalize']:.1f} | {med['reduce']:.1f} | {med['post']:.1f} | {med['validate']:.1f} | "
                          f"{pv if rank == 0 else ''} |")
+    lines.append("")
+
+    lines.append("Iteration time per schedule, ratio of each round's medians to the sync step's in the same round: "
+                 "median (min-max over rounds).\n")
+    lines.append("| schedule | sync step (ms) | post-validation (ms) | / sync | post-validation, no loss all-reduce* (ms) "
+                 "| / sync |")
+    lines.append("|---|---|---|---|---|---|")
+    for schedule in ("zb-h2", "zbv"):
+        sync, pv, local = (f"{schedule}, sync step", f"{schedule}, post-validation",
+                           f"{schedule}, post-validation, no loss all-reduce*")
+
+        def per_round(label):
+            return [C.median([row["period"] for row in boundaries(run, opts["skip"])]) for run in by_label[label][0]]
+
+        def ratio(label):
+            rs = [a / b for a, b in zip(per_round(label), per_round(sync))]
+            return f"{C.median(rs):.3f} ({min(rs):.3f}-{max(rs):.3f})"
+
+        cell = lambda label: C.ms_cell([row["period"] for run in by_label[label][0]  # noqa: E731
+                                        for row in boundaries(run, opts["skip"])])
+        lines.append(f"| `{schedule}` | {cell(sync)} | {cell(pv)} | {ratio(pv)} | {cell(local)} | {ratio(local)} |")
     lines.append("")
 
     lines.append("Bubbles: `measured` = 1 - (busy rank 0 + busy rank 1) / (2 x iteration time), medians; simulated "
@@ -204,8 +254,8 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
 
     # Does the loss all-reduce dominate the boundary under post-validation?
     notes = []
-    for label, _, pv, _ in CONFIGS:
-        if not pv:
+    for label, _, pv, extra in CONFIGS:
+        if not pv or LOCAL in extra:
             continue
         for rank in range(PP):
             med = verdict[(label, rank)]

@@ -173,7 +173,15 @@ class _Step:
 
     def post_recv(self, item: Recv) -> None:
         self.recvs[item.msg] = self.p2p.post_recv(self.ctx.tensor_shape, self.dtype, self.device, peer=item.peer,
-                                                  what=str(item.msg))
+                                                  what=str(item.msg), op=self._op_label(msg=item.msg, receiving=True))
+
+    def _op_label(self, *, msg: Message, receiving: bool) -> str:
+        """The op that consumes (receiving) or produced a message, named as the timeout messages name ops."""
+        stage = msg.dst_stage if receiving else msg.src_stage
+        chunk = self.sched.owner(stage)[1]
+        # activations are made and used by F ops, gradients by B (or BW) ops
+        kind = "F" if msg.kind == F else ("B" if self.sched.splits_backward else "BW")
+        return f"{kind}{msg.mb}{'.' + str(chunk) if chunk else ''} (microbatch {msg.mb}, chunk {chunk}, stage {stage})"
 
     def _start(self) -> float:
         if self.ctx.profile is not None and self.device.type == "cuda":
@@ -193,7 +201,8 @@ class _Step:
             return
         if isinstance(item, Send):
             tensor = self.produced.pop(item.msg)
-            pending = self.p2p.post_send(tensor, peer=item.peer, what=str(item.msg))
+            pending = self.p2p.post_send(tensor, peer=item.peer, what=str(item.msg),
+                                         op=self._op_label(msg=item.msg, receiving=False))
             if item.msg.kind == F:
                 key = (item.msg.mb, self.sched.owner(item.msg.src_stage)[1])
                 self.sent_outputs[id(pending)] = key

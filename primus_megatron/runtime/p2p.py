@@ -8,6 +8,7 @@ that consumes it and on sends once they are no longer needed.
 from __future__ import annotations
 
 import datetime
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -41,31 +42,44 @@ class P2P:
     def global_rank(self, peer: int) -> int:
         return dist.get_global_rank(self.group, peer) if self.group is not None else peer
 
-    def post_recv(self, shape, dtype, device, *, peer: int, what: str) -> _Pending:
+    def post_recv(self, shape, dtype, device, *, peer: int, what: str, op: str = "") -> _Pending:
         buf = torch.empty(shape, dtype=dtype, device=device, requires_grad=False)
-        work = dist.irecv(buf, src=self.global_rank(peer), group=self.group)
+        try:
+            work = dist.irecv(buf, src=self.global_rank(peer), group=self.group)
+        except Exception as exc:  # a dead peer can fail the post itself
+            raise self._error(f"receive of {what} from", peer, op, exc, posting=True) from exc
         return _Pending(work, buf, what, peer)
 
-    def post_send(self, tensor: torch.Tensor, *, peer: int, what: str) -> _Pending:
+    def post_send(self, tensor: torch.Tensor, *, peer: int, what: str, op: str = "") -> _Pending:
         tensor = tensor.contiguous()
-        work = dist.isend(tensor, dst=self.global_rank(peer), group=self.group)
+        try:
+            work = dist.isend(tensor, dst=self.global_rank(peer), group=self.group)
+        except Exception as exc:
+            raise self._error(f"send of {what} to", peer, op, exc, posting=True) from exc
         pending = _Pending(work, tensor, what, peer)
         self.sends.append(pending)
         return pending
 
     def wait(self, pending: _Pending, *, op: str) -> torch.Tensor:
-        """Wait for `pending`; on timeout raise naming this rank, the op, the peer and the message."""
+        """Wait for `pending`; on timeout or failure raise naming this rank, the op, the peer and the message."""
+        started = time.perf_counter()
         try:
             pending.work.wait(timeout=datetime.timedelta(seconds=self.timeout_s))
         except Exception as exc:  # gloo/NCCL raise RuntimeError subclasses with backend-specific text
             is_send = any(p is pending for p in self.sends)
             what = f"send of {pending.what} to" if is_send else f"receive of {pending.what} from"
-            detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-            raise PipelineTimeout(
-                f"pipeline rank {self.rank} (global {dist.get_rank()}) waited {self.timeout_s:g} s in op {op} for the "
-                f"{what} pipeline rank {pending.peer} (global {self.global_rank(pending.peer)}); that rank died, hangs "
-                f"or runs a different schedule [{type(exc).__name__}: {detail}]") from exc
+            raise self._error(what, pending.peer, op, exc, waited=time.perf_counter() - started) from exc
         return pending.tensor
+
+    def _error(self, what: str, peer: int, op: str, exc: BaseException, *, waited: float = 0.0,
+               posting: bool = False) -> "PipelineTimeout":
+        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+        how = "failed to post" if posting else f"waited {waited:.3g} s (limit {self.timeout_s:g} s)"
+        where = f" in op {op}" if op else ""
+        return PipelineTimeout(
+            f"pipeline rank {self.rank} (global {dist.get_rank()}) {how}{where} for the {what} pipeline rank {peer} "
+            f"(global {self.global_rank(peer)}); that rank died, hangs or runs a different schedule "
+            f"[{type(exc).__name__}: {detail}]")
 
     def finish_send(self, pending: _Pending, *, op: str) -> None:
         """Wait for one send and forget it."""
