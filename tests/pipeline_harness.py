@@ -330,6 +330,16 @@ def train_body(rank, world_case):
     from primus_megatron.train import pretrain
     from primus_megatron.train.arguments import parse
 
+    if world_case.get("no_subprocesses"):
+        # a rank that forks while gloo's threads run can deadlock (megatron's checkpoint writer did)
+        import multiprocessing.process
+        import os
+
+        def refuse(*_a, **_k):
+            raise AssertionError("a training rank started a subprocess")
+
+        os.fork = refuse
+        multiprocessing.process.BaseProcess.start = refuse
     out = []
     for argv in world_case["runs"]:
         args = parse(argv, world_size=dist.get_world_size())

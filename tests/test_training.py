@@ -80,7 +80,7 @@ def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_
     """1f1b on 4 pipeline ranks saves at iteration 2; zbv on 2 ranks resumes from
     it: iterations 3 and 4 give the uninterrupted run's losses."""
     save = str(tmp_path / "ckpt")
-    first = H.run_ranks({"body": H.train_body, "pp": 4, "runs": [
+    first = H.run_ranks({"body": H.train_body, "pp": 4, "no_subprocesses": True, "runs": [
         model_args(dataset, 4, "--train-iters", "4", "--pipeline-schedule", "1f1b", "--save", save,
                    "--save-interval", "2")]}, 4, timeout_s=900)
     assert sorted(os.listdir(save)) == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]

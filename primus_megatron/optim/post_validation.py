@@ -34,12 +34,14 @@ snapshot is taken at all and post-validation costs no memory.
 """
 from __future__ import annotations
 
+import datetime
 import math
 from typing import Any, Optional, Sequence
 
 import torch
 import torch.distributed as dist
 
+from ..runtime.p2p import PipelineTimeout
 from ..runtime.pending import set_pending
 
 
@@ -49,8 +51,10 @@ class PostValidationOptimizer:
     to the wrapped optimizer (param_groups, scale_loss, get_loss_scale,
     state_dict, sharded_state_dict, ...)."""
 
-    def __init__(self, optimizer: Any, model_chunks: Sequence[torch.nn.Module] = ()) -> None:
+    def __init__(self, optimizer: Any, model_chunks: Sequence[torch.nn.Module] = (), *,
+                 timeout_s: float = 600.0) -> None:
         self.optimizer = optimizer
+        self.timeout_s = timeout_s  # for the gradient checks of the other ranks
         self.model_chunks = list(model_chunks)
         self.subs = list(getattr(optimizer, "chained_optimizers", [optimizer]))
         self._pending: Optional[_Pending] = None
@@ -109,7 +113,13 @@ class PostValidationOptimizer:
         if pending is None:
             return False
         for work in pending.works:
-            work.wait()
+            try:
+                work.wait(timeout=datetime.timedelta(seconds=self.timeout_s))
+            except Exception as exc:
+                raise PipelineTimeout(
+                    f"rank {dist.get_rank()} waited up to {self.timeout_s:g} s for the other ranks' gradient checks "
+                    f"(non-finite flag, norm) of the step under post-validation; at least one rank died, hangs or "
+                    f"is elsewhere in its program [{type(exc).__name__}]") from exc
         found = False
         for sub in self.subs:
             if getattr(sub, "grad_scaler", None):

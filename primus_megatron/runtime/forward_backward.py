@@ -9,6 +9,7 @@ import torch
 import torch.distributed as dist
 
 from .. import schedules as S
+from .collectives import collective_device
 from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
 from .pending import take_pending
 from .linear_hooks import install
@@ -30,7 +31,7 @@ def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = 
     """All ranks of the pipeline compare a fingerprint of the schedule before any
     p2p: ranks that disagree would otherwise hang (or silently mix tensors)."""
     mine = schedule_fingerprint(sched)
-    value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long)
+    value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long, device=collective_device(group))
     values = [torch.zeros_like(value) for _ in range(dist.get_world_size(group))]
     work = dist.all_gather(values, value, group=group, async_op=True)
     try:

@@ -13,6 +13,8 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from ..runtime.p2p import PipelineTimeout
+
 
 def log0(*parts) -> None:
     if not dist.is_initialized() or dist.get_rank() == 0:
@@ -99,6 +101,7 @@ def configure_checks(args: argparse.Namespace) -> None:
                    nan_loss_at=getattr(args, "inject_nan_loss_at", None),
                    kill_at=getattr(args, "inject_kill_at", None), kill_rank=getattr(args, "inject_kill_rank", None))
     _STEP.update(iteration=None, forwards=0, flags={})
+    _LOSS_NAMES.clear()
 
 
 def _iteration() -> int:
@@ -145,11 +148,11 @@ def _note_nonfinite(stage: int, tensor: torch.Tensor) -> None:
     flags[stage] = flags[stage] | bad if stage in flags else bad
 
 
-def check_loss(args: argparse.Namespace, losses: dict, iteration: int) -> None:
-    """After a training step (every rank, with the reduced losses): raise
-    NonFiniteLoss naming the iteration and the first pipeline stage (and the
-    global rank holding it) whose output or loss was NaN/inf."""
-    flags, _STEP["flags"] = _STEP["flags"], {}
+def check_loss(args: argparse.Namespace, losses: dict, iteration: int, flags: dict) -> None:
+    """After a training step (every rank, with the reduced losses and the
+    step's flags from `post_losses`): raise NonFiniteLoss naming the iteration
+    and the first pipeline stage (and the global rank holding it) whose output
+    or loss was NaN/inf."""
     if not getattr(args, "check_for_nan_in_loss", True) or all(math.isfinite(v) for v in losses.values()):
         return
     world, rank = dist.get_world_size(), dist.get_rank()
@@ -158,7 +161,9 @@ def check_loss(args: argparse.Namespace, losses: dict, iteration: int) -> None:
     # the earliest stage in pipeline order, then the lowest global rank; else the loss stage's holder
     # (a loss can be NaN with finite outputs everywhere, e.g. with no loss tokens)
     mine = stages[0] * world + rank if stages else (last + 1) * world + (rank if _loss_holder(args) else world)
-    value = torch.tensor([mine], dtype=torch.long)
+    from ..runtime.collectives import collective_device
+
+    value = torch.tensor([mine], dtype=torch.long, device=collective_device())
     dist.all_reduce(value, op=dist.ReduceOp.MIN)
     stage, holder = divmod(int(value.item()), world)
     where = f"pipeline stage {min(stage, last)}, rank {holder}" if stage <= last + 1 else f"pipeline stage {last}"
@@ -183,25 +188,64 @@ def _loss_holder(args) -> bool:
     return last and ps.get_tensor_model_parallel_rank() == 0
 
 
+_LOSS_NAMES: list = []  # every rank's view of the loss keys, learnt once (the loss function fixes them)
+
+
+def _loss_names(args, store: list) -> list[str]:
+    mine = sorted(store[0]) if store and _loss_holder(args) else []
+    if not _LOSS_NAMES:
+        seen: list = [None] * dist.get_world_size()
+        dist.all_gather_object(seen, mine)  # once per process: ranks without the loss stage learn the names
+        _LOSS_NAMES.extend(sorted({k for names in seen for k in names}) or ["lm loss"])
+    if mine and mine != _LOSS_NAMES:
+        raise ValueError(f"the loss function reported {mine} after reporting {_LOSS_NAMES}; its keys must not change")
+    return _LOSS_NAMES
+
+
+class PendingLosses:
+    """A loss reduction in flight: posting it costs no synchronisation, so
+    under post-validation the pipeline ranks do not meet at every iteration."""
+
+    def __init__(self, args, store: list, flags: Optional[dict] = None, what: str = "losses") -> None:
+        from ..runtime.collectives import collective_device
+
+        self.what, self.timeout_s = what, float(getattr(args, "pipeline_p2p_timeout", None) or 600)
+        self.names = _loss_names(args, store)
+        totals = torch.zeros(2 * len(self.names), dtype=torch.float64)
+        if _loss_holder(args):
+            for i, key in enumerate(self.names):
+                for item in store:
+                    value = item[key].detach().double().view(-1).cpu()
+                    totals[2 * i] += value[0]
+                    totals[2 * i + 1] += value[1] if value.numel() > 1 else 1.0
+        self.totals = totals.to(collective_device())
+        self.flags = flags  # the iteration's non-finite flags, for check_loss
+        # loss holders of every dp replica contribute; the others add zeros
+        self.work = dist.all_reduce(self.totals, async_op=True)
+
+    def wait(self) -> dict[str, float]:
+        """Token-weighted mean of every reported loss over microbatches and data-parallel ranks."""
+        try:
+            self.work.wait(timeout=datetime.timedelta(seconds=self.timeout_s))
+        except Exception as exc:
+            raise PipelineTimeout(
+                f"rank {dist.get_rank()} waited up to {self.timeout_s:g} s for every rank's {self.what}; at least one "
+                f"rank died, hangs or is elsewhere in its program [{type(exc).__name__}]") from exc
+        t = self.totals.cpu()
+        return {k: float(t[2 * i] / t[2 * i + 1]) if t[2 * i + 1] > 0 else float("nan")
+                for i, k in enumerate(self.names)}
+
+
+def post_losses(args, store: list) -> PendingLosses:
+    """Start reducing a training step's losses; `wait()` gives them on every rank."""
+    flags, _STEP["flags"] = _STEP["flags"], {}
+    return PendingLosses(args, store, flags, what=f"losses of iteration {_iteration() + 1}")
+
+
 def reduce_losses(args, store: list) -> dict[str, float]:
     """Token-weighted mean of every reported loss over microbatches and data-parallel
     ranks, available on every rank."""
-    from megatron.core import parallel_state as ps
-
-    keys = sorted(store[0]) if store else []
-    n = torch.tensor([len(keys)], dtype=torch.long)
-    dist.all_reduce(n, op=dist.ReduceOp.MAX)  # ranks without the loss stage learn how many keys exist
-    totals = torch.zeros(2 * max(int(n.item()), 1), dtype=torch.float64)
-    if _loss_holder(args) and store:
-        for i, key in enumerate(keys):
-            for item in store:
-                value = item[key].double().view(-1)
-                totals[2 * i] += value[0]
-                totals[2 * i + 1] += value[1] if value.numel() > 1 else 1.0
-    dist.all_reduce(totals)  # loss holders of every dp replica contribute; others add zeros
-    names = keys or ["lm loss"]
-    return {k: float(totals[2 * i] / totals[2 * i + 1]) if totals[2 * i + 1] > 0 else float("nan")
-            for i, k in enumerate(names)}
+    return PendingLosses(args, store, what="evaluation losses").wait()
 
 
 def measured_bubble(timelines: list[list]) -> float:

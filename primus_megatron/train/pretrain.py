@@ -12,9 +12,10 @@ from typing import Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from ..runtime.collectives import collective_device
 from .arguments import ConfigError, parse
 from .loop import (NonFiniteLoss, check_loss, forward_step, gather_timeline, initialize, log0, measured_bubble,
-                   reduce_losses, write_timeline)
+                   post_losses, reduce_losses, write_timeline)
 
 
 def forward_backward_func(args):
@@ -111,7 +112,7 @@ def train(args) -> dict:
     train_iter = D.batch_iterator(train_data, args.micro_batch_size, dp_rank, dp_size, start_sample=consumed)
     valid_iter = D.batch_iterator(valid_data, args.micro_batch_size, dp_rank, dp_size) if valid_data is not None else None
     # Only ranks that feed the model hold data; all ranks must agree whether to evaluate.
-    has_valid = torch.tensor([int(valid_data is not None)])
+    has_valid = torch.tensor([int(valid_data is not None)], device=collective_device())
     dist.all_reduce(has_valid, op=dist.ReduceOp.MAX)
     fbf = forward_backward_func(args)
     planned = None
@@ -131,13 +132,17 @@ def train(args) -> dict:
     if post_validation:
         from ..optim import PostValidationOptimizer
 
-        optimizer = PostValidationOptimizer(optimizer, model)
+        optimizer = PostValidationOptimizer(optimizer, model, timeout_s=float(args.pipeline_p2p_timeout or 600))
     waiting: list = []  # iterations whose optimizer outcome is not known yet (post-validation)
 
     def settle(result) -> None:
-        """The optimizer outcome of the oldest waiting iteration is known: schedule, log."""
+        """The optimizer outcome of the oldest waiting iteration is known: check its
+        losses (reduced meanwhile), schedule, log."""
         nonlocal skipped_total
-        done, losses, elapsed, timeline = waiting.pop(0)
+        done, pending, elapsed, timeline = waiting.pop(0)
+        losses = pending.wait()
+        check_loss(args, losses, done, pending.flags)  # NaN/inf loss: stop, naming the iteration and stage
+        history.append(losses.get("lm loss", float("nan")))
         ok, grad_norm, _ = result
         if ok:
             scheduler.step(increment=args.global_batch_size)
@@ -175,15 +180,14 @@ def train(args) -> dict:
         t_stepped = time.perf_counter()
         if getattr(args, "iteration_hook", None):  # benchmarks: per-iteration timings
             args.iteration_hook(iteration, getattr(fbf, "last_step", None), t_step, t_stepped)
-        losses = reduce_losses(args, store)
-        check_loss(args, losses, iteration + 1)  # NaN/inf loss: stop, naming the iteration and stage
+        # post-validation: reduced while the next step runs, checked and logged when it is settled
+        pending = post_losses(args, store)
         done = iteration + 1
-        history.append(losses.get("lm loss", float("nan")))
         last = done == args.train_iters
         timeline = None
         if (done % args.log_interval == 0 or last) and args.pipeline_schedule is not None:
             timeline = gather_timeline(fbf)
-        waiting.append((done, losses, time.perf_counter() - t0, timeline))
+        waiting.append((done, pending, time.perf_counter() - t0, timeline))
         if not post_validation:
             settle(result)
         if last and args.timeline and timeline and dist.get_rank() == 0:
