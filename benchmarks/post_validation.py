@@ -11,16 +11,16 @@ megatron-core GPTModel, megatron DDP and Adam, mock data) under `zb-h2` and
 (--clip-grad 0, fp32: nothing can fail validation, so no rollbacks and no
 snapshot). `args.iteration_hook` gets every step's executed timeline (absolute
 perf_counter times) and the optimizer step's start and end; the loop's
-`reduce_losses` and megatron's `finalize_model_grads` are wrapped here (not
-changed) to time them. Per rank and iteration boundary i -> i+1:
+`post_losses` (which starts the per-iteration loss all-reduce without waiting)
+and megatron's `finalize_model_grads` are wrapped here (not changed) to time them. Per rank and iteration boundary i -> i+1:
 
     gap       = first op start of i+1 - last op end of i
     boundary idle = gap - optimizer step time   (the definition asked for)
     and the parts of the gap: before the step, finalize_model_grads, the
-    optimizer step, reduce_losses (the loop's per-iteration loss all-reduce
-    over the world), after it until the first op.
-A what-if configuration replaces the loop's loss all-reduce by a local
-reduction (patched here) to measure what that collective costs.
+    optimizer step, post_losses (posting the loop's per-iteration loss
+    all-reduce; it is waited for when the iteration is settled: at once with
+    the sync step, after the next step's pipeline work under post-validation),
+    after it until the first op.
 
 Configurations run in turn (A B C D A B C D ...), `--rounds` times; medians
 over the boundaries of all rounds (the first `--skip` iterations of each run
@@ -45,38 +45,18 @@ MODEL = ["--num-layers", "8", "--hidden-size", "192", "--num-attention-heads", "
          "--micro-batch-size", "2", "--vocab-size", "1024", "--make-vocab-size-divisible-by", "128",
          "--hidden-dropout", "0", "--attention-dropout", "0"]
 UNTIE = ["--untie-embeddings-and-output-weights"]
-LOCAL = "local-loss"  # marker: the loop's loss all-reduce replaced by a local reduction (a what-if, patched here)
 # (label, schedule, post-validation, extra arguments)
 CONFIGS = [
     ("zb-h2, sync step", "zb-h2", False, UNTIE),
     ("zb-h2, post-validation", "zb-h2", True, UNTIE),
-    ("zb-h2, post-validation, no loss all-reduce*", "zb-h2", True, UNTIE + [LOCAL]),
     ("zbv, sync step", "zbv", False, UNTIE),
     ("zbv, post-validation", "zbv", True, UNTIE),
-    ("zbv, post-validation, no loss all-reduce*", "zbv", True, UNTIE + [LOCAL]),
     ("zb-h2, tied embeddings, post-validation", "zb-h2", True, []),
 ]
 
 
-def local_reduce_losses(args, store: list) -> dict:
-    """What-if (benchmark-local): the rank holding the loss reduces its own
-    microbatches; no collective (the other ranks report NaN; the NaN check is off)."""
-    keys = sorted(store[0]) if store else ["lm loss"]
-    out = {}
-    for key in keys:
-        total = count = 0.0
-        for item in store:
-            value = item[key].double().view(-1)
-            total += float(value[0])
-            count += float(value[1]) if value.numel() > 1 else 1.0
-        out[key] = total / count if count else float("nan")
-    return out
-
-
 def argv_for(config, iters: int) -> list:
     _, schedule, pv, extra = config
-    if LOCAL in extra:
-        extra = [x for x in extra if x != LOCAL] + ["--no-check-for-nan-in-loss"]
     argv = ["--cpu", "--mock-data", *MODEL, "--global-batch-size", str(2 * MICROBATCHES), "--train-iters", str(iters),
             "--lr", "1e-4", "--lr-decay-style", "constant", "--clip-grad", "0", "--seed", "1234",
             "--pipeline-model-parallel-size", str(PP), "--pipeline-schedule", schedule,
@@ -104,9 +84,8 @@ def pv_body(rank: int, case: dict) -> list:
     from primus_megatron.train import pretrain
     from primus_megatron.train.arguments import parse
 
-    global_reduce = pretrain.reduce_losses
-    reduce_timer = _Timed(global_reduce)
-    pretrain.reduce_losses = reduce_timer  # train() looks the name up in its module at every iteration
+    reduce_timer = _Timed(pretrain.post_losses)
+    pretrain.post_losses = reduce_timer  # train() looks the name up in its module at every iteration
     finalize_timer = _Timed(mdist.finalize_model_grads)
     mdist.finalize_model_grads = finalize_timer  # configure_hooks imports it from here at every train()
     out = []
@@ -126,7 +105,6 @@ def pv_body(rank: int, case: dict) -> list:
                                 "ops": [(r.op.kind, r.stage, r.end - r.start) for r in ops]})
 
             args.iteration_hook = hook
-            reduce_timer.fn = local_reduce_losses if LOCAL in config[3] else global_reduce
             reduce_timer.calls.clear()
             finalize_timer.calls.clear()
             result = pretrain.train(args)
@@ -183,14 +161,12 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
         f"start of i+1 - last op end of i; `idle` = gap - optimizer step (the boundary idle asked for); the gap "
         f"in order: `pre` = after the last op until the optimizer step (waiting for the last sends, the "
         f"executor's end of step) without `finalize` = megatron's finalize_model_grads; `opt` = optimizer.step() "
-        f"(megatron's step with its global grad-norm all-reduce, or the optimistic local step); `reduce_losses` = "
-        f"the training loop's per-iteration loss reduction, an all-reduce over the world "
-        f"(primus_megatron/train/loop.py); `post` = from there to the first op of i+1 (zeroing gradients, the next "
+        f"(megatron's step with its global grad-norm all-reduce, or the optimistic local step); `post_losses` = "
+        f"posting the training loop's per-iteration loss all-reduce over the world, waited for when the iteration "
+        f"is settled (primus_megatron/train/loop.py); `post` = from there to the first op of i+1 (zeroing gradients, the next "
         f"step's set-up and, on a rank whose first op needs an activation, waiting for it). `VALIDATE`: the "
-        f"post-validation check inside the next step. *: a what-if, not the product: this benchmark replaces "
-        f"`pretrain.reduce_losses` by a local reduction on the loss rank (no collective; "
-        f"--no-check-for-nan-in-loss). Times in ms. {elapsed:.0f} s in all on a shared machine (2 cores).\n")
-    lines.append("| configuration | iteration (ms) | rank | gap | opt | idle = gap - opt | pre | finalize | reduce_losses | "
+        f"post-validation check inside the next step. Times in ms. {elapsed:.0f} s in all on a shared machine (2 cores).\n")
+    lines.append("| configuration | iteration (ms) | rank | gap | opt | idle = gap - opt | pre | finalize | post_losses | "
                  "post | VALIDATE | optimistic / rolled back / redone |")
     lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     verdict = {}
@@ -214,12 +190,10 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
 
     lines.append("Iteration time per schedule, ratio of each round's medians to the sync step's in the same round: "
                  "median (min-max over rounds).\n")
-    lines.append("| schedule | sync step (ms) | post-validation (ms) | / sync | post-validation, no loss all-reduce* (ms) "
-                 "| / sync |")
-    lines.append("|---|---|---|---|---|---|")
+    lines.append("| schedule | sync step (ms) | post-validation (ms) | / sync |")
+    lines.append("|---|---|---|---|")
     for schedule in ("zb-h2", "zbv"):
-        sync, pv, local = (f"{schedule}, sync step", f"{schedule}, post-validation",
-                           f"{schedule}, post-validation, no loss all-reduce*")
+        sync, pv = f"{schedule}, sync step", f"{schedule}, post-validation"
 
         def per_round(label):
             return [C.median([row["period"] for row in boundaries(run, opts["skip"])]) for run in by_label[label][0]]
@@ -230,7 +204,7 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
 
         cell = lambda label: C.ms_cell([row["period"] for run in by_label[label][0]  # noqa: E731
                                         for row in boundaries(run, opts["skip"])])
-        lines.append(f"| `{schedule}` | {cell(sync)} | {cell(pv)} | {ratio(pv)} | {cell(local)} | {ratio(local)} |")
+        lines.append(f"| `{schedule}` | {cell(sync)} | {cell(pv)} | {ratio(pv)} |")
     lines.append("")
 
     lines.append("Bubbles: `measured` = 1 - (busy rank 0 + busy rank 1) / (2 x iteration time), medians; simulated "
@@ -252,18 +226,6 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
                      f"{se.bubble_sync:.3f} / {se.bubble_async:.3f} |")
     lines.append("")
 
-    # Does the loss all-reduce dominate the boundary under post-validation?
-    notes = []
-    for label, _, pv, extra in CONFIGS:
-        if not pv or LOCAL in extra:
-            continue
-        for rank in range(PP):
-            med = verdict[(label, rank)]
-            share = med["reduce"] / med["idle"] if med["idle"] > 0 else float("nan")
-            notes.append(f"{label}, rank {rank}: reduce_losses {med['reduce']:.1f} ms of {med['idle']:.1f} ms idle "
-                         f"({100 * share:.0f}%)")
-    lines.append("Share of the boundary idle spent in the loop's loss all-reduce under post-validation: "
-                 + "; ".join(notes) + ".\n")
     return "\n".join(lines), verdict
 
 

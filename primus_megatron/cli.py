@@ -76,6 +76,16 @@ def _memory_limit(text: str) -> float:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = _number(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
 def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
     if schedule:
         p.add_argument("--schedule", required=True, metavar="NAME", help="a registered schedule (see 'primus-pipeline list')")
@@ -113,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Simulate every registered schedule for the same pipeline and costs.")
     _add_common(p, schedule=False)
     p.add_argument("--plot", metavar="FILE", help="write one picture with a timeline per schedule (.png or .svg)")
+    p.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="SECONDS",
+                   help="time budget of the solver behind zb-optimal (default 10); past it the best order found "
+                        "so far is shown, which may not be optimal")
 
     p = sub.add_parser("export", help="the schedule's op order as JSON or torch action strings",
                        description="Export one schedule: JSON (the documented format) or torch.distributed.pipelining "
@@ -296,7 +309,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     for name in registry.names():
         entry = registry.info(name)
         try:
-            schedule = generate(name, args.pp, args.microbatches, costs=costs, memory_limit=args.memory_limit)
+            schedule = generate(name, args.pp, args.microbatches, costs=costs, memory_limit=args.memory_limit,
+                                time_limit=args.time_limit)
             result = simulate(schedule, costs)
         except ScheduleError as exc:
             failures.append(f"{name}: {exc}")

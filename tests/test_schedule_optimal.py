@@ -125,3 +125,20 @@ def test_optimal_counts_memory_added_by_b():
             pytest.fail(f"limit {limit}: {exc}")
         assert peak <= limit + 1e-9
         assert opt == pytest.approx(best, rel=SOLVER_TOL)
+
+
+def test_time_limit_reaches_the_solver_and_other_generators_ignore_it(monkeypatch):
+    import highspy
+
+    seen = []
+    original = highspy.Highs.setOptionValue
+
+    def record(self, name, value):
+        if name == "time_limit":
+            seen.append(value)
+        return original(self, name, value)
+
+    monkeypatch.setattr(highspy.Highs, "setOptionValue", record)
+    generate("zb-optimal", 2, 2, time_limit=2.5)
+    assert seen == [2.5]
+    assert generate("zb-h1", 4, 8, time_limit=2.5).ranks == generate("zb-h1", 4, 8).ranks

@@ -124,8 +124,11 @@ def resolve_chunks(entry: ScheduleInfo, chunks: Optional[int]) -> int:
 
 def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = None,
              memory_limit: Optional[float] = None, chunks: Optional[int] = None,
-             validate: bool = True) -> Schedule:
-    """Build (and by default validate) schedule `name` for `pp` ranks and `microbatches`."""
+             validate: bool = True, time_limit: Optional[float] = None) -> Schedule:
+    """Build (and by default validate) schedule `name` for `pp` ranks and `microbatches`.
+
+    `time_limit`: seconds a searching generator (zb-optimal's solver) may spend;
+    it returns the best order found by then. Other generators ignore it."""
     entry = info(name)
     pp = _check_int("pipeline size (pp)", pp, 2)
     microbatches = _check_int("microbatches", microbatches, 1)
@@ -137,7 +140,8 @@ def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = 
     nchunks = resolve_chunks(entry, chunks)
     costs = costs or UNIT
     sc: StageCosts = costs.resolve(pp, nchunks, entry.placement)
-    ranks = entry.generator(pp, microbatches, chunks=nchunks, costs=sc, memory_limit=memory_limit)
+    extra = {} if time_limit is None else {"time_limit": float(time_limit)}
+    ranks = entry.generator(pp, microbatches, chunks=nchunks, costs=sc, memory_limit=memory_limit, **extra)
     schedule = Schedule(entry.name, pp, microbatches, nchunks, entry.placement,
                         tuple(tuple(r) for r in ranks), {"costs": costs, "memory_limit": memory_limit})
     if validate:

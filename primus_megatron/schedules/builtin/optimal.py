@@ -67,6 +67,7 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
             after(index[(k, j - 1, s)], i, 0.0)
             fixed.add((index[(k, j - 1, s)], i))
 
+    binaries = []  # (variable, i, j): 1 if op i precedes op j on their rank
     before = {}  # (i, j) -> 1 if i precedes j (constant or binary)
     for r in range(pp):
         mine = [i for i, op in enumerate(ops) if op[0] == r]
@@ -80,6 +81,7 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
                 h.addConstr(start[j] - start[i] + big * (1 - x) >= dur[i])
                 h.addConstr(start[i] - start[j] + big * x >= dur[j])
                 before[(i, j)], before[(j, i)] = x, 1 - x
+                binaries.append((x, i, j))
         # Memory after every op that adds some (F, and B when mem_b > 0): what
         # every earlier op of the rank added, plus its own.
         for i in mine:
@@ -93,7 +95,21 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
                 h.addConstr(expr <= limit)
             elif expr > limit + 1e-9:
                 raise ScheduleError(f"memory limit {limit:g} is too small for zb-optimal")
-    h.minimize(makespan)
+    h.changeColCost(makespan.index, 1.0)  # minimise the makespan (set before the start: a model change drops it)
+    warm = _warm_start(pp, m, costs, limit, chunks, placement, ops, dur)
+    if warm is not None:
+        starts, position = warm
+        values = [0.0] * h.getNumCol()
+        for i, t in enumerate(starts):
+            values[start[i].index] = t
+        values[makespan.index] = max(t + d for t, d in zip(starts, dur))
+        for x, i, j in binaries:
+            values[x.index] = 1.0 if position[i] < position[j] else 0.0
+        solution = highspy.HighsSolution()
+        solution.col_value = values
+        solution.value_valid = True
+        h.setSolution(solution)
+    h.run()
     status = h.getModelStatus()
     if h.getInfo().primal_solution_status != 2:  # no feasible point found
         raise ScheduleError(f"zb-optimal found no schedule within the memory limit {limit:g} ({h.modelStatusToString(status)})")
@@ -102,3 +118,32 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
     for i, (r, k, j, c, _) in enumerate(ops):
         ranks[r].append((round(value[i], 6), i, Op(k, j, c)))
     return [[op for *_, op in sorted(row)] for row in ranks]
+
+
+def _warm_start(pp: int, m: int, costs: StageCosts, limit: float, chunks: int, placement: str, ops: list,
+                dur: list) -> Optional[tuple[list[float], list[int]]]:
+    """zb-auto's order under the same costs and memory limit, as the solver's first
+    incumbent: (start time, position on its rank) per op, or None where zb-auto
+    does not apply. Without it HiGHS may spend its whole time limit finding any
+    feasible order; with it the answer is never worse than the heuristic's."""
+    from ..ir import Schedule
+    from ..registry import info
+    from ..simulation import end_times
+
+    if chunks != 1 or placement != LOOP:
+        return None
+    try:
+        ranks = info("zb-auto").generator(pp, m, chunks=1, costs=costs, memory_limit=limit)
+    except ScheduleError:
+        return None
+    index = {(r, op.kind, op.mb, op.chunk): i for i, (r, op) in
+             enumerate((r, Op(k, j, c)) for r, k, j, c, _ in ops)}
+    order = [[index.get((r, op.kind, op.mb, op.chunk)) for op in row] for r, row in enumerate(ranks)]
+    if any(i is None for row in order for i in row):
+        return None  # an op the program does not have (a fused BW)
+    ends = end_times(Schedule("warm", pp, m, 1, LOOP, tuple(map(tuple, ranks))), costs)
+    starts, position = [0.0] * len(ops), [0] * len(ops)
+    for row, row_ends in zip(order, ends):
+        for k, (i, end) in enumerate(zip(row, row_ends)):
+            starts[i], position[i] = end - dur[i], k
+    return starts, position

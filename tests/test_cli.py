@@ -1,0 +1,64 @@
+"""`primus-pipeline`: what each command prints and writes (errors: test_reliability_config.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from primus_megatron import cli, schedules as S
+
+
+def run(capsys, *argv: str) -> str:
+    code = cli.main(list(argv))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def rows(text: str) -> dict[str, list[str]]:
+    """Table rows of the output, by their first cell."""
+    return {line.split()[0]: line.split()[1:] for line in text.splitlines()
+            if line.split() and line.split()[0] in S.names(aliases=True)}
+
+
+def test_list_shows_every_registered_name_and_alias(capsys):
+    table = rows(run(capsys, "list"))
+    assert set(table) == set(S.names(aliases=True))
+    for name in S.names():
+        assert table[name][1] == S.info(name).placement
+
+
+def test_compare_has_one_row_per_schedule_with_the_simulators_numbers(capsys, tmp_path):
+    picture = tmp_path / "all.png"
+    out = run(capsys, "compare", "--pp", "4", "--microbatches", "6", "--cost-comm", "0.1", "--plot", str(picture),
+              "--time-limit", "5")
+    table = rows(out)
+    assert set(table) == set(S.names())
+    costs = S.Costs(comm=0.1)
+    for name in S.names():
+        if name == "zb-optimal":
+            continue
+        expected = S.simulate(S.generate(name, 4, 6, costs=costs), costs)
+        makespan, sync, asyn = (float(x) for x in table[name][1:4])
+        assert makespan == pytest.approx(expected.makespan, rel=1e-3), name
+        assert sync == pytest.approx(expected.bubble_sync, abs=1e-4), name
+        assert asyn == pytest.approx(expected.bubble_async, abs=1e-4), name
+    # the solver's order is at least as short as every heuristic's at 1f1b memory or less
+    assert float(table["zb-optimal"][1]) <= float(table["zb-auto"][1]) + 1e-6
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_simulate_and_export_agree_with_the_planner(capsys, tmp_path):
+    out = run(capsys, "simulate", "--schedule", "zbv", "--pp", "4", "-m", "8")
+    assert f"{S.simulate(S.generate('zbv', 4, 8)).makespan:g}" in out
+    path = tmp_path / "zbv.json"
+    run(capsys, "export", "--schedule", "zbv", "--pp", "4", "-m", "8", "--output", str(path))
+    exported = json.loads(path.read_text())
+    assert exported == json.loads(json.dumps(S.export.to_dict(S.generate("zbv", 4, 8), S.Costs())))
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "soon"])
+def test_compare_time_limit_must_be_positive(capsys, value):
+    assert cli.main(["compare", "--pp", "2", "-m", "2", "--time-limit", value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--time-limit" in err and "positive number of seconds" in err
