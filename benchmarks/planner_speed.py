@@ -1,0 +1,150 @@
+"""Planner speed: time to generate and to validate every registered schedule.
+
+    python benchmarks/planner_speed.py            # pp=32 x 256 microbatches (median of 3) + pp=64 x 1024 scale rows
+    python benchmarks/planner_speed.py --quick    # pp=32 x 256, one run each, no scale rows
+
+For every registered schedule except zb-optimal (an integer program, small
+cases only): `schedules.generate(name, pp, m, validate=False)` and then
+`schedules.validate(schedule, costs=..., memory_limit=...)` (what `generate`
+does by default: completeness, dependency order, memory, lowering to
+send/recv and the rendezvous hang check), timed separately, default costs
+(unit) and default memory limit. Each (schedule, size) runs in a fresh
+process with a time limit, so a pathological case cannot hang the benchmark;
+one that runs out of time is reported as such. Exit status 0 unless a case
+fails to run (an exception), whatever the times.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
+SECTION = "## Planner speed"
+EXCLUDED = ("zb-optimal",)
+SLOW_S = 1.0
+
+
+def _case(name: str, pp: int, m: int, runs: int, single_if_over: float, out) -> None:
+    try:
+        from primus_megatron import schedules as S
+
+        gen, val, ops = [], [], 0
+        for i in range(runs):
+            t0 = time.perf_counter()
+            sched = S.generate(name, pp, m, validate=False)
+            t1 = time.perf_counter()
+            S.validate(sched, costs=sched.meta.get("costs"), memory_limit=sched.meta.get("memory_limit"))
+            t2 = time.perf_counter()
+            gen.append(t1 - t0)
+            val.append(t2 - t1)
+            ops = sum(len(r) for r in sched.ranks)
+            if i == 0 and t2 - t0 > single_if_over:
+                break  # slow: one run is enough
+        out.put(("ok", {"gen": gen, "val": val, "ops": ops}))
+    except BaseException as exc:
+        out.put(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
+
+
+def measure(name: str, pp: int, m: int, runs: int, single_if_over: float, timeout_s: float) -> dict:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_case, args=(name, pp, m, runs, single_if_over, out))
+    proc.start()
+    try:
+        status, value = out.get(timeout=timeout_s)
+    except queue.Empty:
+        return {"timeout": timeout_s}
+    finally:
+        if proc.is_alive():
+            proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+    if status != "ok":
+        raise RuntimeError(f"{name} at pp={pp}, m={m} failed:\n{value}")
+    return value
+
+
+def cell(seconds: list) -> str:
+    if len(seconds) == 1:
+        return f"{seconds[0]:.3f} (1 run)"
+    return f"{C.median(seconds):.3f} ({min(seconds):.3f}-{max(seconds):.3f})"
+
+
+def table(rows: list, pp: int, m: int) -> tuple[str, list]:
+    lines = [f"pp={pp}, {m} microbatches:\n",
+             "| schedule | ops | generate (s) | validate (s) | total (s) | over 1 s |",
+             "|---|---|---|---|---|---|"]
+    slow = []
+    for name, r in rows:
+        if "timeout" in r:
+            lines.append(f"| `{name}` | | > {r['timeout']:.0f} (time limit) | | | yes |")
+            slow.append(f"{name} (did not finish in {r['timeout']:.0f} s)")
+            continue
+        gen, val = C.median(r["gen"]), C.median(r["val"])
+        over = [what for what, t in (("generate", gen), ("validate", val)) if t > SLOW_S]
+        if gen + val > SLOW_S:
+            slow.append(f"{name} ({', '.join(over) or 'generate + validate'}: {gen:.2f} + {val:.2f} s)")
+        lines.append(f"| `{name}` | {r['ops']} | {cell(r['gen'])} | {cell(r['val'])} | {gen + val:.3f} | "
+                     f"{'; '.join(over) if over else ('total' if gen + val > SLOW_S else 'no')} |")
+    return "\n".join(lines), slow
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="pp=32 x 256 only, one run per schedule")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds per (schedule, size) (default 900; quick 300)")
+    parser.add_argument("--markdown", default=os.path.join(C.ROOT, "BENCHMARKS.md"))
+    parser.add_argument("--no-markdown", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+
+    from primus_megatron import schedules as S
+
+    names = [n for n in S.names() if n not in EXCLUDED]
+    timeout = args.timeout or (300.0 if args.quick else 900.0)
+    sizes = [(32, 256, 1 if args.quick else 3, float("inf"))]
+    if not args.quick:
+        sizes.append((64, 1024, 3, 10.0))  # one run where the first takes over 10 s
+    started = time.monotonic()
+    sections, all_slow = [], {}
+    for pp, m, runs, single_if_over in sizes:
+        rows = []
+        for name in names:
+            r = measure(name, pp, m, runs, single_if_over, timeout)
+            rows.append((name, r))
+            shown = "timeout" if "timeout" in r else f"generate {C.median(r['gen']):.3f} s, validate {C.median(r['val']):.3f} s"
+            print(f"  pp={pp} m={m} {name}: {shown}", flush=True)
+        text, slow = table(rows, pp, m)
+        sections.append(text)
+        all_slow[(pp, m)] = slow
+    elapsed = time.monotonic() - started
+    command = C.command_line("benchmarks/planner_speed.py", argv)
+    runs_note = ("one run each" if args.quick else
+                 "median (min-max) of 3 runs; at pp=64 a case whose first run took over 10 s is run once")
+    summary = []
+    for (pp, m), slow in all_slow.items():
+        summary.append(f"over {SLOW_S:g} s at pp={pp}, m={m}: " + ("; ".join(slow) if slow else "none"))
+    body = (f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n\n"
+            f"Wall time of `schedules.generate(name, pp, m, validate=False)` and of `schedules.validate(schedule, "
+            f"costs=..., memory_limit=...)` (completeness, dependency order, memory, lowering to send/recv, "
+            f"rendezvous hang check), every registered schedule but zb-optimal, default (unit) costs and memory "
+            f"limit, each size in a fresh process, {runs_note}; `ops` = compute ops in the schedule. "
+            f"{elapsed:.0f} s in all on a shared 2-core machine (single-threaded, pure Python).\n\n"
+            + "\n\n".join(sections) + "\n\n" + "\n".join(f"- {line}" for line in summary))
+    print(body)
+    if not args.no_markdown:
+        C.write_section(args.markdown, SECTION, body)
+        print(f"planner_speed: wrote the '{SECTION}' section of {args.markdown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
