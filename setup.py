@@ -12,7 +12,7 @@ setup(
     package_data={"primus_megatron": ["data/corpus/*.jsonl", "data/corpus/*.md", "data/corpus/*.txt"]},
     install_requires=[],  # the planner is pure Python; the runtime needs the `runtime` extra
     extras_require={
-        "runtime": ["torch==2.13.0", "megatron-core==0.16.1", "numpy"],
+        "runtime": ["torch==2.13.0", "megatron-core==0.16.1", "numpy", "psutil"],  # psutil: megatron's checkpoint writer
         "plot": ["matplotlib>=3.7"],
         "ilp": ["highspy>=1.7"],
         "te": ["transformer-engine[pytorch]"],

@@ -313,6 +313,20 @@ def test_megatron_lm_fp8_with_w_is_accepted_when_transformer_engine_can_split(mo
     assert check_schedule_args(megatron_lm_args(pipeline_schedule="1f1b", fp8="hybrid")) is None  # no W: fine
 
 
+def test_save_without_psutil_is_refused_before_training(monkeypatch, tmp_path):
+    """megatron's checkpoint writer needs psutil mid-save: refuse at start-up, not at the first save."""
+    import importlib.util
+
+    from primus_megatron.train.arguments import ConfigError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "psutil" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"^--save needs the psutil package .*: pip install psutil$"):
+        _parse(["--save", str(tmp_path / "ckpt")])
+    assert _parse([]).save is None
+    assert not (tmp_path / "ckpt").exists()
+
+
 def test_a_schedules_own_microbatch_minimum_is_reported(monkeypatch):
     """A registered schedule that needs more microbatches says so through both entry points."""
     from primus_megatron.schedules import registry

@@ -4,6 +4,7 @@ before any process group is created; a problem is one sentence (ConfigError)."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 from typing import Optional, Sequence
@@ -239,6 +240,10 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
         raise ConfigError("--cpu runs on gloo: drop --distributed-backend nccl")
     if args.save_interval is not None and args.save is None:
         raise ConfigError("--save-interval needs --save DIR")
+    if args.save is not None and importlib.util.find_spec("psutil") is None:
+        # megatron's writer asks psutil mid-save; without it a save fails (or hangs) after training started
+        raise ConfigError("--save needs the psutil package (megatron-core's checkpoint writer uses it): "
+                          "pip install psutil")
     if args.inject_nonfinite_grad is not None:
         try:
             parts = [int(x) for x in str(args.inject_nonfinite_grad).split(":")]
