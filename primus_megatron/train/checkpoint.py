@@ -9,8 +9,9 @@ under `model.stage<S>` and the optimizer state is keyed through the model's
 ShardedTensors, so neither depends on how stages map to ranks.
 
 On CPU (`--cpu`) shards are written in this process: megatron's writer forks
-worker processes from a rank that runs gloo threads and spawns a Manager for
-their results, which can deadlock with no timeout (seen in CI, never locally).
+worker processes (from a rank running gloo threads) and waits for them with no
+timeout, so a worker that dies before reporting hangs the rank for good (seen
+in CI: a worker failed on a missing psutil); here a failure is an exception.
 On GPU megatron's own parallel writer is used unchanged.
 
 A checkpoint is written to `iter_NNNNNNN.partial` and renamed only after every
