@@ -13,11 +13,18 @@ microbatch, which is the period.
 """
 from __future__ import annotations
 
-from collections import deque
+import math
+from bisect import bisect_right
+from collections import Counter, deque
+from functools import partial
+from itertools import accumulate
+from operator import itemgetter
+from typing import Optional
 
 from .costs import StageCosts
 from .ir import B, F, V, W, Op, owner_of
 from .listsched import Policy
+from .simulation import gc_paused
 
 PERIOD = 6
 Slots = dict[tuple[str, int, int], int]  # (kind, mb, stage) -> slot
@@ -37,6 +44,7 @@ def v_half_block(pp: int) -> list[tuple[int, int, int, int]]:
     return [(2 * i, 3 * pp - 2 - i, 3 * pp + d - 1 + 2 * i, 6 * pp + d - 2 - i) for i in range(pp)]
 
 
+@gc_paused
 def repeat(pp: int, m: int, block: list[tuple[int, int, int, int]]) -> Slots:
     """Repeat a V block for m microbatches; W ops fill each rank's first free
     slots after their B, oldest first."""
@@ -48,65 +56,136 @@ def repeat(pp: int, m: int, block: list[tuple[int, int, int, int]]) -> Slots:
             for kind, stage, at in ((F, r, f0), (F, n - 1 - r, f1), (B, n - 1 - r, b1), (B, r, b0)):
                 slots[(kind, j, stage)] = taken_at = j * PERIOD + at
                 taken[taken_at] = (kind, j, stage)
+        # Walk the taken slots in order, handing the free slots before each to the
+        # pending W (as a slot-by-slot walk would, without visiting every slot).
         pending: deque = deque()
-        placed, t = 0, 0
-        while placed < 2 * m:
-            if t in taken:
-                kind, j, stage = taken[t]
-                if kind == B:
-                    pending.append((j, stage))
-            elif pending:
-                j, stage = pending.popleft()
-                slots[(W, j, stage)] = t
-                placed += 1
-            t += 1
+        free = 0  # first slot not yet looked at
+        for t in sorted(taken):
+            while pending and free < t:
+                slots[(W, *pending.popleft())] = free
+                free += 1
+            kind, j, stage = taken[t]
+            if kind == B:
+                pending.append((j, stage))
+            free = t + 1
+        while pending:
+            slots[(W, *pending.popleft())] = free
+            free += 1
     return slots
 
 
 def memory_profile(pp: int, slots: Slots, sc: StageCosts) -> list[list[float]]:
     """Activation memory on each rank at each slot (ops at a slot count)."""
+    rank = _ranks(pp)
     horizon = max(slots.values()) + 1
     delta = [[0.0] * (horizon + 1) for _ in range(pp)]
     for (kind, _, stage), t in slots.items():
-        delta[owner_of(V, pp, stage)[0]][t] += sc.mem[kind][stage]
-    for row in delta:
-        for t in range(1, len(row)):
-            row[t] += row[t - 1]
-    return delta
+        delta[rank[stage]][t] += sc.mem[kind][stage]
+    return [list(accumulate(row)) for row in delta]  # the running sum, left to right
 
 
+@gc_paused
 def compact(pp: int, slots: Slots, sc: StageCosts) -> Slots:
     """Move every op to the earliest free slot after its inputs, in slot
-    order, unless that would raise its rank above the steady-state peak."""
+    order, unless that would raise its rank above the steady-state peak.
+
+    Ops move far (up to ~pp slots), so updating a per-slot memory profile on every
+    move costs O(pp) each; when the memory sums are exact (`_sums_are_exact`) the
+    peak over a window is read from the few ops placed in it instead."""
     n = 2 * pp
+    rank = _ranks(pp)
     mem = memory_profile(pp, slots, sc)
     cap = max(max(row) for row in mem) + 1e-9
-    occupied = [set() for _ in range(pp)]
+    occupied: list[set[int]] = [set() for _ in range(pp)]
     for (_, _, stage), t in slots.items():
-        occupied[owner_of(V, pp, stage)[0]].add(t)
-    out: Slots = {}
-    for (kind, j, s), t in sorted(slots.items(), key=lambda kv: kv[1]):
-        r = owner_of(V, pp, s)[0]
-        deps = [(kind, j - 1, s)] if j else []  # one chunk runs microbatches in order
-        if kind == F and s > 0:
-            deps.append((F, j, s - 1))
-        elif kind == B:
-            deps.append((F, j, s) if s == n - 1 else (B, j, s + 1))
-        elif kind == W:
-            deps.append((B, j, s))
-        earliest = max((out[d] + 1 for d in deps), default=0)
+        occupied[rank[stage]].add(t)
+    exact = _sums_are_exact(slots, sc)
+    # With exact sums, the memory of rank r at a slot x < t (t: the op being moved)
+    # is the sum of the deltas of the ops already processed and placed at or before
+    # x, a step function: kept as the placed slots (sorted) and their nonzero deltas.
+    placed: list[list[int]] = [[] for _ in range(pp)]
+    deltas: list[list[float]] = [[] for _ in range(pp)]
+    total = [0.0] * pp  # sum of the deltas of the ops processed so far
+    # Where each processed op went, by ((kind, stage) base + mb): a list, not a dict
+    # keyed by tuples. An op's inputs: the same op of the previous microbatch (one
+    # chunk runs microbatches in order), then the op producing its input.
+    span = max(j for _, j, _ in slots) + 1
+    base = {kind: [(i * n + s) * span for s in range(n)] for i, kind in enumerate((F, B, W))}
+    feed = {F: [base[F][s - 1] if s > 0 else -1 for s in range(n)],
+            B: [base[F][s] if s == n - 1 else base[B][s + 1] for s in range(n)],
+            W: base[B]}
+    went: list[Optional[int]] = [None] * (3 * n * span)
+    items = sorted(slots.items(), key=_SLOT)
+    final: list[int] = []
+    for (kind, j, s), t in items:
+        r = rank[s]
+        me = base[kind][s] + j
+        earliest = 0
+        if j:
+            if went[me - 1] is None:
+                raise KeyError((kind, j - 1, s))
+            earliest = went[me - 1] + 1
+        src = feed[kind][s]
+        if src >= 0:
+            if went[src + j] is None:
+                raise KeyError(_input(kind, j, s, n))
+            if went[src + j] >= earliest:
+                earliest = went[src + j] + 1
         grow = sc.mem[kind][s]
-        for c in range(earliest, t):
-            if c in occupied[r] or (grow > 0 and max(mem[r][c:t]) + grow > cap):
+        occ = occupied[r]
+        for c in range(earliest, t):  # the new slot is nearly always within a few of `earliest`
+            if c in occ:
                 continue
-            occupied[r].discard(t)
-            occupied[r].add(c)
-            for x in range(c, t):
-                mem[r][x] += grow
+            if grow > 0:
+                if exact:
+                    # max(mem[c:t]): the memory just before c (c is free), then after each
+                    # op placed in (c, t), usually a handful.
+                    i = bisect_right(placed[r], c)
+                    after = deltas[r][i:]
+                    peak = max(accumulate(after, initial=total[r] - sum(after)))
+                else:
+                    peak = max(mem[r][c:t])
+                if peak + grow > cap:
+                    continue
+            occ.discard(t)
+            occ.add(c)
+            if not exact and grow:  # adding 0.0 would change nothing (no slot holds -0.0)
+                row = mem[r]
+                row[c:t] = [v + grow for v in row[c:t]]
             t = c
             break
-        out[(kind, j, s)] = t
-    return out
+        if exact and grow:  # an op adding nothing changes no sum
+            i = bisect_right(placed[r], t)
+            placed[r].insert(i, t)
+            deltas[r].insert(i, grow)
+            total[r] += grow
+        went[me] = t
+        final.append(t)
+    return dict(zip(map(_FIRST, items), final))
+
+
+def _input(kind: str, j: int, s: int, n: int) -> tuple[str, int, int]:
+    """The op whose result (kind, j, s) needs."""
+    if kind == F:
+        return F, j, s - 1
+    if kind == B:
+        return (F, j, s) if s == n - 1 else (B, j, s + 1)
+    return B, j, s
+
+
+def _sums_are_exact(slots: Slots, sc: StageCosts) -> bool:
+    """True when every sum of the ops' memory deltas is exact in floating point: all
+    are multiples of one power of two and no sum reaches 2**53 of those units. Then
+    the order of additions cannot matter (unit costs: multiples of 1/chunks)."""
+    values = [v for kind in (F, B, W) for v in sc.mem[kind]]
+    if not all(map(math.isfinite, values)):
+        return False
+    unit = max(float(v).as_integer_ratio()[1] for v in values)  # a power of two
+    if unit > 2 ** 50:
+        return False  # tiny (even subnormal) deltas: sums would round
+    uses = Counter(map(_KIND_STAGE, slots))  # (kind, stage) -> how many ops
+    mass = sum(abs(sc.mem[kind][stage]) * count for (kind, stage), count in uses.items())
+    return mass * unit < 2.0 ** 50  # margin for the rounding of `mass` itself
 
 
 def slot_policy(slots: Slots, *, cooldown_b_first: bool = True) -> Policy:
@@ -115,16 +194,27 @@ def slot_policy(slots: Slots, *, cooldown_b_first: bool = True) -> Policy:
 
     def key(kind: str, mb: int, chunk: int, stage: int, state) -> tuple:
         k = B if kind == "BW" else kind
-        late_w = cooldown_b_first and state.cooldown and k == W
+        late_w = cooldown_b_first and k == W and state.cooldown  # a bool either way; cheap tests first
         return (late_w, slots[(k, mb, stage)])
 
     return Policy(key, backfill=lambda kind, state: kind != F, reserve=False, name="block")
 
 
+@gc_paused
 def slot_order(pp: int, slots: Slots) -> list[list[Op]]:
     """Each rank's ops sorted by slot: the squeezed schedule."""
+    where = [owner_of(V, pp, s) for s in range(2 * pp)]
     ranks: list[list[tuple[int, Op]]] = [[] for _ in range(pp)]
     for (kind, j, s), t in slots.items():
-        r, c = owner_of(V, pp, s)
-        ranks[r].append((t, Op(kind, j, c)))
+        r, c = where[s]
+        ranks[r].append((t, _op((kind, j, c))))
     return [[op for _, op in sorted(row)] for row in ranks]
+
+
+def _ranks(pp: int) -> list[int]:
+    """Rank holding each stage of a V pipeline."""
+    return [owner_of(V, pp, s)[0] for s in range(2 * pp)]
+
+
+_FIRST, _SLOT, _KIND_STAGE = itemgetter(0), itemgetter(1), itemgetter(0, 2)
+_op = partial(tuple.__new__, Op)  # Op(*fields) without the Python-level __new__ (same object)

@@ -19,11 +19,14 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass
+from functools import partial
+from operator import itemgetter
 from typing import Callable, Optional
 
 from .costs import StageCosts
 from .errors import ScheduleError
 from .ir import B, BW, F, W, Op, stage_of
+from .simulation import gc_paused
 
 INF = float("inf")
 EPS = 1e-9
@@ -56,14 +59,30 @@ class Policy:
     reserve: bool = True  # keep room for a later chunk when a microbatch enters a rank
 
 
+@gc_paused
 def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
                   memory_limit: Optional[float], policy: Policy) -> list[list[Op]]:
     n = pp * chunks
     stages = [[stage_of(placement, pp, r, c) for c in range(chunks)] for r in range(pp)]
-    where = {stages[r][c]: (r, c) for r in range(pp) for c in range(chunks)}
+    own = [0] * n  # stage -> rank
+    for r in range(pp):
+        for c in range(chunks):
+            own[stages[r][c]] = r
     limit = INF if memory_limit is None else memory_limit + EPS
     headroom = [max(sc.mem[F][s] for s in stages[r][1:]) if chunks > 1 and policy.reserve else 0.0 for r in range(pp)]
-    bkind = B if policy.split else BW
+    split = policy.split
+    bkind = B if split else BW
+    key_of = policy.key
+    comm = sc.comm
+    # Per stage: durations, memory terms, and the latency an input adds on arrival
+    # (0.0 from the same rank; `end + 0.0` is what the arrival time always was).
+    dur = {k: [sc.duration(k, s) for s in range(n)] for k in (F, B, W, BW)}
+    grow = {k: [sc.memory(k, s) for s in range(n)] for k in (F, B, W, BW)}
+    mem_f = list(sc.mem[F])
+    owe = [max(0.0, sc.mem[B][s]) for s in range(n)]  # what a B will still add after its F ran
+    lag_f = [comm[s - 1] if s > 0 and own[s - 1] != own[s] else 0.0 for s in range(n)]  # F input from s - 1
+    lag_b = [comm[s + 1] if s + 1 < n and own[s + 1] != own[s] else 0.0 for s in range(n)]  # gradient from s + 1
+    last = n - 1
 
     next_f = [[0] * chunks for _ in range(pp)]
     next_b = [[0] * chunks for _ in range(pp)]
@@ -71,146 +90,179 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
     state = [RankState(r, f_total=m * chunks) for r in range(pp)]
     mem = [0.0] * pp
     free = [0.0] * pp
-    end_of: dict[tuple[str, int, int], float] = {}  # (F|B, mb, stage) -> end time
+    end_f: list[list[Optional[float]]] = [[None] * m for _ in range(n)]  # [stage][mb] -> end of F
+    end_b: list[list[Optional[float]]] = [[None] * m for _ in range(n)]  # [stage][mb] -> end of B (or BW)
     out: list[list[Op]] = [[] for _ in range(pp)]
-    remaining = [(3 if policy.split else 2) * m * chunks] * pp
+    remaining = [(3 if split else 2) * m * chunks] * pp
     wake = [0.0] * pp
     heap = [(0.0, r) for r in range(pp)]
-
-    def arrival(kind: str, mb: int, src: int, dst: int) -> float:
-        end = end_of.get((kind, mb, src))
-        if end is None:
-            return INF
-        return end + (sc.comm[src] if where[src][0] != where[dst][0] else 0.0)
-
-    def ready_at(r: int, kind: str, c: int) -> float:
-        """When the input of rank r's next `kind` on chunk c is there (INF: unknown)."""
-        s = stages[r][c]
-        if kind == F:
-            mb = next_f[r][c]
-            return INF if mb >= m else (0.0 if s == 0 else arrival(F, mb, s - 1, s))
-        mb = next_b[r][c]
-        if mb >= m or mb >= next_f[r][c]:
-            return INF
-        return end_of.get((F, mb, s), INF) if s == n - 1 else arrival(B, mb, s + 1, s)
-
-    now = [0.0, 0]  # decision time and deciding rank
-
-    def bound(kind: str, mb: int, s: int, depth: int = 0) -> float:
-        """Lower bound on the end of (kind, mb, stage s) given what is scheduled;
-        INF if it waits on the deciding rank itself (waiting would not help)."""
-        if (kind, mb, s) in end_of:
-            return end_of[(kind, mb, s)]
-        r, c = where[s]
-        if r == now[1] or depth > 2 * n:
-            return INF
-        if kind == F:
-            start = 0.0 if s == 0 else bound(F, mb, s - 1, depth + 1) + sc.comm[s - 1]
-        elif s == n - 1:
-            start = bound(F, mb, s, depth + 1)
-        else:
-            start = bound(B, mb, s + 1, depth + 1) + sc.comm[s + 1]
-        return max(start, free[r], now[0]) + sc.duration(kind, s)
-
-    def eta(r: int, kind: str, c: int) -> float:
-        t = ready_at(r, kind, c)
-        if t < INF:
-            return t
-        s = stages[r][c]
-        mb = next_f[r][c] if kind == F else next_b[r][c]
-        if mb >= m or (kind != F and mb >= next_f[r][c] and s != n - 1):
-            return INF
-        if kind == F:
-            return bound(F, mb, s - 1) + sc.comm[s - 1]
-        return bound(F, mb, s) if s == n - 1 else bound(B, mb, s + 1) + sc.comm[s + 1]
-
     # Memory a B will still add (mem_b > 0) for microbatches whose F ran and B did not:
     # an F is admitted only if those B can run later without exceeding the limit.
     owed = [0.0] * pp
 
-    def fits(r: int, c: int) -> bool:
-        s = stages[r][c]
-        return mem[r] + owed[r] + sc.mem[F][s] + max(0.0, sc.mem[B][s]) + (headroom[r] if c == 0 else 0.0) <= limit
+    def bound(kind: str, mb: int, s: int, now_t: float, now_r: int) -> float:
+        """Lower bound on the end of (kind, mb, stage s) given what is scheduled;
+        INF if it waits on the deciding rank itself (waiting would not help).
+        Walks the chain of inputs back to a known end, then adds up forward:
+        start = the input's bound (+ comm), end = max(start, free, now) + duration."""
+        frames = []  # (stage, kind, how the start follows from the input's bound)
+        depth = 0
+        while True:
+            known = (end_f if kind == F else end_b)[s][mb]
+            if known is not None:
+                value = known
+                break
+            if own[s] == now_r or depth > 2 * n:
+                return INF  # and so is everything that waits on it
+            if kind == F:
+                if s == 0:
+                    frames.append((s, F, _ZERO))
+                    value = 0.0
+                    break
+                frames.append((s, F, comm[s - 1]))
+                s -= 1
+            elif s == last:
+                frames.append((s, B, _SAME))
+                kind = F
+            else:
+                frames.append((s, B, comm[s + 1]))
+                s += 1
+            depth += 1
+        for s, kind, link in reversed(frames):
+            start = 0.0 if link is _ZERO else value if link is _SAME else value + link
+            value = max(start, free[own[s]], now_t) + (dur[F][s] if kind == F else dur[B][s])
+        return value
 
-    def run(r: int, t: float, kind: str, mb: int, c: int) -> None:
-        s = stages[r][c]
-        end = t + sc.duration(kind, s)
-        out[r].append(Op(kind, mb, c))
-        remaining[r] -= 1
-        free[r] = end
-        mem[r] += sc.memory(kind, s)
-        if kind == F:
-            owed[r] += max(0.0, sc.mem[B][s])
-        elif kind in (B, BW):
-            owed[r] -= max(0.0, sc.mem[B][s])
-        if kind == F:
-            next_f[r][c] += 1
-            state[r].f_count += 1
-            end_of[(F, mb, s)] = end
-            consumer = where[s + 1][0] if s + 1 < n else r
-        elif kind == W:
-            pending_w[r][c].popleft()
-            consumer = None
-        else:
-            next_b[r][c] += 1
-            state[r].b_count += 1
-            end_of[(B, mb, s)] = end
-            if kind == B:
-                pending_w[r][c].append(mb)
-            consumer = where[s - 1][0] if s > 0 else None
-        for q in {r, consumer} - {None}:
-            t_q = max(free[q], end if q == r else arrival(kind if kind != BW else B, mb, s, s + 1 if kind == F else s - 1))
-            if t_q < wake[q]:
-                wake[q] = t_q
-                heapq.heappush(heap, (t_q, q))
-
+    reserve = [[headroom[r] if c == 0 else 0.0 for c in range(chunks)] for r in range(pp)]
+    backfill = policy.backfill
+    heappush, heappop = heapq.heappush, heapq.heappop
     while heap:
-        t, r = heapq.heappop(heap)
+        t, r = heappop(heap)
         if t != wake[r] or remaining[r] == 0:
             continue
         wake[r] = INF
-        t = max(t, free[r])
-        now[0], now[1] = t, r
+        if free[r] > t:
+            t = free[r]
         st = state[r]
-        ready, later = [], []
+        stages_r, next_f_r, next_b_r, pending_r, reserve_r = stages[r], next_f[r], next_b[r], pending_w[r], reserve[r]
+        base = mem[r] + owed[r]
+        t_eps = t + EPS
+        ready, later = [], []  # candidates (key, kind, mb, chunk), later ones with when they are ready
         for c in range(chunks):
-            s = stages[r][c]
-            if next_f[r][c] < m and fits(r, c):
-                key = policy.key(F, next_f[r][c], c, s, st)
-                (ready if ready_at(r, F, c) <= t + EPS else later).append((key, F, next_f[r][c], c))
-            if next_b[r][c] < m:
-                key = policy.key(bkind, next_b[r][c], c, s, st)
-                (ready if ready_at(r, B, c) <= t + EPS else later).append((key, bkind, next_b[r][c], c))
-            if pending_w[r][c]:
-                mb = pending_w[r][c][0]
-                ready.append((policy.key(W, mb, c, s, st), W, mb, c))
-        head = min(later, default=None)
-        if ready:
-            key, kind, mb, c = min(ready)
-            if head is not None and head[0] < key and not policy.backfill(kind, st):
-                ready = []  # strict order: wait for the head
-        if ready:
-            end = t + sc.duration(kind, stages[r][c])
-            soon = [eta(r, k if k != BW else B, cc) for kk, k, _, cc in later if kk < key]
-            soon = [x for x in soon if x < end - EPS]
-            if not soon:
-                run(r, t, kind, mb, c)
-                continue
-            nxt = max(min(soon), t)
-            if nxt <= t + EPS:
-                run(r, t, kind, mb, c)  # cannot wait for nothing: take the best ready op
-                continue
-            wake[r] = nxt
-            heapq.heappush(heap, (nxt, r))
+            s = stages_r[c]
+            nf = next_f_r[c]
+            if nf < m and base + mem_f[s] + owe[s] + reserve_r[c] <= limit:
+                key = key_of(F, nf, c, s, st)
+                if s == 0:
+                    at = 0.0
+                else:
+                    at = end_f[s - 1][nf]
+                    at = INF if at is None else at + lag_f[s]
+                if at <= t_eps:
+                    ready.append((key, F, nf, c))
+                else:
+                    later.append((key, F, nf, c, at))  # (kind, mb, c) differ: `at` never decides a min
+            nb = next_b_r[c]
+            if nb < m:
+                key = key_of(bkind, nb, c, s, st)
+                if nb >= nf:
+                    at = INF
+                elif s == last:
+                    at = end_f[s][nb]
+                    at = INF if at is None else at
+                else:
+                    at = end_b[s + 1][nb]
+                    at = INF if at is None else at + lag_b[s]
+                if at <= t_eps:
+                    ready.append((key, bkind, nb, c))
+                else:
+                    later.append((key, bkind, nb, c, at))
+            if pending_r[c]:
+                mb = pending_r[c][0]
+                ready.append((key_of(W, mb, c, s, st), W, mb, c))
+        if not ready:
+            nxt = min(map(_AT, later), default=INF)
+            if nxt < INF:
+                wake[r] = max(nxt, t)
+                heappush(heap, (wake[r], r))
             continue
-        known = [ready_at(r, k if k != BW else B, cc) for _, k, _, cc in later]
-        nxt = min(known, default=INF)
-        if nxt < INF:
-            wake[r] = max(nxt, t)
-            heapq.heappush(heap, (wake[r], r))
+        key, kind, mb, c = min(ready) if len(ready) > 1 else ready[0]
+        if later and min(later)[0] < key and not backfill(kind, st):  # strict order: wait for the head
+            nxt = min(map(_AT, later))
+            if nxt < INF:
+                wake[r] = max(nxt, t)
+                heappush(heap, (wake[r], r))
+            continue
+        s = stages_r[c]
+        end = t + dur[kind][s]
+        # When do the better (smaller-key) later candidates become ready? Known
+        # arrivals, else a lower bound (eta); wait for one that beats this op's end.
+        soon = INF
+        for kk, k, mb_k, cc, at in later:
+            if kk < key:
+                if at == INF:
+                    # The input's producer has not run: it cannot end before t plus its
+                    # own duration (then one hop), and a bound that late is not soon.
+                    sk = stages_r[cc]
+                    if k == F:
+                        if sk > 0 and t + dur[F][sk - 1] + comm[sk - 1] >= end - EPS:
+                            continue
+                    elif sk != last and t + dur[B][sk + 1] + comm[sk + 1] >= end - EPS:
+                        continue
+                    at = _eta(k, mb_k, sk, next_f_r[cc], m, last, comm, bound, t, r)
+                if at < end - EPS and at < soon:
+                    soon = at
+        if soon != INF and max(soon, t) > t_eps:
+            wake[r] = nxt = max(soon, t)  # wait for it
+            heappush(heap, (nxt, r))
+            continue
+
+        # Run the op (when nothing better comes soon, or cannot wait for nothing).
+        out[r].append(_op((kind, mb, c)))
+        remaining[r] -= 1
+        free[r] = end
+        mem[r] += grow[kind][s]
+        if kind == F:
+            owed[r] += owe[s]
+            next_f_r[c] += 1
+            st.f_count += 1
+            end_f[s][mb] = end
+            consumer = own[s + 1] if s + 1 < n else r
+        elif kind == W:
+            pending_r[c].popleft()
+            consumer = r
+        else:
+            owed[r] -= owe[s]
+            next_b_r[c] += 1
+            st.b_count += 1
+            end_b[s][mb] = end
+            if kind == B:
+                pending_r[c].append(mb)
+            consumer = own[s - 1] if s > 0 else r
+        wake[r] = end  # free again when it ends (wake[r] was INF)
+        heappush(heap, (end, r))
+        if consumer != r:  # the consumer's input arrives one hop later
+            t_q = max(free[consumer], end + comm[s])
+            if t_q < wake[consumer]:
+                wake[consumer] = t_q
+                heappush(heap, (t_q, consumer))
     stuck = [r for r in range(pp) if remaining[r]]
     if stuck:
         what = f"the memory limit {memory_limit:g}" if memory_limit is not None else "this policy"
         raise ScheduleError(f"{what} leaves rank {stuck[0]} unable to schedule all {m} microbatches "
                             f"(policy {policy.name or 'custom'})")
     return out
+
+
+_AT = itemgetter(4)
+_ZERO, _SAME = object(), object()  # how a start follows from its input in `bound`: 0.0, or the input's end
+_op = partial(tuple.__new__, Op)  # Op(*fields) without the Python-level __new__ (same object)
+
+
+def _eta(kind: str, mb: int, s: int, nf: int, m: int, last: int, comm, bound, now_t: float, now_r: int) -> float:
+    """Lower bound on when a candidate whose input time is unknown becomes ready."""
+    if kind == F:
+        return INF if mb >= m else bound(F, mb, s - 1, now_t, now_r) + comm[s - 1]
+    if mb >= m or (mb >= nf and s != last):
+        return INF
+    return bound(F, mb, s, now_t, now_r) if s == last else bound(B, mb, s + 1, now_t, now_r) + comm[s + 1]

@@ -12,11 +12,14 @@ never waits for its receiver to reach the consumer.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from itertools import repeat
+from operator import attrgetter, getitem, itemgetter
 from typing import NamedTuple, Optional, Union
 
 from .costs import UNIT
-from .ir import B, BW, F, Op, Schedule
-from .simulation import end_times
+from .ir import B, BW, F, W, Op, Schedule
+from .simulation import end_times, gc_paused
 
 
 class Message(NamedTuple):
@@ -49,6 +52,7 @@ class Recv(NamedTuple):
 
 
 Item = Union[Op, Send, Recv]
+_FIRST = itemgetter(0)
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,13 @@ def incoming(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
     return Message(F if op.kind == F else B, op.mb, src, s)
 
 
+_message = partial(tuple.__new__, Message)  # Message(*fields) without the Python-level __new__ (same object)
+_send = partial(tuple.__new__, Send)
+_recv = partial(tuple.__new__, Recv)
+_KIND, _CHUNK = attrgetter("kind"), attrgetter("chunk")
+
+
+@gc_paused
 def lower(schedule: Schedule, ends: Optional[list] = None) -> Lowered:
     """Insert Send/Recv items into every rank's op list (see module doc).
 
@@ -98,64 +109,103 @@ def lower(schedule: Schedule, ends: Optional[list] = None) -> Lowered:
         ends = end_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))
     n = schedule.num_stages
     owner = schedule.owner_table
-
-    def edge_out(kind: str, stage: int) -> Optional[int]:
-        """Stage the result of this op goes to (None: nowhere / the loss)."""
-        if kind == F:
-            return stage + 1 if stage + 1 < n else None
-        if kind in (B, BW):
-            return stage - 1 if stage > 0 else None
-        return None
-
-    def edge_in(kind: str, stage: int) -> Optional[int]:
-        if kind == F:
-            return stage - 1 if stage > 0 else None
-        if kind in (B, BW):
-            return stage + 1 if stage + 1 < n else None
-        return None
-
     table = schedule.stage_table
-    # Each message is built once: its place in the pair's channel is (send end time, sender, position).
-    sent: dict[tuple, tuple] = {}  # (kind, mb, src_stage) -> (key, Message)
-    for r, ops in enumerate(schedule.ranks):
-        stages_r, ends_r = table[r], ends[r]
-        for pos, op in enumerate(ops):
-            kind, stage = op.kind, stages_r[op.chunk]
-            dst = edge_out(kind, stage)
-            if dst is not None and owner[dst] != r:
-                mkind = F if kind == F else B
-                sent[(mkind, op.mb, stage)] = ((ends_r[pos], r, pos), Message(mkind, op.mb, stage, dst))
 
+    # Per rank, kind and chunk: (message kind, stage, destination stage, peer) of the
+    # message the op sends, and (message kind, source stage, stage, peer) of the one
+    # it receives; None where the neighbour stage is missing or on the same rank.
+    def edges(r: int, kind: str) -> tuple:
+        row = []
+        for stage in table[r]:
+            dst = src = None
+            if kind == F:
+                dst, src = (stage + 1 if stage + 1 < n else None), (stage - 1 if stage > 0 else None)
+            elif kind in (B, BW):
+                dst, src = (stage - 1 if stage > 0 else None), (stage + 1 if stage + 1 < n else None)
+            mkind = F if kind == F else B
+            out = (mkind, stage, dst, owner[dst]) if dst is not None and owner[dst] != r else None
+            into = (mkind, src, stage, owner[src]) if src is not None and owner[src] != r else None
+            row.append(None if out is None and into is None else (out, into))
+        return tuple(row)
+
+    # Pass 1: every message, built once and keyed by itself, with its place in its
+    # pair's channel: (send end time, sender, position); per rank and peer, the
+    # messages its ops send or receive. A receive looks its message up by fields.
+    sent: dict[tuple, tuple[tuple, Message]] = {}  # message -> (channel key, message)
+    channels: list[dict[int, list[tuple]]] = []  # per rank: peer -> messages
+    tables: list[tuple[dict, tuple]] = []  # per rank: the edge tables above
+    for r, ops in enumerate(schedule.ranks):
+        by_kind = {kind: edges(r, kind) for kind in (F, B, W, BW)}
+        nothing = by_kind[W]  # no messages (what any other kind maps to as well)
+        tables.append((by_kind, nothing))
+        ends_r = ends[r]
+        mine: dict[int, list[tuple]] = {}
+        # by_kind.get(op.kind, nothing)[op.chunk] for every op, in C
+        rules = map(getitem, map(by_kind.get, map(_KIND, ops), repeat(nothing)), map(_CHUNK, ops))
+        for pos, e in enumerate(rules):
+            if e is None:
+                continue
+            out, into = e
+            mb = ops[pos].mb
+            if out is not None:
+                mkind, stage, dst, peer = out
+                msg = _message((mkind, mb, stage, dst))
+                sent[msg] = ((ends_r[pos], r, pos), msg)
+                chan = mine.get(peer)
+                if chan is None:
+                    chan = mine[peer] = []
+                chan.append(msg)
+            if into is not None:
+                mkind, src, stage, peer = into
+                chan = mine.get(peer)
+                if chan is None:
+                    chan = mine[peer] = []
+                chan.append((mkind, mb, src, stage))
+        channels.append(mine)
+
+    # Pass 2, per rank: each pair's channel in key order (keys are unique; a key
+    # naming this rank is a send, from the position it names). A send goes right
+    # after its op; a receive right after the previous send of its channel, or
+    # before the first op if there is none (then receives of several channels go
+    # in key order). Only one message leaves an op, so the receives behind a send
+    # are all of its channel.
     ranks = []
     for r, ops in enumerate(schedule.ranks):
-        stages_r = table[r]
-        # Per peer channel: (key, slot, item); slot i means "posted before ops[i]".
-        channels: dict[int, list[tuple[tuple, Optional[int], Item]]] = {}
-        for pos, op in enumerate(ops):
-            kind, stage = op.kind, stages_r[op.chunk]
-            mkind = F if kind == F else B
-            dst = edge_out(kind, stage)
-            if dst is not None and owner[dst] != r:
-                key, msg = sent[(mkind, op.mb, stage)]
-                channels.setdefault(owner[dst], []).append((key, pos + 1, Send(msg, owner[dst])))
-            src = edge_in(kind, stage)
-            if src is not None and owner[src] != r:
-                key, msg = sent[(mkind, op.mb, src)]
-                channels.setdefault(owner[src], []).append((key, None, Recv(msg, owner[src])))
-        slots: dict[int, list[tuple[tuple, Item]]] = {}
-        for chan in channels.values():
-            chan.sort(key=lambda t: t[0])
-            slot = 0
-            for key, send_slot, item in chan:
-                if send_slot is not None:
-                    slot = send_slot  # a receive may not overtake an earlier send
-                slots.setdefault(slot, []).append((key, item))
-        out: list[Item] = []
-        for pos in range(len(ops) + 1):
-            bucket = slots.get(pos)
-            if bucket:
-                out.extend(item for _, item in sorted(bucket, key=lambda t: t[0]))
-            if pos < len(ops):
-                out.append(ops[pos])
+        leading: list[tuple[tuple, Item]] = []  # (key, Recv) posted before ops[0]
+        after: dict[int, list[Item]] = {}  # position -> items posted right after ops[position]
+        for peer, messages in channels[r].items():
+            try:
+                chan = list(map(sent.__getitem__, messages))
+            except KeyError:  # an op receives a message no op sends
+                _raise_unsent(ops, *tables[r], sent)
+            chan.sort(key=_FIRST)
+            tail: Optional[list[Item]] = None
+            for key, msg in chan:
+                if key[1] == r:
+                    tail = after[key[2]] = [_send((msg, peer))]
+                elif tail is not None:
+                    tail.append(_recv((msg, peer)))
+                else:
+                    leading.append((key, _recv((msg, peer))))
+        if len(channels[r]) > 1:
+            leading.sort(key=_FIRST)
+        out: list[Item] = [item for _, item in leading]
+        done = 0
+        for pos in sorted(after):
+            out += ops[done:pos + 1]
+            out += after[pos]
+            done = pos + 1
+        out += ops[done:]
         ranks.append(tuple(out))
     return Lowered(schedule, tuple(ranks))
+
+
+def _raise_unsent(ops: tuple, by_kind: dict, nothing: tuple, sent: dict) -> None:
+    """KeyError naming (kind, mb, source stage) of the first message, in op order,
+    that an op receives and no op sends."""
+    for op in ops:
+        e = by_kind.get(op.kind, nothing)[op.chunk]
+        if e is not None and e[1] is not None:
+            mkind, src, stage, _ = e[1]
+            if (mkind, op.mb, src, stage) not in sent:
+                raise KeyError((mkind, op.mb, src))

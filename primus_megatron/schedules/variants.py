@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Optional
 from .costs import StageCosts
 from .errors import ScheduleError
 from .ir import Op, Schedule
-from .simulation import peak_memory, rank_spans
+from .simulation import gc_paused, peak_memory, rank_spans
 
 Candidate = Callable[[], list[list[Op]]]
 
@@ -25,6 +25,7 @@ def score(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: l
     return makespan, span, max(peak_memory(sched, sc))
 
 
+@gc_paused
 def best_of(candidates: Iterable[tuple[str, Candidate]], *, pp: int, m: int, chunks: int, placement: str,
             sc: StageCosts, memory_limit: Optional[float], what: str) -> list[list[Op]]:
     """The candidate with the smallest (makespan, span, memory) within `memory_limit`."""
