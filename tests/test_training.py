@@ -46,6 +46,8 @@ def every_schedule(dataset, tmp_path_factory):
     runs = [model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1",
                        "--pipeline-schedule", s, *(["--timeline", timeline] if s == "zbv" else []))
             for s in EVERY]
+    runs.append(model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1",
+                           "--pipeline-schedule", "auto"))
     runs.append(model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1"))
     results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=900)
     return results, timeline
@@ -55,12 +57,18 @@ def test_every_schedule_trains_identically(every_schedule):
     results, _ = every_schedule
     megatron = results[0][-1]  # rank 0 sees the reduced losses
     assert len(megatron["losses"]) == 3 and all(x == x for x in megatron["losses"])
-    for name, run in zip(EVERY, results[0][:-1]):
+    for name, run in zip(EVERY + ["auto"], results[0][:-1]):
         torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(megatron["losses"]), rtol=1e-5, atol=0,
                                    msg=lambda m: f"{name}: {m}")
         torch.testing.assert_close(torch.tensor(run["eval"]), torch.tensor(megatron["eval"]), rtol=1e-5, atol=0,
                                    msg=lambda m: f"{name} evaluation: {m}")
     assert megatron["losses"][-1] < megatron["losses"][0], "the loss goes down"
+
+
+def test_auto_trains_with_one_registered_schedule_on_every_rank(every_schedule):
+    results, _ = every_schedule
+    chosen = {per_rank[len(EVERY)]["schedule"] for per_rank in results}
+    assert len(chosen) == 1 and chosen <= set(EVERY), chosen  # resolved to a real schedule, the same everywhere
 
 
 def test_timeline_picture_and_trace_are_written(every_schedule):
