@@ -66,24 +66,22 @@ def _cost(text: str) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def _memory_limit(text: str) -> float:
-    try:
-        value = _number(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number of activation units, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of activation units, got {text!r}")
-    return value
+def _positive(unit: str) -> Callable[[str], float]:
+    """Parser of a finite number > 0; `unit` names it in the error."""
+    def parse(text: str) -> float:
+        try:
+            value = _number(text)
+        except ValueError:
+            value = 0.0
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a positive number of {unit}, got {text!r}")
+        return value
+
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = _number(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
+_memory_limit = _positive("activation units")
+_seconds = _positive("seconds")
 
 
 def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
@@ -123,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Simulate every registered schedule for the same pipeline and costs.")
     _add_common(p, schedule=False)
     p.add_argument("--plot", metavar="FILE", help="write one picture with a timeline per schedule (.png or .svg)")
-    p.add_argument("--time-limit", type=_positive_float, default=10.0, metavar="SECONDS",
+    p.add_argument("--time-limit", type=_seconds, default=10.0, metavar="SECONDS",
                    help="time budget of the solver behind zb-optimal (default 10); past it the best order found "
                         "so far is shown, which may not be optimal")
 
