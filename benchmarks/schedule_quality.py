@@ -36,6 +36,8 @@ if ROOT not in sys.path:
 from primus_megatron.schedules import (  # noqa: E402
     B, BW, F, LOOP, V, W, Costs, Op, Schedule, ScheduleError, generate, names, owner_of, simulate, validate,
 )
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
 
 SECTION = "## Schedule quality (simulated)"
 EXCLUDED = ("zb-optimal",)
@@ -232,23 +234,6 @@ def run(grid: list[tuple[int, int, float]]) -> tuple[str, str, bool]:
     return "\n".join(parts), summary, not worse and ref_ok == len(REFERENCES)
 
 
-def write_section(path: str, body: str) -> None:
-    """Replace (or append) the `## Schedule quality (simulated)` section of `path`."""
-    from primus_megatron.schedules.trace import atomic_write
-
-    old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
-    section = f"{SECTION}\n\n{body.strip()}\n"
-    lines = old.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == SECTION), None)
-    if start is None:
-        new = old.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        tail = "".join(lines[end:])
-        new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-    atomic_write(path, new)
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller grid: pp in {4, 8}, microbatches in {2p, 3p}")
@@ -272,7 +257,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     text = header + "\n" + body
     print(text)
     if not args.no_markdown:
-        write_section(args.markdown, text)
+        C.write_section(args.markdown, SECTION, text)
         print(f"wrote section '{SECTION[3:]}' of {args.markdown}", file=sys.stderr)
     return 0 if ok else 1
 

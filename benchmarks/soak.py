@@ -29,6 +29,9 @@ import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
@@ -234,23 +237,6 @@ def table(rows: list) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: str, body: str) -> None:
-    """Replace (or append) the `## Soak` section of `path`, leaving the rest as it is."""
-    from primus_megatron.schedules.trace import atomic_write
-
-    old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
-    section = f"{SECTION}\n\n{body.strip()}\n"
-    lines = old.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip() == SECTION), None)
-    if start is None:
-        new = old.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        tail = "".join(lines[end:])
-        new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-    atomic_write(path, new)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="60 iterations per schedule (windows of 15)")
@@ -305,7 +291,7 @@ def main(argv=None) -> int:
                 f"growth of the first schedule run in the processes includes the allocator's warm-up. A schedule passes with RSS growth <= "
                 f"{opts['rss_tolerance_mib']:g} MiB and tensor-count growth <= {opts['tensor_tolerance']:g}.\n\n"
                 + text)
-        write_section(args.markdown, body)
+        C.write_section(args.markdown, SECTION, body)
         print(f"soak: wrote the '{SECTION}' section of {args.markdown}")
     print(f"soak: {elapsed:.0f} s")
     return 0 if all(r["ok"] for _, r in rows) else 1
