@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from .costs import StageCosts
 from .errors import ScheduleError
@@ -59,9 +59,24 @@ class Policy:
     reserve: bool = True  # keep room for a later chunk when a microbatch enters a rank
 
 
-@gc_paused
+class Scored(NamedTuple):
+    """An order and what `variants.score` says of it: (makespan, longest per-rank span, max peak memory)."""
+
+    ranks: list[list[Op]]
+    score: tuple[float, float, float]
+
+
 def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
                   memory_limit: Optional[float], policy: Policy) -> list[list[Op]]:
+    """Each rank's ops in the order the list scheduler runs them (module doc)."""
+    return list_schedule_scored(pp, m, chunks, placement, sc, memory_limit, policy).ranks
+
+
+@gc_paused
+def list_schedule_scored(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
+                         memory_limit: Optional[float], policy: Policy) -> Scored:
+    """`list_schedule` with the order's score, computed on the way: candidates
+    that come from here need no separate simulation (`variants.best_of`)."""
     n = pp * chunks
     stages = [[stage_of(placement, pp, r, c) for c in range(chunks)] for r in range(pp)]
     own = [0] * n  # stage -> rank
@@ -99,6 +114,15 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
     # Memory a B will still add (mem_b > 0) for microbatches whose F ran and B did not:
     # an F is admitted only if those B can run later without exceeding the limit.
     owed = [0.0] * pp
+    # The simulator's timing of the order as it grows (`simulation._run`, same
+    # arithmetic): decisions use list-scheduling time, which may idle longer.
+    sim_f: list[list[float]] = [[0.0] * m for _ in range(n)]
+    sim_b: list[list[float]] = [[0.0] * m for _ in range(n)]
+    sim_free = [0.0] * pp
+    first: list[Optional[float]] = [None] * pp
+    peak = [0.0] * pp
+    started = 0  # ops run so far, all ranks
+    eta_waited = [-1] * pp  # `started` when a rank last waited on an estimated arrival
 
     def bound(kind: str, mb: int, s: int, now_t: float, now_r: int) -> float:
         """Lower bound on the end of (kind, mb, stage s) given what is scheduled;
@@ -197,7 +221,7 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
         end = t + dur[kind][s]
         # When do the better (smaller-key) later candidates become ready? Known
         # arrivals, else a lower bound (eta); wait for one that beats this op's end.
-        soon = INF
+        soon = soon_eta = INF
         for kk, k, mb_k, cc, at in later:
             if kk < key:
                 if at == INF:
@@ -210,28 +234,51 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
                     elif sk != last and t + dur[B][sk + 1] + comm[sk + 1] >= end - EPS:
                         continue
                     at = _eta(k, mb_k, sk, next_f_r[cc], m, last, comm, bound, t, r)
-                if at < end - EPS and at < soon:
+                    if at < end - EPS and at < soon_eta:
+                        soon_eta = at
+                elif at < end - EPS and at < soon:
                     soon = at
+        if soon_eta < soon:
+            # An estimate is only a bound: ranks waiting on each other's estimates
+            # would wait forever. Wait on one again only if some op started since
+            # this rank's last such wait; otherwise wait for known arrivals only.
+            if eta_waited[r] != started:
+                eta_waited[r] = started
+                soon = soon_eta
         if soon != INF and max(soon, t) > t_eps:
             wake[r] = nxt = max(soon, t)  # wait for it
             heappush(heap, (nxt, r))
             continue
 
         # Run the op (when nothing better comes soon, or cannot wait for nothing).
+        started += 1
         out[r].append(_op((kind, mb, c)))
         remaining[r] -= 1
         free[r] = end
         mem[r] += grow[kind][s]
+        if mem[r] > peak[r]:
+            peak[r] = mem[r]
+        ready = sim_free[r]
         if kind == F:
+            if s:
+                at = sim_f[s - 1][mb] + lag_f[s]
+                if at > ready:
+                    ready = at
             owed[r] += owe[s]
             next_f_r[c] += 1
             st.f_count += 1
             end_f[s][mb] = end
             consumer = own[s + 1] if s + 1 < n else r
         elif kind == W:
+            at = sim_b[s][mb]
+            if at > ready:
+                ready = at
             pending_r[c].popleft()
             consumer = r
         else:
+            at = sim_f[s][mb] if s == last else sim_b[s + 1][mb] + lag_b[s]
+            if at > ready:
+                ready = at
             owed[r] -= owe[s]
             next_b_r[c] += 1
             st.b_count += 1
@@ -239,6 +286,13 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
             if kind == B:
                 pending_r[c].append(mb)
             consumer = own[s - 1] if s > 0 else r
+        if first[r] is None:
+            first[r] = ready
+        sim_free[r] = ready = ready + dur[kind][s]
+        if kind == F:
+            sim_f[s][mb] = ready
+        elif kind != W:
+            sim_b[s][mb] = ready
         wake[r] = end  # free again when it ends (wake[r] was INF)
         heappush(heap, (end, r))
         if consumer != r:  # the consumer's input arrives one hop later
@@ -251,7 +305,8 @@ def list_schedule(pp: int, m: int, chunks: int, placement: str, sc: StageCosts,
         what = f"the memory limit {memory_limit:g}" if memory_limit is not None else "this policy"
         raise ScheduleError(f"{what} leaves rank {stuck[0]} unable to schedule all {m} microbatches "
                             f"(policy {policy.name or 'custom'})")
-    return out
+    spans = [(0.0 if start is None else start, end) for start, end in zip(first, sim_free)]
+    return Scored(out, (max(end for _, end in spans), max(end - start for start, end in spans), max(peak)))
 
 
 _AT = itemgetter(4)

@@ -6,14 +6,16 @@ Both go through here, scored by the simulator under the same cost model.
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 from .costs import StageCosts
 from .errors import ScheduleError
 from .ir import Op, Schedule
+from .listsched import Scored
 from .simulation import gc_paused, peak_memory, rank_spans
 
-Candidate = Callable[[], list[list[Op]]]
+# A candidate builds an order, or an order with its score when it has one already.
+Candidate = Callable[[], Union[list[list[Op]], Scored]]
 
 
 def score(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list[Op]]) -> tuple[float, float, float]:
@@ -32,8 +34,11 @@ def best_of(candidates: Iterable[tuple[str, Candidate]], *, pp: int, m: int, chu
     best, best_score, lowest = None, None, None
     for _, make in candidates:
         try:
-            ranks = make()
-            s = score(pp, m, chunks, placement, sc, ranks)
+            made = make()
+            if isinstance(made, Scored):
+                ranks, s = made
+            else:
+                ranks, s = made, score(pp, m, chunks, placement, sc, made)
         except ScheduleError:
             continue
         lowest = s[2] if lowest is None else min(lowest, s[2])

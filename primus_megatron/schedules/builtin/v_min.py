@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..blocks import compact, repeat, slot_order, slot_policy, v_min_block
 from ..ir import V, Op
-from ..listsched import list_schedule
+from ..listsched import list_schedule_scored
 from ..registry import register
 from ..variants import best_of
 
@@ -26,5 +26,5 @@ def v_family(pp: int, m: int, block, sc, memory_limit, what: str, *, gaps: bool 
     candidates = [("squeezed", lambda: slot_order(pp, slots)), ("compacted", lambda: slot_order(pp, packed))]
     if gaps:
         base = packed if max(sc.comm) == 0 else slots
-        candidates.append(("list-scheduled", lambda: list_schedule(pp, m, 2, V, sc, None, slot_policy(base))))
+        candidates.append(("list-scheduled", lambda: list_schedule_scored(pp, m, 2, V, sc, None, slot_policy(base))))
     return best_of(candidates, pp=pp, m=m, chunks=2, placement=V, sc=sc, memory_limit=memory_limit, what=what)

@@ -7,7 +7,7 @@ from typing import Optional
 from ..costs import StageCosts
 from ..errors import ScheduleError
 from ..ir import B, BW, F, LOOP, W, Op
-from ..listsched import Policy, RankState, list_schedule
+from ..listsched import Policy, RankState, list_schedule_scored
 from ..registry import register
 from ..variants import best_of
 from .zb_h1 import zb_h1
@@ -42,7 +42,7 @@ def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Opti
     for top in sorted({min(most, k) for k in range(pp, 2 * pp + 1)}):
         for step in (1, 2):
             warm = [max(1, min(most, top - step * r)) for r in range(pp)]
-            candidates.append((f"warmup {warm}", lambda w=warm: list_schedule(pp, m, 1, LOOP, costs, limit, heuristic(w))))
+            candidates.append((f"warmup {warm}", lambda w=warm: list_schedule_scored(pp, m, 1, LOOP, costs, limit, heuristic(w))))
     # The handcrafted schedules are candidates too, so auto is never worse.
     candidates.append(("zb-h1", lambda: zb_h1(pp, m)))
     candidates.append(("zb-h2", lambda: zb_h2(pp, m)))
