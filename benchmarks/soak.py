@@ -20,14 +20,11 @@ at most --tensor-tolerance, on both ranks. Exit status 1 if any schedule fails.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import os
-import queue
 import shlex
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
@@ -137,66 +134,25 @@ def soak_one(schedule: str, opts: dict) -> dict:
             "step_s": sorted(seconds)[len(seconds) // 2]}
 
 
-def worker(rank: int, port: int, schedules: list, opts: dict, out) -> None:
-    try:
-        import warnings
-
-        warnings.filterwarnings("ignore")
-        import torch
-        import torch.distributed as dist
-        from megatron.core import parallel_state
-
-        from primus_megatron.compat import cpu
-
-        cpu.enable()
-        torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
-                                timeout=datetime.timedelta(minutes=5))
-        parallel_state.initialize_model_parallel(1, WORLD)
-        for name in schedules:
-            out.put((rank, name, "ok", soak_one(name, opts)))
-    except BaseException as exc:
-        out.put((rank, None, "error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-    finally:
-        out.close()
-        out.join_thread()
-        os._exit(0)
+def soak_body(rank: int, case: dict) -> dict:
+    """Every schedule in turn, in the same processes: name -> this rank's soak_one result."""
+    results = {}
+    for name in case["schedules"]:
+        results[name] = value = soak_one(name, case["opts"])
+        if rank == 0:
+            print(f"  {name}: done ({len(value['rss'])} iterations, {1e3 * value['step_s']:.0f} ms/step on "
+                  f"rank {rank})", flush=True)
+    return results
 
 
 def run(schedules: list, opts: dict, timeout_s: float) -> dict:
-    import socket
-
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(r, port, schedules, opts, out)) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    results: dict = {}
+    """name -> rank -> soak_one result."""
+    case = {"pp": WORLD, "schedules": schedules, "opts": opts}
     try:
-        deadline = time.monotonic() + timeout_s
-        while sum(len(v) for v in results.values()) < WORLD * len(schedules):
-            try:
-                rank, name, status, value = out.get(timeout=max(1.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise SystemExit(f"soak: ranks did not finish in {timeout_s:g} s") from None
-            if status != "ok":
-                raise SystemExit(f"soak: rank {rank} failed:\n{value}")
-            results.setdefault(name, {})[rank] = value
-            if len(results[name]) == WORLD:
-                print(f"  {name}: done ({len(value['rss'])} iterations, {1e3 * value['step_s']:.0f} ms/step on "
-                      f"rank {rank})", flush=True)
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        for p in procs:
-            p.join(5)
-    return results
+        per_rank = C.run_ranks(soak_body, case, WORLD, timeout_s=timeout_s, pin=False)
+    except (RuntimeError, TimeoutError) as exc:
+        raise SystemExit(f"soak: {exc}") from None
+    return {name: {rank: res[name] for rank, res in enumerate(per_rank)} for name in schedules}
 
 
 def _mean(values) -> float:

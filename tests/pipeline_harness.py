@@ -7,85 +7,23 @@ timeout kills every rank and raises in the parent.
 """
 from __future__ import annotations
 
-import datetime
-import io
 import os
-import queue
 import traceback
 from functools import partial
 
 import torch
-import torch.multiprocessing as mp
 
 import megatron_reference as ref
+from primus_megatron.compat import cpu_ranks
 
 
 def _provider(config, tied, pre_process=True, post_process=True, vp_stage=None):
     return ref._gpt(config, pre_process=pre_process, post_process=post_process, vp_stage=vp_stage, tied=tied)
 
 
-def _worker(rank, world, port, case, out):
-    try:
-        import warnings
-
-        warnings.filterwarnings("ignore")
-        import torch.distributed as dist
-        from megatron.core import parallel_state
-
-        from primus_megatron.compat import cpu
-
-        cpu.enable()
-        torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=case.get("gloo_timeout", 60)))
-        tp, pp = case.get("tp", 1), case["pp"]
-        parallel_state.initialize_model_parallel(tp, pp, distributed_timeout_minutes=1)
-        result = case["body"](rank, case)
-        buf = io.BytesIO()
-        torch.save(result, buf)  # plain bytes: shared-memory tensors die with the process
-        out.put((rank, "ok", buf.getvalue()))
-    except BaseException as exc:  # report every failure to the parent, then exit
-        out.put((rank, "error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
-    finally:
-        out.close()
-        out.join_thread()  # flush the result before the hard exit
-        os._exit(0)
-
-
 def run_ranks(case: dict, world: int, *, timeout_s: float = 240.0) -> list:
     """Run case['body'](rank, case) on `world` gloo ranks; results indexed by rank."""
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    port = ref.free_port()
-    # not daemonic: megatron's checkpoint writer starts processes of its own
-    procs = [ctx.Process(target=_worker, args=(r, world, port, case, out)) for r in range(world)]
-    for p in procs:
-        p.start()
-    results, errors = {}, []
-    try:
-        deadline = timeout_s
-        while len(results) + len(errors) < world:
-            try:
-                rank, status, value = out.get(timeout=deadline)
-            except queue.Empty:
-                if errors:
-                    break
-                raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} did not finish in {timeout_s} s")
-            if status == "ok":
-                results[rank] = torch.load(io.BytesIO(value), weights_only=False)
-            else:
-                errors.append((rank, value))
-                deadline = 10  # give the other ranks a moment to report their side
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        for p in procs:
-            p.join(5)
-    if errors:
-        text = "\n".join(f"rank {rank} failed:\n{value}" for rank, value in sorted(errors))
-        raise RuntimeError(text)
-    return [results[r] for r in range(world)]
+    return cpu_ranks.run_ranks(case["body"], case, world, timeout_s=timeout_s)
 
 
 # -- the standard body: training steps of schedules vs the single-process reference -----------------
