@@ -175,8 +175,10 @@ def judge(per_rank: dict, opts: dict) -> dict:
                      "tensor_growth": _mean(t_last) - _mean(t_first), "store_left": res["store_left"],
                      "sends_left": res["sends_left"], "step_ms": 1e3 * res["step_s"]})
     worst = max(rows, key=lambda r: (r["rss_growth"], r["tensor_growth"]))
+    worst_t = max(rows, key=lambda r: r["tensor_growth"])  # the tensor columns show the rank the verdict reads
     worst = dict(worst, store_left=max(r["store_left"] for r in rows), sends_left=max(r["sends_left"] for r in rows),
-                 tensor_growth=max(r["tensor_growth"] for r in rows))
+                 tensors_start=worst_t["tensors_start"], tensors_end=worst_t["tensors_end"],
+                 tensor_growth=worst_t["tensor_growth"])
     worst["ok"] = (worst["rss_growth"] <= opts["rss_tolerance_mib"] and worst["tensor_growth"] <= opts["tensor_tolerance"]
                    and worst["store_left"] == 0 and worst["sends_left"] == 0)
     return worst
