@@ -143,3 +143,14 @@ def test_memory_added_by_b_is_planned_for(p, m):
             pytest.fail(f"pp={p} m={m}: limit {limit} refused although limit 1.5 is met: {exc}")
         assert r.max_peak_memory <= limit + EPS and r.makespan <= tight.makespan + EPS
     generate("zb-auto", p, m, costs=B_HOLDS)  # the default limit, p units
+
+
+@pytest.mark.parametrize("limit", [None, 0.5, 3.0])
+def test_activations_without_memory(limit):
+    """mem_f = 0 (measured activations too small to count): memory is no constraint,
+    so zb-auto plans as if it had room for every microbatch (it divided by zero)."""
+    costs = Costs(f=2.0, b=1.0, w=[1.5, 0.0, 2.0, 0.0], mem_f=0.0, mem_b=0.0, mem_w=0.0)
+    free = makespan("zb-auto", 4, 6, costs, limit)
+    roomy = makespan("zb-auto", 4, 6, Costs(f=2.0, b=1.0, w=[1.5, 0.0, 2.0, 0.0]), 12.0)
+    assert free.max_peak_memory == 0.0
+    assert free.makespan == roomy.makespan

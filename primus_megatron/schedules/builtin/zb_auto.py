@@ -35,7 +35,8 @@ def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Opti
     unit = max(f + max(0.0, b) for f, b in zip(costs.mem[F], costs.mem[B]))  # one microbatch's peak
     if limit < unit - 1e-9:
         raise ScheduleError(f"memory limit {limit:g} is below one microbatch's activations ({unit:g}); zb-auto needs at least that")
-    most = max(1, min(2 * m, math.floor(limit / unit + 1e-9)))  # F a rank may hold before its first W
+    # F a rank may hold before its first W (any number if activations take no memory)
+    most = 2 * m if unit <= 0 else max(1, min(2 * m, math.floor(limit / unit + 1e-9)))
     candidates = []
     # The paper's variants: stage i runs one (or two) more warm-up F than
     # stage i+1, as many as memory allows, from 1F1B's depth up.
