@@ -154,3 +154,10 @@ def test_activations_without_memory(limit):
     roomy = makespan("zb-auto", 4, 6, Costs(f=2.0, b=1.0, w=[1.5, 0.0, 2.0, 0.0]), 12.0)
     assert free.max_peak_memory == 0.0
     assert free.makespan == roomy.makespan
+
+
+@pytest.mark.parametrize("mem_f", [1e-300, 1e-320])
+def test_activations_of_negligible_memory(mem_f):
+    """limit / (one microbatch's activations) overflows to infinity: planned as unbounded."""
+    costs = Costs(mem_f=mem_f, mem_b=0.0, mem_w=-mem_f)
+    assert makespan("zb-auto", 4, 8, costs, 1e10).makespan == makespan("zb-auto", 4, 8, Costs(), 16.0).makespan

@@ -35,8 +35,9 @@ def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Opti
     unit = max(f + max(0.0, b) for f, b in zip(costs.mem[F], costs.mem[B]))  # one microbatch's peak
     if limit < unit - 1e-9:
         raise ScheduleError(f"memory limit {limit:g} is below one microbatch's activations ({unit:g}); zb-auto needs at least that")
-    # F a rank may hold before its first W (any number if activations take no memory)
-    most = 2 * m if unit <= 0 else max(1, min(2 * m, math.floor(limit / unit + 1e-9)))
+    # F a rank may hold before its first W: up to 2m, fewer only if the limit binds
+    # (no division when activations take no memory, or so little that limit / unit overflows)
+    most = 2 * m if limit >= 2 * m * unit else max(1, min(2 * m, math.floor(limit / unit + 1e-9)))
     candidates = []
     # The paper's variants: stage i runs one (or two) more warm-up F than
     # stage i+1, as many as memory allows, from 1F1B's depth up.
