@@ -29,13 +29,12 @@ SECTION = "## Planner speed"
 EXCLUDED = ("zb-optimal",)
 SLOW_S = 1.0
 WHERE_TIME_GOES = (
-    "Where the time goes: every pass over the ops costs 1-9 us per op in Python, and validation makes three "
-    "(a unit-cost simulation, lowering, the rendezvous check). `zb-auto`, `v-half` and `v-min` also build "
-    "several candidate orders and simulate each (`variants.best_of`); `v-half` is the slowest because it tries "
-    "three: the squeezed block, the compacted block and a list-scheduled order (the list scheduler, about "
-    "9 us per op, scores its own order, so it needs no separate simulation). The list-scheduled order is the "
-    "one chosen with equal costs: it packs the warm-up and cool-down better (pp=32, m=256: 1.1% shorter "
-    "iteration than the compacted block).")
+    "Where the time goes: every pass over the ops is Python, and validation makes three (a unit-cost "
+    "simulation, lowering, the rendezvous check). `zb-auto`, `v-half` and `v-min` also build several "
+    "candidate orders and keep the best (`variants.best_of`): fixed orders are simulated to be scored, "
+    "list-scheduled ones score themselves while they are built. `v-half` is the slowest because it tries "
+    "three: the squeezed block, the compacted block and a list-scheduled order, the one chosen with equal "
+    "costs (it packs the warm-up and cool-down better).")
 
 
 def _case(name: str, pp: int, m: int, runs: int, single_if_over: float, out) -> None:

@@ -1,11 +1,14 @@
 """Run a function on several gloo ranks on CPU, each a spawned process.
 
-What the tests, the benchmarks and the CPU examples use to run a real pipeline
-without GPUs: every rank enables the CPU mode (`compat.cpu`), uses one thread,
-joins a gloo process group and sets up megatron-core's parallel state for
-`case["pp"]` (and `case.get("tp", 1)`), then runs `body(rank, case)`. Every run
-ends: a worker exception, or the timeout, kills every rank and raises here with
-the ranks that failed or did not finish.
+What the tests and the benchmarks use to run a real pipeline without GPUs:
+every rank enables the CPU mode (`compat.cpu`), runs one thread (one OpenMP
+thread, one intra-op and one inter-op torch thread), joins a gloo process group
+whose collectives time out after `case.get("gloo_timeout", 60)` seconds (megatron's
+parallel groups likewise, rounded up to whole minutes), sets up megatron-core's
+parallel state for `case["pp"]` (and `case.get("tp", 1)`), then runs
+`body(rank, case)`. Every run ends: `timeout_s` bounds the whole run, and a
+worker exception kills every rank (after up to 10 s for the others to report)
+and raises here with the ranks that failed or did not finish.
 """
 from __future__ import annotations
 

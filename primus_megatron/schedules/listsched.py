@@ -242,6 +242,9 @@ def list_schedule_scored(pp: int, m: int, chunks: int, placement: str, sc: Stage
             # An estimate is only a bound: ranks waiting on each other's estimates
             # would wait forever. Wait on one again only if some op started since
             # this rank's last such wait; otherwise wait for known arrivals only.
+            # (This can also cut a second futile wait that would have ended: the
+            # registered schedules' orders did not change; rare hand-made policies'
+            # did, never for the worse in a random sample.)
             if eta_waited[r] != started:
                 eta_waited[r] = started
                 soon = soon_eta
@@ -258,12 +261,12 @@ def list_schedule_scored(pp: int, m: int, chunks: int, placement: str, sc: Stage
         mem[r] += grow[kind][s]
         if mem[r] > peak[r]:
             peak[r] = mem[r]
-        ready = sim_free[r]
+        start = sim_free[r]
         if kind == F:
             if s:
                 at = sim_f[s - 1][mb] + lag_f[s]
-                if at > ready:
-                    ready = at
+                if at > start:
+                    start = at
             owed[r] += owe[s]
             next_f_r[c] += 1
             st.f_count += 1
@@ -271,14 +274,14 @@ def list_schedule_scored(pp: int, m: int, chunks: int, placement: str, sc: Stage
             consumer = own[s + 1] if s + 1 < n else r
         elif kind == W:
             at = sim_b[s][mb]
-            if at > ready:
-                ready = at
+            if at > start:
+                start = at
             pending_r[c].popleft()
             consumer = r
         else:
             at = sim_f[s][mb] if s == last else sim_b[s + 1][mb] + lag_b[s]
-            if at > ready:
-                ready = at
+            if at > start:
+                start = at
             owed[r] -= owe[s]
             next_b_r[c] += 1
             st.b_count += 1
@@ -287,12 +290,12 @@ def list_schedule_scored(pp: int, m: int, chunks: int, placement: str, sc: Stage
                 pending_r[c].append(mb)
             consumer = own[s - 1] if s > 0 else r
         if first[r] is None:
-            first[r] = ready
-        sim_free[r] = ready = ready + dur[kind][s]
+            first[r] = start
+        sim_free[r] = sim_end = start + dur[kind][s]
         if kind == F:
-            sim_f[s][mb] = ready
+            sim_f[s][mb] = sim_end
         elif kind != W:
-            sim_b[s][mb] = ready
+            sim_b[s][mb] = sim_end
         wake[r] = end  # free again when it ends (wake[r] was INF)
         heappush(heap, (end, r))
         if consumer != r:  # the consumer's input arrives one hop later

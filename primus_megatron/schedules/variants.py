@@ -14,7 +14,8 @@ from .ir import Op, Schedule
 from .listsched import Scored
 from .simulation import gc_paused, peak_memory, rank_spans
 
-# A candidate builds an order, or an order with its score when it has one already.
+# A candidate builds an order, or an order with its score when it has one already
+# (`listsched.Scored`, computed for the same pp, microbatches, placement and costs).
 Candidate = Callable[[], Union[list[list[Op]], Scored]]
 
 
