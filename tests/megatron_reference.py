@@ -44,10 +44,11 @@ named ``embedding.word_embeddings.weight``.
 """
 
 import datetime
-import socket
 from functools import partial
 
 import torch
+
+from primus_megatron.compat.cpu_ranks import free_port  # noqa: F401  (tests call ref.free_port)
 
 VOCAB_SIZE = 128
 SEQ_LENGTH = 16
@@ -58,13 +59,6 @@ def _enable_cpu():
     from primus_megatron.compat import cpu
 
     cpu.enable()
-
-
-def free_port():
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def init_single_process(timeout_s=60):

@@ -16,13 +16,12 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections import Counter, deque
-from functools import partial
 from itertools import accumulate
 from operator import itemgetter
 from typing import Optional
 
 from .costs import StageCosts
-from .ir import B, F, V, W, Op, owner_of
+from .ir import B, F, V, W, Op, new_op, owner_of
 from .listsched import Policy
 from .simulation import gc_paused
 
@@ -207,7 +206,7 @@ def slot_order(pp: int, slots: Slots) -> list[list[Op]]:
     ranks: list[list[tuple[int, Op]]] = [[] for _ in range(pp)]
     for (kind, j, s), t in slots.items():
         r, c = where[s]
-        ranks[r].append((t, _op((kind, j, c))))
+        ranks[r].append((t, new_op((kind, j, c))))
     return [[op for _, op in sorted(row)] for row in ranks]
 
 
@@ -217,4 +216,3 @@ def _ranks(pp: int) -> list[int]:
 
 
 _FIRST, _SLOT, _KIND_STAGE = itemgetter(0), itemgetter(1), itemgetter(0, 2)
-_op = partial(tuple.__new__, Op)  # Op(*fields) without the Python-level __new__ (same object)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Iterator, NamedTuple
 
 from .errors import ScheduleError
@@ -22,6 +23,10 @@ class Op(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.kind}{self.mb}" + (f".{self.chunk}" if self.chunk else "")
+
+
+# Op(*fields) without the Python-level __new__ (the same object; for the planner's hot loops)
+new_op = partial(tuple.__new__, Op)
 
 
 def stage_of(placement: str, pp: int, rank: int, chunk: int) -> int:

@@ -19,14 +19,13 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass
-from functools import partial
 from operator import itemgetter
 from typing import Callable, NamedTuple, Optional
 
 from .costs import StageCosts
 from .errors import ScheduleError
-from .ir import B, BW, F, W, Op, stage_of
-from .simulation import gc_paused
+from .ir import B, BW, F, W, Op, new_op, stage_of
+from .simulation import gc_paused, score_of
 
 INF = float("inf")
 EPS = 1e-9
@@ -255,7 +254,7 @@ def list_schedule_scored(pp: int, m: int, chunks: int, placement: str, sc: Stage
 
         # Run the op (when nothing better comes soon, or cannot wait for nothing).
         started += 1
-        out[r].append(_op((kind, mb, c)))
+        out[r].append(new_op((kind, mb, c)))
         remaining[r] -= 1
         free[r] = end
         mem[r] += grow[kind][s]
@@ -309,12 +308,11 @@ def list_schedule_scored(pp: int, m: int, chunks: int, placement: str, sc: Stage
         raise ScheduleError(f"{what} leaves rank {stuck[0]} unable to schedule all {m} microbatches "
                             f"(policy {policy.name or 'custom'})")
     spans = [(0.0 if start is None else start, end) for start, end in zip(first, sim_free)]
-    return Scored(out, (max(end for _, end in spans), max(end - start for start, end in spans), max(peak)))
+    return Scored(out, score_of(spans, peak))
 
 
 _AT = itemgetter(4)
 _ZERO, _SAME = object(), object()  # how a start follows from its input in `bound`: 0.0, or the input's end
-_op = partial(tuple.__new__, Op)  # Op(*fields) without the Python-level __new__ (same object)
 
 
 def _eta(kind: str, mb: int, s: int, nf: int, m: int, last: int, comm, bound, now_t: float, now_r: int) -> float:

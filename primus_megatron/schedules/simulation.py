@@ -98,6 +98,12 @@ def peak_memory(schedule: Schedule, sc: StageCosts) -> list[float]:
     return peaks
 
 
+def score_of(spans: list[tuple[float, float]], peaks: list[float]) -> tuple[float, float, float]:
+    """(makespan, longest per-rank span, max peak memory) from per-rank (first start,
+    last end) and peak memory: how candidate orders are compared (`variants`)."""
+    return max(end for _, end in spans), max(end - start for start, end in spans), max(peaks)
+
+
 def well_formed(schedule: Schedule) -> bool:
     """True when `ranks` has pp rows of plain `Op`s of a known kind with int microbatch and chunk
     in range. The fast paths below assume it; anything else goes through the reference paths,

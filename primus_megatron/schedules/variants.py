@@ -12,7 +12,7 @@ from .costs import StageCosts
 from .errors import ScheduleError
 from .ir import Op, Schedule
 from .listsched import Scored
-from .simulation import gc_paused, peak_memory, rank_spans
+from .simulation import gc_paused, peak_memory, rank_spans, score_of
 
 # A candidate builds an order, or an order with its score when it has one already
 # (`listsched.Scored`, computed for the same pp, microbatches, placement and costs).
@@ -22,10 +22,7 @@ Candidate = Callable[[], Union[list[list[Op]], Scored]]
 def score(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list[Op]]) -> tuple[float, float, float]:
     """(makespan, longest per-rank span, max peak memory) of an order."""
     sched = Schedule("candidate", pp, m, chunks, placement, tuple(map(tuple, ranks)))
-    spans = rank_spans(sched, sc)
-    makespan = max(end for _, end in spans)
-    span = max(end - start for start, end in spans)
-    return makespan, span, max(peak_memory(sched, sc))
+    return score_of(rank_spans(sched, sc), peak_memory(sched, sc))
 
 
 @gc_paused
