@@ -34,7 +34,9 @@ WHERE_TIME_GOES = (
     "candidate orders and keep the best (`variants.best_of`): fixed orders are simulated to be scored, "
     "list-scheduled ones score themselves while they are built. `v-half` is the slowest because it tries "
     "three: the squeezed block, the compacted block and a list-scheduled order, the one chosen with equal "
-    "costs (it packs the warm-up and cool-down better).")
+    "costs (it packs the warm-up and cool-down better). On this shared machine whole runs differ by up to "
+    "1.5x (a loaded run right after this one: v-min 1.15 s, v-half 1.71 s in total at pp=32): compare rows "
+    "within one run.")
 
 
 def _case(name: str, pp: int, m: int, runs: int, single_if_over: float, out) -> None:
