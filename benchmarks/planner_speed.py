@@ -35,7 +35,7 @@ WHERE_TIME_GOES = (
     "list-scheduled ones score themselves while they are built. `v-half` is the slowest because it tries "
     "three: the squeezed block, the compacted block and a list-scheduled order, the one chosen with equal "
     "costs (it packs the warm-up and cool-down better). On this shared machine whole runs differ by up to "
-    "1.5x (a loaded run right after this one: v-min 1.15 s, v-half 1.71 s in total at pp=32): compare rows "
+    "1.5x (v-min at pp=32 measured 0.73 s and 1.15 s in total in two runs on 2026-11-22): compare rows "
     "within one run.")
 
 
