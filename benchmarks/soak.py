@@ -25,6 +25,7 @@ import os
 import shlex
 import sys
 import time
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
@@ -155,6 +156,21 @@ def run(schedules: list, opts: dict, timeout_s: float) -> dict:
     return {name: {rank: res[name] for rank, res in enumerate(per_rank)} for name in schedules}
 
 
+def options_error(opts: dict) -> Optional[str]:
+    """One sentence on what is wrong with the soak options, or None."""
+    for name in ("iterations", "window", "sample_every"):
+        if opts[name] < 1:
+            return f"--{name.replace('_', '-')} must be at least 1, got {opts[name]}"
+    if opts["warmup"] < 0:
+        return f"--warmup must be at least 0, got {opts['warmup']}"
+    if opts["warmup"] + 2 * opts["window"] > opts["iterations"]:
+        return (f"--warmup {opts['warmup']} + 2 x --window {opts['window']} exceeds {opts['iterations']} iterations")
+    if opts["sample_every"] > opts["window"]:
+        # a window without a tensor count could not be compared
+        return f"--sample-every {opts['sample_every']} must be at most --window {opts['window']}"
+    return None
+
+
 def _mean(values) -> float:
     values = list(values)
     return sum(values) / len(values) if values else float("nan")
@@ -223,8 +239,9 @@ def main(argv=None) -> int:
             "rss_tolerance_mib": args.rss_tolerance_mib, "tensor_tolerance": args.tensor_tolerance,
             "inject_leak": args.inject_leak}
     args.no_markdown = args.no_markdown or args.inject_leak
-    if opts["warmup"] + 2 * opts["window"] > iterations:
-        parser.error(f"--warmup {opts['warmup']} + 2 x --window {opts['window']} exceeds {iterations} iterations")
+    problem = options_error(opts)
+    if problem:
+        parser.error(problem)
     if args.schedules:
         names = [S.info(n).name for n in args.schedules.split(",")]
     else:

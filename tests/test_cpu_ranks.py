@@ -1,0 +1,86 @@
+"""The CPU rank launcher (`compat.cpu_ranks`): results by rank, and every run ends.
+
+A worker's exception must come back naming the rank (while the other ranks are
+blocked waiting on it), and a rank that never finishes must end the run at the
+time limit naming it; neither may leave processes behind.
+"""
+from __future__ import annotations
+
+import time
+
+import psutil
+import pytest
+
+from primus_megatron.compat import cpu_ranks
+
+
+def _identity_body(rank: int, case: dict) -> dict:
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    from primus_megatron.compat import cpu
+
+    total = torch.tensor([float(rank + 1)])
+    dist.all_reduce(total)
+    return {"rank": rank, "world": dist.get_world_size(), "backend": dist.get_backend(),
+            "pp_rank": parallel_state.get_pipeline_model_parallel_rank(),
+            "pp_size": parallel_state.get_pipeline_model_parallel_world_size(),
+            "threads": torch.get_num_threads(), "cpu_mode": cpu.is_enabled(), "sum": total.item(),
+            "tensor": torch.full((3,), float(rank))}
+
+
+def _fail_on_one_body(rank: int, case: dict) -> None:
+    if rank == case["bad"]:
+        raise ValueError(f"boom on rank {rank}")
+    time.sleep(3600)  # busy elsewhere, never reporting: the launcher must kill it
+
+
+def _hang_on_one_body(rank: int, case: dict) -> int:
+    if rank == case["slow"]:
+        time.sleep(3600)
+    return rank
+
+
+def _children() -> set[int]:
+    """Live rank processes of this test process (not multiprocessing's resource tracker)."""
+    alive = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
+                alive.append(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return set(alive)
+
+
+def test_results_come_back_indexed_by_rank_from_initialised_cpu_ranks():
+    results = cpu_ranks.run_ranks(_identity_body, {"pp": 2}, 2, timeout_s=120)
+    assert [r["rank"] for r in results] == [0, 1]
+    assert [r["pp_rank"] for r in results] == [0, 1]
+    for r in results:
+        assert (r["world"], r["backend"], r["pp_size"], r["threads"], r["cpu_mode"]) == (2, "gloo", 2, 1, True)
+        assert r["sum"] == 3.0  # the collective really ran across both ranks
+    assert results[1]["tensor"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_an_exception_on_one_rank_is_raised_naming_it_and_ends_the_others():
+    before = _children()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        cpu_ranks.run_ranks(_fail_on_one_body, {"pp": 2, "bad": 1, "gloo_timeout": 300}, 2, timeout_s=120)
+    message = str(info.value)
+    assert "rank 1 failed" in message and "ValueError: boom on rank 1" in message
+    assert "rank 0 failed" not in message  # rank 0 never reported: killed, not blamed
+    # It ends ~10 s after the failure (the grace for the other ranks), not at the gloo or run timeout.
+    assert time.monotonic() - started < 90
+    assert _children() <= before
+
+
+def test_a_rank_that_never_finishes_ends_the_run_at_the_time_limit_naming_it():
+    before = _children()
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"ranks \[0\] did not finish in 30 s"):
+        cpu_ranks.run_ranks(_hang_on_one_body, {"pp": 2, "slow": 0}, 2, timeout_s=30)
+    assert 30 <= time.monotonic() - started < 75
+    assert _children() <= before
