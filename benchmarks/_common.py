@@ -6,12 +6,15 @@
 * `write_section(path, title, body)`: replace (or append) one `## ` section of
   BENCHMARKS.md, leaving every other section as it is.
 * small statistics helpers (median, spread) for interleaved repetitions.
+* `cpu_counters()` / `steal_share(before, after)`: how much CPU time the
+  hypervisor took between two readings (a noisy virtual machine's excuse, measured).
 """
 from __future__ import annotations
 
 import os
 import statistics
 import sys
+from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -42,6 +45,24 @@ def write_section(path: str, title: str, body: str) -> None:
         tail = "".join(lines[end:])
         new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
     atomic_write(path, new)
+
+
+def cpu_counters() -> Optional[tuple[int, int]]:
+    """(steal, total) CPU ticks of all cores since boot, from /proc/stat; None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    # user nice system idle iowait irq softirq steal [guest guest_nice: already counted in user/nice]
+    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def steal_share(before: Optional[tuple[int, int]], after: Optional[tuple[int, int]]) -> Optional[float]:
+    """Share of the CPU time between two `cpu_counters()` readings that the hypervisor took."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def median(values) -> float:

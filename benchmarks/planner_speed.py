@@ -34,9 +34,24 @@ WHERE_TIME_GOES = (
     "candidate orders and keep the best (`variants.best_of`): fixed orders are simulated to be scored, "
     "list-scheduled ones score themselves while they are built. `v-half` is the slowest because it tries "
     "three: the squeezed block, the compacted block and a list-scheduled order, the one chosen with equal "
-    "costs (it packs the warm-up and cool-down better). On this shared machine whole runs differ by up to "
+    "costs (it packs the warm-up and cool-down better); that candidate alone (block compaction, then the list "
+    "scheduler over every op) plus validation take about a second here. Building a shorter plan and repeating "
+    "its steady state was tried and not adopted: with per-stage costs the cool-down the list scheduler picks "
+    "depends on how far the ranks drift apart over all microbatches, so the repeated plan is not the one it "
+    "would build (and validation would still take half a second). On this shared machine whole runs differ by up to "
     "1.5x (v-min at pp=32 measured 0.73 s and 1.15 s in total in two runs on 2026-11-22): compare rows "
     "within one run.")
+
+
+YARDSTICK = "sum(range(10**6))"
+
+
+def yardstick_ms() -> float:
+    """This machine's single-core CPython speed, as `python -m timeit "sum(range(10**6))"` reports it
+    (best of 5 loops of 10): every planner time scales with it."""
+    import timeit
+
+    return 1e3 * min(timeit.repeat(YARDSTICK, number=10, repeat=5)) / 10
 
 
 def _case(name: str, pp: int, m: int, runs: int, single_if_over: float, out) -> None:
@@ -122,6 +137,8 @@ def main(argv=None) -> int:
     sizes = [(32, 256, 1 if args.quick else 3, float("inf"))]
     if not args.quick:
         sizes.append((64, 1024, 3, 10.0))  # one run where the first takes over 10 s
+    yardstick = yardstick_ms()
+    counters = C.cpu_counters()
     started = time.monotonic()
     sections, all_slow = [], {}
     for pp, m, runs, single_if_over in sizes:
@@ -135,6 +152,8 @@ def main(argv=None) -> int:
         sections.append(text)
         all_slow[(pp, m)] = slow
     elapsed = time.monotonic() - started
+    steal = C.steal_share(counters, C.cpu_counters())
+    steal_note = "" if steal is None else f" (the hypervisor took {100 * steal:.0f}% of its CPU time meanwhile)"
     command = C.command_line("benchmarks/planner_speed.py", argv)
     runs_note = ("one run each" if args.quick else
                  "median (min-max) of 3 runs; at pp=64 a case whose first run took over 10 s is run once")
@@ -146,7 +165,10 @@ def main(argv=None) -> int:
             f"costs=..., memory_limit=...)` (completeness, dependency order, memory, lowering to send/recv, "
             f"rendezvous hang check), every registered schedule but zb-optimal, default (unit) costs and memory "
             f"limit, each size in a fresh process, {runs_note}; `ops` = compute ops in the schedule. "
-            f"{elapsed:.0f} s in all on a shared 2-core machine (single-threaded, pure Python).\n\n"
+            f"{elapsed:.0f} s in all on a shared 2-core machine{steal_note}. The planner is "
+            f"single-threaded pure Python, so its times scale with single-core CPython speed: here "
+            f"`python -m timeit \"{YARDSTICK}\"` takes {yardstick:.1f} ms; run it on your machine to scale "
+            f"the tables.\n\n"
             + "\n\n".join(sections) + "\n\n" + "\n".join(f"- {line}" for line in summary)
             + "\n\n" + WHERE_TIME_GOES)
     print(body)
