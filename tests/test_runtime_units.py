@@ -87,8 +87,12 @@ def test_deferred_linear_equals_megatrons_backward_single_process():
     def grads(defer: bool):
         layer.zero_grad(set_to_none=True)
         x.grad = None
-        out, _ = layer(x)
         store = get_store()
+        store.splitting = defer  # the split is decided when the forward runs
+        try:
+            out, _ = layer(x)
+        finally:
+            store.splitting = False
         if defer:
             with store.capture("k"):
                 out.square().sum().backward()

@@ -17,6 +17,7 @@ import torch
 
 from ..schedules import B, BW, F, W, Lowered, Message, Op, Recv, Send
 from .linear_hooks import defer_te_wgrads, te_delayed_modules
+from .grad_sync import GradSync
 from .p2p import P2P
 from .wgrad_store import get_store
 
@@ -129,8 +130,7 @@ class _Step:
         self.device = next(ctx.model[0].parameters()).device
         self.dtype = self.config.pipeline_dtype or torch.float32
         self.te_modules = [te_delayed_modules(chunk) for chunk in ctx.model]
-        self.no_sync = _GradSync(self.config, len(ctx.model), enabled=not ctx.forward_only)
-        self.last_backward = {} if ctx.forward_only else _last_backward_index(lowered.ranks[rank], len(ctx.model))
+        self.sync = GradSync(self.config, ctx.model, lowered.ranks[rank], enabled=not ctx.forward_only)
         self.timeline: list[OpRecord] = []
         self.memory = None
         if ctx.profile is not None:
@@ -210,6 +210,7 @@ class _Step:
             return
         op, stage = item, self.sched.stage(rank, item)
         chunk = ctx.model[op.chunk]
+        self.sync.before(index)
         if op.kind == F:
             input_tensor = None
             if stage > 0:
@@ -229,8 +230,6 @@ class _Step:
             if not ctx.forward_only:
                 self.saved[(op.mb, op.chunk)] = (input_tensor, output)
         elif op.kind in (B, BW):
-            if index == self.last_backward.get(op.chunk):
-                self.no_sync.enable(op.chunk)  # let DDP reduce as the chunk's last gradients arrive
             grad = None if stage == self.n - 1 else self.incoming(Message(B, op.mb, stage + 1, stage), op)
             pending = self.in_flight.get((op.mb, op.chunk))
             if pending is not None:  # its output must be sent (and freed) before backward
@@ -256,11 +255,10 @@ class _Step:
             start = self._start()
             if self.memory:
                 self.memory.begin()
-            if index == self.last_backward.get(op.chunk):
-                self.no_sync.enable(op.chunk)
             self.store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {rank}")
             mem_delta = self.memory.weight((op.mb, op.chunk)) if self.memory else None
         end = self._end()
+        self.sync.after(index)
         if ctx.record_timeline:
             self.timeline.append(OpRecord(rank, op, stage, start, end))
         if ctx.profile is not None:
@@ -276,7 +274,6 @@ class _Step:
             self.store.assert_empty()
         leftovers = [k for k in (*self.saved, *self.produced, *self.recvs)]
         assert not leftovers, f"pipeline rank {self.rank} ended the step with unconsumed tensors: {leftovers[:4]}"
-        self.no_sync.finish(self.ctx.model)
         if self.ctx.profile is not None:
             self.ctx.profile.steps += 1
         return StepResult(self.forward_data_store, self.total_num_tokens, self.timeline, self.store.deferred,
@@ -301,83 +298,40 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext, *, validat
     differently, so the prefix is drained, dropped and the step restarted."""
     step = _Step(lowered, rank, p2p, ctx)
     items = lowered.ranks[rank]
-    with step.no_sync.disabled():
-        start = 0
-        if validate is not None:
-            end = prefix.ends[rank]
-            for index in range(end):
-                step.execute(index, items[index])
-            t = time.perf_counter()
-            redo = validate()
-            if ctx.record_timeline:
-                step.timeline.append(OpRecord(rank, Op("VALIDATE", -1, 0), -1, t, time.perf_counter()))
-            if redo:
-                step.drain(prefix.drain[rank])
-                for it in ctx.data_iterators:
-                    if isinstance(it, _Replay):
-                        it.rewind()
-            else:
-                start = end
-        for index in range(start, len(items)):
-            step.execute(index, items[index])
-        result = step.finish()
+    store = step.store
+    store.clear()  # nothing from an earlier step (one that raised) may run in this step's W ops
+    store.splitting = not ctx.forward_only and lowered.schedule.splits_backward
+    try:
+        with step.sync.step():
+            result = _run_items(step, items, ctx, validate, prefix)
+    except BaseException:
+        store.clear()
+        raise
+    finally:
+        store.splitting = False
     return result
 
 
-def _last_backward_index(items, chunks: int) -> dict[int, int]:
-    """Per chunk, the index of the op after which no more gradients reach it
-    this step (the last microbatch's B or BW): DDP sync is re-enabled there."""
-    last: dict[int, int] = {}
-    final_mb: dict[int, int] = {}
-    for i, item in enumerate(items):
-        if isinstance(item, Op) and item.kind in (B, BW):
-            if item.mb >= final_mb.get(item.chunk, -1):
-                final_mb[item.chunk] = item.mb
-                last[item.chunk] = i
-    return last
-
-
-class _GradSync:
-    """Megatron's `no_sync_func` / `grad_sync_func` protocol, one context per
-    chunk when the config gives a list, else one for the whole model."""
-
-    def __init__(self, config, chunks: int, enabled: bool) -> None:
-        self.config = config
-        self.enabled = enabled
-        func = config.no_sync_func
-        self.per_chunk = isinstance(func, (list, tuple))
-        self.funcs = list(func) if self.per_chunk else [func]
-        self.stacks: list[Optional[contextlib.ExitStack]] = [None] * len(self.funcs)
-        self.remaining = set(range(chunks))
-
-    @contextlib.contextmanager
-    def disabled(self):
-        if self.enabled:
-            for i, func in enumerate(self.funcs):
-                if func is not None:
-                    stack = contextlib.ExitStack()
-                    stack.enter_context(func())
-                    self.stacks[i] = stack
-        try:
-            yield
-        finally:
-            for i in range(len(self.stacks)):
-                self._exit(i)
-
-    def _exit(self, i: int) -> None:
-        if self.stacks[i] is not None:
-            self.stacks[i].close()
-            self.stacks[i] = None
-
-    def enable(self, chunk: int) -> None:
-        self.remaining.discard(chunk)
-        if self.per_chunk:
-            self._exit(chunk)
-        elif not self.remaining:
-            self._exit(0)
-
-    def finish(self, model) -> None:
-        if self.enabled and self.config.grad_sync_func is not None:
-            funcs = self.config.grad_sync_func
-            for c, chunk in enumerate(model):
-                (funcs[c] if isinstance(funcs, (list, tuple)) else funcs)(chunk.parameters())
+def _run_items(step: "_Step", items, ctx: StepContext, validate, prefix) -> StepResult:
+    """The items of one step, with the post-validation prefix first when one is pending."""
+    rank = step.rank
+    start = 0
+    if validate is not None:
+        end = prefix.ends[rank]
+        for index in range(end):
+            step.execute(index, items[index])
+        t = time.perf_counter()
+        redo = validate()
+        if ctx.record_timeline:
+            step.timeline.append(OpRecord(rank, Op("VALIDATE", -1, 0), -1, t, time.perf_counter()))
+        if redo:
+            step.drain(prefix.drain[rank])
+            for it in ctx.data_iterators:
+                if isinstance(it, _Replay):
+                    it.rewind()
+        else:
+            start = end
+    for index in range(start, len(items)):
+        step.execute(index, items[index])
+    result = step.finish()
+    return result

@@ -161,6 +161,8 @@ class PipelineRunner:
         sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
         key = (pp, num_microbatches, forward_only)
         if key in self._unchecked:
+            if sched.placement == S.V:
+                _solo_group()  # made by every rank before its first op, never within a step
             check_same_schedule(sched, group, rank, self.p2p_timeout_s)
             self._unchecked.discard(key)
 
@@ -235,32 +237,26 @@ class PipelineRunner:
                                              pg_collection=_finalize_groups(sched, pg_collection),
                                              force_all_reduce=force_all_reduce)
         if self.losses_on_last_rank:
-            return _move_losses_to_last_rank(sched, result.forward_data_store, group, rank)
+            return _move_losses_to_last_rank(sched, result.forward_data_store, p2p, rank,
+                                             next(chunks[0].parameters()).device)
         return result.forward_data_store
 
 
-def _move_losses_to_last_rank(sched: S.Schedule, store: list, group, rank: int) -> list:
+def _move_losses_to_last_rank(sched: S.Schedule, store: list, p2p: P2P, rank: int, device) -> list:
     """Megatron-LM reads the loss dicts on the last pipeline rank; under V they
     are computed on rank 0. Hand them over (a few numbers per microbatch)."""
+    from .loss_handover import receive_losses, send_losses
+
     holder = sched.owner(sched.num_stages - 1)[0]
     last = sched.pp - 1
     if holder == last:
         return store
-    box = [store if rank == holder else None]
-    if rank in (holder, last):
-        dist.broadcast_object_list(box, src=dist.get_global_rank(group, holder), group=_pair_group(group, holder, last))
-    return box[0] if rank == last else []
-
-
-_PAIRS: dict = {}
-
-
-def _pair_group(group, a: int, b: int):
-    key = (id(group), a, b)
-    if key not in _PAIRS:
-        ranks = sorted({dist.get_global_rank(group, a), dist.get_global_rank(group, b)})
-        _PAIRS[key] = dist.new_group(ranks=ranks, use_local_synchronization=True)
-    return _PAIRS[key]
+    if rank == holder:
+        send_losses(p2p, store, to=last, device=device)
+        return []
+    if rank == last:
+        return receive_losses(p2p, source=holder, device=device)
+    return store
 
 
 def _finalize_groups(sched: S.Schedule, pg_collection: Any) -> Any:
@@ -283,7 +279,9 @@ _SOLO = {}
 
 def _solo_group():
     """A process group of this rank alone (None would make megatron fall back to
-    parallel_state's first/last-stage embedding group)."""
+    parallel_state's first/last-stage embedding group). Every rank makes its own
+    at the same point (the first step under V), so the ranks' group counts, from
+    which torch names later groups, stay equal."""
     rank = dist.get_rank()
     if rank not in _SOLO:
         _SOLO[rank] = dist.new_group(ranks=[rank], use_local_synchronization=True)

@@ -3,20 +3,30 @@
 ColumnParallelLinear and RowParallelLinear call the module-level
 `linear_with_grad_accumulation_and_async_allreduce` of
 `megatron.core.tensor_parallel.layers` at every forward. `install()` replaces
-that name with `deferrable_linear`, whose autograd function runs megatron's
-own forward and, outside a capture, megatron's own backward (bitwise the same
-behaviour). Inside a capture (a B op) the backward computes the input gradient
-(with its tensor-parallel all-reduce or sequence-parallel reduce-scatter) and
-the bias gradient now, and queues the weight gradient for the W op:
+that name with `deferrable_linear`.
 
-* with gradient-accumulation fusion it is added into `weight.main_grad`
-  (fp32) and `grad_added_to_main_grad` is set, as megatron's DDP expects;
-* otherwise it is accumulated into `weight.grad` through autograd's own
-  AccumulateGrad node, so DDP's gradient hooks fire exactly as they would
-  have in an undivided backward.
+Whether a layer's backward is split is decided when its forward runs: while
+the executor runs a step of a schedule with W ops (`store.splitting`), the
+weight enters the autograd function as a plain attribute, not as an autograd
+input. The backward (a B op) then has no edge to the weight's gradient
+accumulator, so nothing fires megatron's DDP grad-ready hook in B; it computes
+the input gradient (with its tensor-parallel all-reduce or sequence-parallel
+reduce-scatter) and the bias gradient, and queues the weight gradient, which
+the W op delivers exactly once:
 
-With sequence parallelism the gathered input for W is gathered into a fresh
-tensor, never megatron's shared "mpu" buffer, which later ops overwrite.
+* with gradient-accumulation fusion, through the same kernel megatron's own
+  backward calls (`fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_*`: apex's
+  on GPU, compat.cpu's on CPU), into `main_grad` in fp32, then, like megatron,
+  a dummy gradient (one cached zero tensor per shape, never a fresh one) is
+  handed to the weight's accumulator so DDP's hook registers the weight;
+* otherwise the product goes through the weight's own gradient accumulator,
+  so hooks fire exactly as in an undivided backward.
+
+Outside such a step (1F1B-style schedules, evaluation, plain use) the layer
+is megatron's own, bit for bit. With sequence parallelism B keeps only this
+rank's input shard; W gathers it again (into megatron's shared buffer, used
+and released within the op), so the memory held from B to W is 1/tp of the
+gathered input.
 """
 from __future__ import annotations
 
@@ -24,7 +34,7 @@ from typing import Optional
 
 import torch
 
-from .wgrad_store import get_store
+from .wgrad_store import WeightGradStoreError, get_store
 
 _ORIGINAL = None
 
@@ -41,52 +51,135 @@ def _reduce_scatter(output, input, group) -> None:
     fn(output, input, group=group)
 
 
-def _accumulate_into_param(weight: torch.Tensor, grad: torch.Tensor) -> None:
-    """Give `grad` to `weight` the way autograd would (hooks included)."""
-    torch.autograd.backward(weight.expand_as(weight), grad_tensors=grad.to(weight.dtype))
+class _Weight:
+    """A weight handed to the autograd function as a non-tensor, so the graph has
+    no edge to its gradient accumulator (the W op delivers its gradient)."""
+
+    __slots__ = ("param",)
+
+    def __init__(self, param: torch.Tensor) -> None:
+        self.param = param
 
 
-def _weight_grad_closure(weight, grad_output, total_input, fusion: bool, main_grad):
+class _ReachAccumulator(torch.autograd.Function):
+    """Runs a parameter's gradient accumulator with no new gradient: its hooks
+    (megatron DDP's grad-ready hook) fire, `.grad` is left as it is."""
+
+    @staticmethod
+    def forward(ctx, param):
+        return param.new_empty(0)
+
+    @staticmethod
+    def backward(ctx, _):
+        return None
+
+
+_DUMMIES: dict = {}
+
+
+def _dummy_grad(param: torch.Tensor) -> torch.Tensor:
+    """One zero tensor per (shape, dtype, device), shared by every layer and W:
+    megatron's own fused backward hands DDP a fresh one per call instead."""
+    key = (tuple(param.shape), param.dtype, param.device)
+    dummy = _DUMMIES.get(key)
+    if dummy is None:
+        dummy = _DUMMIES[key] = torch.zeros(param.shape, dtype=param.dtype, device=param.device)
+    return dummy
+
+
+def _announce_main_grad(weight: torch.Tensor) -> None:
+    """After the weight gradient was added to `main_grad`: fire the accumulator's
+    hooks with `.grad` set to a zero dummy, which is what megatron's fused
+    backward makes DDP see (`grad_added_to_main_grad` tells it not to add it;
+    with `zero_out_wgrad` it adds zeros)."""
+    dummy = _dummy_grad(weight) if weight.grad is None else None
+    if dummy is not None:
+        weight.grad = dummy
+    _reach_accumulator(weight)
+    if dummy is not None and weight.grad is dummy:
+        weight.grad = None  # nobody consumed it (no DDP hook): leave nothing behind
+
+
+def _reach_accumulator(weight: torch.Tensor) -> None:
+    with torch.enable_grad():
+        torch.autograd.backward(_ReachAccumulator.apply(weight), weight.new_empty(0))
+
+
+def _fused_accumulate(weight: torch.Tensor, main_grad: torch.Tensor, grad_output, total_input) -> None:
+    """What megatron's backward does with gradient-accumulation fusion, same kernels."""
+    from megatron.core.tensor_parallel import layers
+
+    if hasattr(weight, "__fsdp_param__"):  # Megatron-FSDP: the buffer is (re)made in place
+        weight.main_grad = weight.get_main_grad()
+        torch.matmul(grad_output.t(), total_input, out=weight.main_grad)
+        return
+    kernels = layers.fused_weight_gradient_mlp_cuda
+    if main_grad.dtype == torch.float32:
+        kernels.wgrad_gemm_accum_fp32(total_input, grad_output, main_grad)
+    elif main_grad.dtype in (torch.float16, torch.bfloat16):
+        kernels.wgrad_gemm_accum_fp16(total_input, grad_output, main_grad)
+    else:
+        raise RuntimeError(f"gradient-accumulation fusion does not support main_grad of {main_grad.dtype}")
+
+
+def _weight_grad_closure(weight, grad_output, input, *, fusion: bool, main_grad, sequence_parallel: bool, tp_group):
     def run() -> None:
-        go = grad_output.reshape(-1, grad_output.shape[-1])
-        ti = total_input.reshape(-1, total_input.shape[-1])
-        if fusion:
-            target = main_grad if main_grad is not None else weight.main_grad
-            target.add_(go.t().matmul(ti).to(target.dtype))
-            if hasattr(weight, "grad_added_to_main_grad"):
-                weight.grad_added_to_main_grad = True
-                # Let megatron's DDP hook see that this parameter's grad is ready.
-                _accumulate_into_param(weight, torch.zeros_like(weight))
+        from megatron.core.parallel_state import get_global_memory_buffer
+        from megatron.core.utils import prepare_input_tensors_for_wgrad_compute
+
+        with torch.no_grad():
+            if sequence_parallel:  # gather the shard B kept; the buffer is free again when W ends
+                shape = list(input.shape)
+                shape[0] *= tp_group.size()
+                total_input = get_global_memory_buffer().get_tensor(shape, input.dtype, "mpu")
+                torch.distributed.all_gather_into_tensor(total_input, input.contiguous(), group=tp_group)
+            else:
+                total_input = input
+            go, ti = prepare_input_tensors_for_wgrad_compute(grad_output, total_input)
+            if fusion:
+                if main_grad is not None:
+                    weight.main_grad = main_grad  # as megatron's backward (layers reused, e.g. MTP)
+                _fused_accumulate(weight, weight.main_grad, go, ti)
+                if hasattr(weight, "grad_added_to_main_grad"):
+                    weight.grad_added_to_main_grad = True
+                    _announce_main_grad(weight)
+                    return
+                grad_weight = None
+            else:
+                grad_weight = go.t().matmul(ti)
+        if grad_weight is None:  # megatron returns None: the accumulator still runs its hooks
+            _reach_accumulator(weight)
         else:
-            _accumulate_into_param(weight, go.t().matmul(ti))
+            torch.autograd.backward(weight, grad_weight)
 
     return run
 
 
 class DeferrableLinear(torch.autograd.Function):
-    """Megatron's linear autograd function with an optional deferred weight gradient."""
+    """Megatron's linear autograd function; its weight gradient is deferred when
+    the weight was passed as a `_Weight` (decided at forward time, see module doc)."""
 
     @staticmethod
     def forward(ctx, input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel,
                 grad_output_buffer, wgrad_deferral_limit, tp_group):
+        ctx.split = isinstance(weight, _Weight)
+        if ctx.split:
+            weight = weight.param
         # Megatron's forward sets up ctx exactly as its backward expects.
         return _megatron_linear_fn().forward(ctx, input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad,
                                              sequence_parallel, grad_output_buffer, wgrad_deferral_limit, tp_group)
 
     @staticmethod
     def backward(ctx, grad_output):
-        store = get_store()
-        if not store.capturing or ctx.grad_output_buffer is not None:
+        if not ctx.split:
             return _megatron_linear_fn().backward(ctx, grad_output)
+        store = get_store()
+        if not store.capturing:
+            raise WeightGradStoreError(
+                "a linear layer whose forward ran in a step with W ops was differentiated outside that step's B "
+                "ops: its weight gradient has no W to run it (call backward only through the schedule)")
         input, weight = ctx.saved_tensors
         tp_group = ctx.tp_group
-        if ctx.sequence_parallel:
-            shape = list(input.shape)
-            shape[0] *= tp_group.size()
-            total_input = torch.empty(shape, dtype=input.dtype, device=input.device)  # fresh: W runs later
-            torch.distributed.all_gather_into_tensor(total_input, input.contiguous(), group=tp_group)
-        else:
-            total_input = input
         grad_input = grad_output.matmul(weight)
         if ctx.allreduce_dgrad:
             torch.distributed.all_reduce(grad_input, group=tp_group)
@@ -95,8 +188,10 @@ class DeferrableLinear(torch.autograd.Function):
             _reduce_scatter(sub, grad_input.contiguous(), group=tp_group)
             grad_input = sub
         grad_bias = grad_output.reshape(-1, grad_output.shape[-1]).sum(dim=0) if ctx.use_bias else None
-        store.defer(_weight_grad_closure(weight, grad_output, total_input, ctx.gradient_accumulation_fusion, ctx.main_grad),
-                    tensors=(grad_output, total_input))
+        store.defer(_weight_grad_closure(weight, grad_output, input, fusion=ctx.gradient_accumulation_fusion,
+                                         main_grad=ctx.main_grad, sequence_parallel=ctx.sequence_parallel,
+                                         tp_group=tp_group),
+                    tensors=(grad_output, input))
         return grad_input, None, grad_bias, None, None, None, None, None, None
 
 
@@ -108,6 +203,9 @@ def deferrable_linear(input, weight, bias, gradient_accumulation_fusion, allredu
     if async_grad_allreduce is not None:
         allreduce_dgrad = async_grad_allreduce
     tp_group = get_tensor_model_parallel_group_if_none(tp_group)
+    if get_store().splitting and grad_output_buffer is None and weight.requires_grad \
+            and (input.requires_grad or (bias is not None and bias.requires_grad)):
+        weight = _Weight(weight)  # no backward would run otherwise: keep megatron's own path
     return DeferrableLinear.apply(input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel,
                                   grad_output_buffer, wgrad_deferral_limit, tp_group)
 

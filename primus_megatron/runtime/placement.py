@@ -177,6 +177,12 @@ def _tie_embeddings(model: list[torch.nn.Module]) -> None:
     del last.output_layer.weight
     last.output_layer.register_parameter("weight", None)
     last.shared_embedding_or_output_weight = lambda: weight  # GPTModel passes it to the output layer
+    # The output layer's fused weight gradient sets grad_added_to_main_grad on the shared weight,
+    # after which megatron's DDP hook would drop the embedding's own gradient: megatron marks the
+    # same sharing at pp=1 with zero_out_wgrad (the hook then always adds .grad, a zero dummy when
+    # fused), and the executor starts chunk 0's reduce only after chunk 1's last W.
+    weight.zero_out_wgrad = True
+    last.primus_borrows_weight_of_chunk = 0
     # Checkpoints: chunk 0 saves the weight under the embedding's key; the output
     # layer has no tensor of its own to tie in the sharded state dict.
     last.tie_embeddings_and_output_weights_state_dict = lambda *args, **kwargs: None

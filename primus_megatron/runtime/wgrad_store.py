@@ -1,9 +1,12 @@
 """Deferred weight gradients: closures queued during B, run by W.
 
-During a B op the executor opens `capture((mb, chunk))`; hooked layers then
-compute only the input gradient and `defer` a closure that computes the
-weight gradient. The W op for the same key runs the closures. A W whose key
-has nothing queued is an error: the split would silently be a no-op.
+While a step of a schedule with W ops runs, `splitting` is set: hooked layers
+build their forward so that their backward can be split. During a B op the
+executor opens `capture((mb, chunk))`; those layers then compute only the
+input gradient and `defer` a closure that computes the weight gradient. The
+W op for the same key runs the closures. A W whose key has nothing queued is
+an error: the split would silently be a no-op. The executor empties the store
+when a step starts and when one fails, so nothing crosses steps.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ class WeightGradStore:
         self.deferred = 0  # closures queued since the last reset_counters()
         self.ran = 0  # closures run since the last reset_counters()
         self.held: list | None = None  # when a list: tensors kept for W are appended (profiling)
+        self.splitting = False  # a step with W ops is running (set by the executor)
 
     @property
     def capturing(self) -> bool:
