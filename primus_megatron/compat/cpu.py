@@ -201,6 +201,38 @@ def _patch_tied_embeddings():
     LanguageModule.setup_embeddings_and_output_layer = setup_embeddings_and_output_layer
 
 
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    # the kernels collapse every leading dimension into one (a view)
+    return t.view(-1, t.shape[-1]) if t.dim() > 2 else t
+
+
+def wgrad_gemm_accum_fp32(total_input: torch.Tensor, grad_output: torch.Tensor, main_grad: torch.Tensor) -> None:
+    """apex's ``fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32`` on CPU.
+
+    apex (csrc/megatron/fused_weight_gradient_dense_cuda.cu, commit 27017a4a)
+    runs one cublasGemmEx: A = input and B = d_output in their own type (fp32,
+    fp16 or bf16), C = the fp32 weight gradient with beta = 1, compute type
+    fp32. So ``main_grad += grad_output^T @ total_input`` with every product and
+    sum in fp32 (a product of two half-precision numbers is exact in fp32), the
+    product never rounded to half precision, and no weight-sized temporary.
+    Same here: the inputs are widened (activation-sized copies, none for fp32)
+    and ``addmm_`` accumulates into the buffer in place."""
+    a, g = _rows(total_input), _rows(grad_output)
+    main_grad.addmm_(g.t().to(torch.float32), a.to(torch.float32))
+
+
+def wgrad_gemm_accum_fp16(total_input: torch.Tensor, grad_output: torch.Tensor, main_grad: torch.Tensor) -> None:
+    """apex's ``wgrad_gemm_accum_fp16`` on CPU: a half-precision gradient buffer.
+
+    apex (csrc/megatron/fused_weight_gradient_dense_16bit_prec_cuda.cu, commit
+    1f203987): cublasGemmEx with C in the buffer's type (fp16 or bf16),
+    beta = 1, compute type fp32, so ``grad_output^T @ total_input + main_grad``
+    is formed in fp32 and rounded once. The fp32 result is one weight-sized
+    temporary here (the GPU kernel keeps it in registers)."""
+    a, g = _rows(total_input), _rows(grad_output)
+    main_grad.copy_(torch.addmm(main_grad.to(torch.float32), g.t().to(torch.float32), a.to(torch.float32)))
+
+
 def _patch_grad_accum_fusion():
     """Provide apex's ``fused_weight_gradient_mlp_cuda`` in plain torch, so that
     ``gradient_accumulation_fusion=True`` (weight grads accumulated straight into
@@ -210,11 +242,8 @@ def _patch_grad_accum_fusion():
     if layers._grad_accum_fusion_available:
         return
 
-    def wgrad_gemm_accum(total_input, grad_output, main_grad):
-        main_grad.add_(grad_output.t().matmul(total_input).to(main_grad.dtype))
-
     layers.fused_weight_gradient_mlp_cuda = types.SimpleNamespace(
-        wgrad_gemm_accum_fp32=wgrad_gemm_accum, wgrad_gemm_accum_fp16=wgrad_gemm_accum)
+        wgrad_gemm_accum_fp32=wgrad_gemm_accum_fp32, wgrad_gemm_accum_fp16=wgrad_gemm_accum_fp16)
     layers._grad_accum_fusion_available = True
 
 
