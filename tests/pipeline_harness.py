@@ -197,7 +197,7 @@ def tp_body(rank, world_case):
 def sp_linear_body(rank, world_case):
     """Sequence-parallel Column->Row linear pair: weight gradients deferred to
     after megatron's shared all-gather buffer was overwritten equal the
-    undeferred ones."""
+    undeferred ones (B keeps the input shard; W gathers it again)."""
     from megatron.core import parallel_state
     from megatron.core.tensor_parallel.layers import ColumnParallelLinear, RowParallelLinear
     from megatron.core.parallel_state import get_global_memory_buffer
@@ -219,24 +219,30 @@ def sp_linear_body(rank, world_case):
     def run(defer: bool):
         for p in params:
             p.grad = None
-        out, _ = row(col(x)[0])
-        loss = out.square().sum()
         store = get_store()
+        store.splitting = defer  # decided at forward time, as in a step with W ops
+        try:
+            out, _ = row(col(x)[0])
+        finally:
+            store.splitting = False
+        loss = out.square().sum()
         if defer:
+            store.held = []
             with store.capture("sp"):
                 loss.backward()
+            held, store.held = [tuple(t.shape) for t in store.held], None
             buf = get_global_memory_buffer().get_tensor([8, 2, 32], torch.float32, "mpu")
             buf.fill_(float("nan"))  # later ops reuse megatron's shared gather buffer
             deferred = store.pending("sp")
             store.run("sp")
         else:
             loss.backward()
-            deferred = 0
-        return [p.grad.clone() for p in params], deferred
+            deferred, held = 0, []
+        return [p.grad.clone() for p in params], deferred, held
 
-    eager, _ = run(False)
-    later, deferred = run(True)
-    return {"eager": eager, "deferred": later, "count": deferred}
+    eager, _, _ = run(False)
+    later, deferred, held = run(True)
+    return {"eager": eager, "deferred": later, "count": deferred, "held": held, "shard": tuple(x.shape)}
 
 
 def silent_rank_body(rank, world_case):

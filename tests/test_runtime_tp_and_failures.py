@@ -45,6 +45,9 @@ def test_sequence_parallel_wgrad_does_not_read_the_shared_gather_buffer():
     results = H.run_ranks({"body": H.sp_linear_body, "tp": 2, "pp": 1}, 2, timeout_s=300)
     for res in results:
         assert res["count"] == 2  # both layers deferred their weight gradient
+        # B -> W keeps (grad_output, input) per layer; the column layer's backward runs last and its
+        # input is the sequence-parallel shard, not the tp-times larger gathered input
+        assert res["held"][-1] == res["shard"], res["held"]
         for eager, deferred in zip(res["eager"], res["deferred"]):
             assert torch.isfinite(deferred).all()
             torch.testing.assert_close(deferred, eager, rtol=1e-6, atol=1e-7)
