@@ -319,3 +319,26 @@ def memory_body(rank, world_case):
         predicted = S.simulate(plan, costs).peak_memory[rank] * summary["unit_bytes"]
         out[name] = {"measured": runner.last_step.peak_activation_bytes, "predicted": predicted}
     return out
+
+
+def refused_setting_body(rank, world_case):
+    """A megatron setting the engine does not honour, set on the model config:
+    every rank refuses it on the first call, before any rank waits on another."""
+    import time
+
+    import primus_megatron as pm
+    from primus_megatron.runtime.forward_backward import UnsupportedSetting
+
+    config = _config_for(2, {"config": {}, "num_layers": world_case["num_layers"]}, world_case["pp"])
+    model = pm.build_model(partial(_provider, config, False), schedule=world_case["schedule"])
+    setattr(config, world_case["field"], world_case["value"])
+    fbf = pm.get_forward_backward_func(world_case["schedule"], p2p_timeout_s=60)
+    if rank == 1:
+        time.sleep(world_case.get("late_s", 0))  # rank 0 must not be waiting for this one
+    started = time.time()
+    try:
+        fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(ref.make_microbatches(4)),
+            model=model, num_microbatches=4, seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE)
+    except UnsupportedSetting as exc:
+        return {"message": str(exc), "elapsed": time.time() - started}
+    return {"message": None}

@@ -9,47 +9,7 @@ import megatron_reference as ref
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
 
 
-class FakeTELinear(torch.nn.Module):
-    """Stands in for transformer_engine.pytorch.Linear(delay_wgrad_compute=True):
-    its backward stores the weight-gradient GEMM, backward_dw() runs the oldest."""
-
-    def __init__(self, delay: bool = True) -> None:
-        super().__init__()
-        self.weight = torch.nn.Parameter(torch.randn(3, 4))
-        self.delay_wgrad_compute = delay
-        self.pending: list = []
-        self.ran: list = []
-
-    def backward_dw(self) -> None:
-        self.ran.append(self.pending.pop(0))
-
-
-def test_te_layers_defer_one_backward_dw_per_captured_b():
-    from primus_megatron.runtime.linear_hooks import defer_te_wgrads, te_delayed_modules
-    from primus_megatron.runtime.wgrad_store import WeightGradStore
-
-    model = torch.nn.Sequential(FakeTELinear(), torch.nn.ReLU(), FakeTELinear(), FakeTELinear(delay=False))
-    delayed = te_delayed_modules(model)
-    assert delayed == [model[0], model[2]]
-    store = WeightGradStore()
-    import primus_megatron.runtime.linear_hooks as hooks
-
-    original = hooks.get_store
-    hooks.get_store = lambda: store
-    try:
-        for mb in range(2):  # two B ops, each queues one GEMM per delayed module
-            for m in delayed:
-                m.pending.append(mb)
-            with store.capture((mb, 0)):
-                defer_te_wgrads(delayed)
-        assert store.pending((0, 0)) == 2 and store.pending((1, 0)) == 2
-        store.run((0, 0))
-        assert [m.ran for m in delayed] == [[0], [0]]
-        store.run((1, 0))
-        assert [m.ran for m in delayed] == [[0, 1], [0, 1]]
-        store.assert_empty()
-    finally:
-        hooks.get_store = original
+# TransformerEngine layers: tests/test_te_wgrad.py (a stand-in reproducing TE v2.11's API).
 
 
 def test_store_refuses_w_with_nothing_deferred_and_leftovers():
@@ -114,3 +74,17 @@ def test_wrong_number_of_model_chunks_is_refused_before_any_communication():
     with pytest.raises(ValueError, match="runs 2 model chunk"):
         fbf(forward_step_func=None, data_iterator=None, model=[torch.nn.Linear(2, 2)], num_microbatches=4,
             seq_length=16, micro_batch_size=1)
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("defer_embedding_wgrad_compute", True, "--defer-embedding-wgrad-compute cannot be used with --pipeline-schedule zbv"),
+    ("fine_grained_activation_offloading", True, "--fine-grained-activation-offloading cannot be used"),
+])
+def test_unsupported_megatron_settings_are_refused_on_every_rank_before_any_wait(field, value, needle):
+    import pipeline_harness as H
+
+    results = H.run_ranks({"body": H.refused_setting_body, "pp": 2, "schedule": "zbv", "field": field,
+                           "value": value, "late_s": 5, "num_layers": 4}, 2, timeout_s=120)
+    for res in results:
+        assert res["message"] is not None and needle in res["message"] and "\n" not in res["message"]
+    assert results[0]["elapsed"] < 4  # rank 0 did not wait for the late rank 1

@@ -151,18 +151,13 @@ NO_W = "a schedule without W (1f1b, interleaved-1f1b)"
 def check_deferred_wgrad_args(args: argparse.Namespace, entry: registry.ScheduleInfo) -> Optional[str]:
     """Options that cannot combine with the schedule's deferred weight
     gradients (or its placement), with what to do instead; None if fine."""
-    if entry.placement == V and getattr(args, "overlap_grad_reduce", False) \
-            and not getattr(args, "untie_embeddings_and_output_weights", True):
-        return (f"--overlap-grad-reduce with --pipeline-schedule {entry.name} and tied embeddings would register the "
-                f"embedding weight shared by the input embedding and the output layer (both on pipeline rank 0 under "
-                f"the V placement) as ready twice: add --untie-embeddings-and-output-weights or drop "
-                f"--overlap-grad-reduce")
-    if not splits_weight_gradients(entry):
-        return None
-    if getattr(args, "recompute_granularity", None) == "full":
-        return (f"--recompute-granularity full cannot combine with --pipeline-schedule {entry.name}: full recompute "
-                f"rebuilds a layer's activations inside its backward and the schedule's W ops would hold them until "
-                f"later, undoing the recompute; use --recompute-granularity selective or {NO_W}")
+    from ..runtime.unsupported import refusal_for
+
+    splits = splits_weight_gradients(entry)
+    problem = refusal_for(args, schedule=entry.name, splits_backward=splits, v_placement=entry.placement == V,
+                          uses_te=getattr(args, "transformer_impl", "local") == "transformer_engine")
+    if problem or not splits:
+        return problem
     fp8 = getattr(args, "fp8", None)
     if fp8:
         why = te_weight_gradient_split()

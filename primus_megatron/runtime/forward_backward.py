@@ -161,6 +161,7 @@ class PipelineRunner:
         sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
         key = (pp, num_microbatches, forward_only)
         if key in self._unchecked:
+            _refuse_unsupported(config, chunks, sched)
             if sched.placement == S.V:
                 _solo_group()  # made by every rank before its first op, never within a step
             check_same_schedule(sched, group, rank, self.p2p_timeout_s)
@@ -240,6 +241,21 @@ class PipelineRunner:
             return _move_losses_to_last_rank(sched, result.forward_data_store, p2p, rank,
                                              next(chunks[0].parameters()).device)
         return result.forward_data_store
+
+
+class UnsupportedSetting(ValueError):
+    """A megatron setting the engine does not honour (one sentence, raised on every rank
+    before any of them waits on another)."""
+
+
+def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule) -> None:
+    from .unsupported import refusal_for
+
+    uses_te = any(type(m).__module__.startswith("transformer_engine") for c in chunks for m in c.modules())
+    problem = refusal_for(config, schedule=sched.name, splits_backward=sched.splits_backward,
+                          v_placement=sched.placement == S.V, uses_te=uses_te)
+    if problem:  # named as Megatron-LM's option; the config field is the same name with underscores
+        raise UnsupportedSetting(problem)
 
 
 def _move_losses_to_last_rank(sched: S.Schedule, store: list, p2p: P2P, rank: int, device) -> list:

@@ -1,0 +1,90 @@
+"""Megatron settings the engine does not honour, refused before any rank waits.
+
+One table, read in two places with the same sentences: Megatron-LM's parsed
+arguments (their names are the TransformerConfig fields', so `--x-y` is the
+field `x_y`), checked before process groups exist, and the model config each
+forward_backward call receives, checked on the first call before the ranks
+compare schedules. Pure Python: no torch import.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+
+
+@dataclass(frozen=True)
+class Rule:
+    field: str
+    refuses: Callable[[Any, "Setting"], bool]  # (value, setting) -> refused?
+    why: str
+
+    @property
+    def option(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What a rule may look at besides the field's value."""
+
+    schedule: str
+    splits_backward: bool  # the schedule has W ops
+    v_placement: bool
+    uses_te: Optional[bool]  # TransformerEngine layers in the model (None: not known yet)
+    get: Callable[[str], Any]  # another field's value (None when absent)
+
+
+def _truthy(value: Any, _: Setting) -> bool:
+    return bool(value)
+
+
+def _cuda_graphs(value: Any, s: Setting) -> bool:
+    return value not in (None, "none") or bool(s.get("enable_cuda_graph")) or bool(s.get("external_cuda_graph"))
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("defer_embedding_wgrad_compute", _truthy,
+         "megatron computes the deferred output-layer weight gradient at the end of its own schedules "
+         "(finish_embedding_wgrad_compute); the W ops of ours defer weight gradients already"),
+    Rule("variable_seq_lengths", _truthy,
+         "the pipeline sends fixed-shape activations; sequences of varying length need megatron's shape exchange"),
+    Rule("mtp_num_layers", lambda v, s: bool(v) and s.v_placement,
+         "multi-token prediction layers sit after the output layer of the last stage and read the embedding, which "
+         "the V placement keeps on pipeline rank 0 with the first stage; use a loop-placed schedule (zb-h1, zb-h2, "
+         "zb-auto, interleaved-zb)"),
+    Rule("context_parallel_size", lambda v, s: (v or 1) > 1 and s.uses_te is False,
+         "context parallelism needs TransformerEngine attention (--transformer-impl transformer_engine)"),
+    Rule("overlap_moe_expert_parallel_comm", _truthy,
+         "it is megatron's combined 1F1B schedule for overlapping the expert all-to-all, a schedule of its own"),
+    Rule("fine_grained_activation_offloading", _truthy,
+         "its offload and reload points follow megatron's own op order"),
+    Rule("cuda_graph_impl", _cuda_graphs,
+         "CUDA graphs capture megatron's own forward-backward (per layer or the whole iteration), not ours"),
+    Rule("moe_grouped_gemm", lambda v, s: bool(v) and s.splits_backward and s.uses_te is False,
+         "the legacy GroupedMLP computes expert weight gradients inside grouped GEMMs that cannot be deferred to W "
+         "ops; use SequentialMLP (no --moe-grouped-gemm) or TransformerEngine's grouped experts"),
+    Rule("recompute_granularity", lambda v, s: v == "full" and s.splits_backward,
+         "full recompute rebuilds a layer's activations inside its backward and the W ops would hold them until "
+         "later, undoing the recompute; use --recompute-granularity selective or a schedule without W ops "
+         "(1f1b, interleaved-1f1b)"),
+)
+
+
+def first_refusal(setting: Setting) -> Optional[str]:
+    """One sentence naming the first refused option, or None."""
+    for rule in RULES:
+        value = setting.get(rule.field)
+        if value is not None and rule.refuses(value, setting):
+            shown = "" if value is True else f" {value}"
+            return (f"{rule.option}{shown} cannot be used with --pipeline-schedule {setting.schedule}: {rule.why} "
+                    f"(or drop --pipeline-schedule for megatron's own schedule)")
+    return None
+
+
+def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: bool,
+                uses_te: Optional[bool]) -> Optional[str]:
+    """`first_refusal` over an object with the fields as attributes (a TransformerConfig or
+    Megatron-LM's argument namespace)."""
+    return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te,
+                                 lambda name: getattr(obj, name, None)))
