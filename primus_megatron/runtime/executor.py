@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from ..schedules import B, BW, F, W, Lowered, Message, Op, Recv, Send
-from .linear_hooks import defer_te_wgrads, te_delayed_modules
+from . import te_wgrad
 from .grad_sync import GradSync
 from .p2p import P2P
 from .wgrad_store import get_store
@@ -129,7 +129,9 @@ class _Step:
         self.store = get_store()
         self.device = next(ctx.model[0].parameters()).device
         self.dtype = self.config.pipeline_dtype or torch.float32
-        self.te_modules = [te_delayed_modules(chunk) for chunk in ctx.model]
+        # TE layers: routed so their backward queues the weight gradient in our store (B) or runs it as that
+        # backward ends (BW); refused with a reason when they cannot deliver it where the schedule expects
+        te_wgrad.prepare_step(ctx.model, splitting=not ctx.forward_only and self.sched.splits_backward)
         self.sync = GradSync(self.config, ctx.model, lowered.ranks[rank], enabled=not ctx.forward_only)
         self.timeline: list[OpRecord] = []
         self.memory = None
@@ -243,8 +245,6 @@ class _Step:
                 self.memory.begin()
             with capture:
                 input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, config)
-                if op.kind == B:
-                    defer_te_wgrads(self.te_modules[op.chunk])
             mem_delta = None
             if self.memory:
                 held, self.store.held = self.store.held, None

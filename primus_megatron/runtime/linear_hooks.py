@@ -30,8 +30,6 @@ gathered input.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from .wgrad_store import WeightGradStoreError, get_store
@@ -229,34 +227,4 @@ def uninstall() -> None:
         _ORIGINAL = None
 
 
-# -- TransformerEngine ----------------------------------------------------------------------------
-# TE's linear layers (te.pytorch.Linear, LayerNormLinear, LayerNormMLP, GroupedLinear) accept
-# `delay_wgrad_compute=True`: their backward then stores the weight-gradient GEMM and
-# `module.backward_dw()` runs the oldest stored one. Untested on GPU here (TE does not
-# install on this machine); unit-tested with a stand-in module.
-
-
-def te_delayed_modules(module: torch.nn.Module) -> list[torch.nn.Module]:
-    """TE modules in `module` that delay their weight gradient."""
-    return [m for m in module.modules() if callable(getattr(m, "backward_dw", None))
-            and getattr(m, "delay_wgrad_compute", None) is True]
-
-
-def defer_te_wgrads(modules: list[torch.nn.Module]) -> None:
-    """Queue one `backward_dw()` per delayed TE module into the active capture.
-
-    Called right after a captured B: each module's backward queued exactly one
-    weight-gradient GEMM, and W ops of a chunk run in the order of its B ops,
-    matching TE's first-in-first-out store."""
-    store = get_store()
-    for m in modules:
-        store.defer(m.backward_dw)
-
-
-def te_layers_present(module: torch.nn.Module) -> Optional[str]:
-    """Name of a TE layer that cannot delay its weight gradient, if any."""
-    for name, m in module.named_modules():
-        if type(m).__module__.startswith("transformer_engine") and callable(getattr(m, "backward_dw", None)) \
-                and getattr(m, "delay_wgrad_compute", None) is not True:
-            return name
-    return None
+# TransformerEngine layers are not hooked here: see te_wgrad.py (routed through TE's own wgrad_store).

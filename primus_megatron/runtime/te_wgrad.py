@@ -1,0 +1,315 @@
+"""TransformerEngine linear layers: their weight gradients run in our W ops.
+
+What TE offers (v2.11, the newest megatron-core 0.16.1 accepts; file:line facts
+in notes/transformer_engine_wgrad.md): the backward of `Linear` and
+`LayerNormLinear` asks its layer's `wgrad_store.delay_wgrad_compute()`; when
+true it hands the weight-gradient GEMM to `wgrad_store.put([input,
+grad_output], gemm)` instead of running it. `gemm(*tensors)` returns
+(weight grad, bias grad); with `fuse_wgrad_accumulation` it writes into
+`main_grad` itself. TE's own store is a FIFO per layer drained by
+`layer.backward_dw()`, which replaces `.grad`, sets the bias's `.grad` only if
+empty, then calls the hooks megatron's DDP registered on the layer.
+
+Why we do not use that store:
+* megatron-core 0.16.1 builds its TE layers delayed only when
+  `TransformerConfig.delay_wgrad_compute`, which it refuses unless
+  `overlap_moe_expert_parallel_comm` is on; and a TE store made undelayed has
+  no queue, so `enable_delay_wgrad_compute()` would leave `put` failing. So
+  `enable()` gives each built layer a store of ours instead.
+* Its `put` queues the GEMM under the running B op's (microbatch, chunk), so
+  each W runs exactly its own B's work whatever order W ops come in (TE's
+  store would pair them by per-layer FIFO position).
+* The W delivers what `backward_dw` delivers but accumulates (a replaced
+  `.grad` is right only when a DDP hook empties it after every call): the
+  weight gradient (unless fused) and the bias gradient computed by the GEMM go
+  through the parameter's autograd accumulator, then the layer's DDP hooks
+  run once.
+
+Megatron's DDP (`DistributedDataParallelConfig.delay_wgrad_compute=True`)
+registers its grad-ready hook on the layer (`register_wgrad_accumulation_and_
+reduce_hooks`) instead of on the parameter's accumulator for parameters marked
+`skip_backward_post_hook`; `enable()` marks the layer's weights and biases as
+TE's constructor does when delayed. This is required: a TE backward always
+reaches the weight's accumulator (with a dummy gradient when fused, else
+None), so a per-parameter hook would fire in B. `prepare_step` refuses a model
+where DDP hooked them per parameter.
+
+Outside a B op (BW ops, megatron's own schedules) the queued work runs when
+that backward ends (autograd's final callback): the layer then behaves as an
+undelayed one. TE's `GroupedLinear` (megatron's TEGroupedLinear /
+TEGroupedMLP) and `LayerNormMLP` are not split: their weight gradients stay in
+B, like megatron's norms and biases; one built with TE's own delay is refused,
+since nothing would run its `backward_dw`.
+
+Everything here is a no-op unless `transformer_engine.pytorch` is imported.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from .wgrad_store import get_store
+
+
+def _te() -> Optional[Any]:
+    """The `transformer_engine.pytorch` module if it is loaded (no TE layer can exist otherwise)."""
+    if "transformer_engine.pytorch" not in sys.modules:
+        return None
+    try:
+        import transformer_engine.pytorch as te
+        from transformer_engine.pytorch.module.base import TransformerEngineBaseModule  # noqa: F401
+    except Exception:  # a broken or partial install builds no layers either
+        return None
+    return te
+
+
+def _base_class(te) -> type:
+    from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
+
+    return TransformerEngineBaseModule
+
+
+def _split_classes(te) -> tuple:
+    # megatron's TELinear / TEColumnParallelLinear / TERowParallelLinear derive from Linear,
+    # TELayerNormColumnParallelLinear from LayerNormLinear
+    return (te.Linear, te.LayerNormLinear)
+
+
+class _Work:
+    """One layer's deferred weight-gradient GEMM and its delivery."""
+
+    __slots__ = ("layer", "tensors", "gemm")
+
+    def __init__(self, layer: torch.nn.Module, tensors: list, gemm: Callable) -> None:
+        self.layer, self.tensors, self.gemm = layer, tensors, gemm
+
+    def __call__(self) -> None:
+        tensors, gemm, self.tensors, self.gemm = self.tensors, self.gemm, None, None  # free inputs as W ends
+        if gemm is None:
+            raise RuntimeError("a TransformerEngine weight gradient was run twice")
+        with torch.no_grad():  # as in TE's backward: the GEMM must not record a graph (its inputs may require grad)
+            wgrad, bgrad = gemm(*tensors)[:2]
+        del tensors
+        layer = self.layer
+        if not layer.fuse_wgrad_accumulation:  # fused: the GEMM already added it to main_grad
+            _accumulate(getattr(layer, layer.weight_names[0]), wgrad)
+        if layer.use_bias and bgrad is not None:  # bias gradient fused into the GEMM (no FP8)
+            _accumulate(getattr(layer, layer.bias_names[0]), bgrad)
+        del wgrad, bgrad
+        _run_layer_hooks(layer)
+
+
+def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
+    # through the parameter's own AccumulateGrad node: adds to .grad as an undivided backward would
+    torch.autograd.backward(param, grad.to(param.dtype))
+
+
+_ZEROS: dict = {}
+
+
+def _zeros(param: torch.Tensor) -> torch.Tensor:
+    key = (tuple(param.shape), param.dtype, param.device)
+    if key not in _ZEROS:
+        _ZEROS[key] = torch.zeros(param.shape, dtype=param.dtype, device=param.device)
+    return _ZEROS[key]
+
+
+def _marked_params(layer: torch.nn.Module) -> list:
+    """The layer's weights/biases whose DDP hook sits on the layer."""
+    out = []
+    for name in (*layer.weight_names, *(layer.bias_names if layer.use_bias else ())):
+        p = getattr(layer, name, None)
+        if isinstance(p, torch.nn.Parameter) and p.requires_grad and getattr(p, "skip_backward_post_hook", False):
+            out.append(p)
+    return out
+
+
+def _run_layer_hooks(layer: torch.nn.Module) -> None:
+    """Call the hooks megatron's DDP registered on the layer, once each (as backward_dw does).
+
+    Each moves its parameter's .grad into main_grad (unless grad_added_to_main_grad),
+    empties .grad and registers the parameter as ready. With overlap_grad_reduce it
+    asserts .grad is not None, which fails when an earlier W's hook already emptied
+    a .grad that B filled for several microbatches (fused dummies, B-side biases):
+    such a parameter gets a zero placeholder for the call.
+    """
+    hooks = layer.wgrad_accumulation_and_reduce_hooks
+    if not hooks:
+        return
+    placeholders = []
+    for p in _marked_params(layer):
+        if p.grad is None:
+            p.grad = _zeros(p)
+            placeholders.append(p)
+    for hook in hooks:
+        hook()
+    for p in placeholders:
+        if p.grad is _ZEROS.get((tuple(p.shape), p.dtype, p.device)):
+            p.grad = None
+
+
+class DeferringWgradStore:
+    """Stands where a TE layer keeps its `WeightGradStore` (`layer.wgrad_store`).
+
+    TE's backward only calls `delay_wgrad_compute()` and `put()` on it (and
+    `backward_dw()` calls `pop()`, which has nothing to pop here)."""
+
+    def __init__(self, layer: torch.nn.Module) -> None:
+        self.layer = layer  # a strong reference: deepcopy of the layer copies the pair together
+
+    def delay_wgrad_compute(self) -> bool:
+        return True
+
+    def enable_delay_wgrad_compute(self) -> None:
+        pass
+
+    def disable_delay_wgrad_compute(self) -> None:
+        raise RuntimeError("this TransformerEngine layer's weight gradients are routed to primus_megatron's W ops "
+                           "(primus_megatron.runtime.te_wgrad.enable); they cannot be made undelayed again")
+
+    def put(self, tensor_list: list, func: Callable) -> None:
+        work = _Work(self.layer, tensor_list, func)
+        store = get_store()
+        if store.capturing:  # a B op: its W runs the work
+            store.defer(work, tensors=tuple(t for t in _flatten(tensor_list) if isinstance(t, torch.Tensor)))
+        else:  # a BW op, megatron's own schedule, plain use: run when this backward ends
+            torch.autograd.Variable._execution_engine.queue_callback(work)
+
+    def pop(self):
+        raise RuntimeError("backward_dw() has nothing to run: this TransformerEngine layer's weight gradients are run "
+                           "by primus_megatron's W ops (or at the end of the backward that made them)")
+
+    def assert_empty(self) -> None:
+        pass  # nothing is kept here: the work sits in primus_megatron's store
+
+
+def _flatten(items) -> list:
+    out = []
+    for x in items:
+        out.extend(_flatten(x) if isinstance(x, (list, tuple)) else [x])
+    return out
+
+
+def is_routed(layer: torch.nn.Module) -> bool:
+    return isinstance(getattr(layer, "wgrad_store", None), DeferringWgradStore)
+
+
+def _route(layer: torch.nn.Module, name: str) -> None:
+    if len(layer.weight_names) != 1:
+        raise ValueError(f"TransformerEngine layer {name or type(layer).__name__} splits its weight into "
+                         f"{len(layer.weight_names)} parameters (parameters_split): its weight gradient cannot be "
+                         f"deferred to W; build it without parameters_split or use a schedule without W "
+                         f"(1f1b, interleaved-1f1b)")
+    old = layer.wgrad_store
+    context = getattr(old, "context", None)
+    if context is not None and hasattr(context, "qsize") and context.qsize():
+        raise RuntimeError(f"TransformerEngine layer {name} holds {context.qsize()} weight gradients of its own "
+                           f"delayed store: run its backward_dw() before routing it to primus_megatron")
+    layer.wgrad_store = DeferringWgradStore(layer)
+    for pname in (*layer.weight_names, *layer.bias_names):
+        p = getattr(layer, pname, None)
+        if isinstance(p, torch.nn.Parameter):
+            p.skip_backward_post_hook = True  # as TE's constructor marks a delayed layer's parameters
+
+
+def _refuse_other(layer: torch.nn.Module, name: str) -> None:
+    store = getattr(layer, "wgrad_store", None)
+    if store is not None and not isinstance(store, DeferringWgradStore) and store.delay_wgrad_compute():
+        raise ValueError(f"TransformerEngine layer {name} ({type(layer).__name__}) was built with TE's own "
+                         f"delay_wgrad_compute; primus_megatron splits only Linear and LayerNormLinear layers (nothing "
+                         f"would run this one's backward_dw): build it without delay_wgrad_compute (its weight "
+                         f"gradient is then computed in B)")
+
+
+def enable(module: torch.nn.Module) -> int:
+    """Route the weight gradients of the TE Linear / LayerNormLinear layers in
+    `module` to primus_megatron's store. Call on each model chunk after it is
+    built and before megatron's DistributedDataParallel wraps it, and build
+    that with `DistributedDataParallelConfig(delay_wgrad_compute=True)`.
+    Idempotent; returns how many layers are routed. No-op without TE."""
+    te = _te()
+    if te is None:
+        return 0
+    base, split = _base_class(te), _split_classes(te)
+    count = 0
+    for name, layer in module.named_modules():
+        if not isinstance(layer, base):
+            continue
+        if isinstance(layer, split):
+            if not is_routed(layer):
+                _route(layer, name)
+            count += 1
+        else:
+            _refuse_other(layer, name)
+    return count
+
+
+def _ddp_config(chunk: torch.nn.Module) -> Optional[Any]:
+    while chunk is not None:
+        config = getattr(chunk, "ddp_config", None)
+        if config is not None:
+            return config
+        chunk = getattr(chunk, "module", None)
+    return None
+
+
+def _check_ddp(layer: torch.nn.Module, name: str, ddp_config: Any) -> None:
+    if ddp_config is None or not _marked_params(layer):
+        return
+    if not getattr(ddp_config, "delay_wgrad_compute", False):
+        raise ValueError(f"TransformerEngine layer {name} defers its weight gradient, but megatron's "
+                         f"DistributedDataParallel was built with delay_wgrad_compute=False, so its grad-ready hook "
+                         f"would fire in B, before the weight gradient exists: build "
+                         f"DistributedDataParallelConfig(delay_wgrad_compute=True)")
+    if not layer.wgrad_accumulation_and_reduce_hooks:
+        raise ValueError(f"TransformerEngine layer {name} has no grad-ready hook from megatron's "
+                         f"DistributedDataParallel: call primus_megatron.runtime.te_wgrad.enable(chunk) before wrapping "
+                         f"the chunk in DistributedDataParallel")
+
+
+def prepare_step(model: Sequence[torch.nn.Module], *, splitting: bool) -> int:
+    """At the start of a step: make sure every TE layer can deliver its weight
+    gradient where the schedule expects it, or say why not.
+
+    With `splitting` (a training step of a schedule with W ops), splittable
+    layers not yet routed are routed now when no megatron DDP wraps their
+    chunk (a DDP-wrapped one must be routed before DDP is built). Layers
+    built with TE's own delay are routed whatever the schedule. Returns how
+    many layers are routed. No-op without TE."""
+    te = _te()
+    if te is None:
+        return 0
+    base, split = _base_class(te), _split_classes(te)
+    count = 0
+    for c, chunk in enumerate(model):
+        ddp_config = _ddp_config(chunk)
+        for name, layer in chunk.named_modules():
+            if not isinstance(layer, base):
+                continue
+            where = f"{name} of model chunk {c}"
+            if not isinstance(layer, split):
+                _refuse_other(layer, where)
+                continue
+            if not is_routed(layer):
+                store = getattr(layer, "wgrad_store", None)
+                delayed_by_te = store is not None and store.delay_wgrad_compute()
+                if not (splitting or delayed_by_te):
+                    continue  # an ordinary undelayed layer in a step without W ops
+                if ddp_config is not None and not delayed_by_te and _trainable_params(layer):
+                    raise ValueError(f"TransformerEngine layer {where} cannot defer its weight gradient: its chunk "
+                                     f"was wrapped in megatron's DistributedDataParallel before "
+                                     f"primus_megatron.runtime.te_wgrad.enable(chunk) was called (call it first, "
+                                     f"with DistributedDataParallelConfig(delay_wgrad_compute=True)), or use a "
+                                     f"schedule without W (1f1b, interleaved-1f1b)")
+                _route(layer, where)
+            _check_ddp(layer, where, ddp_config)
+            count += 1
+    return count
+
+
+def _trainable_params(layer: torch.nn.Module) -> bool:
+    """Whether the layer has a trainable weight or bias (whose DDP hook routing would move)."""
+    return any(isinstance(getattr(layer, n, None), torch.nn.Parameter) and getattr(layer, n).requires_grad
+               for n in (*layer.weight_names, *(layer.bias_names if layer.use_bias else ())))

@@ -1,0 +1,431 @@
+"""TransformerEngine layers with their weight gradients deferred to W ops
+(primus_megatron.runtime.te_wgrad), on CPU against tests/te_standin: a
+stand-in reproducing TE v2.11's WeightGradStore, Linear / LayerNormLinear
+backward and base-module hooks (see its package docstring).
+
+The stand-in is importable as `transformer_engine` only inside the processes
+these tests spawn, and only after megatron-core was imported there, so
+megatron's own TE detection stays off (its TE wrappers would need far more of
+TE than the weight-gradient API). Megatron's real DistributedDataParallel is
+used, with its delayed-weight-gradient protocol (hooks on the layer).
+"""
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import traceback
+from functools import partial
+
+import pytest
+import torch
+
+import megatron_reference as ref
+
+pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+
+STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "te_standin")
+RTOL, ATOL = 1e-5, 1e-7
+
+
+def _load_standin():
+    """transformer_engine.pytorch from the stand-in (in a spawned process only)."""
+    if "transformer_engine" in sys.modules and not sys.modules["transformer_engine"].__file__.startswith(STANDIN):
+        raise RuntimeError("SKIP: a real TransformerEngine is loaded in this interpreter (tests/test_gpu_te.py "
+                           "covers it)")
+    if STANDIN not in sys.path:
+        sys.path.insert(0, STANDIN)
+    import transformer_engine.pytorch as te
+
+    assert te.__file__.startswith(STANDIN)
+    return te
+
+
+def _run_spawned(body, case: dict, world: int = 1, timeout_s: float = 300.0):
+    from primus_megatron.compat import cpu_ranks
+
+    per_rank = cpu_ranks.run_ranks(body, {"pp": world, **case}, world, timeout_s=timeout_s)
+    for res in per_rank:
+        if isinstance(res, dict) and str(res.get("skip", "")).startswith("SKIP"):
+            pytest.skip(res["skip"])
+    return per_rank
+
+
+# -- a small network of TE layers --------------------------------------------------------------
+
+class _Net(torch.nn.Module):
+    """LayerNormLinear (bias added in the GEMM: its gradient comes with the weight's),
+    Linear (same), row-parallel Linear returning its bias (added outside: gradient in B)."""
+
+    def __init__(self, te, *, fuse: bool = False, delay: bool = False) -> None:
+        super().__init__()
+        kw = dict(fuse_wgrad_accumulation=fuse, delay_wgrad_compute=delay)
+        self.a = te.LayerNormLinear(8, 16, bias=True, **kw)
+        self.b = te.Linear(16, 8, bias=True, **kw)
+        self.c = te.Linear(8, 4, bias=True, return_bias=True, parallel_mode="row", **kw)
+        with torch.no_grad():
+            self.a.layer_norm_weight.add_(0.1 * torch.randn(8))
+            self.a.layer_norm_bias.add_(0.1 * torch.randn(8))
+            for layer in (self.a, self.b, self.c):
+                layer.bias.add_(0.1 * torch.randn(layer.bias.shape))
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.a(x))
+        out, bias = self.c(self.b(h))
+        return out + bias
+
+
+DEFERRED = ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight"]  # weights and GEMM-fused biases
+IN_B = ["a.layer_norm_weight", "a.layer_norm_bias", "c.bias"]
+
+
+def _loss(out: torch.Tensor) -> torch.Tensor:
+    return (out.float() ** 2).mean()
+
+
+def _inputs(n: int, seed: int = 0) -> list:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randn(3, 5, 8, generator=gen) for _ in range(n)]
+
+
+def _reference_grads(net: torch.nn.Module, xs: list) -> dict:
+    """Undelayed: plain autograd over the same microbatches."""
+    model = copy.deepcopy(net)
+    for p in model.parameters():
+        p.grad = None
+    for x in xs:
+        _loss(model(x)).backward()
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+
+
+def _close(actual, expected, what: str) -> None:
+    torch.testing.assert_close(actual, expected, rtol=RTOL, atol=ATOL, msg=lambda m: f"{what}: {m}")
+
+
+def _fresh_store():
+    from primus_megatron.runtime.wgrad_store import get_store
+
+    store = get_store()
+    store.clear()
+    store.reset_counters()
+    return store
+
+
+# -- scenarios (run in one spawned process) -----------------------------------------------------
+
+def s_w_runs_exactly_its_b(te):
+    from primus_megatron.runtime import te_wgrad
+
+    torch.manual_seed(1)
+    net = _Net(te)
+    plain = copy.deepcopy(net)
+    assert te_wgrad.enable(net) == 3 and te_wgrad.enable(net) == 3  # idempotent
+    store = _fresh_store()
+    xs = _inputs(2)
+    outs = [net(x) for x in xs]
+    for mb in (0, 1):
+        with store.capture((mb, 0)):
+            _loss(outs[mb]).backward()
+        assert store.pending((mb, 0)) == 3, store.pending((mb, 0))
+    params = dict(net.named_parameters())
+    for name in DEFERRED:
+        assert params[name].grad is None, f"{name} got a gradient in B"
+    for name in IN_B:
+        assert params[name].grad is not None, f"{name} has no gradient after B"
+    store.run((1, 0))  # microbatch 1's W first: exactly microbatch 1's weight gradients
+    only1 = _reference_grads(plain, xs[1:])
+    for name in DEFERRED:
+        _close(params[name].grad, only1[name], f"after W1, {name}")
+    store.run((0, 0))
+    store.assert_empty()
+    assert store.deferred == store.ran == 6
+    expected = _reference_grads(plain, xs)
+    for name, p in params.items():
+        _close(p.grad, expected[name], name)
+
+
+def s_fused_main_grad(te):
+    """fuse_wgrad_accumulation: the GEMM adds into main_grad in W; B already set
+    grad_added_to_main_grad (TE does, in B) and nothing reached main_grad."""
+    from primus_megatron.runtime import te_wgrad
+
+    torch.manual_seed(2)
+    net = _Net(te, fuse=True)
+    plain = _Net(te)
+    plain.load_state_dict(net.state_dict())
+    for p in net.parameters():
+        p.main_grad = torch.zeros_like(p, dtype=torch.float32)
+        p.grad_added_to_main_grad = False
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    xs = _inputs(3, seed=1)
+    outs = [net(x) for x in xs]
+    for mb in range(3):
+        with store.capture((mb, 0)):
+            _loss(outs[mb]).backward()
+    params = dict(net.named_parameters())
+    for name in ("a.weight", "b.weight", "c.weight"):
+        assert params[name].grad_added_to_main_grad is True
+        assert torch.count_nonzero(params[name].main_grad) == 0, f"{name}.main_grad changed in B"
+    for mb in (2, 0, 1):
+        store.run((mb, 0))
+    store.assert_empty()
+    expected = _reference_grads(plain, xs)
+    for name in ("a.weight", "b.weight", "c.weight"):
+        _close(params[name].main_grad, expected[name], f"{name}.main_grad")
+    for name in ("a.bias", "b.bias", *IN_B):
+        _close(params[name].grad, expected[name], f"{name}.grad")
+
+
+def _instrument_ddp(log: list, phase: list):
+    """Record every grad-ready registration and reduce start of megatron's DDP, with the phase."""
+    from megatron.core.distributed.param_and_grad_buffer import _ParamAndGradBucketGroup
+
+    register, start = _ParamAndGradBucketGroup.register_grad_ready, _ParamAndGradBucketGroup.start_grad_sync
+
+    def register_grad_ready(self, param, force_all_reduce=False):
+        log.append(("ready", phase[0], param, self.is_last_microbatch))
+        return register(self, param, force_all_reduce)
+
+    def start_grad_sync(self, force_all_reduce=False):
+        log.append(("reduce", phase[0], None, None))
+        return start(self, force_all_reduce)
+
+    _ParamAndGradBucketGroup.register_grad_ready = register_grad_ready
+    _ParamAndGradBucketGroup.start_grad_sync = start_grad_sync
+    return lambda: (setattr(_ParamAndGradBucketGroup, "register_grad_ready", register),
+                    setattr(_ParamAndGradBucketGroup, "start_grad_sync", start))
+
+
+def _ddp(net, *, fuse: bool, delay_config: bool = True):
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+
+    config = ref.tiny_gpt_config(1, gradient_accumulation_fusion=fuse)
+    ddp_config = DistributedDataParallelConfig(overlap_grad_reduce=True, delay_wgrad_compute=delay_config,
+                                               grad_reduce_in_fp32=True, use_distributed_optimizer=False)
+    return DistributedDataParallel(config, ddp_config, net)
+
+
+def _ddp_steps(te, fuse: bool):
+    """Two training steps of B0 B1 W0 W1 (W after a later B, as zero-bubble schedules run
+    them) under megatron's DDP with overlapped reduce; sync only during the last B and
+    the last W, as the executor's GradSync opens it."""
+    from primus_megatron.runtime import te_wgrad
+
+    torch.manual_seed(3)
+    net = _Net(te, fuse=fuse)
+    plain = _Net(te)
+    plain.load_state_dict(net.state_dict())
+    assert te_wgrad.enable(net) == 3  # before DDP: DDP then hooks the layers, not the parameters
+    ddp = _ddp(net, fuse=fuse)
+    te_wgrad.prepare_step([ddp], splitting=True)
+    for layer in (net.a, net.b, net.c):  # one DDP hook per weight and bias, on the layer
+        assert len(layer.wgrad_accumulation_and_reduce_hooks) == 2
+    log, phase = [], [""]
+    restore = _instrument_ddp(log, phase)
+    store = _fresh_store()
+    names = {id(p): n for n, p in net.named_parameters()}
+    try:
+        for step, seed in enumerate((5, 6)):
+            ddp.zero_grad_buffer()
+            store.clear()
+            del log[:]
+            xs = _inputs(2, seed=seed)
+            outs = [ddp(x) for x in xs]
+            for label, run in (("B0", lambda: _b(store, outs, 0)), ("B1", lambda: _b(store, outs, 1)),
+                               ("W0", lambda: store.run((0, 0))), ("W1", lambda: store.run((1, 0)))):
+                phase[0] = label
+                if label in ("B0", "W0"):
+                    with ddp.no_sync():
+                        run()
+                else:
+                    run()
+            phase[0] = "finish"
+            ddp.finish_grad_sync()
+            store.assert_empty()
+            expected = _reference_grads(plain, xs)
+            for name, p in net.named_parameters():
+                _close(p.main_grad, expected[name], f"step {step}: {name}.main_grad")
+            for name in DEFERRED + ["c.bias"]:  # the hooks moved .grad into main_grad
+                p = dict(net.named_parameters())[name]
+                assert p.grad is None or (fuse and name.endswith("weight")), f"{name}.grad left: {p.grad}"
+            ready = [(ph, names[id(p)], last) for kind, ph, p, last in log if kind == "ready"]
+            for name in DEFERRED + ["c.bias"]:
+                phases = [ph for ph, n, _ in ready if n == name]
+                assert phases == ["W0", "W1"], f"step {step}: {name} registered in {phases}, expected once per W"
+            for name in IN_B[:2]:
+                phases = [ph for ph, n, _ in ready if n == name]
+                assert phases == ["B0", "B1"], f"step {step}: {name} registered in {phases}"
+            counted = [(ph, n) for ph, n, last in ready if last]
+            assert sorted(n for _, n in counted) == sorted(names.values()), counted  # each once, while in sync
+            reduces = [ph for kind, ph, _, _ in log if kind == "reduce"]
+            # step 0 records the counts and reduces at finish; step 1 reduces as the last W ends
+            assert reduces == (["finish"] if step == 0 else ["W1"]), f"step {step}: reduce started in {reduces}"
+    finally:
+        restore()
+
+
+def _b(store, outs, mb):
+    with store.capture((mb, 0)):
+        _loss(outs[mb]).backward()
+
+
+def s_ddp_hooks_once_per_w(te):
+    _ddp_steps(te, fuse=False)
+
+
+def s_ddp_hooks_once_per_w_fused(te):
+    _ddp_steps(te, fuse=True)
+
+
+def s_backward_outside_b_runs_when_it_ends(te):
+    """BW ops and megatron's own schedules: no capture; the work runs as that backward ends."""
+    from primus_megatron.runtime import te_wgrad
+
+    torch.manual_seed(4)
+    net = _Net(te)
+    plain = copy.deepcopy(net)
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    xs = _inputs(2, seed=2)
+    for x in xs:
+        _loss(net(x)).backward()
+        assert store.deferred == 0
+    expected = _reference_grads(plain, xs)
+    for name, p in net.named_parameters():
+        _close(p.grad, expected[name], name)
+    # same under DDP: each hook fires once per backward
+    net2 = _Net(te)
+    net2.load_state_dict(plain.state_dict())
+    te_wgrad.enable(net2)
+    ddp = _ddp(net2, fuse=False)
+    log, phase = [], ["BW"]
+    restore = _instrument_ddp(log, phase)
+    try:
+        ddp.zero_grad_buffer()
+        with ddp.no_sync():
+            _loss(ddp(xs[0])).backward()
+        _loss(ddp(xs[1])).backward()
+        ddp.finish_grad_sync()
+    finally:
+        restore()
+    for name, p in net2.named_parameters():
+        _close(p.main_grad, expected[name], f"DDP {name}.main_grad")
+    per_param = {}
+    for kind, _, p, _ in log:
+        if kind == "ready":
+            per_param[id(p)] = per_param.get(id(p), 0) + 1
+    assert sorted(per_param.values()) == [2] * len(list(net2.parameters())), per_param
+
+
+def s_nothing_crosses_steps(te):
+    """A step that failed after its B (W never ran): emptying the store drops that work;
+    the next step delivers only its own gradients."""
+    from primus_megatron.runtime import te_wgrad
+
+    torch.manual_seed(5)
+    net = _Net(te)
+    plain = copy.deepcopy(net)
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    failed = _inputs(1, seed=3)
+    with store.capture((0, 0)):
+        _loss(net(failed[0])).backward()
+    assert store.pending((0, 0)) == 3
+    store.clear()  # what run_step does when a step raises, and at every step start
+    for p in net.parameters():
+        p.grad = None
+    xs = _inputs(1, seed=4)
+    with store.capture((0, 0)):
+        _loss(net(xs[0])).backward()
+    store.run((0, 0))
+    store.assert_empty()
+    expected = _reference_grads(plain, xs)
+    for name, p in net.named_parameters():
+        _close(p.grad, expected[name], name)
+
+
+def s_refusals(te):
+    from primus_megatron.runtime import te_wgrad
+
+    # GroupedLinear (megatron's TEGroupedLinear / TEGroupedMLP): not split, gradients in B
+    grouped = te.GroupedLinear(2, 4, 4)
+    wrapper = torch.nn.ModuleDict({"experts": grouped, "dense": te.Linear(4, 4)})
+    assert te_wgrad.enable(wrapper) == 1 and not te_wgrad.is_routed(grouped)
+    store = _fresh_store()
+    with store.capture((0, 0)):
+        grouped(torch.randn(6, 4), [2, 4]).sum().backward()
+    assert grouped.weight0.grad is not None and store.pending((0, 0)) == 0
+    # ... and refused when built with TE's own delay (nobody would run its backward_dw)
+    delayed = torch.nn.Sequential(te.GroupedLinear(2, 4, 4, delay_wgrad_compute=True))
+    _raises(ValueError, "GroupedLinear", lambda: te_wgrad.enable(delayed))
+    _raises(ValueError, "GroupedLinear", lambda: te_wgrad.prepare_step([delayed], splitting=False))
+    # a layer built with TE's own delay is routed whatever the schedule (its parameters are marked already)
+    own = torch.nn.Sequential(te.Linear(4, 4, delay_wgrad_compute=True))
+    assert own[0].weight.skip_backward_post_hook is True
+    assert te_wgrad.prepare_step([own], splitting=False) == 1 and te_wgrad.is_routed(own[0])
+    # an undelayed layer is left alone in a step without W ops
+    plain = torch.nn.Sequential(te.Linear(4, 4))
+    assert te_wgrad.prepare_step([plain], splitting=False) == 0 and not te_wgrad.is_routed(plain[0])
+    assert te_wgrad.prepare_step([plain], splitting=True) == 1 and te_wgrad.is_routed(plain[0])
+    # TE's backward_dw on a routed layer: nothing to pop, said clearly
+    _raises(RuntimeError, "W ops", plain[0].backward_dw)
+    # megatron DDP built without delay_wgrad_compute: its per-parameter hooks would fire in B
+    net = _Net(te)
+    te_wgrad.enable(net)
+    ddp = _ddp(net, fuse=False, delay_config=False)
+    _raises(ValueError, "delay_wgrad_compute=True", lambda: te_wgrad.prepare_step([ddp], splitting=True))
+    # DDP built before the layers were routed
+    net = _Net(te)
+    ddp = _ddp(net, fuse=False)
+    _raises(ValueError, "before", lambda: te_wgrad.prepare_step([ddp], splitting=True))
+    # ... which a step without W ops does not need
+    assert te_wgrad.prepare_step([ddp], splitting=False) == 0
+
+
+def _raises(exc_type, needle: str, fn) -> None:
+    try:
+        fn()
+    except exc_type as exc:
+        assert needle in str(exc), f"{needle!r} not in: {exc}"
+        return
+    raise AssertionError(f"no {exc_type.__name__} ({needle!r})")
+
+
+SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, s_ddp_hooks_once_per_w_fused,
+             s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals]
+
+
+def scenarios_body(rank, case):
+    try:
+        te = _load_standin()
+    except RuntimeError as exc:
+        return {"skip": str(exc)}
+    out = {}
+    for fn in SCENARIOS:
+        try:
+            fn(te)
+            out[fn.__name__] = None
+        except Exception as exc:
+            out[fn.__name__] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2500:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def scenario_results():
+    return _run_spawned(scenarios_body, {})[0]
+
+
+@pytest.mark.parametrize("name", [fn.__name__ for fn in SCENARIOS])
+def test_scenario(scenario_results, name):
+    assert scenario_results[name] is None, scenario_results[name]
+
+
+def test_without_transformer_engine_everything_is_a_no_op():
+    from primus_megatron.runtime import te_wgrad
+
+    if "transformer_engine.pytorch" in sys.modules:
+        pytest.skip("TransformerEngine is loaded in this interpreter")
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    assert te_wgrad.enable(model) == 0
+    assert te_wgrad.prepare_step([model], splitting=True) == 0
