@@ -245,6 +245,13 @@ class _Snapshot:
 
     @torch.no_grad()
     def restore(self, subs, model_chunks) -> None:
+        distributed = any(type(sub).__name__ == "DistributedOptimizer" for sub in subs)
+        if distributed:
+            # Gathers of the optimistic parameters may still be in flight (overlap_param_gather starts
+            # them in the next step's first forwards): a forced sync first waits for those, so none
+            # reads the shards while they are restored; the second gathers the restored values.
+            for chunk in model_chunks:
+                chunk.start_param_sync(force_sync=True)
         for inner, params, values, state in self.saved:
             for p, v in zip(params, values):
                 p.copy_(v)
@@ -255,6 +262,6 @@ class _Snapshot:
         for sub in subs:
             if hasattr(sub, "_copy_main_params_to_model_params") and not getattr(sub, "is_stub_optimizer", False):
                 sub._copy_main_params_to_model_params()
-        if any(type(sub).__name__ == "DistributedOptimizer" for sub in subs):
+        if distributed:
             for chunk in model_chunks:
                 chunk.start_param_sync(force_sync=True)  # every dp rank's full parameters again
