@@ -33,6 +33,12 @@ def _load_standin():
     if "transformer_engine" in sys.modules and not sys.modules["transformer_engine"].__file__.startswith(STANDIN):
         raise RuntimeError("SKIP: a real TransformerEngine is loaded in this interpreter (tests/test_gpu_te.py "
                            "covers it)")
+    # megatron-core modules decide at import whether TE is there: import every one these tests use first
+    import megatron.core.models.gpt.gpt_layer_specs  # noqa: F401
+    import megatron.core.models.gpt.gpt_model  # noqa: F401
+    import megatron.core.pipeline_parallel  # noqa: F401
+    import primus_megatron.runtime.forward_backward  # noqa: F401
+
     if STANDIN not in sys.path:
         sys.path.insert(0, STANDIN)
     import transformer_engine.pytorch as te
@@ -429,3 +435,189 @@ def test_without_transformer_engine_everything_is_a_no_op():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     assert te_wgrad.enable(model) == 0
     assert te_wgrad.prepare_step([model], splitting=True) == 0
+
+
+# -- end to end: GPTModel with TE-style layers, pp=2, our schedules vs megatron's 1F1B ---------------
+
+def _standin_spec(te):
+    """Megatron's TE layer spec with the stand-in behind megatron's TE wrapper
+    behaviour (extensions/transformer_engine.py 470-710, 711-933 of 0.16.1:
+    fuse_wgrad_accumulation from gradient_accumulation_fusion, return_bias =
+    skip_bias_add and bias, (out, bias-or-None) returned, is_first_microbatch
+    True on the first forward only) and megatron's own attention kernel."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.transformer.identity_op import IdentityOp
+
+    class _Wrapper:
+        def _wrap(self, bias: bool, skip_bias_add: bool) -> None:
+            self.te_return_bias = skip_bias_add and bias
+            self.is_first_microbatch = True
+
+        def forward(self, x):
+            out = super().forward(x, is_first_microbatch=self.is_first_microbatch)
+            self.is_first_microbatch = False
+            return out if self.te_return_bias else (out, None)
+
+    def _common(config, init_method, bias, skip_bias_add):
+        return dict(bias=bias, return_bias=skip_bias_add and bias, params_dtype=config.params_dtype,
+                    fuse_wgrad_accumulation=config.gradient_accumulation_fusion, init_method=init_method)
+
+    class StandinTELayerNormColumnParallelLinear(_Wrapper, te.LayerNormLinear):
+        def __init__(self, input_size, output_size, *, config, init_method, gather_output, bias, skip_bias_add,
+                     is_expert=False, skip_weight_param_allocation=False, tp_comm_buffer_name=None, tp_group=None,
+                     stride=1):
+            super().__init__(input_size, output_size, eps=config.layernorm_epsilon, normalization=config.normalization,
+                             zero_centered_gamma=config.layernorm_zero_centered_gamma, parallel_mode="column",
+                             **_common(config, init_method, bias, skip_bias_add))
+            self._wrap(bias, skip_bias_add)
+
+    class StandinTERowParallelLinear(_Wrapper, te.Linear):
+        def __init__(self, input_size, output_size, *, config, init_method, bias, input_is_parallel, skip_bias_add,
+                     is_expert=False, tp_comm_buffer_name=None, tp_group=None):
+            super().__init__(input_size, output_size, parallel_mode="row",
+                             **_common(config, init_method, bias, skip_bias_add))
+            self._wrap(bias, skip_bias_add)
+
+    spec = get_gpt_layer_local_spec()
+    layer = spec.submodules
+    layer.input_layernorm = IdentityOp  # fused into linear_qkv, as in megatron's TE spec
+    layer.self_attention.submodules.linear_qkv = StandinTELayerNormColumnParallelLinear
+    layer.self_attention.submodules.linear_proj = StandinTERowParallelLinear
+    layer.pre_mlp_layernorm = IdentityOp
+    layer.mlp.submodules.linear_fc1 = StandinTELayerNormColumnParallelLinear
+    layer.mlp.submodules.linear_fc2 = StandinTERowParallelLinear
+    return spec
+
+
+def _gpt(spec, config, *, pre_process, post_process, vp_stage=None):
+    from megatron.core.models.gpt.gpt_model import GPTModel
+
+    return GPTModel(config, spec, vocab_size=ref.VOCAB_SIZE, max_sequence_length=ref.SEQ_LENGTH,
+                    pre_process=pre_process, post_process=post_process, vp_stage=vp_stage)
+
+
+def _pipeline_step(spec, case, variant, full, batches):
+    """One or two steps of `variant` on this rank: losses and grads by global name."""
+    import primus_megatron as pm
+    from megatron.core import parallel_state as ps
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+
+    from primus_megatron.runtime import te_wgrad
+
+    sched, ddp, fuse = variant["schedule"], variant.get("ddp", False), variant.get("fuse", False)
+    pp, layers = ps.get_pipeline_model_parallel_world_size(), case["num_layers"]
+    if sched == "megatron-1f1b":
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        config = ref.tiny_gpt_config(layers, pipeline_model_parallel_size=pp, gradient_accumulation_fusion=fuse)
+        model = [_gpt(spec, config, pre_process=ps.is_pipeline_first_stage(), post_process=ps.is_pipeline_last_stage())]
+        fbf = get_forward_backward_func()
+    else:
+        chunks = pm.schedules.registry.resolve_chunks(pm.schedules.info(sched), None)
+        config = ref.tiny_gpt_config(layers, pipeline_model_parallel_size=pp, gradient_accumulation_fusion=fuse,
+                                     virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None)
+        model = pm.build_model(partial(_gpt, spec, config), schedule=sched)
+        fbf = pm.get_forward_backward_func(sched, p2p_timeout_s=60)
+    for chunk in model:
+        ref.copy_weights_by_layer_number(full, chunk)
+    if ddp:
+        routed = [te_wgrad.enable(chunk) for chunk in model]  # before DDP, which then hooks the layers
+        assert all(n == 4 * len(ref.layer_numbers(c)) for n, c in zip(routed, model)), routed
+        ddp_config = DistributedDataParallelConfig(overlap_grad_reduce=True, delay_wgrad_compute=True,
+                                                   grad_reduce_in_fp32=True)
+        model = [DistributedDataParallel(config, ddp_config, c, disable_bucketing=i > 0) for i, c in enumerate(model)]
+        config.no_sync_func = [c.no_sync for c in model] if len(model) > 1 else model[0].no_sync
+    steps = []
+    for _ in range(2 if ddp else 1):  # DDP: the second step reduces from its hooks (counts known)
+        if ddp:
+            for c in model:
+                c.zero_grad_buffer()
+        store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(batches),
+                    model=model if len(model) > 1 else model[0], num_microbatches=len(batches),
+                    seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE)
+        if ddp:
+            for c in model:
+                c.finish_grad_sync()
+            grads, seen = {}, set()
+            for c in model:
+                for name, p in ref.named_global_parameters(c):
+                    if id(p) not in seen:
+                        seen.add(id(p))
+                        grads[name] = p.main_grad.clone()
+        else:
+            grads = ref.chunk_grads(model)
+        steps.append({"losses": ref.losses_from_store(store), "grads": grads})
+    out = {"steps": steps}
+    if sched != "megatron-1f1b":
+        out["deferred"], out["ran"] = fbf.last_step.wgrads_deferred, fbf.last_step.wgrads_run
+        out["te_layers"] = sum(1 for c in model for m in c.modules() if isinstance(m, te_cls()))
+        out["megatron_linears"] = sum(1 for c in model for m in c.modules()  # the output layer
+                                      if type(m).__name__ in ("ColumnParallelLinear", "RowParallelLinear"))
+    return out
+
+
+def te_cls():
+    import transformer_engine.pytorch as te
+
+    return (te.Linear, te.LayerNormLinear)
+
+
+PIPELINE_VARIANTS = [
+    {"schedule": "megatron-1f1b"},
+    {"schedule": "zb-h1"},
+    {"schedule": "zbv"},
+    {"schedule": "zb-h1", "ddp": True},
+    {"schedule": "zbv", "ddp": True, "fuse": True},
+]
+
+
+def pipeline_body(rank, case):
+    try:
+        te = _load_standin()
+    except RuntimeError as exc:
+        return {"skip": str(exc)}
+    spec = _standin_spec(te)
+    batches = ref.make_microbatches(case["microbatches"], seed=3)
+    full_config = ref.tiny_gpt_config(case["num_layers"])
+    full = ref.deterministic_init_(_gpt(spec, full_config, pre_process=True, post_process=True), seed=11)
+    out = []
+    for variant in PIPELINE_VARIANTS:
+        try:
+            out.append(_pipeline_step(spec, case, variant, full, batches))
+        except Exception as exc:
+            out.append({"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2500:]}"})
+    return out
+
+
+@pytest.fixture(scope="module")
+def pipeline_results():
+    return _run_spawned(pipeline_body, {"num_layers": 4, "microbatches": 4}, world=2, timeout_s=600)
+
+
+@pytest.mark.parametrize("index", range(1, len(PIPELINE_VARIANTS)),
+                         ids=lambda i: "-".join(str(v) for k, v in PIPELINE_VARIANTS[i].items() if v is not True)
+                         + ("-ddp" if PIPELINE_VARIANTS[i].get("ddp") else "")
+                         + ("-fused" if PIPELINE_VARIANTS[i].get("fuse") else ""))
+def test_pipeline_matches_megatrons_1f1b(pipeline_results, index):
+    """GPTModel of TE-style layers at pp=2: every loss and gradient of zb-h1 / zbv
+    (plain, and under megatron's DDP with overlapped reduce, with and without
+    gradient-accumulation fusion) equals megatron's own 1F1B; every TE layer's
+    weight gradient went through W."""
+    runs = [r[index] for r in pipeline_results]
+    refs = [r[0] for r in pipeline_results]
+    for rank, res in enumerate(runs + refs):
+        assert "error" not in res, f"rank {rank % 2}: {res['error']}"
+    ref_losses = [x for r in refs for x in r["steps"][0]["losses"]]
+    ref_grads = ref.merge_grads([r["steps"][0]["grads"] for r in refs])
+    for step in range(len(runs[0]["steps"])):
+        losses = [x for r in runs for x in r["steps"][step]["losses"]]
+        grads = ref.merge_grads([r["steps"][step]["grads"] for r in runs])
+        torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=RTOL, atol=ATOL)
+        assert set(grads) == set(ref_grads), sorted(set(grads) ^ set(ref_grads))
+        for name, g in ref_grads.items():
+            _close(grads[name], g, f"step {step} {name}")
+    microbatches = 4
+    for res in runs:  # one deferred GEMM per TE layer (and megatron linear) per microbatch, all run
+        assert res["te_layers"] == 8, res["te_layers"]  # 2 of the 4 layers per rank, 4 TE layers each
+        expected = (res["te_layers"] + res["megatron_linears"]) * microbatches
+        assert res["deferred"] == res["ran"] == expected, {k: v for k, v in res.items() if k != "steps"}
