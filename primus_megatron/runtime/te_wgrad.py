@@ -53,28 +53,19 @@ import torch
 from .wgrad_store import get_store
 
 
-def _te() -> Optional[Any]:
-    """The `transformer_engine.pytorch` module if it is loaded (no TE layer can exist otherwise)."""
+def _te_classes() -> Optional[tuple[type, tuple[type, ...]]]:
+    """(TE's base module class, the classes we split), or None when TE is not
+    loaded: no TE layer can exist then, and importing TE is not ours to do."""
     if "transformer_engine.pytorch" not in sys.modules:
         return None
     try:
         import transformer_engine.pytorch as te
-        from transformer_engine.pytorch.module.base import TransformerEngineBaseModule  # noqa: F401
+        from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
     except Exception:  # a broken or partial install builds no layers either
         return None
-    return te
-
-
-def _base_class(te) -> type:
-    from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
-
-    return TransformerEngineBaseModule
-
-
-def _split_classes(te) -> tuple:
     # megatron's TELinear / TEColumnParallelLinear / TERowParallelLinear derive from Linear,
     # TELayerNormColumnParallelLinear from LayerNormLinear
-    return (te.Linear, te.LayerNormLinear)
+    return TransformerEngineBaseModule, (te.Linear, te.LayerNormLinear)
 
 
 class _Work:
@@ -229,10 +220,10 @@ def enable(module: torch.nn.Module) -> int:
     built and before megatron's DistributedDataParallel wraps it, and build
     that with `DistributedDataParallelConfig(delay_wgrad_compute=True)`.
     Idempotent; returns how many layers are routed. No-op without TE."""
-    te = _te()
-    if te is None:
+    classes = _te_classes()
+    if classes is None:
         return 0
-    base, split = _base_class(te), _split_classes(te)
+    base, split = classes
     count = 0
     for name, layer in module.named_modules():
         if not isinstance(layer, base):
@@ -265,8 +256,8 @@ def _check_ddp(layer: torch.nn.Module, name: str, ddp_config: Any) -> None:
                          f"DistributedDataParallelConfig(delay_wgrad_compute=True)")
     if not layer.wgrad_accumulation_and_reduce_hooks:
         raise ValueError(f"TransformerEngine layer {name} has no grad-ready hook from megatron's "
-                         f"DistributedDataParallel: call primus_megatron.runtime.te_wgrad.enable(chunk) before wrapping "
-                         f"the chunk in DistributedDataParallel")
+                         f"DistributedDataParallel: call primus_megatron.runtime.te_wgrad.enable(chunk) before "
+                         f"wrapping the chunk in DistributedDataParallel")
 
 
 def prepare_step(model: Sequence[torch.nn.Module], *, splitting: bool) -> int:
@@ -278,10 +269,10 @@ def prepare_step(model: Sequence[torch.nn.Module], *, splitting: bool) -> int:
     chunk (a DDP-wrapped one must be routed before DDP is built). Layers
     built with TE's own delay are routed whatever the schedule. Returns how
     many layers are routed. No-op without TE."""
-    te = _te()
-    if te is None:
+    classes = _te_classes()
+    if classes is None:
         return 0
-    base, split = _base_class(te), _split_classes(te)
+    base, split = classes
     count = 0
     for c, chunk in enumerate(model):
         ddp_config = _ddp_config(chunk)
