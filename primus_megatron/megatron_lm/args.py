@@ -127,21 +127,29 @@ def splits_weight_gradients(entry: registry.ScheduleInfo) -> bool:
 
 
 def te_weight_gradient_split() -> Optional[str]:
-    """None when TransformerEngine is importable and its layers take
-    delay_wgrad_compute; otherwise why not (half a sentence)."""
+    """None when TransformerEngine's linear layers can defer their weight
+    gradient to W (runtime/te_wgrad.py); otherwise why not (half a sentence).
+
+    Needed: a backward that hands its wgrad GEMM to `wgrad_store.put` when the
+    store says so (TE >= 2.3, the release that added `delay_wgrad_compute`), and
+    `register_wgrad_accumulation_and_reduce_hooks`, through which megatron's DDP
+    hooks a delayed layer (TE >= 2.7)."""
     try:
         import transformer_engine.pytorch as te  # noqa: F401
     except Exception:
         return "TransformerEngine is not installed"
     import inspect
 
+    version = getattr(__import__("transformer_engine"), "__version__", "?")
     try:
         params = inspect.signature(te.Linear.__init__).parameters
     except (AttributeError, TypeError, ValueError):
         params = {}
     if "delay_wgrad_compute" not in params:
-        version = getattr(__import__("transformer_engine"), "__version__", "?")
         return f"TransformerEngine {version} cannot delay weight gradients (its layers have no delay_wgrad_compute)"
+    if not callable(getattr(te.Linear, "register_wgrad_accumulation_and_reduce_hooks", None)):
+        return (f"TransformerEngine {version} cannot hand delayed weight gradients to megatron's DDP (its layers have "
+                f"no register_wgrad_accumulation_and_reduce_hooks; TransformerEngine 2.7 or newer has it)")
     return None
 
 
