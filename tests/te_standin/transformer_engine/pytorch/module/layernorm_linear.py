@@ -97,15 +97,19 @@ class LayerNormLinear(TransformerEngineBaseModule):
         else:
             self.bias = torch.Tensor().to(dtype=params_dtype, device=device)
         (init_method or (lambda w: torch.nn.init.normal_(w, mean=0.0, std=0.023)))(self.weight.data)
+        # row-parallel layers add the bias after their reduction, outside the GEMM (lines 1388-1393)
+        self.gemm_bias_unfused_add = self.parallel_mode == "row" and self.apply_bias
         self._mark_delayed_params()
 
     def forward(self, inp: torch.Tensor, is_first_microbatch: Optional[bool] = None):
         activation_dtype = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else inp.dtype
         bias = self.bias if self.use_bias else None
         out = _LayerNormLinear.apply(inp, self.layer_norm_weight, self.layer_norm_bias, self.weight,
-                                     bias if self.apply_bias else None, self.eps, is_first_microbatch,
-                                     self.wgrad_store, self.fuse_wgrad_accumulation, activation_dtype,
-                                     self.normalization, self.zero_centered_gamma)
+                                     bias if (self.apply_bias and not self.gemm_bias_unfused_add) else None,
+                                     self.eps, is_first_microbatch, self.wgrad_store, self.fuse_wgrad_accumulation,
+                                     activation_dtype, self.normalization, self.zero_centered_gamma)
+        if self.gemm_bias_unfused_add:
+            out = out + bias.to(activation_dtype)
         if self.return_bias:
             return out, bias.to(activation_dtype)
         return out
