@@ -19,6 +19,7 @@ import torch
 
 from .. import schedules as S
 from ..schedules.errors import ScheduleError
+from . import te_wgrad
 
 _ORIGINALS: dict[str, Callable] = {}
 
@@ -107,7 +108,10 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
     model-provider contract (keyword arguments). Chunk c holds global stage
     `stage_of(placement, pp, rank, c)`; pre_process is set on stage 0 and
     post_process on the last stage. With V placement and tied embeddings,
-    rank 0's output layer shares the embedding Parameter.
+    rank 0's output layer shares the embedding Parameter. TransformerEngine
+    layers are routed to our weight-gradient store (`te_wgrad.enable`): wrap
+    the chunks in megatron's DistributedDataParallel with
+    `DistributedDataParallelConfig(delay_wgrad_compute=True)` when they hold any.
     """
     from megatron.core import parallel_state
 
@@ -129,6 +133,7 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
             chunk = provider(pre_process=stage == 0, post_process=stage == n - 1,
                              vp_stage=c if nchunks > 1 else None)
             chunk.pipeline_stage, chunk.pipeline_num_stages = stage, n
+            te_wgrad.enable(chunk)  # TransformerEngine layers defer into our store (no-op without TE)
             model.append(chunk)
     if placement == S.V and rank == 0:
         _tie_embeddings(model)

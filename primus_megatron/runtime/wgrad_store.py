@@ -60,9 +60,9 @@ class WeightGradStore:
         if not fns:
             raise WeightGradStoreError(
                 f"W {what or key} found no deferred weight gradient: its B deferred nothing. Only "
-                "megatron-core's ColumnParallelLinear/RowParallelLinear (and TransformerEngine layers "
-                "with delay_wgrad_compute) can defer; build the model from those, or use a schedule "
-                "without W ops (1f1b, interleaved-1f1b)")
+                "megatron-core's ColumnParallelLinear/RowParallelLinear and TransformerEngine's Linear/"
+                "LayerNormLinear (TE 2.7 or newer, routed by primus_megatron.build_model) can defer; build the "
+                "model from those, or use a schedule without W ops (1f1b, interleaved-1f1b)")
         for fn in fns:
             fn()
         self.ran += len(fns)

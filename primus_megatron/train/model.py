@@ -84,10 +84,14 @@ def build_model(args: argparse.Namespace, config, vocab_size: int, init=None) ->
         chunks = [c.cuda(torch.cuda.current_device()) for c in chunks]
     if args.fp16 or args.bf16:
         chunks = [Float16Module(config, c) for c in chunks]
+    from ..runtime.te_wgrad import is_routed
+
     ddp_config = DistributedDataParallelConfig(
         grad_reduce_in_fp32=args.accumulate_allreduce_grads_in_fp32 or not (args.fp16 or args.bf16),
         overlap_grad_reduce=args.overlap_grad_reduce,
         use_distributed_optimizer=args.use_distributed_optimizer,
+        # routed TransformerEngine layers take DDP's grad-ready hook on the layer (it fires in W)
+        delay_wgrad_compute=any(is_routed(m) for c in chunks for m in c.modules()),
     )
     wrapped = []
     for i, c in enumerate(chunks):
