@@ -84,6 +84,26 @@ def test_timeline_picture_and_trace_are_written(every_schedule):
     assert {"F", "B", "W"} <= kinds
 
 
+@pytest.mark.parametrize("one_core", [True, False], ids=["ranks-share-a-core", "a-core-each"])
+def test_demo_picture_shows_plan_over_measurement(dataset, tmp_path, one_core):
+    """The picture of the executed iteration has the plan simulated from the run's
+    measured op costs above the measured timeline, one time axis in ms, both
+    bubble figures, and a time-sharing note exactly when ranks share cores."""
+    import re
+
+    if not one_core and len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 cores for one core per rank")
+    picture = str(tmp_path / "demo.svg")
+    run = model_args(dataset, 2, "--train-iters", "2", "--pipeline-schedule", "zbv", "--timeline", picture)
+    H.run_ranks({"body": H.train_body, "pp": 2, "runs": [run], "one_core": one_core}, 2, timeout_s=600)
+    svg = open(picture, encoding="utf-8").read()
+    titles = re.findall(r">([^<>]*bubble sync [0-9.]+ / async [0-9.]+[^<>]*)<", svg)
+    assert len(titles) == 2, titles
+    assert titles[0].startswith("planned (the schedule simulated from this run") and "measured" in titles[1], titles
+    assert "time (ms)" in svg
+    assert ("2 rank processes time-share 1 core:" in svg) == one_core
+
+
 def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_path):
     """1f1b on 4 pipeline ranks saves at iteration 2; zbv on 2 ranks resumes from
     it: iterations 3 and 4 give the uninterrupted run's losses."""

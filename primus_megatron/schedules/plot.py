@@ -152,7 +152,8 @@ def _title(p: Panel) -> str:
 
 
 def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optional[str] = None,
-                    dpi: int = 110) -> bytes:
+                    dpi: int = 110, time_unit: Optional[str] = None,
+                    notes: Optional[Mapping[str, str]] = None) -> bytes:
     """The picture as bytes in `fmt` ('png' or 'svg'); see `plot_timeline`."""
     import matplotlib
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
@@ -161,18 +162,21 @@ def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optio
     if fmt not in PLOT_FORMATS.values():
         raise ValueError(f"plot format must be one of {', '.join(PLOT_FORMATS.values())}, got {fmt!r}")
     ps = panels(results_or_timelines)
-    with matplotlib.rc_context({"hatch.linewidth": 0.6}):
-        return _render(ps, fmt, title, dpi, Figure, Patch)
+    # SVG keeps its text as text (searchable, smaller) instead of glyph outlines
+    with matplotlib.rc_context({"hatch.linewidth": 0.6, "svg.fonttype": "none"}):
+        return _render(ps, fmt, title, dpi, Figure, Patch, time_unit, dict(notes or {}))
 
 
-def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: Any, Patch: Any) -> bytes:
+def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: Any, Patch: Any,
+            time_unit: Optional[str], notes: dict) -> bytes:
     sizes = [max(1, len(p.timeline)) for p in ps]
     row_in, head_in = 0.26, 0.55
     width = 16.0
     height = sum(n * row_in + head_in for n in sizes) + 1.3 + (0.3 if title else 0.0)
     fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
-    simulated = all(p.simulated for p in ps)  # same time unit: one shared axis
-    axes = fig.subplots(len(ps), 1, sharex=simulated, squeeze=False, gridspec_kw={"height_ratios": [n + 2.1 for n in sizes]})[:, 0]
+    simulated = all(p.simulated for p in ps)
+    shared = simulated or time_unit is not None  # same time unit: one shared axis
+    axes = fig.subplots(len(ps), 1, sharex=shared, squeeze=False, gridspec_kw={"height_ratios": [n + 2.1 for n in sizes]})[:, 0]
     xmax = max((p.makespan for p in ps), default=1.0) or 1.0
     kinds_seen: list[str] = []
     max_chunk = 0
@@ -207,12 +211,18 @@ def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: A
             ax.axhline(r - 0.5, color="#dddddd", linewidth=0.6, zorder=0)
         ax.axvline(p.makespan, color="#444444", linewidth=0.8, linestyle=(0, (3, 3)), zorder=0)
         ax.set_title(_title(p), loc="left", fontsize=10)
+        if p.name in notes:  # e.g. why a measured timeline cannot show the schedule's own bubbles
+            ax.text(0.995, 1.02, notes[p.name], transform=ax.transAxes, ha="right", va="bottom", fontsize=8.5,
+                    style="italic", color="#8b0000", wrap=True)
         for side in ("top", "right", "left"):
             ax.spines[side].set_visible(False)
         ax.tick_params(axis="x", labelsize=8)
-        ax.set_xlim(0, (xmax if simulated else (p.makespan or 1.0)) * 1.005)
-    axes[-1].set_xlabel("time (cost units: one rank's forward of one microbatch = 1)" if simulated else "time",
-                        fontsize=9)
+        ax.set_xlim(0, (xmax if shared else (p.makespan or 1.0)) * 1.005)
+    if time_unit is not None:
+        xlabel = f"time ({time_unit})"
+    else:
+        xlabel = "time (cost units: one rank's forward of one microbatch = 1)" if simulated else "time"
+    axes[-1].set_xlabel(xlabel, fontsize=9)
     handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), edgecolor="white", label=KIND_LABELS.get(k, k))
                for k in sorted(kinds_seen, key=lambda k: list(KIND_COLOURS).index(k) if k in KIND_COLOURS else 9)]
     if max_chunk:
@@ -249,10 +259,14 @@ def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: A
     return buf.getvalue()
 
 
-def plot_timeline(results_or_timelines: Any, path: str | os.PathLike, *, title: Optional[str] = None) -> None:
+def plot_timeline(results_or_timelines: Any, path: str | os.PathLike, *, title: Optional[str] = None,
+                  time_unit: Optional[str] = None, notes: Optional[Mapping[str, str]] = None) -> None:
     """Draw one subplot per schedule (one row per rank, ops as boxes coloured by
     kind, chunk 1 lighter and hatched, idle time empty) and write `path`
     (.png or .svg, atomically). Accepts a SimResult, a timeline (simulated or
-    measured), a `{name: either}` mapping or a list of them."""
+    measured), a `{name: either}` mapping or a list of them. `time_unit`: every
+    panel is in that unit (e.g. a plan simulated from measured milliseconds next
+    to the measurement): one shared time axis. `notes`: a line of text drawn on
+    the panel of that name."""
     fmt = plot_format(path)
-    atomic_write(path, render_timeline(results_or_timelines, fmt, title=title))
+    atomic_write(path, render_timeline(results_or_timelines, fmt, title=title, time_unit=time_unit, notes=notes))

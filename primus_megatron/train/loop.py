@@ -23,12 +23,17 @@ def log0(*parts) -> None:
 
 def initialize(args: argparse.Namespace) -> None:
     """Process groups, CPU mode, seeds."""
+    notes = []
     if args.cpu:
-        from ..compat import cpu
+        from ..compat import cpu, fallback_warnings
 
+        notes.append(fallback_warnings.silence())  # before megatron-core's modules are imported
         cpu.enable()
         torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
-        if os.environ.get("PRIMUS_PIN_RANKS") == "1":  # benchmarks: one core per rank
+        args.time_sharing = cpu_time_sharing(int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))))
+        if args.time_sharing:
+            notes.append(time_sharing_note(*args.time_sharing))
+        if os.environ.get("PRIMUS_PIN_RANKS") == "1":  # benchmarks, the demo with enough cores: one core per rank
             cores = sorted(os.sched_getaffinity(0))
             os.sched_setaffinity(0, {cores[int(os.environ.get("LOCAL_RANK", "0")) % len(cores)]})
     else:
@@ -44,6 +49,21 @@ def initialize(args: argparse.Namespace) -> None:
     torch.manual_seed(args.seed)  # same on every rank: dropout masks follow the data, not the placement
     model_parallel_cuda_manual_seed(args.seed)
     configure_checks(args)
+    for note in notes:
+        log0(f"note: {note}")
+
+
+def cpu_time_sharing(ranks_here: int) -> Optional[tuple[int, int]]:
+    """(rank processes on this host, cores this process may use) when there are
+    more ranks than cores, else None. Read before any pinning."""
+    cores = len(os.sched_getaffinity(0))
+    return (ranks_here, cores) if ranks_here > cores else None
+
+
+def time_sharing_note(ranks: int, cores: int) -> str:
+    return (f"{ranks} rank processes share {cores} core{'s' * (cores != 1)} here, so measured op times and gaps are mostly the "
+            f"operating system switching between ranks, not the schedule's bubbles; the planned timeline (the "
+            f"schedule simulated from the measured op costs) is what one core per rank would show")
 
 
 # -- forward step (Megatron-LM's pretrain_gpt.forward_step) --------------------------------------
@@ -277,18 +297,63 @@ def gather_timeline(runner) -> Optional[list[list]]:
     return out
 
 
-def write_timeline(args, timeline: list[list], title: str) -> None:
+def costs_from_timeline(timeline: list[list], num_stages: int, *, time_shared: bool = False):
+    """Per-stage F/B/W costs (median op durations, the timeline's unit; the shortest
+    when ranks time-share cores, since an op that had its core alone shows its own
+    cost) and the p2p latency (the shortest gap between an activation's producer
+    on one rank and its consumer on another) of one executed iteration: what the
+    plan panel simulates."""
+    import statistics
+
+    from ..schedules import B, BW, F, W, Costs
+
+    durations: dict = {}
+    for tl in timeline:
+        for r in tl:
+            durations.setdefault((r.op.kind, r.stage), []).append(r.end - r.start)
+
+    pick = min if time_shared else statistics.median
+
+    def per_stage(kind, default=0.0):
+        return [pick(durations[(kind, s)]) if (kind, s) in durations else default for s in range(num_stages)]
+
+    f, b, w = per_stage(F), per_stage(B), per_stage(W)
+    for s, full in enumerate(per_stage(BW, None)):
+        if full is not None:  # a schedule without W ops: its backward counted half B, half W
+            b[s] = w[s] = full / 2
+    ends = {(r.op.mb, r.stage): (r.rank, r.end) for tl in timeline for r in tl if r.op.kind == F}
+    gaps = [r.start - ends[(r.op.mb, r.stage - 1)][1] for tl in timeline for r in tl
+            if r.op.kind == F and (r.op.mb, r.stage - 1) in ends and ends[(r.op.mb, r.stage - 1)][0] != r.rank]
+    comm = max(0.0, min(gaps)) if gaps else 0.0
+    return Costs(f=f, b=b, w=w, comm=comm)
+
+
+def write_timeline(args, timeline: list[list], title: str, plan=None) -> None:
+    """The picture of one iteration: with `plan` (the executed Schedule), the plan
+    simulated from this iteration's measured op costs above the measurement, on one
+    time axis (ms); plus a Chrome trace of the measurement."""
+    from ..runtime.executor import OpRecord
+    from ..schedules import simulate
     from ..schedules.plot import plot_timeline
     from ..schedules.trace import write_chrome_trace
 
     t0 = min(r.start for tl in timeline for r in tl)
-    from ..runtime.executor import OpRecord
-
     # milliseconds since the iteration's first op (the trace's time unit)
     shifted = [[OpRecord(r.rank, r.op, r.stage, 1e3 * (r.start - t0), 1e3 * (r.end - t0)) for r in tl]
                for tl in timeline]
+    panels, notes = {}, {}
+    measured = "measured (this run)"
+    if plan is not None:
+        costs = costs_from_timeline(shifted, plan.num_stages, time_shared=bool(getattr(args, "time_sharing", None)))
+        planned = simulate(plan, costs)
+        panels["planned (the schedule simulated from this run's measured op costs)"] = planned
+    panels[measured] = shifted
+    if getattr(args, "time_sharing", None):
+        ranks, cores = args.time_sharing
+        notes[measured] = (f"{ranks} rank processes time-share {cores} core{'s' * (cores != 1)}: gaps are mostly the "
+                           f"operating system switching between ranks, not pipeline bubbles")
     os.makedirs(os.path.dirname(os.path.abspath(args.timeline)), exist_ok=True)
-    plot_timeline({title: shifted}, args.timeline, title=title)
+    plot_timeline(panels, args.timeline, title=title, time_unit="ms", notes=notes)
     trace = os.path.splitext(args.timeline)[0] + ".json"
     write_chrome_trace(shifted, trace, name=title)
-    log0(f"executed schedule written to {args.timeline} (picture) and {trace} (Chrome trace)")
+    args.timeline_written = (args.timeline, trace)

@@ -38,6 +38,8 @@ def transformer_config(args: argparse.Namespace):
         masked_softmax_fusion=not args.cpu,
         apply_rope_fusion=False,
         deallocate_pipeline_outputs=True,
+        # megatron 0.16's default scope ("full") is deprecated and warns on every rank; [] means the same
+        **({"cuda_graph_scope": []} if "cuda_graph_scope" in TransformerConfig.__dataclass_fields__ else {}),
     )
 
 

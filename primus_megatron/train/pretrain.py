@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from typing import Optional, Sequence
@@ -81,6 +82,10 @@ def train(args) -> dict:
     from .model import build_model, build_optimizer, transformer_config
     from .tokenizer import build_tokenizer
 
+    if args.cpu and not hasattr(args, "time_sharing"):  # (initialize() reads it before pinning ranks)
+        from .loop import cpu_time_sharing
+
+        args.time_sharing = cpu_time_sharing(int(os.environ.get("LOCAL_WORLD_SIZE") or dist.get_world_size()))
     tokenizer = build_tokenizer(args)
     vocab = D.padded_vocab(args, tokenizer)
     train_data, valid_data, _ = D.build_datasets(args, tokenizer)
@@ -192,7 +197,8 @@ def train(args) -> dict:
             settle(result)
         if last and args.timeline and timeline and dist.get_rank() == 0:
             write_timeline(args, timeline, f"{args.pipeline_schedule}, pp={args.pipeline_model_parallel_size}, "
-                           f"{args.num_microbatches} microbatches, iteration {done} (measured)")
+                           f"{args.num_microbatches} microbatches, iteration {done}",
+                           plan=fbf.plan(args.pipeline_model_parallel_size, args.num_microbatches)[0])
         evaluate_now = has_valid.item() and args.eval_interval and (done % args.eval_interval == 0 or last)
         save_now = args.save and args.save_interval and done % args.save_interval == 0
         stop = args.exit_interval and done % args.exit_interval == 0
@@ -217,6 +223,13 @@ def train(args) -> dict:
     if post_validation:
         log0(f"post-validation: {optimizer.stats['steps']} steps, {optimizer.stats['optimistic']} taken "
              f"optimistically, {optimizer.stats['rollbacks']} rolled back, {optimizer.stats['redone']} redone")
+    if getattr(args, "timeline_written", None):
+        picture, trace = args.timeline_written
+        log0(f"schedule of iteration {done}: {picture} (picture) and {trace} (Chrome trace: open it in "
+             f"chrome://tracing or ui.perfetto.dev)")
+        log0("reading it: one row per pipeline rank, boxes are ops (F forward, B input gradient, W weight "
+             "gradient; the number is the microbatch, hatched boxes the rank's second chunk), white space is idle "
+             "time; the upper panel is the plan simulated from this run's measured op costs, the lower what ran")
     return {"losses": history, "eval": evals, "start_iteration": start_iter, "grad_norms": norms,
             "loss_scale": float(optimizer.get_loss_scale().item()), "skipped": skipped_total,
             "params": _param_digest(model) if getattr(args, "return_params", False) else None,
@@ -275,8 +288,6 @@ def evaluate(args, fbf, model, it, iteration: int) -> Optional[float]:
 
 def _launch_environment() -> None:
     """A plain `python pretrain_gpt.py` is a world of one; more ranks need a launcher."""
-    import os
-
     if "MASTER_ADDR" in os.environ:
         return
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
@@ -294,8 +305,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = parse(argv)
         _launch_environment()
     except ConfigError as exc:
-        import os
-
         if os.environ.get("RANK", "0") == "0":
             print(f"pretrain_gpt.py: error: {exc}", file=sys.stderr)
         return 2
@@ -303,8 +312,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         train(args)
     except RuntimeError as exc:  # a diagnosis of ours (p2p timeout, schedule mismatch, NaN loss, checkpoint): no traceback
-        import os
-
         if not type(exc).__module__.startswith("primus_megatron.") or os.environ.get("PRIMUS_DEBUG", "") not in ("", "0"):
             raise
         if not isinstance(exc, NonFiniteLoss) or dist.get_rank() == 0:  # every rank's own diagnosis; the NaN once
