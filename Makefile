@@ -6,12 +6,24 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: setup demo plan test bench clean
 
-$(STAMP): requirements.txt setup.py
+# Megatron-LM builds its dataset helpers with `python3-config` from PATH: give the venv the
+# interpreter's own (a pyenv shim would answer for the Python of the checkout's .python-version).
+define LINK_PYTHON_CONFIG
+import os, sys, sysconfig
+src = os.path.join(sysconfig.get_config_var("BINDIR"), "python3-config")
+dst = os.path.join(os.path.dirname(sys.executable), "python3-config")
+if os.path.exists(src) and not os.path.lexists(dst):
+    os.symlink(src, dst)
+endef
+export LINK_PYTHON_CONFIG
+
+$(STAMP): requirements.txt requirements-megatron-lm.txt setup.py
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@echo "installing pinned requirements into $(VENV) (log: $(VENV)/install.log)"
 	@( $(BIN)/python -m pip install --upgrade pip && \
-	   $(BIN)/python -m pip install -r requirements.txt && \
-	   $(BIN)/python -m pip install --no-deps --no-build-isolation -e . ) > $(VENV)/install.log 2>&1 \
+	   $(BIN)/python -m pip install -r requirements.txt -r requirements-megatron-lm.txt && \
+	   $(BIN)/python -m pip install --no-deps --no-build-isolation -e . && \
+	   $(BIN)/python -c "$$LINK_PYTHON_CONFIG" ) > $(VENV)/install.log 2>&1 \
 	   || (tail -40 $(VENV)/install.log; exit 1)
 	touch $@
 

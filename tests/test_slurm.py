@@ -138,6 +138,30 @@ def test_cpu_mode_defaults_and_env_args(fake_slurm):
     assert "--pipeline-model-parallel-size 4 --pipeline-schedule zbv --cpu" in out
 
 
+def test_megatron_lm_variant(fake_slurm, tmp_path):
+    """MEGATRON_LM_PATH: Megatron-LM's own (patched) pretrain_gpt.py is launched instead of ours."""
+    checkout = tmp_path / "Megatron-LM"
+    checkout.mkdir()
+    script = checkout / "pretrain_gpt.py"
+    script.write_text("from model_provider import model_provider\n")
+    rc, out = fake_slurm("--pipeline-schedule", "zbv", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
+    assert rc != 0 and "pretrain_gpt.py is not patched" in out and "patch -p1" in out
+    script.write_text("from primus_megatron import megatron_lm as primus_pipeline\n")
+    rc, out = fake_slurm("--pipeline-schedule", "zbv", "--mock-data", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
+    assert rc == 0, out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    assert launch.endswith(f"{script} --pipeline-schedule zbv --mock-data --cpu")
+    assert f"Megatron-LM's own {script}" in out
+    rc, out = fake_slurm(PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))  # default run, spelled for Megatron-LM
+    assert rc == 0, out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    for part in ("--mock-data", "--tokenizer-type NullTokenizer", "--max-position-embeddings 64",
+                 "--transformer-impl local", "--pipeline-schedule zbv"):
+        assert part in launch, launch
+    rc, out = fake_slurm(PRIMUS_CPU="1", MEGATRON_LM_PATH=str(tmp_path / "nowhere"))
+    assert rc != 0 and "has no pretrain_gpt.py" in out
+
+
 # ---------------------------------------------------------------------------------------------
 # end to end under a real single-node SLURM
 
@@ -198,19 +222,15 @@ def _ensure_dataset():
                    env=_clean_env(PYTHONPATH=ROOT), check=True, timeout=600)
 
 
-def test_sbatch_cpu_pipeline_zbv(slurm_cluster, tmp_path):
-    _ensure_dataset()
-    env = _clean_env(SLURM_CONF=slurm_cluster, PRIMUS_CPU="1", PRIMUS_NPROC_PER_NODE="4",
-                     PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
-    cpus = re.search(r"\bCPUs=(\d+)", open(slurm_cluster).read())
-    output = tmp_path / "job-%j.out"
-    cmd = ["sbatch", "--parsable", "--nodes=1", "--gpus-per-node=0", f"--cpus-per-task={cpus.group(1) if cpus else 1}",
-           "--time=00:10:00", "--job-name=primus-pytest", f"--output={output}", SBATCH,
-           "--pipeline-model-parallel-size", "4", "--pipeline-schedule", "zbv", "--data-path", DATA,
-           "--num-layers", "8", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64",
-           "--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", str(TRAIN_ITERS),
-           "--lr", "1e-3"]
-    # submitted from a directory outside the repository: the script must find it on its own
+def _cpus(conf):
+    cpus = re.search(r"\bCPUs=(\d+)", open(conf).read())
+    return cpus.group(1) if cpus else 1
+
+
+def _submit_and_wait(cmd, env, tmp_path):
+    """sbatch `cmd` from `tmp_path`, wait for the job: (fields, output text, job id, seconds);
+    fails unless it COMPLETED with exit code 0."""
+    cmd = [cmd[0], f"--output={tmp_path / 'job-%j.out'}", *cmd[1:]]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, f"sbatch failed: {proc.stdout}{proc.stderr}"
     job_id = proc.stdout.strip().split(";")[0]
@@ -236,6 +256,21 @@ def test_sbatch_cpu_pipeline_zbv(slurm_cluster, tmp_path):
     text = out_file.read_text() if out_file.exists() else ""
     assert fields["JobState"] == "COMPLETED" and fields["ExitCode"] == "0:0", \
         f"job {job_id}: JobState={fields['JobState']} ExitCode={fields['ExitCode']}\n{_tail(text)}"
+    return fields, text, job_id, elapsed
+
+
+def test_sbatch_cpu_pipeline_zbv(slurm_cluster, tmp_path):
+    _ensure_dataset()
+    env = _clean_env(SLURM_CONF=slurm_cluster, PRIMUS_CPU="1", PRIMUS_NPROC_PER_NODE="4",
+                     PATH=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    cmd = ["sbatch", "--parsable", "--nodes=1", "--gpus-per-node=0", f"--cpus-per-task={_cpus(slurm_cluster)}",
+           "--time=00:10:00", "--job-name=primus-pytest", SBATCH,
+           "--pipeline-model-parallel-size", "4", "--pipeline-schedule", "zbv", "--data-path", DATA,
+           "--num-layers", "8", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "64",
+           "--micro-batch-size", "2", "--global-batch-size", "8", "--train-iters", str(TRAIN_ITERS),
+           "--lr", "1e-3"]
+    # submitted from a directory outside the repository: the script must find it on its own
+    fields, text, job_id, elapsed = _submit_and_wait(cmd, env, tmp_path)
     losses = {}
     for line in text.splitlines():
         m = LOSS_LINE.match(line)
@@ -247,3 +282,31 @@ def test_sbatch_cpu_pipeline_zbv(slurm_cluster, tmp_path):
     assert "1 node(s) x 4 process(es) (CPU, gloo)" in text
     assert f"repository {ROOT}," in text
     print(f"SLURM job {job_id}: {TRAIN_ITERS} iterations in {elapsed:.1f} s, losses {losses}", file=sys.stderr)
+
+
+def test_sbatch_cpu_megatron_lm_pretrain_gpt(slurm_cluster, tmp_path_factory, tmp_path):
+    """MEGATRON_LM_PATH: Megatron-LM's own pretrain_gpt.py (core_v0.16.1 with patches/) under SLURM
+    with zb-h1 on 2 CPU ranks trains exactly as Megatron's own schedule run directly with torchrun
+    (same placement, so the same initial weights)."""
+    import megatron_lm_harness as H
+
+    try:
+        tree = H.prepare(str(tmp_path_factory.mktemp("megatron-lm-slurm")))
+    except H.MegatronLMUnavailable as exc:
+        pytest.fail(str(exc))
+    args = [*H.TINY, "--pipeline-model-parallel-size", "2", "--global-batch-size", "8",
+            "--train-iters", str(TRAIN_ITERS), "--eval-interval", str(TRAIN_ITERS)]
+    bindir = os.path.join(os.path.dirname(tree), "bin")  # python3-config for Megatron-LM's helper build
+    env = _clean_env(SLURM_CONF=slurm_cluster, PRIMUS_CPU="1", PRIMUS_NPROC_PER_NODE="2", MEGATRON_LM_PATH=tree,
+                     PATH=f"{bindir}:{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
+    cmd = ["sbatch", "--parsable", "--nodes=1", "--gpus-per-node=0", f"--cpus-per-task={_cpus(slurm_cluster)}",
+           "--time=00:10:00", "--job-name=primus-pytest-mlm", SBATCH, *args, "--pipeline-schedule", "zb-h1"]
+    _, text, job_id, elapsed = _submit_and_wait(cmd, env, tmp_path)
+    assert f"Megatron-LM's own {tree}/pretrain_gpt.py" in text
+    assert "1 node(s) x 2 process(es) (CPU, gloo)" in text
+    job = H.parse(text)
+    assert sorted(job.losses) == list(range(1, TRAIN_ITERS + 1)), _tail(text)
+    own = H.run(tree, 2, args[len(H.TINY):])  # Megatron's own schedule, TINY added by run()
+    assert job.numbers() == own.numbers()
+    print(f"SLURM job {job_id} (Megatron-LM's pretrain_gpt.py, zb-h1): {TRAIN_ITERS} iterations in {elapsed:.1f} s, "
+          f"losses {job.losses}", file=sys.stderr)

@@ -392,9 +392,16 @@ def _patch_grad_scaler():
     grad_scaler.DynamicGradScaler.load_state_dict = load_state_dict
 
 
-def enable():
-    """Patch megatron-core for CPU/gloo. Idempotent; call before building models."""
+def enable(training=False):
+    """Patch megatron-core for CPU/gloo. Idempotent; call before building models.
+    ``training=True`` also covers Megatron-LM's training loop (``compat.cpu_training``)."""
     global _enabled
+    if training:
+        from . import cpu_training
+
+        enable()
+        cpu_training.enable()
+        return
     if _enabled:
         return
     proxy = _TorchOnCpu()

@@ -35,7 +35,21 @@ def extra_args_provider(existing: Optional[Callable] = None) -> Callable:
     and chains `existing` (e.g. add_modelopt_args)."""
     from .args import add_args
 
-    return functools.partial(add_args, extra=existing)
+    def provider(parser):
+        parser = add_args(parser, extra=existing)
+        if not any("--cpu" in a.option_strings for a in parser._actions):
+            parser.add_argument("--cpu", action="store_true",
+                                help="run on CPU processes with gloo (primus_megatron.compat.cpu; a dry run of "
+                                     "this command line without GPUs); also on when CUDA is absent and "
+                                     "--distributed-backend gloo is given")
+        if not any("--optimizer-post-validation" in a.option_strings for a in parser._actions):
+            parser.add_argument("--optimizer-post-validation", action="store_true",
+                                help="optimizer step without the global synchronisation before it: each "
+                                     "pipeline rank steps optimistically and validates (rolls back or re-steps "
+                                     "exactly) during the next step's first forwards; needs --pipeline-schedule")
+        return parser
+
+    return provider
 
 
 def _args():
@@ -64,7 +78,7 @@ def forward_backward_func_for(args) -> Any:
 def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int, rank: int, chunks: int) -> Callable:
     """Wrap a model provider so chunk `vp_stage` is built as global stage
     stage_of(placement, pp, rank, vp_stage), whatever pre/post flags megatron passes."""
-    from ..runtime.placement import _tie_embeddings, layer_placement, patch_float16_module
+    from ..runtime.placement import _tie_embeddings, _untie_group, layer_placement, patch_float16_module
 
     built: list = []
     n = pp * chunks
@@ -73,7 +87,9 @@ def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int,
     def wrapper(pre_process=True, post_process=True, vp_stage=None, **kwargs):
         c = 0 if vp_stage is None else vp_stage
         stage = S.stage_of(entry.placement, pp, rank, c)
-        with layer_placement(pp, entry.placement):
+        # under V rank 0 holds both ends: no embedding-group all-reduce at construction (the
+        # last pipeline rank holds neither end and would never join it)
+        with layer_placement(pp, entry.placement), _untie_group(entry.placement):
             model = provider(pre_process=stage == 0, post_process=stage == n - 1,
                              **({"vp_stage": vp_stage} if vp_stage is not None else {}), **kwargs)
         model.pipeline_stage, model.pipeline_num_stages = stage, n
@@ -91,6 +107,13 @@ def install() -> None:
     global _INSTALLED
     if _INSTALLED:
         return
+    from ..compat import cpu_training
+
+    cpu_mode = cpu_training.requested()  # --cpu, or gloo without CUDA: before Megatron-LM asserts CUDA
+    if cpu_mode:
+        from ..compat import cpu
+
+        cpu.enable(training=True)
     from megatron.training import initialize as mlm_initialize
     from megatron.training import training as mlm_training
 
@@ -118,6 +141,16 @@ def install() -> None:
 
     def validate_args(args, defaults={}):
         _refuse(_precheck(args))  # a bad name or chunk count: before anything reads them
+        if getattr(args, "pipeline_schedule", None) == "auto":
+            _refuse("--pipeline-schedule auto is not available in Megatron-LM's pretrain_gpt.py (it profiles before "
+                    "training and may rebuild the model with another placement, which Megatron-LM's setup does not "
+                    "allow): use zb-auto (re-plans from measured costs), pick a schedule with `primus-pipeline "
+                    "compare`, or run examples/pretrain_gpt.py")
+        if getattr(args, "optimizer_post_validation", False) and _schedule_of(args) is None:
+            _refuse("--optimizer-post-validation needs --pipeline-schedule (our executor validates the step "
+                    "during the next step's first forwards); add one, e.g. --pipeline-schedule zb-h1")
+        if cpu_mode:
+            _cpu_args(args)
         entry = _schedule_of(args)
         if entry is not None:
             chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
@@ -130,10 +163,29 @@ def install() -> None:
         _refuse(check_schedule_args(args))  # with data_parallel_size known: the whole check
         return result
 
+    from . import post_validation
+
+    post_validation.install(mlm_training)  # only acts with --optimizer-post-validation
     mlm_training.get_forward_backward_func = get_forward_backward_func
     mlm_training.get_model = get_model
     mlm_initialize.validate_args = validate_args
     _INSTALLED = True
+
+
+def _cpu_args(args) -> None:
+    """CPU mode (a dry run of a GPU command line): gloo instead of NCCL, megatron's local
+    layers instead of TransformerEngine's, no persistent layer norm (apex); said once."""
+    import os
+
+    changed = []
+    for name, value in (("distributed_backend", "gloo"), ("transformer_impl", "local"),
+                        ("no_persist_layer_norm", True)):
+        if getattr(args, name, value) != value:
+            changed.append(f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}"))
+        setattr(args, name, value)
+    args.cpu = True
+    if changed and os.environ.get("RANK", "0") == "0":
+        print(f"CPU mode: {', '.join(changed)} (TransformerEngine, apex and NCCL do not run on CPU)", flush=True)
 
 
 def _precheck(args) -> Optional[str]:
@@ -157,7 +209,16 @@ def _refuse(problem: Optional[str]) -> None:
 
     if os.environ.get("RANK", "0") == "0":
         print(f"{os.path.basename(sys.argv[0]) or 'megatron'}: error: {problem}", file=sys.stderr, flush=True)
+    elif os.environ.get("TORCHELASTIC_RUN_ID"):
+        import time
+
+        # under torchrun the first rank to exit stops the others: leave rank 0 (same arguments,
+        # same check, a moment later) the time to print the sentence; bounded, no collective
+        time.sleep(_REFUSE_GRACE_S)
     raise SystemExit(2)
+
+
+_REFUSE_GRACE_S = 30.0
 
 
 def _remap_stage_predicates(pp: int, chunks: int, placement: str) -> None:

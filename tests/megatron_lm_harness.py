@@ -1,0 +1,168 @@
+"""Run Megatron-LM's own pretrain_gpt.py (with our patch) on CPU ranks, for the tests.
+
+The Megatron-LM source is MEGATRON_LM_PATH (a checkout at tag core_v0.16.1) if set,
+else the unmodified snapshot in ../shared/megatron-lm/ beside the repository. It is
+copied or unpacked once per test session into a temporary folder, patched with
+patches/ (`patch -p1`, as a user does), and every run there shares it (Megatron-LM
+compiles its dataset helpers into that tree on the first run).
+
+`run(...)` starts `torchrun --standalone` with `pretrain_gpt.py --cpu` and parses
+Megatron-LM's own log lines: per-iteration lm loss, grad norm and skipped
+iterations, and the validation losses.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tarfile
+from dataclasses import dataclass, field
+from typing import Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TAG = "core_v0.16.1"
+SNAPSHOT = os.path.join(os.path.dirname(ROOT), "shared", "megatron-lm", f"Megatron-LM-{TAG}.tar.gz")
+PATCHES = os.path.join(ROOT, "patches")
+RUN_TIMEOUT_S = 420     # one torchrun (start-up about 15-25 s on 2 cores, 4 ranks)
+P2P_TIMEOUT_S = 120     # a rank waiting on a peer fails with a diagnosis before the run's timeout
+
+# a tiny GPT: 4 layers (2 stages of 2 per rank, or 4 V stages of 1), mock data, dropout 0
+TINY = ["--transformer-impl", "local", "--no-persist-layer-norm", "--mock-data", "--tokenizer-type", "NullTokenizer",
+        "--vocab-size", "128", "--num-layers", "4", "--hidden-size", "32", "--num-attention-heads", "4",
+        "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "2", "--lr", "1e-3",
+        "--min-lr", "1e-4", "--lr-decay-style", "cosine", "--hidden-dropout", "0", "--attention-dropout", "0",
+        "--log-interval", "1", "--eval-iters", "1", "--seed", "1234", "--clip-grad", "1.0",
+        "--pipeline-p2p-timeout", str(P2P_TIMEOUT_S), "--distributed-timeout-minutes", "5"]
+
+# searched, not matched: another rank's memory report may precede it on the same line
+_ITER = re.compile(r"\[\d{4}-\d\d-\d\d [^\]]*\]\s*iteration\s+(\d+)/\s*(\d+) \|(.*)$")
+_FIELD = re.compile(r"\s*([^:|]+):\s*([^|]+?)\s*\|")
+_VALID = re.compile(r"validation loss at iteration\s+(\d+)( on validation set| on test set)? \| lm loss value: (\S+)")
+
+
+class MegatronLMUnavailable(RuntimeError):
+    """Neither MEGATRON_LM_PATH nor the shared snapshot is there."""
+
+
+@dataclass
+class Result:
+    """What Megatron-LM logged: {iteration: value} per quantity, validation losses by
+    (iteration, which), where which is '' (during training), 'validation set' or 'test set'."""
+    losses: dict = field(default_factory=dict)
+    grad_norms: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)
+    validation: dict = field(default_factory=dict)
+    log: str = ""
+
+    def numbers(self, iterations=None) -> dict:
+        """Everything compared across schedules (as logged, so exact string equality)."""
+        its = sorted(self.losses) if iterations is None else list(iterations)
+        return {"lm loss": [self.losses.get(i) for i in its], "grad norm": [self.grad_norms.get(i) for i in its],
+                "skipped": [self.skipped.get(i) for i in its],
+                "validation": {k: v for k, v in sorted(self.validation.items()) if iterations is None or k[0] in its}}
+
+
+def parse(log: str) -> Result:
+    result = Result(log=log)
+    for line in log.splitlines():
+        m = _ITER.search(line)
+        if m:
+            it = int(m.group(1))
+            fields = dict((k.strip(), v.strip()) for k, v in _FIELD.findall(m.group(3) + "|"))
+            result.losses[it] = fields.get("lm loss")
+            result.grad_norms[it] = fields.get("grad norm")
+            result.skipped[it] = fields.get("number of skipped iterations")
+            continue
+        m = _VALID.search(line)
+        if m:
+            which = (m.group(2) or "").replace(" on ", "").strip()
+            result.validation[(int(m.group(1)), which)] = m.group(3)
+    return result
+
+
+def _python3_config(bindir: str) -> None:
+    """Megatron-LM compiles its dataset helpers with `python3 -m pybind11 --includes` and
+    `python3-config --extension-suffix` from PATH; its checkout pins another Python for
+    pyenv (.python-version 3.12), so put this interpreter's answers first on PATH (and this
+    interpreter's bin directory, for `python3`, right after: see run())."""
+    os.makedirs(bindir, exist_ok=True)
+    script = os.path.join(bindir, "python3-config")
+    with open(script, "w") as f:
+        f.write(f"#!{sys.executable}\n"
+                "import sys, sysconfig\n"
+                "out = []\n"
+                "for a in sys.argv[1:]:\n"
+                "    if a == '--extension-suffix': out.append(sysconfig.get_config_var('EXT_SUFFIX'))\n"
+                "    elif a in ('--includes', '--cflags'):\n"
+                "        out.append('-I' + sysconfig.get_path('include') + ' -I' + sysconfig.get_path('platinclude'))\n"
+                "    else: sys.exit('python3-config stand-in: unsupported option ' + a)\n"
+                "print(' '.join(out))\n")
+    os.chmod(script, 0o755)
+
+
+def prepare(workdir: str) -> str:
+    """A patched Megatron-LM tree under `workdir` (made once; returns its path)."""
+    tree = os.path.join(workdir, f"Megatron-LM-{TAG}")
+    if os.path.isfile(os.path.join(tree, ".primus-patched")):
+        return tree
+    source = os.environ.get("MEGATRON_LM_PATH")
+    if source:
+        if not os.path.isfile(os.path.join(source, "pretrain_gpt.py")):
+            raise MegatronLMUnavailable(f"MEGATRON_LM_PATH={source} has no pretrain_gpt.py")
+        shutil.copytree(source, tree, ignore=shutil.ignore_patterns(".git"))
+    else:
+        if not os.path.isfile(SNAPSHOT):
+            raise MegatronLMUnavailable(
+                f"the Megatron-LM snapshot {SNAPSHOT} is missing: these tests need Megatron-LM at tag {TAG}; "
+                f"set MEGATRON_LM_PATH to a checkout of it")
+        with tarfile.open(SNAPSHOT) as tar:
+            tar.extractall(workdir, filter="data")
+        if not os.path.isdir(tree):
+            raise MegatronLMUnavailable(f"{SNAPSHOT} did not unpack to {tree}")
+    for patch in sorted(p for p in os.listdir(PATCHES) if p.endswith(".patch")):
+        subprocess.run(["patch", "-p1", "-s", "-i", os.path.join(PATCHES, patch)], cwd=tree, check=True,
+                       timeout=60)
+    _python3_config(os.path.join(workdir, "bin"))
+    open(os.path.join(tree, ".primus-patched"), "w").close()
+    return tree
+
+
+def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
+        expect_ok: bool = True) -> Result:
+    """torchrun pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log.
+    The whole process group is killed if it outlives `timeout`."""
+    bindir = os.path.join(os.path.dirname(tree), "bin")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "TORCHELASTIC_"))}
+    env.update(PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), env.get("PATH", "")]),
+               PYTHONPATH=os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               OMP_NUM_THREADS="1", CUDA_DEVICE_MAX_CONNECTIONS="1", PYTHONWARNINGS="ignore")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+           "pretrain_gpt.py", *(["--cpu"] if cpu_flag else []), *TINY, *args]
+    proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"pretrain_gpt.py {' '.join(args)} did not finish in {timeout:g} s:\n{tail(out)}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    result = parse(out)
+    if expect_ok and proc.returncode != 0:
+        raise AssertionError(f"pretrain_gpt.py {' '.join(args)} exited with {proc.returncode}:\n{tail(out)}")
+    result.returncode = proc.returncode
+    return result
+
+
+def tail(text: str, n: int = 60) -> str:
+    """The last lines of a log, with Megatron-LM's argument dump and warnings left out."""
+    lines = [line for line in (text or "").splitlines()
+             if not re.match(r"^\s+\S+ \.{3,} ", line) and "Warning" not in line and "warnings.warn" not in line]
+    errors = [line for line in lines if re.search(r"Error|error:|Timeout|Exception", line)][:8]
+    return "\n".join(lines[-n:] + (["--- first error lines ---"] + errors if errors else []))

@@ -1,0 +1,182 @@
+"""Megatron-LM's own pretrain_gpt.py with --pipeline-schedule, trained on CPU ranks.
+
+Megatron-LM at tag core_v0.16.1 (the shared snapshot, or MEGATRON_LM_PATH) is patched
+with patches/ and run under torchrun with `--cpu` (gloo), mock data, a tiny GPT and
+dropout 0 (tests/megatron_lm_harness.py). Every run starts from one shared checkpoint
+(Megatron-LM's initialisation seeds each pipeline rank differently, so weights would
+otherwise depend on the placement) loaded with --finetune, and the numbers Megatron-LM
+logs (lm loss and grad norm of every iteration, skipped iterations, validation losses)
+must be identical, as printed, to those of Megatron's own schedule:
+
+* pp=2, tied embeddings, gradient-accumulation fusion on (Megatron-LM's default; on
+  CPU through compat.cpu's stand-in for apex's kernel): every schedule;
+* DP=2 x PP=2 with --overlap-grad-reduce, --use-distributed-optimizer and
+  --overlap-param-gather (untied embeddings: V with overlapped reduce needs them);
+* a checkpoint saved under 1f1b resumed under zbv, and back;
+* --optimizer-post-validation (steps rolled back and redone): the same lines;
+* bad schedule options: one sentence, exit status 2.
+
+Runs are slow-ish (15-30 s each, mostly start-up); `-m "not megatron_lm"` leaves them out.
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+
+import megatron_lm_harness as H
+
+pytestmark = pytest.mark.megatron_lm
+
+ITERS = 4
+PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", str(ITERS),
+       "--eval-interval", "2"]  # 4 microbatches
+DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "--train-iters", "3",
+          "--eval-interval", "3", "--untie-embeddings-and-output-weights", "--overlap-grad-reduce",
+          "--use-distributed-optimizer", "--overlap-param-gather"]  # 4 microbatches per data-parallel rank
+SCHEDULES = ["1f1b", "zb-h1", "zb-h2", "zbv", "v-half", "v-min", "zb-auto"]
+EXTRA = {"zb-auto": ["--pipeline-profile-steps", "1"]}  # re-planned from measured costs at iteration 3
+SAVES_AT = 2  # the runs resumed from save at this iteration
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    try:
+        return H.prepare(str(tmp_path_factory.mktemp("megatron-lm")))
+    except H.MegatronLMUnavailable as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def runs(tree, tmp_path_factory):
+    """Runs by configuration, each made once per module (tests share them)."""
+    work = tmp_path_factory.mktemp("megatron-lm-runs")
+
+    @functools.lru_cache(maxsize=None)
+    def start(untied: bool) -> str:
+        """The shared starting checkpoint: one iteration of Megatron's own schedule, saved."""
+        path = str(work / ("start-untied" if untied else "start-tied"))
+        H.run(tree, 2, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "1",
+                        "--eval-interval", "1000", "--save", path, "--save-interval", "1"]
+              + (["--untie-embeddings-and-output-weights"] if untied else []))
+        return path
+
+    @functools.lru_cache(maxsize=None)
+    def pp2(schedule):
+        args = PP2 + ["--load", start(False), "--finetune"]
+        if schedule in ("1f1b", "zbv"):  # resumed from, under the other schedule
+            args += ["--save", str(work / f"pp2-{schedule}"), "--save-interval", str(SAVES_AT)]
+        if schedule is None:  # Megatron's own schedule; CPU mode from gloo without CUDA (no --cpu)
+            return H.run(tree, 2, args + ["--distributed-backend", "gloo"], cpu_flag=False)
+        return H.run(tree, 2, args + ["--pipeline-schedule", schedule] + EXTRA.get(schedule, []))
+
+    @functools.lru_cache(maxsize=None)
+    def dp2pp2(schedule):
+        args = DP2PP2 + ["--load", start(True), "--finetune"]
+        return H.run(tree, 4, args + (["--pipeline-schedule", schedule] if schedule else []))
+
+    class Runs:
+        pass
+
+    r = Runs()
+    r.start, r.pp2, r.dp2pp2, r.work = start, pp2, dp2pp2, work
+    return r
+
+
+def _check_trained(result: H.Result, iterations: int) -> None:
+    assert sorted(result.losses) == list(range(1, iterations + 1)), H.tail(result.log)
+    assert all(v is not None for v in result.grad_norms.values()), result.grad_norms
+    assert len({result.losses[1], result.losses[iterations]}) == 2, "the loss did not change while training"
+    assert ("validation set" in {w for _, w in result.validation}) and ("test set" in {w for _, w in result.validation})
+
+
+def _arg(result: H.Result, name: str) -> str:
+    m = re.search(rf"^\s+{name} \.+ (\S+)", result.log, re.M)
+    assert m, f"{name} not in Megatron-LM's argument dump"
+    return m.group(1)
+
+
+def test_megatron_own_schedule_on_cpu(runs):
+    """The baseline: Megatron-LM's loop with its own 1F1B, CPU mode chosen by gloo without CUDA."""
+    own = runs.pp2(None)
+    _check_trained(own, ITERS)
+    assert _arg(own, "gradient_accumulation_fusion") == "True"  # kept on: compat.cpu's kernel stand-in
+    assert _arg(own, "pipeline_schedule") == "None"
+    assert sorted(own.validation) == [(2, ""), (4, ""), (4, "test set"), (4, "validation set")]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_pp2_schedule_trains_exactly_as_megatron(runs, schedule):
+    """pp=2, tied embeddings (under V both ends on rank 0), fusion on: identical numbers."""
+    own, ours = runs.pp2(None), runs.pp2(schedule)
+    _check_trained(ours, ITERS)
+    assert _arg(ours, "pipeline_schedule") == schedule
+    if schedule in ("zbv", "v-half", "v-min"):
+        assert _arg(ours, "virtual_pipeline_model_parallel_size") == "2"
+    assert ours.numbers() == own.numbers()
+
+
+@pytest.mark.parametrize("schedule", [None, "1f1b", "zb-h1", "zb-h2", "zbv", "v-half", "v-min"])
+def test_dp2_pp2_overlap_distributed_optimizer_fusion(runs, schedule):
+    """DP=2 x PP=2: overlapped grad reduce, distributed optimizer, overlapped param
+    gather and gradient-accumulation fusion, as Megatron-LM users run it."""
+    ours = runs.dp2pp2(schedule)
+    _check_trained(ours, 3)
+    for name in ("overlap_grad_reduce", "use_distributed_optimizer", "overlap_param_gather",
+                 "gradient_accumulation_fusion"):
+        assert _arg(ours, name) == "True", name
+    assert _arg(ours, "data_parallel_size") == "2"
+    if schedule is not None:
+        assert ours.numbers() == runs.dp2pp2(None).numbers()
+
+
+@pytest.mark.parametrize("saved_under, resumed_under", [("1f1b", "zbv"), ("zbv", "1f1b")])
+def test_resume_across_schedules(runs, tree, saved_under, resumed_under):
+    """A checkpoint Megatron-LM saved under one schedule (iteration 2) resumed under the
+    other: iterations 3 and 4 as in the uninterrupted run (grad norms, i.e. the parameters
+    after steps 2 and 3; validation and test losses after step 4; the losses).
+
+    Megatron-LM's first log line after a resume that is not the resumed iteration itself
+    averages the loss over the iterations since the resume (its own schedule does the same):
+    iteration 4's logged loss is the mean of iterations 3 and 4."""
+    uninterrupted = runs.pp2(saved_under)
+    resumed = H.run(tree, 2, PP2 + ["--load", str(runs.work / f"pp2-{saved_under}"), "--ckpt-step", str(SAVES_AT),
+                                    "--pipeline-schedule", resumed_under])
+    assert f"successfully loaded checkpoint from {runs.work / f'pp2-{saved_under}'}" in resumed.log
+    assert sorted(resumed.losses) == list(range(SAVES_AT + 1, ITERS + 1)), H.tail(resumed.log)
+    after = range(SAVES_AT + 1, ITERS + 1)
+    got, want = resumed.numbers(after), uninterrupted.numbers(after)
+    assert got["grad norm"] == want["grad norm"] and got["skipped"] == want["skipped"]
+    assert got["validation"] == want["validation"] and len(got["validation"]) == 3
+    l3, l4 = (float(x) for x in want["lm loss"])
+    assert got["lm loss"][0] == want["lm loss"][0]
+    assert float(got["lm loss"][1]) == pytest.approx((l3 + l4) / 2, abs=2e-6)
+
+
+def test_post_validation_trains_as_the_synchronous_step(runs, tree):
+    """--optimizer-post-validation in Megatron-LM's loop (zbv, clipping at 1.0 so that steps
+    are rolled back and redone): the same log lines as the synchronous step."""
+    sync = runs.pp2("zbv")
+    post = H.run(tree, 2, PP2 + ["--load", runs.start(False), "--finetune", "--pipeline-schedule", "zbv",
+                                 "--optimizer-post-validation"])
+    m = re.search(r"post-validation: (\d+) steps, (\d+) taken optimistically, (\d+) rolled back, (\d+) redone",
+                  post.log)
+    assert m, H.tail(post.log)
+    steps, optimistic, rolled_back, redone = map(int, m.groups())
+    assert steps == ITERS and optimistic >= 1 and rolled_back >= 1 and redone >= 1, m.group(0)
+    assert post.numbers() == sync.numbers()
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--pipeline-schedule", "zbvv"], "did you mean 'zbv'"),
+    (["--pipeline-schedule", "auto"], "use zb-auto"),
+    (["--optimizer-post-validation"], "--optimizer-post-validation needs --pipeline-schedule"),
+])
+def test_bad_schedule_options_get_one_sentence(tree, argv, needle):
+    result = H.run(tree, 2, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "1",
+                             *argv], expect_ok=False, timeout=180)
+    assert result.returncode != 0
+    errors = [line for line in result.log.splitlines() if line.startswith("pretrain_gpt.py: error:")]
+    assert len(errors) == 1 and needle in errors[0], H.tail(result.log)
+    assert 'pretrain_gpt.py", line' not in result.log and "megatron/training" not in result.log  # no traceback
