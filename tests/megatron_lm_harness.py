@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAG = "core_v0.16.1"
 SNAPSHOT = os.path.join(os.path.dirname(ROOT), "shared", "megatron-lm", f"Megatron-LM-{TAG}.tar.gz")
 PATCHES = os.path.join(ROOT, "patches")
-RUN_TIMEOUT_S = 420     # one torchrun (start-up about 15-25 s on 2 cores, 4 ranks)
+RUN_TIMEOUT_S = 300     # one torchrun (10-30 s here: start-up, 2-4 ranks on 2 cores)
 P2P_TIMEOUT_S = 120     # a rank waiting on a peer fails with a diagnosis before the run's timeout
 
 # a tiny GPT: 4 layers (2 stages of 2 per rank, or 4 V stages of 1), mock data, dropout 0
@@ -36,7 +36,7 @@ TINY = ["--transformer-impl", "local", "--no-persist-layer-norm", "--mock-data",
         "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "2", "--lr", "1e-3",
         "--min-lr", "1e-4", "--lr-decay-style", "cosine", "--hidden-dropout", "0", "--attention-dropout", "0",
         "--log-interval", "1", "--eval-iters", "1", "--seed", "1234", "--clip-grad", "1.0",
-        "--pipeline-p2p-timeout", str(P2P_TIMEOUT_S), "--distributed-timeout-minutes", "5"]
+        "--pipeline-p2p-timeout", str(P2P_TIMEOUT_S), "--distributed-timeout-minutes", "2"]
 
 # searched, not matched: another rank's memory report may precede it on the same line
 _ITER = re.compile(r"\[\d{4}-\d\d-\d\d [^\]]*\]\s*iteration\s+(\d+)/\s*(\d+) \|(.*)$")

@@ -117,7 +117,7 @@ def test_pp2_schedule_trains_exactly_as_megatron(runs, schedule):
     assert ours.numbers() == own.numbers()
 
 
-@pytest.mark.parametrize("schedule", [None, "1f1b", "zb-h1", "zb-h2", "zbv", "v-half", "v-min"])
+@pytest.mark.parametrize("schedule", [None, "zb-h1", "zb-h2", "zbv", "v-min"])  # 1f1b, v-half: at pp=2
 def test_dp2_pp2_overlap_distributed_optimizer_fusion(runs, schedule):
     """DP=2 x PP=2: overlapped grad reduce, distributed optimizer, overlapped param
     gather and gradient-accumulation fusion, as Megatron-LM users run it."""
@@ -174,7 +174,8 @@ def test_post_validation_trains_as_the_synchronous_step(runs, tree):
     (["--optimizer-post-validation"], "--optimizer-post-validation needs --pipeline-schedule"),
 ])
 def test_bad_schedule_options_get_one_sentence(tree, argv, needle):
-    result = H.run(tree, 2, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "1",
+    # one process is enough: the options are refused before Megatron-LM checks the world size
+    result = H.run(tree, 1, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "1",
                              *argv], expect_ok=False, timeout=180)
     assert result.returncode != 0
     errors = [line for line in result.log.splitlines() if line.startswith("pretrain_gpt.py: error:")]
