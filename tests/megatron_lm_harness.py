@@ -18,10 +18,8 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tarfile
 from dataclasses import dataclass, field
-from typing import Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TAG = "core_v0.16.1"
@@ -57,6 +55,7 @@ class Result:
     skipped: dict = field(default_factory=dict)
     validation: dict = field(default_factory=dict)
     log: str = ""
+    returncode: int = 0
 
     def numbers(self, iterations=None) -> dict:
         """Everything compared across schedules (as logged, so exact string equality)."""

@@ -36,8 +36,9 @@ What it covers, besides megatron-core (``compat.cpu``):
 Whole-process changes are acceptable here because a Megatron-LM process in CPU
 mode has no other use for CUDA; megatron-core's own CPU mode (``compat.cpu``
 without ``training``) stays scoped as before. Megatron-LM still needs its
-start-up dependencies (triton, pybind11, ...; see requirements-megatron-lm.txt)
-and ``--no-persist-layer-norm`` with ``--transformer-impl local``.
+start-up dependencies (triton, pybind11, ...; see requirements-megatron-lm.txt);
+``megatron_lm.install()`` in CPU mode also sets ``--distributed-backend gloo``,
+``--transformer-impl local`` and ``--no-persist-layer-norm``.
 """
 from __future__ import annotations
 
@@ -50,7 +51,6 @@ import sys
 
 import torch
 
-_CPU = torch.device("cpu")
 _enabled = False
 
 # Megatron-LM modules (and the two megatron-core ones only its loop uses) whose global
