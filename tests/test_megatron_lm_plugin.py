@@ -1,16 +1,14 @@
 """The Megatron-LM integration: argument group, install() and the patch.
 
 Unit tests run against megatron-core alone (a stand-in `megatron.training`
-package). The patch test needs a Megatron-LM checkout at tag core_v0.16.1 whose
-Python dependencies are importable: set MEGATRON_LM_PATH (and optionally
-MEGATRON_LM_PYTHON, the interpreter to use); it is skipped with that reason
-otherwise.
+package). The patch test takes Megatron-LM at tag core_v0.16.1 from MEGATRON_LM_PATH
+or the shared snapshot (as tests/test_megatron_lm_e2e.py does; MEGATRON_LM_PYTHON
+names another interpreter with Megatron-LM's dependencies).
 """
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import types
@@ -23,7 +21,6 @@ from primus_megatron.megatron_lm import add_args, extra_args_provider, placed_pr
 from primus_megatron.megatron_lm.args import check_schedule_args
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PATCH = os.path.join(ROOT, "patches", "megatron-lm-core_v0.16.1-pretrain_gpt.patch")
 
 
 def test_add_args_parses_every_registered_schedule_and_is_idempotent():
@@ -145,20 +142,15 @@ def test_install_is_a_no_op_without_a_schedule_and_idempotent(fake_megatron_trai
     assert seen[-1] is None
 
 
-def _megatron_lm_checkout():
-    path = os.environ.get("MEGATRON_LM_PATH")
-    if not path:
-        pytest.skip("set MEGATRON_LM_PATH to a Megatron-LM checkout (tag core_v0.16.1) to test the patch")
-    if not os.path.isfile(os.path.join(path, "pretrain_gpt.py")):
-        pytest.fail(f"MEGATRON_LM_PATH={path} has no pretrain_gpt.py")
-    return path
-
-
 def test_patch_applies_to_megatron_lm_and_its_arguments_parse(tmp_path):
-    checkout = _megatron_lm_checkout()
-    work = tmp_path / "megatron-lm"
-    shutil.copytree(checkout, work, ignore=shutil.ignore_patterns(".git"))
-    subprocess.run(["patch", "-p1", "-s", "-i", PATCH], cwd=work, check=True)
+    """The patch applies to Megatron-LM at core_v0.16.1 (MEGATRON_LM_PATH, else the shared
+    snapshot: tests/megatron_lm_harness.py) and its argument parsing takes our group."""
+    import megatron_lm_harness as H
+
+    try:
+        work = H.prepare(str(tmp_path))  # unpacked or copied, then `patch -p1` with patches/
+    except H.MegatronLMUnavailable as exc:
+        pytest.fail(str(exc))
     python = os.environ.get("MEGATRON_LM_PYTHON", sys.executable)
     script = r'''
 import os, sys
