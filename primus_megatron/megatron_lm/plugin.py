@@ -18,7 +18,14 @@ With `--pipeline-schedule NAME` on the command line (added by
   holding both ends; and hand the loss dicts to the last pipeline rank, where
   Megatron-LM's train_step, evaluate and logging read them.
 
-Idempotent; a no-op for runs without `--pipeline-schedule`.
+With `--cpu` (or `--distributed-backend gloo` without CUDA) it first turns on CPU
+mode (`compat.cpu.enable(training=True)`; gloo, local layers, no persistent layer
+norm), so the same command line dry-runs on CPU processes; with
+`--optimizer-post-validation` Megatron-LM's optimizer steps are post-validated
+(megatron_lm/post_validation.py). Options that do not fit end the run before any
+process group exists: one sentence on rank 0, exit status 2.
+
+Idempotent; a no-op for runs without these options.
 """
 from __future__ import annotations
 
