@@ -85,7 +85,9 @@ def test_validation_happens_after_the_next_iterations_first_ops(pp2):
 
 def test_distributed_optimizer_data_parallel_2_x_pipeline_2():
     runs = []
-    for precision in (["--clip-grad", "1.6"], ["--bf16", "--clip-grad", "1.6"]):
+    # with overlapped gradient reduce too: the validation zeroes DDP's buffers in the middle of a step
+    for precision in (["--clip-grad", "1.6"], ["--bf16", "--clip-grad", "1.6"], ["--clip-grad", "1.6",
+                                                                                "--overlap-grad-reduce"]):
         base = argv(2, "--pipeline-schedule", "zbv", "--use-distributed-optimizer", "--global-batch-size", "16",
                     "--train-iters", "8", *precision)
         runs += [base, base + ["--optimizer-post-validation"]]
@@ -94,3 +96,4 @@ def test_distributed_optimizer_data_parallel_2_x_pipeline_2():
         for i in range(0, len(runs), 2):
             _assert_bitwise(per_rank[i], per_rank[i + 1], f"dp2 x pp2 run {i // 2} rank {rank}")
         assert per_rank[1]["post_validation"]["rollbacks"] >= 1
+        assert per_rank[5]["post_validation"]["rollbacks"] >= 1

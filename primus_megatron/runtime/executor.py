@@ -322,6 +322,7 @@ def _run_items(step: "_Step", items, ctx: StepContext, validate, prefix) -> Step
             step.execute(index, items[index])
         t = time.perf_counter()
         redo = validate()
+        step.sync.resume()  # validate() may zero DDP's buffers, which leaves DDP's no_sync mode
         if ctx.record_timeline:
             step.timeline.append(OpRecord(rank, Op("VALIDATE", -1, 0), -1, t, time.perf_counter()))
         if redo:

@@ -116,6 +116,14 @@ class GradSync:
         finally:
             self._exit()
 
+    def resume(self) -> None:
+        """Back to this step's no_sync state after something outside the step touched
+        DDP (post-validation zeroes the gradient buffers mid-step, which re-enables
+        DDP's registration; its hooks would then start reduces a second time)."""
+        if self.enabled:
+            self._exit()
+            self._enter()
+
     # -- per op ----------------------------------------------------------------------------------
     def before(self, index: int) -> None:
         if self.enabled and index in self.window:
