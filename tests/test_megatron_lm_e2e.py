@@ -9,7 +9,8 @@ logs (lm loss and grad norm of every iteration, skipped iterations, validation l
 must be identical, as printed, to those of Megatron's own schedule:
 
 * pp=2, tied embeddings, gradient-accumulation fusion on (Megatron-LM's default; on
-  CPU through compat.cpu's stand-in for apex's kernel): every schedule;
+  CPU through compat.cpu's stand-in for apex's kernel): every schedule, and `auto`
+  (chosen before the model is built);
 * DP=2 x PP=2 with --overlap-grad-reduce, --use-distributed-optimizer and
   --overlap-param-gather (untied embeddings: V with overlapped reduce needs them);
 * a checkpoint saved under 1f1b resumed under zbv, and back;
@@ -35,7 +36,7 @@ PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--tra
 DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "--train-iters", "3",
           "--eval-interval", "3", "--untie-embeddings-and-output-weights", "--overlap-grad-reduce",
           "--use-distributed-optimizer", "--overlap-param-gather"]  # 4 microbatches per data-parallel rank
-SCHEDULES = ["1f1b", "zb-h1", "zb-h2", "zbv", "v-half", "v-min", "zb-auto"]
+SCHEDULES = ["1f1b", "zb-h1", "zb-h2", "zbv", "v-half", "v-min", "zb-auto", "auto"]
 EXTRA = {"zb-auto": ["--pipeline-profile-steps", "1"]}  # re-planned from measured costs at iteration 3
 SAVES_AT = 2  # the runs resumed from save at this iteration
 
@@ -111,6 +112,10 @@ def test_pp2_schedule_trains_exactly_as_megatron(runs, schedule):
     """pp=2, tied embeddings (under V both ends on rank 0), fusion on: identical numbers."""
     own, ours = runs.pp2(None), runs.pp2(schedule)
     _check_trained(ours, ITERS)
+    if schedule == "auto":  # chosen before the model is built (equal costs here), then trained as that one
+        chosen = re.search(r"^auto: chose (\S+)$", ours.log, re.M)
+        assert chosen and _arg(ours, "pipeline_schedule") == chosen.group(1) != "auto", H.tail(ours.log)
+        schedule = chosen.group(1)
     assert _arg(ours, "pipeline_schedule") == schedule
     if schedule in ("zbv", "v-half", "v-min"):
         assert _arg(ours, "virtual_pipeline_model_parallel_size") == "2"
@@ -170,7 +175,7 @@ def test_post_validation_trains_as_the_synchronous_step(runs, tree):
 
 @pytest.mark.parametrize("argv, needle", [
     (["--pipeline-schedule", "zbvv"], "did you mean 'zbv'"),
-    (["--pipeline-schedule", "auto"], "use zb-auto"),
+    (["--pipeline-schedule", "auto", "--pipeline-costs", "1,2"], "--pipeline-costs must be F,B,W[,COMM]"),
     (["--optimizer-post-validation"], "--optimizer-post-validation needs --pipeline-schedule"),
 ])
 def test_bad_schedule_options_get_one_sentence(tree, argv, needle):

@@ -19,8 +19,10 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
     group = parser.add_argument_group("pipeline schedule (primus_megatron)")
     group.add_argument("--pipeline-schedule", default=None, metavar="NAME",
                        help="pipeline schedule: " + ", ".join(names(aliases=True)) +
-                            ", or auto (measure costs, then take the fastest that fits the memory limit; see "
-                            "`primus-pipeline list`); default: megatron's own schedule")
+                            ", or auto (the fastest by simulation that fits the memory limit: from measured "
+                            "costs in examples/pretrain_gpt.py, from --pipeline-costs or equal costs in Megatron-LM's "
+                            "loop, which builds the model once; see `primus-pipeline list`); default: megatron's own "
+                            "schedule")
     group.add_argument("--pipeline-memory-limit", type=float, default=None, metavar="UNITS",
                        help="activation memory limit per rank, in microbatches of a rank's layer share "
                             "(zb-auto and other cost-driven schedules; default 1F1B's: the pipeline size)")

@@ -149,10 +149,7 @@ def install() -> None:
     def validate_args(args, defaults={}):
         _refuse(_precheck(args))  # a bad name or chunk count: before anything reads them
         if getattr(args, "pipeline_schedule", None) == "auto":
-            _refuse("--pipeline-schedule auto is not available in Megatron-LM's pretrain_gpt.py (it profiles before "
-                    "training and may rebuild the model with another placement, which Megatron-LM's setup does not "
-                    "allow): use zb-auto (re-plans from measured costs), pick a schedule with `primus-pipeline "
-                    "compare`, or run examples/pretrain_gpt.py")
+            _choose_before_build(args)
         if getattr(args, "optimizer_post_validation", False) and _schedule_of(args) is None:
             _refuse("--optimizer-post-validation needs --pipeline-schedule (our executor validates the step "
                     "during the next step's first forwards); add one, e.g. --pipeline-schedule zb-h1")
@@ -193,6 +190,48 @@ def _cpu_args(args) -> None:
     args.cpu = True
     if changed and os.environ.get("RANK", "0") == "0":
         print(f"CPU mode: {', '.join(changed)} (TransformerEngine, apex and NCCL do not run on CPU)", flush=True)
+
+
+def _choose_before_build(args) -> None:
+    """`--pipeline-schedule auto` in Megatron-LM's loop: the model is built once,
+    with the placement of the schedule chosen now, so the choice cannot wait for
+    measured costs (examples/pretrain_gpt.py profiles first and may rebuild). The
+    simulator ranks every registered schedule whose stages divide the layers
+    under `--pipeline-costs` (default: equal F, B, W, no p2p cost) and
+    `--pipeline-memory-limit`; the fastest becomes the schedule, logged on rank 0."""
+    import os
+
+    from .args import parse_costs
+
+    pp = args.pipeline_model_parallel_size
+    tp, cp = args.tensor_model_parallel_size, getattr(args, "context_parallel_size", 1) or 1
+    dp = max(1, args.world_size // (tp * pp * cp))
+    mbs = args.micro_batch_size
+    gbs = args.global_batch_size or (mbs or 1) * dp  # Megatron-LM's default
+    problem = None
+    if pp < 2:
+        problem = f"--pipeline-schedule auto needs --pipeline-model-parallel-size >= 2, got {pp}"
+    elif not mbs or gbs % (mbs * dp):
+        problem = (f"--pipeline-schedule auto needs --global-batch-size divisible by --micro-batch-size x "
+                   f"data-parallel size ({mbs} x {dp})")
+    if problem is None:
+        try:
+            costs = parse_costs(args.pipeline_costs) if args.pipeline_costs else S.Costs()
+        except ValueError as exc:
+            problem = str(exc)
+    _refuse(problem)
+    usable = [n for n in S.names() if args.num_layers % (pp * S.info(n).chunks) == 0]
+    try:
+        best, rows = S.auto.choose(pp, gbs // (mbs * dp), costs, args.pipeline_memory_limit,
+                                   post_validation=getattr(args, "optimizer_post_validation", False),
+                                   candidates=usable)
+    except S.ScheduleError as exc:
+        _refuse(f"--pipeline-schedule auto: {exc}")
+    if os.environ.get("RANK", "0") == "0":
+        given = "--pipeline-costs " + args.pipeline_costs if args.pipeline_costs else "equal F, B, W costs"
+        print(f"--pipeline-schedule auto, from {given} (Megatron-LM builds the model once, so costs are not measured "
+              f"here):\n{S.auto.table(rows, best)}\nauto: chose {best}", flush=True)
+    args.pipeline_schedule = best
 
 
 def _precheck(args) -> Optional[str]:
