@@ -1,0 +1,619 @@
+"""Worker bodies for tests/test_production_matrix.py: Megatron-LM's production
+configurations (DDP with overlapped gradient reduce, distributed optimizer,
+gradient-accumulation fusion, bf16 Float16Module, tied embeddings, TP+SP, MoE,
+selective recompute) under every schedule and under megatron-core's own 1F1B,
+wired exactly as Megatron-LM's training (megatron/training/training.py at
+core_v0.16.1) wires them, plus a non-pipelined single-process reference.
+
+Not a test module; the test imports it. Three kinds of process launches:
+
+* `reference_body` (world of 1, tp = pp = 1): for every configuration, the full
+  model (pp = 1) trained with plain autograd over each iteration's global batch
+  (every data-parallel rank's microbatches), megatron's DDP (dp = 1) and
+  megatron's optimizer with the same settings;
+* `world_body` (4 ranks, one launch per world layout): every (configuration,
+  schedule) case in turn, each from scratch (model, DDP, optimizer, config
+  hooks). Results go to one file per (case, rank). After each case the ranks
+  agree through the launch's TCP store: a case that raised on every rank (say
+  in a constructor, or after all of them timed out) is followed by fresh
+  process groups and the next case in the same processes; a case that raised
+  on some ranks while others are blocked on them ends the launch, and
+  `run_world` relaunches the world after that case. Either way a failing case
+  costs only itself.
+
+What a case records (per rank, per iteration), always as *pieces*
+`(name, tp_rank, partition_dim, lo, hi, flat values, shard shape)`: a slice
+[lo, hi) of this tensor-parallel rank's shard (flattened) of the full-model
+parameter `name` (global names: decoder layers by global layer number, a tied
+output layer as the word embedding, experts by global expert index):
+
+* `grads`: after finalize_model_grads, the DDP `main_grad` (fp32). With the
+  distributed optimizer, only the range this data-parallel rank owns (the
+  reduce-scattered shard; the rest of the buffer is not meaningful);
+* `params`: after optimizer.step(), the optimizer's main (fp32) parameters; with
+  the distributed optimizer the owned shard;
+* `final_params`: the model's own parameters after the last step (after a final
+  all-gather under the distributed optimizer);
+* `losses`: per-microbatch loss of this data-parallel rank's microbatches;
+* `wgrads_deferred` / `wgrads_run` of our runtime's last step, and the rank's
+  count of linear layers (all, and inside MoE experts).
+"""
+from __future__ import annotations
+
+import glob
+import io
+import math
+import os
+import time
+import traceback
+import zlib
+from functools import partial
+
+import torch
+
+import megatron_reference as ref
+from primus_megatron.compat import cpu_ranks
+
+SEQ = ref.SEQ_LENGTH
+MBS = ref.MICRO_BATCH_SIZE
+MEGATRON = "megatron-1f1b"
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+def transformer_config(spec: dict, *, tp: int, pp: int, vp, reference: bool = False):
+    """The case's TransformerConfig; the reference has tp = pp = 1 (no sequence parallel)."""
+    dtype = torch.bfloat16 if spec.get("bf16") else torch.float32
+    overrides = dict(spec.get("model", {}))
+    if reference:
+        overrides.pop("sequence_parallel", None)
+    moe = spec.get("moe")
+    if moe:
+        overrides.update(num_moe_experts=moe["experts"], moe_router_topk=moe["topk"],
+                         moe_token_dispatcher_type="alltoall", moe_aux_loss_coeff=moe["aux_loss_coeff"],
+                         moe_router_load_balancing_type="aux_loss", moe_grouped_gemm=False,
+                         expert_model_parallel_size=1 if reference else moe["ep"])
+    return ref.tiny_gpt_config(spec["num_layers"], tensor_model_parallel_size=1 if reference else tp,
+                               pipeline_model_parallel_size=1 if reference else pp,
+                               virtual_pipeline_model_parallel_size=vp,
+                               params_dtype=dtype, pipeline_dtype=dtype, bf16=bool(spec.get("bf16")),
+                               **overrides)
+
+
+def provider(config, spec, pre_process=True, post_process=True, vp_stage=None):
+    """Megatron-LM's model-provider contract for the case's GPTModel (local spec)."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+
+    moe = spec.get("moe")
+    layer_spec = (get_gpt_layer_local_spec(num_experts=moe["experts"], moe_grouped_gemm=False) if moe
+                  else get_gpt_layer_local_spec())
+    return GPTModel(config, layer_spec, vocab_size=ref.VOCAB_SIZE, max_sequence_length=SEQ,
+                    pre_process=pre_process, post_process=post_process,
+                    share_embeddings_and_output_weights=bool(spec.get("tied")), vp_stage=vp_stage)
+
+
+def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:
+    """This data-parallel rank's microbatches of `iteration` (different per dp rank and iteration)."""
+    return ref.make_microbatches(spec["microbatches"], seed=1000 * (iteration + 1) + 17 * dp_rank + spec.get("seed", 0))
+
+
+# -- names -----------------------------------------------------------------------------------------
+
+def named_global_parameters(chunk, ep_rank: int = 0):
+    """(global name, parameter) of a (wrapped) chunk; local experts get their global index."""
+    from primus_megatron.runtime.placement import _unwrap, global_parameter_name
+
+    inner = _unwrap(chunk)
+    for local, p in inner.named_parameters():
+        name = global_parameter_name(inner, local)
+        parts = name.split(".")
+        if "local_experts" in parts:
+            i = parts.index("local_experts") + 1
+            experts = inner.decoder.layers[0].mlp.experts
+            parts[i] = str(ep_rank * experts.num_local_experts + int(parts[i]))
+            name = ".".join(parts)
+        yield name, p
+
+
+def _partition_dim(p):
+    return getattr(p, "partition_dim", 0) if getattr(p, "tensor_model_parallel", False) else None
+
+
+def init_by_global_name_(chunks, *, tp_rank: int, tp_size: int, ep_rank: int = 0, seed: int = 11) -> None:
+    """Every parameter from (seed, its global name), then this tensor-parallel rank's shard:
+    the same weights whatever the placement, pipeline/tensor/expert split or build order.
+    Biases are not zero and norms not one, so a misplaced tensor cannot go unnoticed."""
+    with torch.no_grad():
+        for chunk in chunks:
+            for name, p in named_global_parameters(chunk, ep_rank):
+                shape = list(p.shape)
+                dim = _partition_dim(p)
+                if dim is not None:
+                    shape[dim] *= tp_size
+                gen = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+                full = 0.02 * torch.randn(shape, generator=gen)
+                if name.endswith("layer_norm_weight") or ("norm" in name and name.endswith("weight")):
+                    full += 1.0
+                if dim is not None:
+                    full = full.chunk(tp_size, dim=dim)[tp_rank]
+                p.copy_(full.to(p.dtype))
+
+
+# -- what a case records ---------------------------------------------------------------------------
+
+def _subs(optimizer):
+    return list(getattr(optimizer, "chained_optimizers", [optimizer]))
+
+
+def _owned_ranges(optimizer) -> dict:
+    """id(model param) -> (start, end) of the flattened param this dp rank's distributed optimizer owns."""
+    owned = {}
+    for sub in _subs(optimizer):
+        if type(sub).__name__ != "DistributedOptimizer":
+            continue
+        for p in sub.model_param_gbuf_map:
+            r = sub._get_model_param_range_map(p)["param"]
+            owned[id(p)] = (r.start, r.end)
+    return owned
+
+
+def _params_by_id(model, ep_rank: int) -> dict:
+    """id(param) -> (global name, param), each Parameter once (a tied V weight is one Parameter)."""
+    out = {}
+    for chunk in model:
+        for name, p in named_global_parameters(chunk, ep_rank):
+            out.setdefault(id(p), (name, p))
+    return out
+
+
+def record_grads(model, owned, distributed: bool, tp_rank: int, ep_rank: int) -> list:
+    pieces = []
+    for name, p in _params_by_id(model, ep_rank).values():
+        grad = getattr(p, "main_grad", None)
+        if grad is None:
+            continue
+        flat = grad.detach().float().reshape(-1)
+        if distributed:
+            if id(p) not in owned:
+                continue
+            lo, hi = owned[id(p)]
+        else:
+            lo, hi = 0, flat.numel()
+        pieces.append((name, tp_rank, _partition_dim(p), lo, hi, flat[lo:hi].clone(), tuple(p.shape)))
+    return pieces
+
+
+def record_params(model, owned, distributed: bool, tp_rank: int, ep_rank: int) -> list:
+    """The optimizer's main (fp32) parameters: the owned shard under the distributed optimizer."""
+    pieces = []
+    for name, p in _params_by_id(model, ep_rank).values():
+        main = getattr(p, "main_param", None)
+        if distributed:
+            if id(p) not in owned:
+                continue
+            lo, hi = owned[id(p)]
+            values = main if main is not None and getattr(p, "main_param_sharded", False) \
+                else p.detach().reshape(-1)[lo:hi]
+        else:
+            lo, hi = 0, p.numel()
+            values = (main if main is not None else p).detach().reshape(-1)
+        pieces.append((name, tp_rank, _partition_dim(p), lo, hi, values.detach().float().clone(), tuple(p.shape)))
+    return pieces
+
+
+def record_model_params(model, tp_rank: int, ep_rank: int) -> list:
+    """The model's own (possibly bf16) parameters, full: after a final parameter all-gather."""
+    return [(name, tp_rank, _partition_dim(p), 0, p.numel(), p.detach().float().reshape(-1).clone(), tuple(p.shape))
+            for name, p in _params_by_id(model, ep_rank).values()]
+
+
+def _linear_counts(model) -> tuple[int, int]:
+    """(all ColumnParallelLinear/RowParallelLinear, those inside MoE experts) on this rank."""
+    total = experts = 0
+    for chunk in model:
+        for mod_name, mod in chunk.named_modules():
+            if type(mod).__name__ in ("ColumnParallelLinear", "RowParallelLinear"):
+                total += 1
+                experts += ".local_experts." in mod_name
+    return total, experts
+
+
+# -- one case on every rank ------------------------------------------------------------------------
+
+def _clear_megatron_state() -> None:
+    """Global megatron state a previous case may have left."""
+    try:
+        from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker
+
+        clear_aux_losses_tracker()
+    except Exception:  # older/newer megatron without it, or a tracker never created
+        pass
+
+
+def build(spec: dict, schedule: str, *, reference: bool = False):
+    """(model chunks wrapped as Megatron-LM wraps them, optimizer, config, fbf or None, chunks)."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.transformer.module import Float16Module
+
+    import primus_megatron as pm
+    import primus_megatron.schedules  # noqa: F401
+    from primus_megatron.runtime import linear_hooks
+
+    tp, pp = ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size()
+    tp_rank = ps.get_tensor_model_parallel_rank()
+    ep_rank = ps.get_expert_model_parallel_rank() if spec.get("moe") and not reference else 0
+    ddp_spec = dict(spec.get("ddp", {}))
+    fbf = None
+    if reference:
+        config = transformer_config(spec, tp=1, pp=1, vp=None, reference=True)
+        chunks = [provider(config, spec)]
+        nchunks = 1
+        ddp_spec = {}  # plain synchronous DDP (dp = 1)
+    elif schedule == MEGATRON:
+        linear_hooks.uninstall()  # megatron's own linear backward, not ours
+        config = transformer_config(spec, tp=tp, pp=pp, vp=None)
+        chunks = [provider(config, spec, pre_process=ps.is_pipeline_first_stage(),
+                           post_process=ps.is_pipeline_last_stage())]
+        nchunks = 1
+    else:
+        fbf = pm.get_forward_backward_func(schedule, p2p_timeout_s=60)  # installs the linear hooks
+        nchunks = fbf.chunks
+        config = transformer_config(spec, tp=tp, pp=pp, vp=nchunks if nchunks > 1 else None)
+        chunks = pm.build_model(partial(provider, config, spec), schedule=schedule)
+    init_by_global_name_(chunks, tp_rank=0 if reference else tp_rank, tp_size=1 if reference else tp,
+                         ep_rank=ep_rank)
+    if spec.get("bf16"):
+        chunks = [Float16Module(config, c) for c in chunks]
+    overlap = ddp_spec.get("overlap_grad_reduce", False)
+    distributed = ddp_spec.get("use_distributed_optimizer", False)
+    overlap_param_gather = ddp_spec.get("overlap_param_gather", False)
+    # Megatron-LM: align_param_gather is forced off without a virtual pipeline; bucket_size is
+    # None (one bucket) without overlap, else --ddp-bucket-size (small here: several buckets).
+    align_param_gather = overlap_param_gather and nchunks > 1
+    ddp_config = DistributedDataParallelConfig(
+        grad_reduce_in_fp32=True, overlap_grad_reduce=overlap, use_distributed_optimizer=distributed,
+        overlap_param_gather=overlap_param_gather, align_param_gather=align_param_gather,
+        check_for_nan_in_grad=False, bucket_size=ddp_spec.get("bucket_size") if overlap else None)
+    model = [DistributedDataParallel(config, ddp_config, c, disable_bucketing=(i > 0)) for i, c in enumerate(chunks)]
+    opt_spec = spec.get("optimizer", {})
+    dtype = torch.bfloat16 if spec.get("bf16") else torch.float32
+    optimizer = get_megatron_optimizer(OptimizerConfig(
+        optimizer="adam", lr=opt_spec.get("lr", 1e-3), weight_decay=opt_spec.get("weight_decay", 0.01),
+        adam_beta1=0.9, adam_beta2=0.95, adam_eps=opt_spec.get("adam_eps", 1e-6),
+        clip_grad=opt_spec.get("clip_grad", 1.0), loss_scale=opt_spec.get("loss_scale"),
+        bf16=bool(spec.get("bf16")), params_dtype=dtype,
+        use_distributed_optimizer=distributed and not reference,
+        overlap_param_gather=overlap_param_gather and not reference), model)
+    # training.py's hooks (core_v0.16.1, lines 2547-2565)
+    from megatron.core.distributed import finalize_model_grads
+
+    config.grad_scale_func = optimizer.scale_loss
+    if overlap:
+        no_sync = [c.no_sync for c in model]
+        config.no_sync_func = no_sync[0] if len(model) == 1 else no_sync
+        if spec.get("align_grad_reduce", True):
+            sync = [c.start_grad_sync for c in model]
+            config.grad_sync_func = sync[0] if len(model) == 1 else sync
+    if overlap_param_gather and align_param_gather:
+        sync = [c.start_param_sync for c in model]
+        config.param_sync_func = sync[0] if len(model) == 1 else sync
+    config.finalize_model_grads_func = finalize_model_grads
+    return model, optimizer, config, fbf, nchunks, ep_rank
+
+
+def run_case(spec: dict, schedule: str) -> dict:
+    """Megatron-LM's train_step, `spec['iterations']` times, for one schedule."""
+    from megatron.core import parallel_state as ps
+
+    _clear_megatron_state()
+    torch.manual_seed(1234)  # anything drawn outside our init (none expected) is the same per case
+    model, optimizer, config, fbf, nchunks, ep_rank = build(spec, schedule)
+    ddp_spec = spec.get("ddp", {})
+    distributed = ddp_spec.get("use_distributed_optimizer", False)
+    param_gather_hooks = distributed and ddp_spec.get("overlap_param_gather", False)
+    post_validation = spec.get("post_validation") and schedule != MEGATRON
+    tp_rank, dp_rank = ps.get_tensor_model_parallel_rank(), ps.get_data_parallel_rank()
+    pp_rank = ps.get_pipeline_model_parallel_rank()
+    if fbf is None:
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        fbf = get_forward_backward_func()
+    if post_validation:
+        from primus_megatron.optim import PostValidationOptimizer
+
+        optimizer = PostValidationOptimizer(optimizer, model, timeout_s=60)
+    owned = _owned_ranges(optimizer.optimizer if post_validation else optimizer)
+    saved_param_sync = None
+    if param_gather_hooks:  # training.py: no pre-hook and no param_sync_func until the first step succeeded
+        for c in model:
+            c.disable_forward_pre_hook(param_sync=False)
+        saved_param_sync, config.param_sync_func = config.param_sync_func, None
+    out = {"rank": torch.distributed.get_rank(), "pp_rank": pp_rank, "dp_rank": dp_rank, "tp_rank": tp_rank,
+           "iterations": [], "linear_layers": _linear_counts(model)}
+    m = spec["microbatches"]
+    for it in range(spec["iterations"]):
+        batches = microbatches(spec, it, dp_rank)
+        data = [iter(batches) for _ in model] if len(model) > 1 else iter(batches)
+        if not post_validation:
+            for c in model:
+                c.zero_grad_buffer()
+        optimizer.zero_grad()  # post-validation: deferred until the pending step is validated
+        store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=data,
+                    model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=SEQ,
+                    micro_batch_size=MBS, decoder_seq_length=SEQ, forward_only=False)
+        record = {"losses": ref.losses_from_store(store),
+                  "grads": record_grads(model, owned, distributed, tp_rank, ep_rank)}
+        last = getattr(fbf, "last_step", None)
+        if last is not None:
+            record.update(wgrads_deferred=last.wgrads_deferred, wgrads_run=last.wgrads_run)
+        if spec.get("inject_nonfinite_at") == it and pp_rank == 0:
+            from primus_megatron.optim import inject_nonfinite_gradient
+
+            inject_nonfinite_gradient(model)  # stage 0 is on pipeline rank 0 under every placement
+        result = optimizer.step()
+        if not post_validation:
+            record["step"] = (bool(result[0]), None if result[1] is None else float(result[1]))
+            record["params"] = record_params(model, owned, distributed, tp_rank, ep_rank)
+            if it == 0 and param_gather_hooks and result[0]:
+                for c in model:
+                    c.enable_forward_pre_hook()
+                config.param_sync_func = saved_param_sync
+        out["iterations"].append(record)
+    if post_validation:
+        final = optimizer.finish()
+        out["step"] = None if final is None else (bool(final[0]), final[1])
+        out["post_validation"] = dict(optimizer.stats)
+    if param_gather_hooks and len(model[0].remove_forward_pre_hook_handles):
+        for c in model:  # training.py at the end of train(): a final synchronous all-gather
+            c.disable_forward_pre_hook()
+    elif distributed:
+        for c in model:
+            c.start_param_sync(force_sync=True)
+    out["final_params"] = record_model_params(model, tp_rank, ep_rank)
+    return out
+
+
+def _save(obj, path: str) -> None:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(buf.getvalue())
+    os.replace(tmp, path)
+
+
+def _init_parallel_state(world_case: dict) -> None:
+    """Fresh megatron process groups for world_case's tp x pp (x ep): at start-up (cpu_ranks set up
+    tp x pp; MoE needs expert parallel too) and after a case that failed on every rank, so
+    that nothing a failed case left in flight on the old groups can reach the next case.
+    The old groups stay registered with torch.distributed (never garbage-collected while a
+    worker thread may still wait on them)."""
+    from megatron.core import parallel_state as ps
+
+    ps.destroy_model_parallel()
+    ps.initialize_model_parallel(world_case.get("tp", 1), world_case["pp"],
+                                 expert_model_parallel_size=world_case.get("ep", 1),
+                                 distributed_timeout_minutes=max(1, math.ceil(world_case.get("gloo_timeout", 60) / 60)))
+
+
+# After each case every rank posts "ok" or "err" in the launch's TCP store and reads the others'.
+# All posted: all "ok" -> go on; some "err" -> fresh process groups and go on (a failure every
+# rank saw, e.g. in a constructor, costs no relaunch). A rank that failed and does not see every
+# rank post within AGREE_S (peers blocked on it) sets "abort" and exits; the others then fail fast
+# (closed connections) or see "abort", and the parent relaunches the world after the case.
+AGREE_S = 5.0
+
+
+def _agree(store, prefix: str, i: int, rank: int, world: int, failed: bool) -> str:
+    store.set(f"{prefix}/{i}/{rank}", "err" if failed else "ok")
+    keys = [f"{prefix}/{i}/{r}" for r in range(world)]
+    abort = f"{prefix}/abort"
+    limit = time.monotonic() + (AGREE_S if failed else 600.0)
+    while True:
+        if store.check(keys):
+            return "ok" if all(store.get(k) == b"ok" for k in keys) else "recover"
+        if store.check([abort]) or time.monotonic() > limit:
+            store.set(abort, "1")
+            return "abort"
+        time.sleep(0.02)
+
+
+def _forget_failed_step() -> None:
+    """Process-wide runtime state a step that raised may leave (queued weight gradients,
+    a pending post-validation): the next case starts clean."""
+    from primus_megatron.runtime import pending, wgrad_store
+
+    wgrad_store.get_store().clear()
+    pending.set_pending(None)
+
+
+def world_body(rank: int, world_case: dict) -> int:
+    """Cases world_case['cases'][start:] in order; each one's result (or error) in its own
+    file. After each case the ranks agree (`_agree`): go on, go on with fresh process groups,
+    or end the launch (the parent relaunches the world after the case)."""
+    import torch.distributed as dist
+
+    if world_case.get("ep", 1) > 1:
+        _init_parallel_state(world_case)
+    directory, world = world_case["dir"], dist.get_world_size()
+    store = dist.distributed_c10d._get_default_store()
+    prefix = f"matrix/{world_case['start']}"
+    done = 0
+    for i in range(world_case["start"], len(world_case["cases"])):
+        case = world_case["cases"][i]
+        started = time.perf_counter()
+        failed = False
+        try:
+            result = run_case(case["spec"], case["schedule"])
+            result["seconds"] = time.perf_counter() - started
+            _save(result, os.path.join(directory, f"{i}.{rank}.pt"))
+            done += 1
+        except Exception as exc:
+            failed = True
+            with open(os.path.join(directory, f"{i}.{rank}.err"), "w") as f:
+                f.write(f"{time.time():.6f}\n{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}")
+        verdict = _agree(store, prefix, i, rank, world, failed)
+        if verdict == "abort":
+            raise RuntimeError(f"case {i} failed on some rank and not on every rank: relaunch after it")
+        if verdict == "recover":
+            if rank == 0:
+                open(os.path.join(directory, f"{i}.recovered"), "w").close()
+            _forget_failed_step()
+            _init_parallel_state(world_case)
+    return done
+
+
+def reference_body(rank: int, world_case: dict) -> dict:
+    """Every configuration's non-pipelined reference, in one process (see the module doc);
+    a configuration whose reference raises gets {'error': text}."""
+    out = {}
+    for name, spec in world_case["specs"].items():
+        try:
+            out[name] = _reference_run(spec)
+        except Exception as exc:
+            out[name] = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"}
+    return out
+
+
+def _reference_run(spec: dict) -> dict:
+    """One configuration's reference: full model, dp = 1, plain autograd over the global batch."""
+    from megatron.core.transformer.moe.router import MoEAuxLossAutoScaler
+
+    _clear_megatron_state()
+    torch.manual_seed(1234)
+    (model,), optimizer, config, _, _, _ = build(spec, MEGATRON, reference=True)
+    records = []
+    for it in range(spec["iterations"]):
+        batches = [b for dp in range(spec["dp"]) for b in microbatches(spec, it, dp)]
+        model.zero_grad_buffer()
+        optimizer.zero_grad()
+        losses = []
+        n = len(batches)
+        for batch in batches:
+            per_token = model(batch["tokens"], batch["position_ids"], batch["attention_mask"],
+                              labels=batch["labels"])
+            mask = batch["loss_mask"].view(-1).float()
+            loss = torch.sum(per_token.float().view(-1) * mask) / mask.sum()
+            if spec.get("moe"):  # what megatron's forward_step sets: the aux loss's share of the batch
+                MoEAuxLossAutoScaler.set_loss_scale(config.grad_scale_func(torch.ones(1)) / n)
+            config.grad_scale_func(loss / n).backward()
+            losses.append(float(loss.detach()))
+        config.finalize_model_grads_func([model])
+        record = {"losses": losses, "grads": record_grads([model], {}, False, 0, 0)}
+        if spec.get("inject_nonfinite_at") == it:
+            record["step"] = (False, None)  # the synchronous path skips a step with a non-finite grad
+        else:
+            ok, norm, _ = optimizer.step()
+            record["step"] = (bool(ok), None if norm is None else float(norm))
+        record["params"] = record_params([model], {}, False, 0, 0)
+        records.append(record)
+    return {"iterations": records, "final_params": record_model_params([model], 0, 0)}
+
+
+# -- the parent side -------------------------------------------------------------------------------
+
+def run_reference(specs: dict, *, timeout_s: float = 900) -> dict:
+    return cpu_ranks.run_ranks(reference_body, {"pp": 1, "specs": specs}, 1, timeout_s=timeout_s)[0]
+
+
+def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1800) -> list:
+    """Run `cases` ({'spec', 'schedule'}) on the world `layout` ({'world', 'tp', 'pp', 'ep'}).
+    Returns per case either a list of per-rank results or {'error': text}."""
+    world = layout["world"]
+    results: list = [None] * len(cases)
+    start = 0
+    began = time.monotonic()
+    deadline = began + timeout_s
+    log = open(os.path.join(directory, "log.txt"), "a")
+    while start < len(cases):
+        print(f"{time.monotonic() - began:7.1f} s: launch {world} ranks from case {start}", file=log, flush=True)
+        for path in glob.glob(os.path.join(directory, "*.err")) + glob.glob(os.path.join(directory, "*.recovered")):
+            os.remove(path)
+        launch_error = None
+        try:
+            cpu_ranks.run_ranks(world_body, {**layout, "cases": cases, "start": start, "dir": directory}, world,
+                                timeout_s=max(60.0, deadline - time.monotonic()))
+        except (RuntimeError, TimeoutError) as exc:
+            launch_error = str(exc)
+        failed = None
+        for i in range(start, len(cases)):
+            paths = [os.path.join(directory, f"{i}.{r}.pt") for r in range(world)]
+            if all(os.path.exists(p) for p in paths):
+                results[i] = [torch.load(p, weights_only=False) for p in paths]
+                continue
+            results[i] = {"error": _errors(directory, i, world) or launch_error or "no result and no error"}
+            if not os.path.exists(os.path.join(directory, f"{i}.recovered")):
+                failed = i  # the case that ended the launch
+                break
+        print(f"{time.monotonic() - began:7.1f} s: launch ended, first case not finished on every rank: {failed}",
+              file=log, flush=True)
+        if failed is None:
+            break
+        if time.monotonic() > deadline:
+            for j in range(failed + 1, len(cases)):
+                results[j] = {"error": "not run: the world's time budget was spent"}
+            break
+        start = failed + 1
+    return results
+
+
+def _errors(directory: str, i: int, world: int) -> str:
+    """Every rank's error in one line, the first to fail first (the others usually waited on
+    it), then that rank's traceback."""
+    errors = []
+    for r in range(world):
+        path = os.path.join(directory, f"{i}.{r}.err")
+        if os.path.exists(path):
+            with open(path) as f:
+                when, _, text = f.read().partition("\n")
+            errors.append((float(when), r, text))
+    if not errors:
+        return ""
+    errors.sort()
+    lines = [f"rank {r} (+{when - errors[0][0]:.1f} s): {text.splitlines()[0][:400]}" for when, r, text in errors]
+    return "\n".join(lines) + f"\n\nrank {errors[0][1]}:\n{errors[0][2]}"
+
+
+# -- comparisons -----------------------------------------------------------------------------------
+
+def reference_slice(full: torch.Tensor, tp_rank: int, tp_size: int, pdim, lo: int, hi: int) -> torch.Tensor:
+    """What a piece holds, taken from the full (tp = 1) reference tensor."""
+    shard = full if pdim is None or tp_size == 1 else full.chunk(tp_size, dim=pdim)[tp_rank]
+    return shard.reshape(-1)[lo:hi].float()
+
+
+def flat_tensors(pieces_per_rank: list) -> dict:
+    """(name, tp_rank) -> flat tensor assembled from pieces of every rank (and a coverage mask).
+    Pieces of the same elements from different copies (dp replicas, tied copies) must agree
+    with each other; the first one is kept and the others are checked elsewhere."""
+    sizes = {}
+    for pieces in pieces_per_rank:
+        for name, tp_rank, pdim, lo, hi, values, _ in pieces:
+            sizes.setdefault((name, tp_rank), [])
+            sizes[(name, tp_rank)].append((lo, hi, values))
+    out = {}
+    for key, items in sizes.items():
+        n = max(hi for _, hi, _ in items)
+        flat = torch.zeros(n)
+        covered = torch.zeros(n, dtype=torch.bool)
+        for lo, hi, values in items:
+            fresh = ~covered[lo:hi]
+            flat[lo:hi][fresh] = values[fresh]
+            covered[lo:hi] = True
+        out[key] = (flat, covered)
+    return out
+
+
+def max_rel_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
+    """max |a - e| / max |e| (max |a - e| when e is all zero; inf on NaN)."""
+    if actual.shape != expected.shape:
+        return math.inf
+    diff = (actual.float() - expected.float()).abs()
+    if not torch.isfinite(diff).all():
+        return math.inf
+    scale = expected.float().abs().max().item() if expected.numel() else 0.0
+    d = diff.max().item() if diff.numel() else 0.0
+    return d / scale if scale > 0 else d

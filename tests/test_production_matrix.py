@@ -1,0 +1,454 @@
+"""Configuration matrix (issue #12, deliverable 1): every schedule equals
+megatron-core's own 1F1B and a non-pipelined reference on the settings
+Megatron-LM users train with.
+
+For each configuration below, our schedules and megatron-core's own 1F1B run
+on the same model (tiny GPTModel: hidden 32, 4 heads, vocab 128, seq 16, 4
+layers, micro batch 2, 4 microbatches per data-parallel rank, different data
+per dp rank and per iteration), the same initial weights (drawn from each
+parameter's global name, whatever the placement) and Megatron-LM's wiring
+(training.py at core_v0.16.1): megatron's DistributedDataParallel per chunk
+(`disable_bucketing=(i > 0)`), `get_megatron_optimizer` (Adam),
+`no_sync_func` / `grad_sync_func` (overlap_grad_reduce, align_grad_reduce),
+`param_sync_func` (overlap_param_gather with a virtual pipeline),
+`finalize_model_grads`, `grad_scale_func = optimizer.scale_loss`, and every
+iteration `zero_grad_buffer()` + `optimizer.zero_grad()`.
+
+Over every iteration, after finalize_model_grads:
+* every parameter's gradient (DDP main_grad, fp32; the owned reduce-scattered
+  shard under the distributed optimizer) and every loss equal (a) the
+  non-pipelined single-process reference (full model, plain autograd over the
+  global batch = mean over data-parallel ranks) and (b) megatron's 1F1B;
+* after every optimizer step, the optimizer's main parameters equal the
+  reference's and megatron 1F1B's; at the end, the model's own parameters too.
+
+Tolerances (why: every run does the same arithmetic per microbatch and layer;
+what differs is the order of fp32 sums: microbatches accumulated into
+main_grad, the data-parallel mean of 2 partial sums against the reference's
+sum over 8 microbatches, tied-embedding sums, tensor-parallel partial GEMMs):
+* losses and gradients: max |a - e| / max |e| per tensor <= 1e-5 (fp32; bf16 in
+  the first iteration). Measured today: <= 1.5e-6 against the reference, 0
+  (bitwise) against megatron's 1F1B except tied embeddings under V (9e-8). A
+  missing or doubled microbatch (25 % of a gradient), a weight-gradient product
+  rounded to bf16 before its fp32 accumulation (~2^-9) or a misplaced layer is
+  far above it.
+* bf16 from the second iteration on: 1e-2. After a step, a fp32 main parameter
+  that differs by an ulp may round to the neighbouring bf16 weight (2^-8
+  relative), which moves later gradients and losses by up to about that much.
+* main parameters after every Adam step, and the model's parameters at the end:
+  |a - e| <= 1e-2 lr per element (+ one bf16 rounding step, 2^-8 |e|, for a bf16
+  model's own parameters). Adam moves every element by about lr whatever its
+  gradient's size, so a wrong or skipped update is ~100x above this; measured
+  <= 3e-7. Adam's eps is 1e-6 rather than 1e-8: elements whose gradient is
+  within rounding noise of zero otherwise get updates that differ by a visible
+  fraction of lr between runs whose gradients agree to 1e-7 (1e-3 lr measured).
+test_the_checks_catch_small_errors shows that results which pass fail after a
+3e-5 change of one gradient element, 1e-4 of one loss, 2e-5 of one parameter,
+or without one parameter's gradient on one rank.
+
+Worlds: 4 gloo ranks as DP=2 x PP=2 (expert parallel 2, for MoE) and TP=2 x PP=2;
+the reference in a world of one. One launch per world runs every case; a case
+that raises costs only itself (matrix_harness). `-k` selects which
+configurations run, not only which are checked. Today's run time: about 2
+minutes when every case passes (3 launches); a case that deadlocks adds the 60 s
+p2p / gloo timeout.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import matrix_harness as H
+import megatron_reference as ref
+from primus_megatron import schedules as S
+
+pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+
+OURS = ["1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-auto", "zbv", "v-half", "v-min"]
+V_SCHEDULES = ["zbv", "v-half", "v-min"]
+
+BASE = {"num_layers": 4, "microbatches": 4, "iterations": 2}
+OVERLAP = {"overlap_grad_reduce": True, "bucket_size": 3000}  # several buckets per chunk
+
+# name -> (world, spec). spec: ddp (DistributedDataParallelConfig fields), align_grad_reduce,
+# optimizer, model (TransformerConfig fields), bf16, tied, moe, post_validation, schedules.
+CONFIGS = {
+    "a-overlap-grad-sync": ("dp2pp2", {"ddp": OVERLAP}),
+    "a-overlap-no-grad-sync": ("dp2pp2", {"ddp": OVERLAP, "align_grad_reduce": False}),
+    "a-no-overlap": ("dp2pp2", {}),
+    "b-distopt-overlap-param-gather": ("dp2pp2", {"ddp": {**OVERLAP, "use_distributed_optimizer": True,
+                                                          "overlap_param_gather": True}}),
+    "b-distopt": ("dp2pp2", {"ddp": {"use_distributed_optimizer": True}}),
+    # A constant loss scale gives megatron's optimizer its non-finite check; the NaN injected
+    # into stage 0's gradient at iteration 1 makes the synchronous step skip it and the
+    # post-validation step roll back.
+    "b-distopt-post-validation": ("dp2pp2", {"ddp": {"use_distributed_optimizer": True}, "post_validation": True,
+                                             "optimizer": {"loss_scale": 1.0}, "inject_nonfinite_at": 1,
+                                             "iterations": 3, "schedules": ["zb-h2", "zbv"]}),
+    "c-fusion-fp32": ("dp2pp2", {"model": {"gradient_accumulation_fusion": True}}),
+    "c-fusion-bf16": ("dp2pp2", {"model": {"gradient_accumulation_fusion": True}, "bf16": True}),
+    "d-tied-fusion-overlap": ("dp2pp2", {"tied": True, "model": {"gradient_accumulation_fusion": True},
+                                         "ddp": OVERLAP, "schedules": V_SCHEDULES}),
+    "e-tp2-sp": ("tp2pp2", {"model": {"sequence_parallel": True}, "ddp": OVERLAP}),
+    # no linear biases, as Megatron-LM's MoE recipes (--disable-bias-linear); megatron-core 0.16.1's
+    # expert MLP adds its bias in place into a view and fails with expert tensor parallel 1
+    "f-moe-ep2": ("dp2pp2", {"moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2},
+                             "model": {"add_bias_linear": False}}),
+    "g-bf16-selective-recompute": ("dp2pp2", {"bf16": True, "model": {"recompute_granularity": "selective"}}),
+}
+WORLDS = {"dp2pp2": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2},
+          "tp2pp2": {"world": 4, "tp": 2, "pp": 2, "ep": 1, "dp": 1}}
+
+
+def _spec(name: str) -> dict:
+    world, spec = CONFIGS[name]
+    return {**BASE, **spec, "dp": WORLDS[world]["dp"], "seed": sum(map(ord, name))}
+
+
+def _schedules(name: str) -> list:
+    return [H.MEGATRON] + CONFIGS[name][1].get("schedules", OURS)
+
+
+CASES = [(c, s) for c in CONFIGS for s in _schedules(c)]
+
+
+def _ids(case):
+    return f"{case[0]}-{case[1]}"
+
+
+def _selected_configs(request) -> list:
+    """The configurations whose tests were collected (`-k` selects what runs, not only what is checked)."""
+    chosen = set()
+    for item in request.session.items:
+        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        if item.module is request.module and case is not None:
+            chosen.add(case[0])
+    return [c for c in CONFIGS if c in chosen]
+
+
+@pytest.fixture(scope="module")
+def reference(request):
+    return H.run_reference({name: _spec(name) for name in _selected_configs(request)})
+
+
+@pytest.fixture(scope="module")
+def worlds(request, tmp_path_factory):
+    """(config, schedule) -> per-rank results, or {'error': text}. megatron's 1F1B runs first
+    in every configuration; one launch per world layout (plus one per case that raised)."""
+    selected = set(_selected_configs(request))
+    out = {}
+    for world, layout in WORLDS.items():
+        cases = [{"spec": _spec(c), "schedule": s, "config": c} for c, s in CASES
+                 if CONFIGS[c][0] == world and c in selected]
+        if not cases:
+            continue
+        results = H.run_world(layout, cases, str(tmp_path_factory.mktemp(world)))
+        for case, res in zip(cases, results):
+            out[(case["config"], case["schedule"])] = res
+    return out
+
+
+def _result(worlds, config, schedule):
+    res = worlds[(config, schedule)]
+    if isinstance(res, dict):
+        pytest.fail(f"{config} / {schedule}: the run raised:\n{res['error'][:6000]}", pytrace=False)
+    return res
+
+
+# -- tolerances (module doc) ----------------------------------------------------------------------
+
+LR = 1e-3  # matrix_harness.build's default
+PARAM_ATOL = 1e-2 * LR
+BF16_ULP = 2.0 ** -8
+
+
+def _bf16(config) -> bool:
+    return bool(CONFIGS[config][1].get("bf16"))
+
+
+def _grad_tol(config, it) -> float:
+    return 1e-2 if _bf16(config) and it > 0 else 1e-5
+
+
+def _relative(tol):
+    """max |a - e| / max |e| <= tol, per tensor."""
+    def check(values, expected):
+        err = H.max_rel_error(values, expected)
+        return err <= tol, f"max rel error {err:.3g} > {tol:g} (max |expected| {expected.abs().max().item():.3g})"
+    return check
+
+
+def _elementwise(atol, rtol=0.0):
+    """|a - e| <= atol + rtol |e|, per element."""
+    def check(values, expected):
+        if values.shape != expected.shape:
+            return False, f"{values.numel()} values, expected {expected.numel()}"
+        excess = (values - expected).abs() - rtol * expected.abs()
+        worst = excess.max().item() if excess.numel() else 0.0
+        i = int(excess.argmax()) if excess.numel() else 0
+        ok = bool(torch.isfinite(values).all()) and worst <= atol
+        return ok, (f"element {i}: {values.reshape(-1)[i].item():.9g} vs {expected.reshape(-1)[i].item():.9g} "
+                    f"(|diff| - {rtol:g}|e| = {worst:.3g} > {atol:g})")
+    return check
+
+
+def _check_pieces(what, pieces_per_rank, expected_of, check, *, must_cover=None, replicas=None):
+    """Every piece (each copy: dp replicas, tied copies, tp shards) against `expected_of`.
+    `must_cover`: {(name, tp_rank): numel} that the pieces must cover completely, by each
+    data-parallel replica when `replicas` (dp rank per entry of pieces_per_rank) is given
+    (expert parameters, split over the dp ranks by expert parallelism, by all ranks together),
+    else by all ranks together (the distributed optimizer's shards)."""
+    for pieces in pieces_per_rank:
+        for name, tp_rank, pdim, lo, hi, values, _ in pieces:
+            expected = expected_of(name, tp_rank, pdim, lo, hi)
+            assert expected is not None, f"{what}: parameter {name} (tp rank {tp_rank}) has no counterpart"
+            ok, why = check(values, expected)
+            assert ok, f"{what}: {name} (tp rank {tp_rank}, elements {lo}:{hi}) {why}"
+    if must_cover is None:
+        return
+    groups = {None: pieces_per_rank} if replicas is None else {
+        dp: [[p for r, pieces in zip(replicas, pieces_per_rank) for p in pieces
+              if r == dp or ".local_experts." in p[0]]] for dp in sorted(set(replicas))}
+    for dp, group in groups.items():
+        flat = H.flat_tensors(group)
+        whose = "" if dp is None else f" (data-parallel replica {dp})"
+        for key, numel in must_cover.items():
+            assert key in flat, f"{what}: no rank{whose} holds parameter {key[0]} (tp rank {key[1]})"
+            covered = flat[key][1]
+            assert covered.numel() == numel and covered.all(), \
+                f"{what}: parameter {key[0]} (tp rank {key[1]}) only partly covered{whose} " \
+                f"({int(covered.sum())}/{numel})"
+
+
+def _losses_by_dp(per_rank, it):
+    """dp rank -> that rank's per-microbatch losses (from whichever pipeline rank holds the loss)."""
+    out = {}
+    for res in per_rank:
+        losses = res["iterations"][it]["losses"]
+        if losses:
+            assert res["dp_rank"] not in out or out[res["dp_rank"]] == losses, \
+                f"iteration {it}: two ranks of dp rank {res['dp_rank']} returned different losses"
+            out.setdefault(res["dp_rank"], losses)
+    return out
+
+
+def _check_losses(what, losses, expected, tol):
+    assert len(losses) == len(expected), f"{what}: {len(losses)} losses, expected {len(expected)}"
+    err = H.max_rel_error(torch.tensor(losses), torch.tensor(expected))
+    assert err <= tol, f"{what}: losses {losses} != {expected} (max rel error {err:.3g} > {tol:g})"
+
+
+def _check_step(what, ours, theirs):
+    """(update successful, grad norm) of the optimizer step."""
+    assert ours[0] == theirs[0], f"{what}: step successful {ours[0]}, expected {theirs[0]}"
+    if ours[1] is not None or theirs[1] is not None:
+        assert ours[1] is not None and theirs[1] is not None and math.isclose(ours[1], theirs[1], rel_tol=1e-5), \
+            f"{what}: grad norm {ours[1]} != {theirs[1]}"
+
+
+def _final_check(config):
+    return _elementwise(PARAM_ATOL, BF16_ULP if _bf16(config) else 0.0)
+
+
+# -- against the reference ------------------------------------------------------------------------
+
+def _reference_expectation(full: dict, tp_size: int):
+    def expected_of(name, tp_rank, pdim, lo, hi):
+        if name not in full:
+            return None
+        return H.reference_slice(full[name], tp_rank, tp_size, pdim, lo, hi)
+    return expected_of
+
+
+def _full_from_pieces(pieces) -> dict:
+    """The reference's tensors by name (tp = 1: every piece is a whole parameter)."""
+    return {name: values.reshape(shape) for name, _, _, _, _, values, shape in pieces}
+
+
+def _coverage(full: dict, tp_size: int, pdims: dict) -> dict:
+    """{(name, tp rank): elements of that rank's shard} for every reference parameter."""
+    return {(name, t): tensor.numel() // (tp_size if pdims.get(name) is not None else 1)
+            for name, tensor in full.items() for t in range(tp_size)}
+
+
+def _pdims(per_rank) -> dict:
+    return {name: pdim for res in per_rank for name, _, pdim, *_ in res["final_params"]}
+
+
+def _replicas(config, per_rank):
+    """dp rank of each rank's results when every dp replica holds whole tensors (not sharded)."""
+    sharded = CONFIGS[config][1].get("ddp", {}).get("use_distributed_optimizer", False)
+    return None if sharded else [r["dp_rank"] for r in per_rank]
+
+
+def assert_matches_reference(config, schedule, per_rank, refs):
+    tp = WORLDS[CONFIGS[config][0]]["tp"]
+    spec = _spec(config)
+    m = spec["microbatches"]
+    pdims = _pdims(per_rank)
+    replicas = _replicas(config, per_rank)
+    for it, ref_it in enumerate(refs["iterations"]):
+        what = f"{config} / {schedule} / iteration {it}"
+        by_dp = _losses_by_dp(per_rank, it)
+        assert sorted(by_dp) == list(range(spec["dp"])), f"{what}: losses came from dp ranks {sorted(by_dp)}"
+        for dp, losses in by_dp.items():
+            _check_losses(f"{what} dp rank {dp}", losses, ref_it["losses"][dp * m:(dp + 1) * m],
+                          _grad_tol(config, it))
+        full = _full_from_pieces(ref_it["grads"])
+        _check_pieces(f"{what} gradient", [r["iterations"][it]["grads"] for r in per_rank],
+                      _reference_expectation(full, tp), _relative(_grad_tol(config, it)),
+                      must_cover=_coverage(full, tp, pdims), replicas=replicas)
+        if "params" in per_rank[0]["iterations"][it]:
+            for r in per_rank:
+                _check_step(f"{what} rank {r['rank']} optimizer step", r["iterations"][it]["step"], ref_it["step"])
+            full = _full_from_pieces(ref_it["params"])
+            _check_pieces(f"{what} main parameter after the step", [r["iterations"][it]["params"] for r in per_rank],
+                          _reference_expectation(full, tp), _elementwise(PARAM_ATOL),
+                          must_cover=_coverage(full, tp, pdims), replicas=replicas)
+    full = _full_from_pieces(refs["final_params"])
+    _check_pieces(f"{config} / {schedule} / model parameters at the end", [r["final_params"] for r in per_rank],
+                  _reference_expectation(full, tp), _final_check(config), must_cover=_coverage(full, tp, pdims),
+                  replicas=[r["dp_rank"] for r in per_rank])
+
+
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_equals_the_non_pipelined_reference(worlds, reference, case):
+    """Losses, gradients after finalize_model_grads and parameters after every step equal the
+    single-process reference; the megatron-1f1b rows check the harness itself."""
+    config, schedule = case
+    per_rank = _result(worlds, config, schedule)
+    refs = reference[config]
+    if "error" in refs:
+        pytest.fail(f"{config}: the non-pipelined reference raised:\n{refs['error'][-6000:]}", pytrace=False)
+    assert_matches_reference(config, schedule, per_rank, refs)
+
+
+# -- against megatron's own 1F1B ------------------------------------------------------------------
+
+def _megatron_expectation(pieces_per_rank):
+    flat = H.flat_tensors(pieces_per_rank)
+
+    def expected_of(name, tp_rank, pdim, lo, hi):
+        if (name, tp_rank) not in flat:
+            return None
+        values, covered = flat[(name, tp_rank)]
+        assert covered[lo:hi].all(), f"megatron's run does not cover {name} {lo}:{hi}"
+        return values[lo:hi]
+    return expected_of, {k: v[0].numel() for k, v in flat.items()}
+
+
+def assert_matches_megatron(config, schedule, per_rank, mega):
+    spec = _spec(config)
+    replicas = _replicas(config, per_rank)
+    for it in range(spec["iterations"]):
+        what = f"{config} / {schedule} vs megatron 1F1B / iteration {it}"
+        ours, theirs = _losses_by_dp(per_rank, it), _losses_by_dp(mega, it)
+        assert sorted(ours) == sorted(theirs), f"{what}: losses came from dp ranks {sorted(ours)}, not {sorted(theirs)}"
+        for dp in theirs:
+            _check_losses(f"{what} dp rank {dp}", ours[dp], theirs[dp], _grad_tol(config, it))
+        expected_of, coverage = _megatron_expectation([r["iterations"][it]["grads"] for r in mega])
+        _check_pieces(f"{what} gradient", [r["iterations"][it]["grads"] for r in per_rank], expected_of,
+                      _relative(_grad_tol(config, it)), must_cover=coverage, replicas=replicas)
+        if "params" in per_rank[0]["iterations"][it]:
+            for r in per_rank:
+                _check_step(f"{what} rank {r['rank']} optimizer step", r["iterations"][it]["step"],
+                            mega[0]["iterations"][it]["step"])
+            expected_of, coverage = _megatron_expectation([r["iterations"][it]["params"] for r in mega])
+            _check_pieces(f"{what} main parameter after the step", [r["iterations"][it]["params"] for r in per_rank],
+                          expected_of, _elementwise(PARAM_ATOL), must_cover=coverage, replicas=replicas)
+    expected_of, coverage = _megatron_expectation([r["final_params"] for r in mega])
+    _check_pieces(f"{config} / {schedule} vs megatron 1F1B / model parameters at the end",
+                  [r["final_params"] for r in per_rank], expected_of, _final_check(config), must_cover=coverage,
+                  replicas=[r["dp_rank"] for r in per_rank])
+
+
+OUR_CASES = [c for c in CASES if c[1] != H.MEGATRON]
+
+
+@pytest.mark.parametrize("case", OUR_CASES, ids=_ids)
+def test_equals_megatrons_own_1f1b(worlds, case):
+    """Same losses, gradients and parameters as megatron-core's 1F1B on the same configuration."""
+    config, schedule = case
+    per_rank = _result(worlds, config, schedule)
+    mega = _result(worlds, config, H.MEGATRON)
+    assert_matches_megatron(config, schedule, per_rank, mega)
+    if CONFIGS[config][1].get("post_validation"):
+        stats = [r["post_validation"] for r in per_rank]
+        assert all(s["redone"] >= 1 for s in stats) and sum(s["rollbacks"] for s in stats) >= 1, \
+            f"{config} / {schedule}: the injected non-finite gradient forced no rollback ({stats})"
+
+
+# -- MoE: expert weight gradients are deferred -----------------------------------------------------
+
+def _splits(schedule: str, pp: int, m: int) -> bool:
+    return any(op.kind == S.W for ops in S.generate(schedule, pp, m).ranks for op in ops)
+
+
+MOE_SPLIT_CASES = [c for c in OUR_CASES if CONFIGS[c[0]][1].get("moe")
+                   and _splits(c[1], WORLDS[CONFIGS[c[0]][0]]["pp"], _spec(c[0])["microbatches"])]
+
+
+@pytest.mark.parametrize("case", MOE_SPLIT_CASES, ids=_ids)
+def test_expert_weight_gradients_are_deferred(worlds, case):
+    """Under schedules with W ops, every linear layer (the experts' included) defers its
+    weight gradient once per microbatch, and W runs each."""
+    config, schedule = case
+    per_rank = _result(worlds, config, schedule)
+    m = _spec(config)["microbatches"]
+    for res in per_rank:
+        total, experts = res["linear_layers"]
+        assert experts > 0, f"{config}: rank {res['rank']} holds no expert linear layer"
+        for it, record in enumerate(res["iterations"]):
+            assert record["wgrads_deferred"] == total * m, \
+                (f"{config} / {schedule} / iteration {it}: rank {res['rank']} deferred {record['wgrads_deferred']} "
+                 f"weight gradients, expected {total} linear layers ({experts} of them in experts) x {m} microbatches")
+            assert record["wgrads_run"] == record["wgrads_deferred"], \
+                f"{config} / {schedule} / iteration {it}: rank {res['rank']} ran {record['wgrads_run']} of them"
+
+
+# -- the checks themselves can fail ----------------------------------------------------------------
+
+def _perturbed(per_rank, mutate):
+    import copy
+
+    out = copy.deepcopy(per_rank)
+    mutate(out)
+    return out
+
+
+@pytest.mark.parametrize("case", [("a-no-overlap", H.MEGATRON), ("a-no-overlap", "zbv")], ids=_ids)
+def test_the_checks_catch_small_errors(worlds, reference, case):
+    """A result that passes fails once one gradient element moves by 3e-5 of its tensor's
+    largest value, one loss by 1e-4, one main parameter element by 2x the parameter
+    tolerance, or one parameter shard goes missing."""
+    config, schedule = case
+    per_rank = _result(worlds, config, schedule)
+    mega = _result(worlds, config, H.MEGATRON)
+    refs = reference[config]
+    assert_matches_reference(config, schedule, per_rank, refs)
+    if schedule != H.MEGATRON:
+        assert_matches_megatron(config, schedule, per_rank, mega)
+
+    def grad(res):
+        values = res[1]["iterations"][1]["grads"][3][5]
+        values[7] += 3e-5 * values.abs().max()
+
+    def loss(res):
+        holder = next(r for r in res if r["iterations"][0]["losses"])
+        holder["iterations"][0]["losses"][2] *= 1 + 1e-4
+
+    def param(res):
+        res[2]["iterations"][0]["params"][4][5][1] += 2 * PARAM_ATOL
+
+    def missing(res):
+        del res[3]["iterations"][1]["grads"][0]
+
+    for mutate in (grad, loss, param, missing):
+        bad = _perturbed(per_rank, mutate)
+        with pytest.raises(AssertionError):
+            assert_matches_reference(config, schedule, bad, refs)
+        if schedule != H.MEGATRON:
+            with pytest.raises(AssertionError):
+                assert_matches_megatron(config, schedule, bad, mega)
