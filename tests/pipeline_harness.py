@@ -58,6 +58,9 @@ def _main_grads(model):
 
 SCHEDULE_SIDE_OPTIONS = ("gradient_accumulation_fusion", "calculate_per_token_loss", "grad_scale_func",
                          "deallocate_pipeline_outputs")
+# how the layers are split over pipeline stages: meaningless for the unpipelined reference
+SPLIT_OPTIONS = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
+                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
 
 
 def one_step(rank, case, pp):
@@ -68,7 +71,7 @@ def one_step(rank, case, pp):
     m, tied, sched = case["microbatches"], case.get("tied", False), case["schedule"]
     batches = ref.make_microbatches(m, seed=case.get("data_seed", 0))
     # The reference is plain autograd: schedule-side options do not apply to it.
-    numeric = {k: v for k, v in case.get("config", {}).items() if k not in SCHEDULE_SIDE_OPTIONS}
+    numeric = {k: v for k, v in case.get("config", {}).items() if k not in SCHEDULE_SIDE_OPTIONS + SPLIT_OPTIONS}
     full = ref.build_full_model(case["num_layers"], tied=tied, **numeric)
     if sched == "megatron-1f1b":
         from megatron.core.pipeline_parallel import get_forward_backward_func

@@ -68,6 +68,84 @@ CASES = {
         megatron=dict(pipeline_schedule="v-half", pipeline_model_parallel_size=4, num_layers=12),
         megatron_needles=["--num-layers 12 does not split into 8 equal stages (4 pipeline ranks x 2 chunks)",
                           "use a multiple of 8"]),
+    # uneven layer splits (megatron's options; the same global stages under loop and V placement)
+    "first/last counts with the embedding accounting": dict(
+        split=True,
+        argv=["--pipeline-schedule", "zb-h1", "--decoder-first-pipeline-num-layers", "2",
+              "--account-for-embedding-in-pipeline-split"],
+        needles=["--decoder-first-pipeline-num-layers cannot be combined with "
+                 "--account-for-embedding-in-pipeline-split"],
+        cli=None,
+        megatron=dict(pipeline_schedule="zbv", decoder_last_pipeline_num_layers=2,
+                      account_for_loss_in_pipeline_split=True),
+        megatron_needles=["--decoder-last-pipeline-num-layers cannot be combined with "
+                          "--account-for-loss-in-pipeline-split"]),
+    "first rank's layers not a multiple of the chunks": dict(
+        split=True,
+        argv=["--pipeline-schedule", "zbv", "--decoder-first-pipeline-num-layers", "1"],
+        needles=["--decoder-first-pipeline-num-layers 1 must be a multiple of 2",
+                 "each of the 2 chunks per pipeline rank of --pipeline-schedule zbv"],
+        cli=None,
+        megatron=dict(pipeline_schedule="v-half", decoder_last_pipeline_num_layers=3, num_layers=11),
+        megatron_needles=["--decoder-last-pipeline-num-layers 3 must be a multiple of 2",
+                          "--pipeline-schedule v-half"]),
+    "first and last counts on 2 ranks x 2 chunks": dict(
+        split=True,
+        argv=["--pipeline-schedule", "zbv", "--pipeline-model-parallel-size", "2",
+              "--decoder-first-pipeline-num-layers", "2", "--decoder-last-pipeline-num-layers", "6"],
+        needles=["--decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers cannot both be given "
+                 "with 2 pipeline ranks x 2 chunks", "give only --decoder-first-pipeline-num-layers 2: the last rank "
+                 "holds the other 6 layers"],
+        cli=None,
+        megatron=dict(pipeline_schedule="interleaved-zb", pipeline_model_parallel_size=2,
+                      decoder_first_pipeline_num_layers=4, decoder_last_pipeline_num_layers=4),
+        megatron_needles=["cannot both be given with 2 pipeline ranks x 2 chunks",
+                          "give only --decoder-first-pipeline-num-layers 4"]),
+    "middle ranks' layers do not split": dict(
+        split=True,
+        argv=["--pipeline-schedule", "zb-h1", "--decoder-first-pipeline-num-layers", "1",
+              "--decoder-last-pipeline-num-layers", "2"],
+        needles=["--num-layers 8 minus --decoder-first-pipeline-num-layers 1 + --decoder-last-pipeline-num-layers 2 "
+                 "leaves 5 layers for the 2 middle pipeline ranks; they must be a positive multiple of 2"],
+        cli=None,
+        megatron=dict(pipeline_schedule="zb-h2", decoder_first_pipeline_num_layers=6,
+                      decoder_last_pipeline_num_layers=4),
+        megatron_needles=["--decoder-first-pipeline-num-layers 6 + --decoder-last-pipeline-num-layers 4 must be "
+                          "below --num-layers 8 on 4 pipeline ranks"]),
+    "embedding and loss accounting does not split": dict(
+        split=True,
+        argv=["--pipeline-schedule", "zbv", "--account-for-embedding-in-pipeline-split",
+              "--account-for-loss-in-pipeline-split"],
+        needles=["--num-layers 8 plus the embedding and the loss", "make 10 layers, which do not split into 8 "
+                 "equal stages (4 pipeline ranks x 2 chunks); use --num-layers 6"],
+        cli=None,
+        megatron=dict(pipeline_schedule="v-min", account_for_loss_in_pipeline_split=True),
+        megatron_needles=["--num-layers 8 plus the loss (--account-for-loss-in-pipeline-split) make 9 layers",
+                          "use --num-layers 7"]),
+    "embedding alone in a stage with W ops": dict(
+        split=True,
+        argv=["--pipeline-schedule", "zbv", "--num-layers", "7", "--account-for-embedding-in-pipeline-split"],
+        needles=["--num-layers 7 with --account-for-embedding-in-pipeline-split leaves the first stage with the "
+                 "embedding alone", "--pipeline-schedule zbv needs a weight gradient to defer to W in every stage",
+                 f"or use {NO_W}"],
+        cli=None,
+        megatron=dict(pipeline_schedule="zb-h1", num_layers=3, account_for_embedding_in_pipeline_split=True),
+        megatron_needles=["leaves the first stage with the embedding alone", "--pipeline-schedule zb-h1"]),
+    "uneven split without pipeline parallelism": dict(
+        argv=["--pipeline-model-parallel-size", "1", "--decoder-first-pipeline-num-layers", "2"],
+        needles=["--decoder-first-pipeline-num-layers needs --pipeline-model-parallel-size >= 2, got 1"],
+        cli=None, megatron=None),
+    "megatron layout under V": dict(
+        split=True, argv=None, cli=None,
+        megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|tt|tt|t|t|tt|tt|tL"),
+        megatron_needles=["--pipeline-model-parallel-layout cannot be used with --pipeline-schedule zbv",
+                          "use --decoder-first/last-pipeline-num-layers or "
+                          "--account-for-embedding/loss-in-pipeline-split, or a loop-placed schedule"]),
+    "megatron layout of another stage count": dict(
+        split=True, argv=None, cli=None,
+        megatron=dict(pipeline_schedule="zb-h1", pipeline_model_parallel_layout="Et|tt|tt|t|t|tt|tt|tL"),
+        megatron_needles=["--pipeline-model-parallel-layout has 8 stages but --pipeline-schedule zb-h1 runs 4 "
+                          "pipeline ranks x 1 chunk = 4"]),
     "global batch not divisible": dict(
         argv=["--pipeline-schedule", "zb-h1", "--micro-batch-size", "3", "--global-batch-size", "8"],
         needles=["--global-batch-size 8 must be divisible by --micro-batch-size 3 x data-parallel size 1"],
@@ -263,7 +341,8 @@ def megatron_lm_installed(monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["unknown schedule", "V layers do not split into 2 x pp",
-                                  "memory limit below v-min's", "full recompute with W ops"])
+                                  "memory limit below v-min's", "full recompute with W ops",
+                                  *[n for n, c in CASES.items() if c.get("split") and c["megatron"]]])
 def test_megatron_lm_validate_args_refuses_with_one_line_and_status_2(name, megatron_lm_installed, capsys):
     initialize, calls = megatron_lm_installed
     args = megatron_lm_args(num_virtual_stages_per_pipeline_rank=None, num_layers_per_virtual_pipeline_stage=None,
@@ -274,7 +353,9 @@ def test_megatron_lm_validate_args_refuses_with_one_line_and_status_2(name, mega
     line = _one_line(capsys.readouterr().err, os.path.basename(sys.argv[0]) + ": error: ")
     for needle in CASES[name]["megatron_needles"]:
         assert needle in line, (needle, line)
-    assert calls == ([] if name == "unknown schedule" else [args.pipeline_schedule])
+    # the schedule's name and the layer split are checked before Megatron-LM's own validate_args
+    split = name == "V layers do not split into 2 x pp" or CASES[name].get("split")
+    assert calls == ([] if name == "unknown schedule" or split else [args.pipeline_schedule])
 
 
 def test_megatron_lm_validate_args_accepts_a_good_configuration(megatron_lm_installed):
@@ -307,10 +388,22 @@ def _parse(argv, world=WORLD):
     ["--pipeline-schedule", "zb-auto", "--pipeline-memory-limit", "1"],
     ["--pipeline-schedule", "v-min", "--pipeline-memory-limit", "2"],
     ["--pipeline-schedule", "zbv", "--num-layers", "16"],
+    # uneven splits
+    ["--pipeline-schedule", "zbv", "--num-layers", "14", "--account-for-embedding-in-pipeline-split",
+     "--account-for-loss-in-pipeline-split"],
+    ["--pipeline-schedule", "v-half", "--num-layers", "12", "--decoder-first-pipeline-num-layers", "2",
+     "--decoder-last-pipeline-num-layers", "2"],
+    ["--pipeline-schedule", "zbv", "--pipeline-model-parallel-size", "2", "--decoder-first-pipeline-num-layers", "2"],
+    ["--pipeline-schedule", "zb-h1", "--num-layers", "10", "--decoder-first-pipeline-num-layers", "1",
+     "--decoder-last-pipeline-num-layers", "3"],
+    ["--pipeline-schedule", "1f1b", "--num-layers", "3", "--account-for-embedding-in-pipeline-split"],
+    ["--pipeline-schedule", "zbv", "--num-layers", "7", "--account-for-loss-in-pipeline-split"],
+    ["--pipeline-schedule", "auto", "--num-layers", "7", "--account-for-embedding-in-pipeline-split"],
+    ["--num-layers", "6", "--decoder-first-pipeline-num-layers", "3"],  # megatron's own schedule
 ])
 def test_the_neighbours_of_each_refusal_are_accepted(argv):
     args = _parse(argv)
-    assert args.pipeline_schedule is not None
+    assert args.pipeline_schedule is not None or "--pipeline-schedule" not in argv
 
 
 @pytest.mark.parametrize("values", [
@@ -318,6 +411,11 @@ def test_the_neighbours_of_each_refusal_are_accepted(argv):
     dict(pipeline_schedule="zbv", context_parallel_size=2, transformer_impl="transformer_engine"),
     dict(pipeline_schedule="zbv", moe_grouped_gemm=True, transformer_impl="transformer_engine"),
     dict(pipeline_schedule="1f1b", moe_grouped_gemm=True, transformer_impl="local"),  # no W ops to defer
+    dict(pipeline_schedule="zbv", num_layers=14, account_for_embedding_in_pipeline_split=True,
+         account_for_loss_in_pipeline_split=True),
+    dict(pipeline_schedule="interleaved-zb", num_layers=12, decoder_first_pipeline_num_layers=2,
+         decoder_last_pipeline_num_layers=2),
+    dict(pipeline_schedule="zb-h1", pipeline_model_parallel_layout="Et|tt|tt|ttL"),  # a layout of 4 stages
     dict(pipeline_schedule="zbv", cuda_graph_impl="none", defer_embedding_wgrad_compute=False,
          variable_seq_lengths=False, overlap_moe_expert_parallel_comm=False, fine_grained_activation_offloading=False),
 ])

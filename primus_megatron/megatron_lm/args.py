@@ -6,7 +6,7 @@ import argparse
 import math
 from typing import Callable, Optional
 
-from ..schedules import V, names, registry
+from ..schedules import V, layer_split, names, registry
 
 
 def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = None) -> argparse.ArgumentParser:
@@ -60,11 +60,8 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
             return "--pipeline-schedule auto measures costs first: --pipeline-profile-steps must be >= 1"
         if pp is not None and pp < 2:
             return f"--pipeline-schedule auto needs --pipeline-model-parallel-size >= 2, got {pp}"
-        num_layers = getattr(args, "num_layers", None)
-        if pp is not None and num_layers is not None and num_layers % pp:
-            return (f"--num-layers {num_layers} does not split into {pp} equal stages for --pipeline-schedule auto; "
-                    f"use a multiple of {pp} (of {2 * pp} to let it consider the V schedules)")
-        return None
+        # profiled with a 1-chunk schedule that has W ops; the candidates are those the split fits
+        return check_layer_split(args, pp, 1, "--pipeline-schedule auto", w_ops=True)
     try:
         entry = registry.info(name)
     except ValueError as exc:
@@ -89,13 +86,10 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
     if pp is not None and pp < 2:
         return (f"--pipeline-schedule {entry.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
                 f"drop --pipeline-schedule to train without pipelining")
-    num_layers = getattr(args, "num_layers", None)
-    if pp is not None and num_layers is not None and num_layers % (pp * chunks):
-        stages = pp * chunks
-        what = f"{pp} pipeline ranks x {chunks} chunks" if chunks > 1 else f"{pp} pipeline ranks"
-        return (f"--num-layers {num_layers} does not split into {stages} equal stages ({what}) for "
-                f"--pipeline-schedule {entry.name}; use a multiple of {stages}, e.g. "
-                f"{stages * max(1, round(num_layers / stages))}")
+    problem = check_layer_split(args, pp, chunks, f"--pipeline-schedule {entry.name}",
+                                w_ops=splits_weight_gradients(entry), v_placement=entry.placement == V)
+    if problem:
+        return problem
     problem = check_deferred_wgrad_args(args, entry)
     if problem:
         return problem
@@ -109,6 +103,32 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
             return (f"--pipeline-schedule {entry.name} with {microbatches} microbatches (global batch / micro batch "
                     f"/ data parallel) on {pp} pipeline ranks: {exc}")
     return None
+
+
+def check_layer_split(args: argparse.Namespace, pp: Optional[int], chunks: int, what: Optional[str], *,
+                      w_ops: bool = False, v_placement: bool = False) -> Optional[str]:
+    """The layer split of the arguments (--num-layers, --decoder-first/last-pipeline-num-layers,
+    --account-for-embedding/loss-in-pipeline-split, and Megatron-LM's --pipeline-model-parallel-layout)
+    for `pp` ranks x `chunks`, in one sentence, or None. megatron-core's split
+    (schedules/layer_split.py), the same global stages under every placement."""
+    if getattr(args, "pipeline_model_parallel_layout", None):
+        if v_placement:
+            return (f"--pipeline-model-parallel-layout cannot be used with {what}: megatron's layout assigns "
+                    f"layers by pipeline rank and the V placement by global stage; use "
+                    f"--decoder-first/last-pipeline-num-layers or --account-for-embedding/loss-in-pipeline-split, "
+                    f"or a loop-placed schedule")
+        try:  # the layout is the split (megatron checks it); its stage count must be the schedule's
+            from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+
+            stages = PipelineParallelLayerLayout.get_num_stages_from_str(args.pipeline_model_parallel_layout)
+        except Exception:  # megatron-core absent or a layout it cannot parse: megatron reports it
+            return None
+        if pp is not None and stages != pp * chunks:
+            return (f"--pipeline-model-parallel-layout has {stages} stages but {what} runs {pp} pipeline ranks x "
+                    f"{chunks} chunk{'s' if chunks > 1 else ''} = {pp * chunks}: give a layout of {pp * chunks} "
+                    f"stages")
+        return None
+    return layer_split.check(layer_split.LayerSplit.from_args(args), pp, chunks, what, w_ops=w_ops)
 
 
 def _num_microbatches(args: argparse.Namespace) -> Optional[int]:

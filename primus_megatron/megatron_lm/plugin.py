@@ -155,11 +155,13 @@ def install() -> None:
                     "during the next step's first forwards); add one, e.g. --pipeline-schedule zb-h1")
         if cpu_mode:
             _cpu_args(args)
+        _refuse(_split_precheck(args))  # before Megatron-LM's own assertions on the layer split
         entry = _schedule_of(args)
         if entry is not None:
             chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
             if chunks > 1 and args.num_virtual_stages_per_pipeline_rank is None \
-                    and args.num_layers_per_virtual_pipeline_stage is None:
+                    and args.num_layers_per_virtual_pipeline_stage is None \
+                    and getattr(args, "pipeline_model_parallel_layout", None) is None:  # a layout sets it
                 args.num_virtual_stages_per_pipeline_rank = chunks
         result = original_validate(args, defaults)
         from .args import check_schedule_args
@@ -243,6 +245,21 @@ def _precheck(args) -> Optional[str]:
     group = {k: v for k, v in vars(args).items()
              if k.startswith("pipeline_") and k != "pipeline_model_parallel_size"}  # our group's options
     return check_schedule_args(argparse.Namespace(**group))
+
+
+def _split_precheck(args) -> Optional[str]:
+    """The layer split for the schedule (pp ranks x its chunks), in one sentence, or None."""
+    entry = _schedule_of(args)
+    if entry is None or getattr(args, "pipeline_schedule", None) == "auto":
+        return None
+    from .args import check_layer_split, splits_weight_gradients
+
+    chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
+    pp = getattr(args, "pipeline_model_parallel_size", None)
+    if pp is None or pp < 2:
+        return None  # check_schedule_args says what is wrong with the pipeline size
+    return check_layer_split(args, pp, chunks, f"--pipeline-schedule {entry.name}",
+                             w_ops=splits_weight_gradients(entry), v_placement=entry.placement == S.V)
 
 
 def _refuse(problem: Optional[str]) -> None:

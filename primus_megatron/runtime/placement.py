@@ -5,9 +5,33 @@ with its loop placement `stage = vp_stage * pp + pp_rank`
 (`get_num_layers_to_build`, `get_transformer_layer_offset`). For the V
 placement we translate the chunk's global stage S back into the loop pair
 (S // pp, S % pp) while the provider runs, so stage S gets exactly the layers
-loop stage S would get: layer numbers stay global, any megatron split (even,
-uneven first/last stage, embedding/loss accounted) carries over, and
-checkpoints map by layer number whatever the schedule.
+loop stage S would get: layer numbers stay global, any megatron split carries
+over, and checkpoints map by layer number whatever the schedule.
+
+Uneven splits (megatron-core 0.16.1; `schedules/layer_split.py` computes the
+same split in pure Python and is checked against these two functions):
+
+* `num_layers_in_first_pipeline_stage` / `num_layers_in_last_pipeline_stage`
+  (Megatron-LM's --decoder-first/last-pipeline-num-layers) count the layers
+  of the first / last *pipeline rank*. With a virtual pipeline (vp chunks per
+  rank) megatron does not apply them to the first / last virtual stage only
+  and needs no `pipeline_model_parallel_layout`: each of that rank's vp
+  chunks gets count / vp layers (a multiple of vp is required) and the middle
+  ranks' chunks share the rest evenly. As global stages, with 2 chunks: F/2
+  layers in stages 0 and pp, L/2 in stages pp-1 and 2pp-1. Under V, rank 0
+  (stages 0 and 2pp-1) and rank pp-1 (stages pp-1 and pp) then each hold
+  F/2 + L/2 layers. megatron-core divides by zero when pp = 2, vp > 1 and both
+  are given (giving only the first count is the same split), and builds
+  negative layer counts when they exceed the layers; both are refused here.
+* `account_for_embedding_in_pipeline_split` / `account_for_loss_in_pipeline_split`
+  count the embedding / the loss as one layer of the split and place it in
+  the global first / last *virtual* stage only, which builds one transformer
+  layer fewer (possibly none). Under V both of these stages are rank 0's, so
+  rank 0, which computes the embedding, the output layer and the loss, holds
+  two layers fewer than the other ranks: the way to make rank 0's two chunks
+  together no heavier than another rank's.
+* `pipeline_model_parallel_layout` reads the pipeline rank from
+  parallel_state, out of reach of the remapping: refused under V.
 """
 from __future__ import annotations
 
@@ -18,6 +42,7 @@ from typing import Callable, Optional, Union
 import torch
 
 from .. import schedules as S
+from ..schedules import layer_split
 from ..schedules.errors import ScheduleError
 from . import te_wgrad
 
@@ -101,8 +126,8 @@ def _untie_group(placement: str):
 
 def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str, S.Schedule],
                 chunks: Optional[int] = None, pp: Optional[int] = None, rank: Optional[int] = None,
-                num_layers: Optional[int] = None) -> list[torch.nn.Module]:
-    """This rank's model chunks for `schedule`'s placement.
+                num_layers: Optional[int] = None, config=None) -> list[torch.nn.Module]:
+    """This rank's chunks for `schedule`'s placement.
 
     `provider(pre_process, post_process, vp_stage)` is Megatron-LM's
     model-provider contract (keyword arguments). Chunk c holds global stage
@@ -112,20 +137,45 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
     layers are routed to our weight-gradient store (`te_wgrad.enable`): wrap
     the chunks in megatron's DistributedDataParallel with
     `DistributedDataParallelConfig(delay_wgrad_compute=True)` when they hold any.
+
+    The layer split is megatron's, even or uneven (see the module doc), under
+    every placement. Given `config` (the provider's TransformerConfig) or
+    `num_layers`, a split that cannot be built for this schedule is refused
+    (ScheduleError, one sentence) before any chunk is built; each built chunk
+    of megatron's TransformerBlock must hold the layers its global stage
+    should (a provider whose config disagrees with the schedule, e.g. in its
+    virtual pipeline size, is refused too).
     """
     from megatron.core import parallel_state
 
     if isinstance(schedule, S.Schedule):
-        placement, nchunks = schedule.placement, schedule.chunks_per_rank
+        name, placement, nchunks = schedule.name, schedule.placement, schedule.chunks_per_rank
+        w_ops = schedule.splits_backward
     else:
         entry = S.info(schedule)
-        placement, nchunks = entry.placement, S.registry.resolve_chunks(entry, chunks)
+        name, placement, nchunks = entry.name, entry.placement, S.registry.resolve_chunks(entry, chunks)
+        w_ops = entry.needs_extra is not None or S.generate(entry.name, 2, 4, validate=False).splits_backward
     pp = parallel_state.get_pipeline_model_parallel_world_size() if pp is None else pp
     rank = parallel_state.get_pipeline_model_parallel_rank() if rank is None else rank
     n = pp * nchunks
-    if num_layers is not None and num_layers % n:
-        raise ScheduleError(f"--num-layers {num_layers} does not split evenly into the {n} stages of this schedule "
-                            f"(pp={pp} x {nchunks} chunk(s)); use a multiple of {n}")
+    what = f"pipeline schedule {name!r}"
+    if config is not None and getattr(config, "pipeline_model_parallel_layout", None) is not None:
+        if placement == S.V:
+            raise ScheduleError(f"pipeline_model_parallel_layout cannot be used with {what}: its V placement "
+                                f"decides the layers by global stage and megatron's layout by pipeline rank; use "
+                                f"num_layers_in_first/last_pipeline_stage or account_for_embedding/loss_in_"
+                                f"pipeline_split, or a loop-placed schedule")
+        split = None  # megatron's layout decides (and checks) the split
+    elif config is not None:
+        split = layer_split.LayerSplit.from_config(config)
+    elif num_layers is not None:
+        split = layer_split.LayerSplit(num_layers)
+    else:
+        split = None
+    names = layer_split.CONFIG if config is not None else layer_split.CLI
+    problem = layer_split.check(split, pp, nchunks, what, w_ops=w_ops, names=names)
+    if problem:
+        raise ScheduleError(problem)
     model = []
     with layer_placement(pp, placement), _untie_group(placement):
         for c in range(nchunks):
@@ -133,12 +183,37 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
             chunk = provider(pre_process=stage == 0, post_process=stage == n - 1,
                              vp_stage=c if nchunks > 1 else None)
             chunk.pipeline_stage, chunk.pipeline_num_stages = stage, n
+            _check_layers(chunk, stage, pp, nchunks, what)
             te_wgrad.enable(chunk)  # TransformerEngine layers defer into our store (no-op without TE)
             model.append(chunk)
     if placement == S.V and rank == 0:
         _tie_embeddings(model)
     patch_float16_module()
     return model
+
+
+def _check_layers(chunk: torch.nn.Module, stage: int, pp: int, chunks: int, what: str) -> None:
+    """A chunk built on megatron's TransformerBlock holds the global layers of its stage."""
+    from megatron.core.transformer.transformer_block import TransformerBlock
+
+    inner = _unwrap(chunk)
+    block, config = getattr(inner, "decoder", None), getattr(inner, "config", None)
+    if not isinstance(block, TransformerBlock) or config is None or not isinstance(getattr(config, "num_layers", None), int):
+        return
+    if getattr(config, "pipeline_model_parallel_layout", None) is not None:
+        return
+    try:
+        expected = layer_split.stage_ranges(layer_split.LayerSplit.from_config(config), pp, chunks)[stage]
+    except ScheduleError as exc:
+        raise ScheduleError(f"the provider's TransformerConfig cannot be split for {what}: {exc}") from None
+    held = [layer.layer_number for layer in block.layers]
+    if held != list(expected):
+        vp = getattr(config, "virtual_pipeline_model_parallel_size", None)
+        cpp = getattr(config, "pipeline_model_parallel_size", None)
+        raise ScheduleError(f"global stage {stage} of {what} was built with layers {held} instead of "
+                            f"{list(expected)}: the provider's TransformerConfig must have "
+                            f"pipeline_model_parallel_size={pp} and virtual_pipeline_model_parallel_size="
+                            f"{chunks if chunks > 1 else None} (it has {cpp} and {vp})")
 
 
 def patch_float16_module() -> None:

@@ -10,7 +10,7 @@ import os
 from typing import Optional, Sequence
 
 from ..megatron_lm.args import add_args as add_pipeline_args
-from ..megatron_lm.args import check_schedule_args
+from ..megatron_lm.args import check_layer_split, check_schedule_args
 
 
 class ConfigError(ValueError):
@@ -84,6 +84,17 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("parallelism")
     g.add_argument("--tensor-model-parallel-size", type=int, default=1)
     g.add_argument("--pipeline-model-parallel-size", type=int, default=1)
+    g.add_argument("--decoder-first-pipeline-num-layers", type=int, default=None, metavar="N",
+                   help="transformer layers of the first pipeline rank (all its chunks; a multiple of the chunks per "
+                        "rank); the middle ranks share the rest evenly (Megatron-LM's option; default: even split)")
+    g.add_argument("--decoder-last-pipeline-num-layers", type=int, default=None, metavar="N",
+                   help="transformer layers of the last pipeline rank, as --decoder-first-pipeline-num-layers")
+    g.add_argument("--account-for-embedding-in-pipeline-split", action="store_true",
+                   help="count the embedding as a layer of the split: the first stage holds one transformer layer "
+                        "fewer (under V placement rank 0 holds the first stage)")
+    g.add_argument("--account-for-loss-in-pipeline-split", action="store_true",
+                   help="count the output layer and loss as a layer of the split: the last stage holds one "
+                        "transformer layer fewer (under V placement rank 0 holds the last stage too)")
     g.add_argument("--sequence-parallel", action="store_true")
     g.add_argument("--distributed-backend", choices=["nccl", "gloo"], default=None,
                    help="default: gloo with --cpu, else nccl (RCCL on ROCm)")
@@ -141,7 +152,8 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     for name in ("save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
                  "ffn_hidden_size", "max_position_embeddings", "vocab_size", "recompute_num_layers",
-                 "inject_nan_loss_at", "inject_kill_at", "ckpt_step"):
+                 "inject_nan_loss_at", "inject_kill_at", "ckpt_step", "decoder_first_pipeline_num_layers",
+                 "decoder_last_pipeline_num_layers"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
@@ -211,10 +223,10 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
                 raise ConfigError(f"--pipeline-schedule {entry.name} needs highspy: pip install "
                                   f"'primus_megatron[ilp]'") from None
     args.pipeline_chunks_resolved = chunks
-    stages = pp * chunks
-    if args.num_layers % stages:
-        raise ConfigError(f"--num-layers {args.num_layers} does not split into {stages} equal stages ({pp} pipeline "
-                          f"ranks); use a multiple of {stages}, e.g. {stages * max(1, round(args.num_layers / stages))}")
+    if args.pipeline_schedule is None:  # megatron-core's own schedule (checked above with a schedule)
+        problem = check_layer_split(args, pp, 1, None)
+        if problem:
+            raise ConfigError(problem)
     if args.fp8:
         raise ConfigError(f"--fp8-format {args.fp8} is not supported by examples/pretrain_gpt.py (it builds "
                           f"megatron-core's local layers, which have no FP8): drop it, or use Megatron-LM's "
@@ -270,7 +282,7 @@ def _check_recompute(args: argparse.Namespace) -> None:
                 raise ConfigError(f"{option} applies to --recompute-granularity full only"
                                   + (f", not {granularity}" if granularity else "; add --recompute-granularity full"))
         return
-    per_stage = args.num_layers // args.pipeline_model_parallel_size
+    per_stage = _most_layers_of_a_rank(args)
     if args.hidden_dropout > 0 or args.attention_dropout > 0:
         # train/determinism.py reseeds dropout per (iteration, microbatch, layer) in each layer's forward
         # pre-hook; a layer recomputed inside a later backward would draw other masks
@@ -283,6 +295,17 @@ def _check_recompute(args: argparse.Namespace) -> None:
     if method == "block" and layers > per_stage:
         raise ConfigError(f"--recompute-num-layers {layers} must be between 1 and the {per_stage} layers of a pipeline "
                           f"rank with --recompute-method block")
+
+
+def _most_layers_of_a_rank(args: argparse.Namespace) -> int:
+    """The transformer layers of the fullest pipeline rank (megatron's split, even or uneven)."""
+    from ..schedules import layer_split
+
+    pp = args.pipeline_model_parallel_size
+    try:
+        return max(layer_split.rank_layers(layer_split.LayerSplit.from_args(args), pp, 1, "loop"))
+    except ValueError:  # refused later, with the split's own sentence
+        return args.num_layers // pp
 
 
 def _check_data_path(tokens: Sequence[str]) -> None:

@@ -3,7 +3,7 @@
 A few forward-backward passes run with a provisional schedule (zb-h1: loop
 placement, one chunk) and no optimizer step; the runtime measures each stage's
 F, B, W, p2p time and activation memory. From these costs (per rank) the
-simulator ranks every registered schedule whose stages divide the layers and
+simulator ranks every registered schedule the layer split fits (even or uneven) and
 that fits --pipeline-memory-limit; the fastest wins and the table is logged.
 If it needs another placement or chunk count the model is built again, with
 the same initial weights (they depend only on the seed and the layer number).
@@ -47,7 +47,7 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
     costs, summary = runner.measured
     plan = runner.plan(pp, args.num_microbatches)[0]
     shares = per_rank_costs(costs, plan)
-    usable = [n for n in S.names() if args.num_layers % (pp * S.info(n).chunks) == 0]
+    usable = [n for n in S.names() if _split_fits(args, n)]
     best, rows = S.auto.choose(pp, args.num_microbatches, shares, args.pipeline_memory_limit,
                                post_validation=args.optimizer_post_validation, candidates=usable)
     ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
@@ -64,6 +64,15 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
         return model
     del model
     return rebuild()
+
+
+def _split_fits(args: argparse.Namespace, name: str) -> bool:
+    """The layer split (even or uneven) can be built for schedule `name`'s chunks per rank."""
+    from ..megatron_lm.args import check_layer_split, splits_weight_gradients
+
+    entry = S.info(name)
+    return check_layer_split(args, args.pipeline_model_parallel_size, entry.chunks, name,
+                             w_ops=splits_weight_gradients(entry), v_placement=entry.placement == S.V) is None
 
 
 def _in_ms(row):

@@ -24,6 +24,11 @@ def transformer_config(args: argparse.Namespace):
         tensor_model_parallel_size=args.tensor_model_parallel_size,
         pipeline_model_parallel_size=args.pipeline_model_parallel_size,
         virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
+        # megatron's uneven split: the same global stages under every placement (runtime/placement.py)
+        num_layers_in_first_pipeline_stage=getattr(args, "decoder_first_pipeline_num_layers", None),
+        num_layers_in_last_pipeline_stage=getattr(args, "decoder_last_pipeline_num_layers", None),
+        account_for_embedding_in_pipeline_split=getattr(args, "account_for_embedding_in_pipeline_split", False),
+        account_for_loss_in_pipeline_split=getattr(args, "account_for_loss_in_pipeline_split", False),
         sequence_parallel=args.sequence_parallel,
         use_cpu_initialization=args.cpu,
         params_dtype=dtype,
@@ -73,7 +78,7 @@ def build_model(args: argparse.Namespace, config, vocab_size: int, init=None) ->
     provider = partial(gpt_provider, args, config, vocab_size)
     if args.pipeline_schedule is not None:
         chunks = runtime.build_model(provider, schedule=args.pipeline_schedule, chunks=args.pipeline_chunks,
-                                     num_layers=args.num_layers)
+                                     config=config)
     elif args.pipeline_model_parallel_size > 1:
         from megatron.core import parallel_state as ps
 

@@ -1,0 +1,207 @@
+"""Which transformer layers each global pipeline stage holds: megatron-core's
+split, in pure Python (no torch), for the argument checks, the planner and
+the tests.
+
+megatron-core 0.16.1 (`get_num_layers_to_build` in transformer_block.py,
+`get_transformer_layer_offset` in transformer_layer.py, the checks in
+`TransformerConfig.__post_init__`; Megatron-LM's validate_args adds nothing
+for a virtual pipeline given as `--num-virtual-stages-per-pipeline-rank`)
+computes a chunk's layers from (vp_stage, pp_rank) in its loop layout, global
+stage `s = vp_stage * pp + pp_rank`, with `vp` chunks per rank:
+
+* even (the default): `num_layers / (pp * vp)` layers per stage;
+* `num_layers_in_first_pipeline_stage` F / `num_layers_in_last_pipeline_stage`
+  L (Megatron-LM's --decoder-first/last-pipeline-num-layers): the layers of
+  the first / last *pipeline rank*, all of its chunks together. With vp > 1
+  each chunk of that rank gets an equal share F / vp (L / vp): F and L must be
+  multiples of vp; the rest, `num_layers - F - L`, is shared evenly by the
+  middle ranks and again by their chunks. So with 2 chunks per rank F puts
+  F/2 layers in global stages 0 and pp, L puts L/2 in stages pp-1 and 2pp-1;
+  megatron has no option for "the first virtual stage only" (that needs
+  `pipeline_model_parallel_layout`, which excludes all four options here);
+* `account_for_embedding_in_pipeline_split` / `..._loss_...`: the embedding
+  (the loss) counts as one layer in the split of `num_layers + 1 (+ 1)`
+  layers, and is placed in the global first (last) *virtual* stage only,
+  which builds one transformer layer fewer (possibly none);
+* F / L cannot be combined with the embedding / loss accounting.
+
+Layer numbers are global and follow the stage order, so the first layer of
+stage s is one more than the layers of stages 0 .. s-1. A placement decides
+only which rank holds stage s (`ir.stage_of`); under `v` rank 0 holds stages
+0 and 2pp-1 (the embedding and the loss), rank pp-1 stages pp-1 and pp. With
+the accounting options both spared layers are rank 0's: the way to lighten
+exactly the rank that computes the embedding, output layer and loss; with
+F and L (2 chunks) ranks 0 and pp-1 each hold F/2 + L/2 layers.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .errors import ScheduleError
+from .ir import stage_of
+
+CLI = {"first": "--decoder-first-pipeline-num-layers", "last": "--decoder-last-pipeline-num-layers",
+       "embedding": "--account-for-embedding-in-pipeline-split", "loss": "--account-for-loss-in-pipeline-split",
+       "num_layers": "--num-layers", "pp": "--pipeline-model-parallel-size"}
+CONFIG = {"first": "num_layers_in_first_pipeline_stage", "last": "num_layers_in_last_pipeline_stage",
+          "embedding": "account_for_embedding_in_pipeline_split", "loss": "account_for_loss_in_pipeline_split",
+          "num_layers": "num_layers", "pp": "pipeline_model_parallel_size"}
+
+
+class SplitError(ScheduleError):
+    """The layer split cannot be built; one sentence naming the option."""
+
+
+@dataclass(frozen=True)
+class LayerSplit:
+    """megatron's split options (None / False: not given)."""
+
+    num_layers: int
+    first: Optional[int] = None
+    last: Optional[int] = None
+    embedding: bool = False
+    loss: bool = False
+
+    @classmethod
+    def from_config(cls, config: Any) -> "LayerSplit":
+        """From a TransformerConfig (or anything with its field names)."""
+        return cls(config.num_layers, getattr(config, CONFIG["first"], None), getattr(config, CONFIG["last"], None),
+                   bool(getattr(config, CONFIG["embedding"], False)), bool(getattr(config, CONFIG["loss"], False)))
+
+    @classmethod
+    def from_args(cls, args: Any) -> Optional["LayerSplit"]:
+        """From Megatron-LM's (or examples/pretrain_gpt.py's) parsed arguments; None without --num-layers."""
+        num_layers = getattr(args, "num_layers", None)
+        if num_layers is None:
+            return None
+        return cls(num_layers, getattr(args, "decoder_first_pipeline_num_layers", None),
+                   getattr(args, "decoder_last_pipeline_num_layers", None),
+                   bool(getattr(args, CONFIG["embedding"], False)), bool(getattr(args, CONFIG["loss"], False)))
+
+    @property
+    def uneven(self) -> bool:
+        return self.first is not None or self.last is not None or self.embedding or self.loss
+
+
+def stage_layers(split: LayerSplit, pp: int, chunks: int = 1, *, names: dict = CLI,
+                 what: Optional[str] = None) -> list[int]:
+    """Transformer layers of each global stage 0 .. pp*chunks-1 (megatron's
+    loop numbering, which is the global stage order under every placement).
+
+    Raises SplitError (one sentence naming the option and what is allowed)
+    for a split megatron-core cannot build. `names` names the options
+    (CLI: Megatron-LM's command line; CONFIG: TransformerConfig fields);
+    `what` (e.g. "--pipeline-schedule zbv") says where the chunk count comes from."""
+    n, N = pp * chunks, split.num_layers
+    per_rank = f"the {chunks} chunks per pipeline rank" + (f" of {what}" if what else "")
+    opt = lambda key: names[key]  # noqa: E731
+    if N < 1:
+        raise SplitError(f"{opt('num_layers')} must be >= 1, got {N}")
+    given = [k for k in ("first", "last") if getattr(split, k) is not None]
+    accounted = [k for k in ("embedding", "loss") if getattr(split, k)]
+    if given and accounted:
+        raise SplitError(f"{opt(given[0])} cannot be combined with {opt(accounted[0])}: megatron-core takes either "
+                         f"the first/last pipeline rank's layer counts or the embedding/loss accounting")
+    if given:
+        for key in given:
+            value = getattr(split, key)
+            if value < 1:
+                raise SplitError(f"{opt(key)} must be >= 1, got {value}")
+            if value % chunks:
+                raise SplitError(f"{opt(key)} {value} must be a multiple of {chunks}: megatron-core gives each of "
+                                 f"{per_rank} an equal share of it")
+        if pp < 2:
+            raise SplitError(f"{opt(given[0])} needs {opt('pp')} >= 2, got {pp}")
+        if len(given) == 2 and pp == 2 and chunks > 1:
+            raise SplitError(f"{opt('first')} and {opt('last')} cannot both be given with 2 pipeline ranks x {chunks} "
+                             f"chunks (megatron-core's layer offset then divides by zero middle ranks); give only "
+                             f"{opt('first')} {split.first}: the last rank holds the other {N - split.first} layers")
+        first, last = split.first or 0, split.last or 0
+        middle_layers, middle_ranks = N - first - last, pp - len(given)
+        named = " + ".join(f"{opt(k)} {getattr(split, k)}" for k in given)
+        if middle_layers < 0 or (middle_ranks == 0 and middle_layers):
+            allowed = f"must equal {opt('num_layers')} {N}" if middle_ranks == 0 else f"must be below {opt('num_layers')} {N}"
+            raise SplitError(f"{named} {allowed} on {pp} pipeline ranks")
+        if middle_ranks and (middle_layers == 0 or middle_layers % (middle_ranks * chunks)):
+            unit = middle_ranks * chunks
+            where = f"{middle_ranks} middle pipeline rank{'s' if middle_ranks > 1 else ''}"
+            if chunks > 1:
+                where += f" x {chunks} chunks"
+            raise SplitError(f"{opt('num_layers')} {N} minus {named} leaves {middle_layers} layers for the {where}; "
+                             f"they must be a positive multiple of {unit}")
+        middle = middle_layers // (middle_ranks * chunks) if middle_ranks else 0
+        counts = []
+        for s in range(n):
+            rank = s % pp
+            if rank == 0 and split.first is not None:
+                counts.append(first // chunks)
+            elif rank == pp - 1 and split.last is not None:
+                counts.append(last // chunks)
+            else:
+                counts.append(middle)
+        return counts
+    total = N + len(accounted)
+    if total % n:
+        if accounted:
+            plus = " and ".join(f"the {k}" for k in accounted)
+            raise SplitError(f"{opt('num_layers')} {N} plus {plus} ({' and '.join(opt(k) for k in accounted)}) make "
+                             f"{total} layers, which do not split into {n} equal stages ({pp} pipeline ranks"
+                             f"{f' x {chunks} chunks' if chunks > 1 else ''}); use {opt('num_layers')} "
+                             f"{_nearest(total, n) - len(accounted)}")
+        raise SplitError(even_split_message(N, pp, chunks, what, names=names))
+    counts = [total // n] * n
+    if split.embedding:
+        counts[0] -= 1
+    if split.loss:
+        counts[-1] -= 1
+    return counts
+
+
+def _nearest(value: int, unit: int) -> int:
+    return unit * max(1, round(value / unit))
+
+
+def even_split_message(num_layers: int, pp: int, chunks: int, what: Optional[str] = None, *,
+                       names: dict = CLI) -> str:
+    stages = pp * chunks
+    ranks = f"{pp} pipeline ranks x {chunks} chunks" if chunks > 1 else f"{pp} pipeline ranks"
+    return (f"{names['num_layers']} {num_layers} does not split into {stages} equal stages ({ranks})"
+            f"{f' for {what}' if what else ''}; use a multiple of {stages}, e.g. {_nearest(num_layers, stages)}, "
+            f"or an uneven split ({names['first']} / {names['last']}, or {names['embedding']} / {names['loss']})")
+
+
+def check(split: Optional[LayerSplit], pp: Optional[int], chunks: int = 1, what: Optional[str] = None, *,
+          w_ops: bool = False, names: dict = CLI) -> Optional[str]:
+    """What is wrong with the split for a schedule with `chunks` per rank, in one
+    sentence, or None (also when not known yet). `w_ops`: the schedule defers
+    weight gradients to W ops, and every stage needs a layer whose weight
+    gradient can be deferred; an embedding alone (stage 0 without transformer
+    layers, which the embedding accounting can produce) has none."""
+    if split is None or pp is None:
+        return None
+    try:
+        counts = stage_layers(split, pp, chunks, names=names, what=what)
+    except SplitError as exc:
+        return str(exc)
+    if w_ops and counts[0] == 0 and len(counts) > 1:
+        return (f"{names['num_layers']} {split.num_layers} with {names['embedding']} leaves the first stage with the "
+                f"embedding alone (no transformer layer) and {what or 'a schedule with W ops'} needs a weight gradient "
+                f"to defer to W in every stage; use more layers, drop {names['embedding']}, or use a schedule "
+                f"without W (1f1b, interleaved-1f1b)")
+    return None
+
+
+def stage_ranges(split: LayerSplit, pp: int, chunks: int = 1, **kw) -> list[range]:
+    """The global 1-based layer numbers of each global stage."""
+    out, start = [], 1
+    for count in stage_layers(split, pp, chunks, **kw):
+        out.append(range(start, start + count))
+        start += count
+    return out
+
+
+def rank_layers(split: LayerSplit, pp: int, chunks: int, placement: str) -> list[int]:
+    """Transformer layers each pipeline rank holds under `placement` (all its chunks)."""
+    counts = stage_layers(split, pp, chunks)
+    return [sum(counts[stage_of(placement, pp, r, c)] for c in range(chunks)) for r in range(pp)]

@@ -1,0 +1,238 @@
+"""Uneven layer splits under every placement.
+
+megatron's first/last pipeline rank layer counts
+(`num_layers_in_first/last_pipeline_stage`, Megatron-LM's
+--decoder-first/last-pipeline-num-layers) and the embedding/loss accounting
+(`account_for_embedding/loss_in_pipeline_split`):
+
+* `schedules/layer_split.py` computes megatron-core's split in pure Python:
+  equal to megatron's own `get_num_layers_to_build` /
+  `get_transformer_layer_offset` for every (virtual stage, pipeline rank),
+  and refusing (one sentence) whatever megatron refuses, crashes on or would
+  build with a negative layer count;
+* every schedule (loop and V placement) trains one step on an uneven split
+  with the losses and every gradient of the non-pipelined reference and of
+  megatron-core's own 1F1B on the same split (multi-process gloo, tiny
+  GPTModel, fp32; one process group per pipeline size runs all its cases);
+* every chunk holds the global layers of its global stage, so under V the
+  embedding/loss accounting spares two layers of rank 0.
+
+The refusals through both training entry points are rows of
+tests/test_reliability_config.py.
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import megatron_reference as ref
+import pipeline_harness as H
+from primus_megatron import schedules as S
+from primus_megatron.schedules.layer_split import LayerSplit, SplitError, check, rank_layers, stage_layers, stage_ranges
+
+RTOL, ATOL = 1e-5, 1e-7
+SCHEDULES = S.names()  # zb-optimal too (its integer program is small at these sizes)
+OPTS = {"p2p_timeout_s": 60}
+
+
+# -- the split itself, against megatron-core's functions -------------------------------------------
+
+def _megatron_split(split: LayerSplit, pp: int, vp: int):
+    """[(offset, count)] per global stage from megatron-core, or the exception it raises."""
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_layer import get_transformer_layer_offset
+
+    try:
+        config = TransformerConfig(
+            num_layers=split.num_layers, hidden_size=8, num_attention_heads=2, pipeline_dtype=torch.float32,
+            pipeline_model_parallel_size=pp, virtual_pipeline_model_parallel_size=vp if vp > 1 else None,
+            num_layers_in_first_pipeline_stage=split.first, num_layers_in_last_pipeline_stage=split.last,
+            account_for_embedding_in_pipeline_split=split.embedding, account_for_loss_in_pipeline_split=split.loss)
+        out = []
+        for s in range(pp * vp):
+            vp_stage = s // pp if vp > 1 else None
+            out.append((get_transformer_layer_offset(config, vp_stage, s % pp),
+                        get_num_layers_to_build(config, vp_stage, s % pp)))
+    except (ValueError, AssertionError, ZeroDivisionError) as exc:
+        return exc
+    return out
+
+
+def _splits(num_layers: int):
+    yield LayerSplit(num_layers)
+    for first, last in itertools.product([None, 1, 2, 4, 6], repeat=2):
+        if first or last:
+            yield LayerSplit(num_layers, first, last)
+    yield LayerSplit(num_layers, embedding=True)
+    yield LayerSplit(num_layers, loss=True)
+    yield LayerSplit(num_layers, embedding=True, loss=True)
+    yield LayerSplit(num_layers, first=2, loss=True)
+
+
+@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+def test_split_is_megatron_cores_and_refused_where_megatron_cannot_build_it():
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    checked = refused = 0
+    for pp, vp, num_layers in itertools.product([2, 3, 4], [1, 2], [3, 4, 6, 7, 8, 10, 12]):
+        for split in _splits(num_layers):
+            theirs = _megatron_split(split, pp, vp)
+            if not isinstance(theirs, Exception) and any(count < 0 for _, count in theirs):
+                theirs = ValueError("megatron-core builds a negative layer count")
+            try:
+                ours = stage_ranges(split, pp, vp)
+            except SplitError as exc:
+                assert isinstance(theirs, Exception), f"{split} pp={pp} vp={vp}: megatron builds {theirs}, we say {exc}"
+                assert str(exc) and "\n" not in str(exc)
+                refused += 1
+                continue
+            assert not isinstance(theirs, Exception), f"{split} pp={pp} vp={vp}: megatron: {theirs!r}, ours {ours}"
+            assert [(r.start - 1, len(r)) for r in ours] == theirs, f"{split} pp={pp} vp={vp}"
+            assert ours[-1].stop == num_layers + 1
+            checked += 1
+    assert checked > 250 and refused > 500, (checked, refused)  # both sides are exercised
+
+
+@pytest.mark.parametrize("split, pp, chunks, needles", [
+    (LayerSplit(8, first=2, embedding=True), 4, 1,
+     ["--decoder-first-pipeline-num-layers cannot be combined with --account-for-embedding-in-pipeline-split"]),
+    (LayerSplit(8, first=3), 4, 2, ["--decoder-first-pipeline-num-layers 3 must be a multiple of 2",
+                                    "the 2 chunks per pipeline rank of --pipeline-schedule zbv"]),
+    (LayerSplit(8, first=2, last=6), 2, 2, ["cannot both be given with 2 pipeline ranks x 2 chunks",
+                                             "give only --decoder-first-pipeline-num-layers 2: the last rank holds "
+                                             "the other 6 layers"]),
+    (LayerSplit(8, first=6, last=4), 4, 1, ["--decoder-first-pipeline-num-layers 6 + "
+                                            "--decoder-last-pipeline-num-layers 4 must be below --num-layers 8"]),
+    (LayerSplit(8, first=4, last=4), 4, 1, ["leaves 0 layers for the 2 middle pipeline ranks",
+                                            "must be a positive multiple of 2"]),
+    (LayerSplit(8, first=2, last=4), 2, 1, ["must equal --num-layers 8 on 2 pipeline ranks"]),
+    (LayerSplit(9, first=2, last=2), 4, 2, ["--num-layers 9 minus --decoder-first-pipeline-num-layers 2 + "
+                                            "--decoder-last-pipeline-num-layers 2 leaves 5 layers for the 2 middle "
+                                            "pipeline ranks x 2 chunks", "positive multiple of 4"]),
+    (LayerSplit(8, first=2), 1, 1, ["--decoder-first-pipeline-num-layers needs --pipeline-model-parallel-size >= 2"]),
+    (LayerSplit(8, last=0), 4, 1, ["--decoder-last-pipeline-num-layers must be >= 1, got 0"]),
+    (LayerSplit(7, embedding=True, loss=True), 4, 2, ["--num-layers 7 plus the embedding and the loss", "make 9 "
+                                                      "layers, which do not split into 8 equal stages (4 pipeline "
+                                                      "ranks x 2 chunks); use --num-layers 6"]),
+    (LayerSplit(12), 4, 2, ["--num-layers 12 does not split into 8 equal stages (4 pipeline ranks x 2 chunks) for "
+                            "--pipeline-schedule zbv; use a multiple of 8, e.g. 16, or an uneven split"]),
+])
+def test_refusals_name_the_option_and_what_is_allowed(split, pp, chunks, needles):
+    message = check(split, pp, chunks, "--pipeline-schedule zbv")
+    assert message is not None and "\n" not in message
+    for needle in needles:
+        assert needle in message, (needle, message)
+
+
+def test_an_embedding_alone_is_refused_only_for_schedules_with_w_ops():
+    split = LayerSplit(3, embedding=True)  # (3 + 1) / 4 stages: stage 0 holds the embedding alone
+    assert stage_layers(split, 2, 2) == [0, 1, 1, 1]
+    assert check(split, 2, 2, "--pipeline-schedule interleaved-1f1b", w_ops=False) is None
+    message = check(split, 2, 2, "--pipeline-schedule zbv", w_ops=True)
+    assert "leaves the first stage with the embedding alone" in message and "--pipeline-schedule zbv" in message
+    assert check(LayerSplit(3, loss=True), 2, 2, "--pipeline-schedule zbv", w_ops=True) is None  # the output layer defers
+
+
+def test_under_v_the_embedding_and_loss_accounting_spares_rank_0():
+    split = LayerSplit(14, embedding=True, loss=True)  # 16 / 8 stages: stages 0 and 7 hold one layer, others two
+    assert stage_layers(split, 4, 2) == [1, 2, 2, 2, 2, 2, 2, 1]
+    assert rank_layers(split, 4, 2, S.V) == [2, 4, 4, 4]  # rank 0: embedding, output layer, loss and 2 layers
+    assert rank_layers(split, 4, 2, S.LOOP) == [3, 4, 4, 3]
+    counts = LayerSplit(12, first=2, last=2)  # megatron: the first/last pipeline rank's layers, F/2 per chunk
+    assert stage_layers(counts, 4, 2) == [1, 2, 2, 1, 1, 2, 2, 1]
+    assert rank_layers(counts, 4, 2, S.LOOP) == [2, 4, 4, 2]
+    assert rank_layers(counts, 4, 2, S.V) == [2, 4, 4, 2]  # V: rank 3 holds stages 3 and 4
+
+
+# -- every schedule on uneven splits, against the reference and megatron's 1F1B --------------------
+
+# name -> (num_layers, TransformerConfig fields, tied embeddings, schedules; None: every schedule)
+SPLITS = {
+    2: {
+        "first": (6, dict(num_layers_in_first_pipeline_stage=2), False, None),
+        "embedding+loss": (6, dict(account_for_embedding_in_pipeline_split=True,
+                                   account_for_loss_in_pipeline_split=True), False, None),
+        # stage 2pp-1 (rank 0's under V) holds the output layer alone; the embedding is tied
+        "loss, last stage without layers, tied": (3, dict(account_for_loss_in_pipeline_split=True), True, None),
+        # the first stage holds the embedding alone: schedules without W ops only
+        "embedding, first stage without layers": (3, dict(account_for_embedding_in_pipeline_split=True), False,
+                                                  ["1f1b", "interleaved-1f1b"]),
+    },
+    3: {
+        "first+last": (8, dict(num_layers_in_first_pipeline_stage=2, num_layers_in_last_pipeline_stage=2), False,
+                       None),
+        "embedding+loss": (10, dict(account_for_embedding_in_pipeline_split=True,
+                                    account_for_loss_in_pipeline_split=True), True, None),
+    },
+}
+MICROBATCHES = {2: 3, 3: 4}
+
+
+def _cases(pp: int) -> list[dict]:
+    cases = []
+    for split, (layers, config, tied, names) in SPLITS[pp].items():
+        common = {"split": split, "num_layers": layers, "config": config, "tied": tied,
+                  "microbatches": MICROBATCHES[pp]}
+        for name in names or SCHEDULES:
+            cases.append(dict(common, schedule=name, options=OPTS))
+        cases.append(dict(common, schedule="megatron-1f1b"))
+    return cases
+
+
+@pytest.fixture(scope="module", params=sorted(SPLITS), ids=lambda pp: f"pp{pp}")
+def world(request):
+    pp = request.param
+    cases = _cases(pp)
+    per_rank = H.run_ranks({"body": H.cases_body, "pp": pp, "cases": cases}, pp, timeout_s=600)
+    return pp, cases, per_rank
+
+
+def _merged(per_rank, i):
+    results = [r[i] for r in per_rank]
+    for rank, res in enumerate(results):
+        assert "error" not in res, f"rank {rank}: {res['error']}"
+    return results, [x for res in results for x in res["losses"]], ref.merge_grads([res["grads"] for res in results])
+
+
+def _assert_same(losses, grads, ref_losses, ref_grads, what):
+    assert len(losses) == len(ref_losses), what
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=RTOL, atol=ATOL,
+                               msg=lambda m: f"{what} losses: {m}")
+    assert set(grads) == set(ref_grads), f"{what}: gradient names differ"
+    for name, g in ref_grads.items():
+        torch.testing.assert_close(grads[name], g, rtol=RTOL, atol=ATOL, msg=lambda m: f"{what} grad {name}: {m}")
+
+
+def test_every_schedule_on_an_uneven_split_matches_the_reference_and_megatrons_1f1b(world):
+    pp, cases, per_rank = world
+    megatron = {c["split"]: i for i, c in enumerate(cases) if c["schedule"] == "megatron-1f1b"}
+    for i, case in enumerate(cases):
+        results, losses, grads = _merged(per_rank, i)
+        what = f"{case['schedule']} pp={pp} split {case['split']!r}"
+        _assert_same(losses, grads, results[0]["ref_losses"], results[0]["ref_grads"], what + " vs reference")
+        if case["schedule"] != "megatron-1f1b":
+            _, m_losses, m_grads = _merged(per_rank, megatron[case["split"]])
+            _assert_same(losses, grads, m_losses, m_grads, what + " vs megatron's 1F1B")
+
+
+def test_every_chunk_holds_the_layers_of_its_global_stage(world):
+    pp, cases, per_rank = world
+    for i, case in enumerate(cases):
+        layers, config, _, _ = SPLITS[pp][case["split"]]
+        split = LayerSplit.from_config(type("C", (), dict(num_layers=layers, **config)))
+        if case["schedule"] == "megatron-1f1b":
+            entry_placement, chunks = S.LOOP, 1
+        else:
+            entry = S.info(case["schedule"])
+            entry_placement, chunks = entry.placement, entry.chunks
+        expected = stage_ranges(split, pp, chunks)
+        for rank, res in enumerate(r[i] for r in per_rank):
+            for chunk, held in enumerate(res["layers"]):
+                stage = S.stage_of(entry_placement, pp, rank, chunk)
+                if res["stages"][chunk] is not None:
+                    assert res["stages"][chunk] == stage
+                assert held == list(expected[stage]), f"{case['schedule']} {case['split']} rank {rank} chunk {chunk}"
