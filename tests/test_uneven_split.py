@@ -236,3 +236,54 @@ def test_every_chunk_holds_the_layers_of_its_global_stage(world):
                 if res["stages"][chunk] is not None:
                     assert res["stages"][chunk] == stage
                 assert held == list(expected[stage]), f"{case['schedule']} {case['split']} rank {rank} chunk {chunk}"
+
+
+# -- examples/pretrain_gpt.py end to end: every split trains the same model ------------------------
+
+def _train_args(dataset, *extra):
+    return ["--cpu", "--data-path", dataset, "--num-layers", "6", "--hidden-size", "32", "--num-attention-heads",
+            "4", "--seq-length", "32", "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "2e-3",
+            "--seed", "11", "--pipeline-model-parallel-size", "2", "--pipeline-p2p-timeout", "60",
+            "--train-iters", "4", *extra]
+
+
+ACCOUNTED = ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+# (label, options): layers per rank with pp=2 and 6 layers in brackets
+TRAINING = [
+    ("megatron even", []),                                                            # [3, 3]
+    ("megatron first=2", ["--decoder-first-pipeline-num-layers", "2"]),               # [2, 4]
+    ("zb-h1 last=2", ["--pipeline-schedule", "zb-h1", "--decoder-last-pipeline-num-layers", "2"]),  # [4, 2]
+    ("v-half first=2", ["--pipeline-schedule", "v-half", "--decoder-first-pipeline-num-layers", "2"]),  # [3, 3]
+    ("zbv accounted", ["--pipeline-schedule", "zbv", *ACCOUNTED]),                   # stages [1,2,2,1]: [2, 4]
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """pp=2, dropout 0.1, 4 iterations of every split above; the zbv run saves at
+    iteration 2 and megatron's own 1F1B on the first=2 split resumes from it."""
+    from primus_megatron.train.data import build_corpus_dataset
+
+    prefix = str(tmp_path_factory.mktemp("data") / "corpus_text_document")
+    build_corpus_dataset(prefix)
+    save = str(tmp_path_factory.mktemp("ckpt") / "zbv")
+    runs = []
+    for label, extra in TRAINING:
+        runs.append(_train_args(prefix, *extra, *(["--save", save, "--save-interval", "2"] if label.startswith("zbv")
+                                                  else [])))
+    runs.append(_train_args(prefix, "--decoder-first-pipeline-num-layers", "2", "--load", save, "--ckpt-step", "2"))
+    return H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=600)
+
+
+@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+def test_pretrain_gpt_trains_the_same_model_on_every_split_and_resumes_across_splits(trained):
+    first = trained[0]  # rank 0 sees the reduced losses
+    even = first[0]
+    assert len(even["losses"]) == 4 and even["losses"][-1] < even["losses"][0]
+    for (label, _), run in zip(TRAINING, first):
+        assert run["schedule"] == (None if label.startswith("megatron") else label.split()[0])
+        torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(even["losses"]), rtol=1e-5, atol=0,
+                                   msg=lambda m: f"{label}: {m}")
+    resumed = first[len(TRAINING)]
+    assert resumed["start_iteration"] == 2
+    torch.testing.assert_close(torch.tensor(resumed["losses"]), torch.tensor(even["losses"][2:]), rtol=1e-5, atol=0)
