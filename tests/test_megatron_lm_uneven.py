@@ -1,0 +1,82 @@
+"""Megatron-LM's own pretrain_gpt.py on uneven layer splits, with and without our schedules.
+
+As tests/test_megatron_lm_e2e.py (patched Megatron-LM core_v0.16.1 on CPU ranks,
+tests/megatron_lm_harness.py), on a 6-layer GPT at pp=2, every run loading one
+checkpoint saved by Megatron's own schedule on the even split (--finetune):
+
+* Megatron's own 1F1B with --decoder-first-pipeline-num-layers 2 (ranks hold 2 and
+  4 layers) and zbv with --account-for-embedding-in-pipeline-split
+  --account-for-loss-in-pipeline-split (global stages of 1, 2, 2, 1 layers: rank 0
+  holds the embedding, the loss and 2 layers, rank 1 holds 4) log the losses,
+  validation losses and grad norms of Megatron's own schedule on the even split:
+  the checkpoint maps by layer number onto any split and placement. Embeddings are
+  untied: with a tied embedding under V, rank 0 sums the embedding's and the output
+  layer's gradients in one buffer as the microbatches run while megatron sums each
+  stage's and then all-reduces, which may change the last printed digit (seen once in
+  a validation loss); tied V on uneven splits is compared with a tolerance in
+  tests/test_uneven_split.py;
+* a split megatron-core cannot build is one sentence, exit status 2, before
+  Megatron-LM's own argument checks.
+"""
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import megatron_lm_harness as H
+
+pytestmark = pytest.mark.megatron_lm
+
+SIX = ["--num-layers", "6", "--pipeline-model-parallel-size", "2", "--global-batch-size", "8",  # 4 microbatches
+       "--untie-embeddings-and-output-weights"]
+ITERS = 3
+ACCOUNTED = ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split"]
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    try:
+        return H.prepare(str(tmp_path_factory.mktemp("megatron-lm")))
+    except H.MegatronLMUnavailable as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture(scope="module")
+def runs(tree, tmp_path_factory):
+    work = tmp_path_factory.mktemp("megatron-lm-uneven")
+    start = str(work / "start")
+    H.run(tree, 2, SIX + ["--train-iters", "1", "--eval-interval", "1000", "--save", start, "--save-interval", "1"])
+
+    @functools.lru_cache(maxsize=None)
+    def run(*extra):
+        return H.run(tree, 2, SIX + ["--train-iters", str(ITERS), "--eval-interval", str(ITERS), "--load", start,
+                                     "--finetune", *extra])
+
+    return run
+
+
+def _check(result: H.Result) -> None:
+    assert sorted(result.losses) == list(range(1, ITERS + 1)), H.tail(result.log)
+    assert len(set(result.losses.values())) > 1, "the loss did not change while training"
+
+
+@pytest.mark.parametrize("extra", [
+    ("--decoder-first-pipeline-num-layers", "2"),
+    ("--pipeline-schedule", "zbv", *ACCOUNTED),
+], ids=["megatron-first-2", "zbv-embedding-loss"])
+def test_uneven_split_trains_as_megatron_on_the_even_split(runs, extra):
+    even, uneven = runs(), runs(*extra)
+    _check(even)
+    _check(uneven)
+    assert uneven.numbers() == even.numbers()
+
+
+def test_a_split_megatron_cannot_build_is_one_sentence(tree):
+    result = H.run(tree, 1, SIX + ["--train-iters", "1", "--pipeline-schedule", "zbv",
+                                   "--decoder-first-pipeline-num-layers", "1"], expect_ok=False, timeout=180)
+    assert result.returncode != 0
+    errors = [line for line in result.log.splitlines() if line.startswith("pretrain_gpt.py: error:")]
+    assert len(errors) == 1 and "--decoder-first-pipeline-num-layers 1 must be a multiple of 2" in errors[0], \
+        H.tail(result.log)
+    assert 'pretrain_gpt.py", line' not in result.log and "megatron/training" not in result.log  # no traceback
