@@ -287,3 +287,29 @@ def test_pretrain_gpt_trains_the_same_model_on_every_split_and_resumes_across_sp
     resumed = first[len(TRAINING)]
     assert resumed["start_iteration"] == 2
     torch.testing.assert_close(torch.tensor(resumed["losses"]), torch.tensor(even["losses"][2:]), rtol=1e-5, atol=0)
+
+
+def test_auto_considers_the_schedules_the_split_fits(monkeypatch, capsys):
+    """--pipeline-schedule auto (both entry points) chooses among the schedules the
+    uneven split can be built for: here, a first rank of 1 layer rules out 2 chunks."""
+    import argparse
+
+    from primus_megatron.megatron_lm import plugin
+    from primus_megatron.megatron_lm.args import split_fits
+
+    args = argparse.Namespace(pipeline_schedule="auto", num_layers=8, pipeline_model_parallel_size=2,
+                              tensor_model_parallel_size=1, world_size=2, micro_batch_size=1, global_batch_size=8,
+                              pipeline_costs=None, pipeline_memory_limit=None, pipeline_chunks=None,
+                              decoder_first_pipeline_num_layers=1)
+    assert {n for n in S.names() if split_fits(args, n)} == {n for n in S.names() if S.info(n).chunks == 1}
+    args.decoder_first_pipeline_num_layers = None
+    args.account_for_embedding_in_pipeline_split = args.account_for_loss_in_pipeline_split = True
+    args.num_layers = 6  # even: 6 layers do not split into 4 stages; accounted: stages of 1, 2, 2, 1 layers
+    assert {n for n in S.names() if split_fits(args, n)} == set(S.names())
+    args.account_for_embedding_in_pipeline_split = args.account_for_loss_in_pipeline_split = False
+    args.decoder_first_pipeline_num_layers = 1
+    args.num_layers = 8
+    monkeypatch.setenv("RANK", "0")
+    plugin._choose_before_build(args)  # Megatron-LM's loop: chosen before the model is built
+    assert S.info(args.pipeline_schedule).chunks == 1
+    assert f"auto: chose {args.pipeline_schedule}" in capsys.readouterr().out

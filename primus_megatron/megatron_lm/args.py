@@ -131,6 +131,14 @@ def check_layer_split(args: argparse.Namespace, pp: Optional[int], chunks: int, 
     return layer_split.check(layer_split.LayerSplit.from_args(args), pp, chunks, what, w_ops=w_ops)
 
 
+def split_fits(args: argparse.Namespace, name: str) -> bool:
+    """Whether the arguments' layer split (even or uneven) can be built for schedule `name`
+    (the candidates of --pipeline-schedule auto)."""
+    entry = registry.info(name)
+    return check_layer_split(args, getattr(args, "pipeline_model_parallel_size", None), entry.chunks, name,
+                             w_ops=splits_weight_gradients(entry), v_placement=entry.placement == V) is None
+
+
 def _num_microbatches(args: argparse.Namespace) -> Optional[int]:
     gbs, mbs = getattr(args, "global_batch_size", None), getattr(args, "micro_batch_size", None)
     dp = getattr(args, "data_parallel_size", None)

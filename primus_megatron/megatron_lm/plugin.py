@@ -198,8 +198,8 @@ def _choose_before_build(args) -> None:
     """`--pipeline-schedule auto` in Megatron-LM's loop: the model is built once,
     with the placement of the schedule chosen now, so the choice cannot wait for
     measured costs (examples/pretrain_gpt.py profiles first and may rebuild). The
-    simulator ranks every registered schedule whose stages divide the layers
-    under `--pipeline-costs` (default: equal F, B, W, no p2p cost) and
+    simulator ranks every registered schedule the layer split fits (even or
+    uneven) under `--pipeline-costs` (default: equal F, B, W, no p2p cost) and
     `--pipeline-memory-limit`; the fastest becomes the schedule, logged on rank 0."""
     import os
 
@@ -222,7 +222,9 @@ def _choose_before_build(args) -> None:
         except ValueError as exc:
             problem = str(exc)
     _refuse(problem)
-    usable = [n for n in S.names() if args.num_layers % (pp * S.info(n).chunks) == 0]
+    from .args import split_fits
+
+    usable = [n for n in S.names() if split_fits(args, n)]  # the layer split (even or uneven) fits
     try:
         best, rows = S.auto.choose(pp, gbs // (mbs * dp), costs, args.pipeline_memory_limit,
                                    post_validation=getattr(args, "optimizer_post_validation", False),

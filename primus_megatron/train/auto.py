@@ -25,6 +25,7 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
     best one, return the model for it (`model` itself or a rebuilt one)."""
     from megatron.core import parallel_state as ps
 
+    from ..megatron_lm.args import split_fits
     from ..runtime import get_forward_backward_func
     from ..runtime.profiler import per_rank_costs
     from . import data as D
@@ -47,7 +48,7 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
     costs, summary = runner.measured
     plan = runner.plan(pp, args.num_microbatches)[0]
     shares = per_rank_costs(costs, plan)
-    usable = [n for n in S.names() if _split_fits(args, n)]
+    usable = [n for n in S.names() if split_fits(args, n)]
     best, rows = S.auto.choose(pp, args.num_microbatches, shares, args.pipeline_memory_limit,
                                post_validation=args.optimizer_post_validation, candidates=usable)
     ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
@@ -64,15 +65,6 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
         return model
     del model
     return rebuild()
-
-
-def _split_fits(args: argparse.Namespace, name: str) -> bool:
-    """The layer split (even or uneven) can be built for schedule `name`'s chunks per rank."""
-    from ..megatron_lm.args import check_layer_split, splits_weight_gradients
-
-    entry = S.info(name)
-    return check_layer_split(args, args.pipeline_model_parallel_size, entry.chunks, name,
-                             w_ops=splits_weight_gradients(entry), v_placement=entry.placement == S.V) is None
 
 
 def _in_ms(row):
