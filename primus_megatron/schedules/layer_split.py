@@ -5,7 +5,9 @@ the tests.
 megatron-core 0.16.1 (`get_num_layers_to_build` in transformer_block.py,
 `get_transformer_layer_offset` in transformer_layer.py, the checks in
 `TransformerConfig.__post_init__`; Megatron-LM's validate_args adds nothing
-for a virtual pipeline given as `--num-virtual-stages-per-pipeline-rank`)
+for a virtual pipeline given as `--num-virtual-stages-per-pipeline-rank`, which
+the plugin sets, and refuses first/last counts with
+`--num-layers-per-virtual-pipeline-stage`)
 computes a chunk's layers from (vp_stage, pp_rank) in its loop layout, global
 stage `s = vp_stage * pp + pp_rank`, with `vp` chunks per rank:
 
@@ -24,6 +26,12 @@ stage `s = vp_stage * pp + pp_rank`, with `vp` chunks per rank:
   layers, and is placed in the global first (last) *virtual* stage only,
   which builds one transformer layer fewer (possibly none);
 * F / L cannot be combined with the embedding / loss accounting.
+
+Refused here beyond megatron's own checks: F and L together on 2 pipeline
+ranks with vp > 1 (megatron-core's offset divides by the zero middle ranks;
+F alone is the same split), F + L above the layers (megatron builds negative
+layer counts), and, for schedules with W ops, a first stage holding the
+embedding alone (W would find no weight gradient to run).
 
 Layer numbers are global and follow the stage order, so the first layer of
 stage s is one more than the layers of stages 0 .. s-1. A placement decides
