@@ -399,26 +399,32 @@ def _init_parallel_state(world_case: dict) -> None:
                                  distributed_timeout_minutes=max(1, math.ceil(world_case.get("gloo_timeout", 60) / 60)))
 
 
-# After each case every rank posts "ok" or "err" in the launch's TCP store and reads the others'.
-# All posted: all "ok" -> go on; some "err" -> fresh process groups and go on (a failure every
-# rank saw, e.g. in a constructor, costs no relaunch). A rank that failed and does not see every
-# rank post within AGREE_S (peers blocked on it) sets "abort" and exits; the others then fail fast
-# (closed connections) or see "abort", and the parent relaunches the world after the case.
+# After each case every rank posts "ok" or "err" in the launch's TCP store and waits for one
+# decision per case, set atomically (compare_set) by the first rank that can take it:
+# every rank posted, all "ok" -> "ok"; every rank posted, some "err" -> "recover" (fresh process
+# groups, next case in the same processes: a failure every rank saw, e.g. in a constructor or
+# after every rank timed out, costs no relaunch); a rank that failed and has not seen every rank
+# post within AGREE_S (peers blocked on it) -> "abort": the ranks exit, blocked peers then fail
+# fast (closed connections) and find "abort" too, and the parent relaunches after the case.
 AGREE_S = 5.0
 
 
 def _agree(store, prefix: str, i: int, rank: int, world: int, failed: bool) -> str:
     store.set(f"{prefix}/{i}/{rank}", "err" if failed else "ok")
     keys = [f"{prefix}/{i}/{r}" for r in range(world)]
-    abort = f"{prefix}/abort"
+    decision = f"{prefix}/{i}/decision"
     limit = time.monotonic() + (AGREE_S if failed else 600.0)
     while True:
+        if store.check([decision]):
+            return store.get(decision).decode()
         if store.check(keys):
-            return "ok" if all(store.get(k) == b"ok" for k in keys) else "recover"
-        if store.check([abort]) or time.monotonic() > limit:
-            store.set(abort, "1")
-            return "abort"
-        time.sleep(0.02)
+            verdict = "ok" if all(store.get(k) == b"ok" for k in keys) else "recover"
+        elif time.monotonic() > limit:
+            verdict = "abort"
+        else:
+            time.sleep(0.02)
+            continue
+        return store.compare_set(decision, "", verdict).decode()
 
 
 def _forget_failed_step() -> None:
