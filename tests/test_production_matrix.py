@@ -91,6 +91,8 @@ CONFIGS = {
     "c-fusion-bf16": ("dp2pp2", {"model": {"gradient_accumulation_fusion": True}, "bf16": True}),
     "d-tied-fusion-overlap": ("dp2pp2", {"tied": True, "model": {"gradient_accumulation_fusion": True},
                                          "ddp": OVERLAP, "schedules": V_SCHEDULES}),
+    "d-tied-fusion": ("dp2pp2", {"tied": True, "model": {"gradient_accumulation_fusion": True},
+                                 "schedules": V_SCHEDULES}),
     "e-tp2-sp": ("tp2pp2", {"model": {"sequence_parallel": True}, "ddp": OVERLAP}),
     # no linear biases, as Megatron-LM's MoE recipes (--disable-bias-linear); megatron-core 0.16.1's
     # expert MLP adds its bias in place into a view and fails with expert tensor parallel 1
