@@ -74,6 +74,11 @@ _PROXIED_MODULES = (
     "megatron.core.dist_checkpointing.strategies.state_dict_saver",
     # torch_dist save: preload_tensors calls torch.cuda.synchronize() after its D2H copies
     "megatron.core.dist_checkpointing.strategies.filesystem_async",
+    # MoE: the all-to-all dispatcher copies split sizes to host on a side stream and syncs an event
+    "megatron.core.transformer.moe.token_dispatcher",
+    "megatron.core.transformer.moe.moe_utils",
+    "megatron.core.transformer.moe.router",
+    "megatron.core.transformer.moe.experts",
 )
 
 
@@ -114,8 +119,43 @@ class _CudaOnCpu(types.ModuleType):
         # gloo work is complete once its request is waited on: nothing to synchronise
         return None
 
+    # CPU ops run in program order: one stream, whose events are complete when recorded
+    @staticmethod
+    def Stream(*args, **kwargs):
+        return _STREAM
+
+    @staticmethod
+    def current_stream(*args, **kwargs):
+        return _STREAM
+
+    @staticmethod
+    def stream(stream):
+        return contextlib.nullcontext()
+
     def __getattr__(self, name):
         return getattr(torch.cuda, name)
+
+
+class _Event:
+    def synchronize(self) -> None:
+        return None
+
+    def wait(self, stream=None) -> None:
+        return None
+
+
+class _Stream:
+    def wait_stream(self, other) -> None:
+        return None
+
+    def record_event(self, event=None) -> _Event:
+        return _Event()
+
+    def synchronize(self) -> None:
+        return None
+
+
+_STREAM = _Stream()
 
 
 class _TorchOnCpu(types.ModuleType):
@@ -186,6 +226,53 @@ def _tensor_cuda_is_identity():
         yield
     finally:
         torch.Tensor.cuda = original
+
+
+def _patch_sequence_parallel_norm():
+    """Sequence parallelism with the local layer spec: on GPU megatron takes apex's
+    FusedLayerNorm, which accepts it and marks its weight and bias
+    `sequence_parallel` (so finalize_model_grads all-reduces their gradients over
+    the tensor-parallel group); torch's norm, the only one on CPU, refuses it. A
+    norm over a sequence shard computes what it computes over the whole sequence
+    row by row, so build torch's norm and mark its parameters as apex does."""
+    from megatron.core.transformer import torch_norm
+
+    cls = torch_norm.WrappedTorchNorm
+    original = cls.__new__
+
+    def __new__(klass, config, hidden_size, *args, **kwargs):
+        sp = config.sequence_parallel
+        config.sequence_parallel = False
+        try:
+            norm = original(klass, config, hidden_size, *args, **kwargs)
+        finally:
+            config.sequence_parallel = sp
+        for p in norm.parameters():
+            p.sequence_parallel = sp
+        return norm
+
+    cls.__new__ = staticmethod(__new__)
+
+
+def _patch_moe():
+    """MoE with the all-to-all dispatcher (besides the stream proxy above)."""
+    from megatron.core.transformer.moe import moe_utils, token_dispatcher
+
+    # megatron-core 0.16.1 binds te_general_gemm only when TE imports, but its router reads the
+    # name in any case (a NameError without TE, on GPU too)
+    if not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
+    original = moe_utils.maybe_move_tensor_to_cpu
+
+    def maybe_move_tensor_to_cpu(tensor, as_numpy=False, record_stream=False):
+        # upstream converts split sizes to numpy only when they come from CUDA; CPU tensors stay
+        # tensors, which all_to_all_single refuses as split sizes
+        if torch.is_tensor(tensor) and tensor.device.type == "cpu":
+            return tensor.numpy() if as_numpy else tensor
+        return original(tensor, as_numpy=as_numpy, record_stream=record_stream)
+
+    moe_utils.maybe_move_tensor_to_cpu = maybe_move_tensor_to_cpu
+    token_dispatcher.maybe_move_tensor_to_cpu = maybe_move_tensor_to_cpu  # imported by name there
 
 
 def _patch_tied_embeddings():
@@ -410,6 +497,8 @@ def enable(training=False):
     _patch_memory_buffer()
     _patch_rng()
     _patch_tied_embeddings()
+    _patch_sequence_parallel_norm()
+    _patch_moe()
     _patch_grad_accum_fusion()
     _patch_optimizer_param_type_checks()
     _patch_clip_grads()

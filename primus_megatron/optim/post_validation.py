@@ -10,7 +10,8 @@ Here each rank instead:
 2. steps optimistically, assuming the check will pass and no clipping applies,
    after a snapshot of what the step changes; it skips the optimistic step when
    its own numbers already decide (a local non-finite gradient, or a local norm
-   alone above the clip threshold: the global norm can only be larger);
+   alone above the clip threshold: the global norm can only be larger), except
+   under the distributed optimizer, whose step is a data-parallel collective;
 3. goes on with the next iteration. The executor runs the next step's prefix
    (the rank's leading forward ops, `schedules.prefix`) and then calls
    `validate()`: the all-reduces have long completed, and
@@ -94,7 +95,11 @@ class PostValidationOptimizer:
         works.append(dist.all_reduce(total_sq, op=dist.ReduceOp.SUM, group=self.subs[0].get_grad_stats_parallel_group(),
                                      async_op=True))
         clip = self.optimizer.config.clip_grad
-        decided = found_local or (clip > 0 and clip / (local_norm + 1.0e-6) < 1.0)
+        # A distributed optimizer's step all-gathers parameters over its data-parallel group, whose
+        # ranks see different gradient shards: they must all take the same branch, so none skips
+        # the optimistic step on its local numbers (a failed check rolls it back instead).
+        sharded = any(type(sub).__name__ == "DistributedOptimizer" for sub in self.subs)
+        decided = not sharded and (found_local or (clip > 0 and clip / (local_norm + 1.0e-6) < 1.0))
         can_fail = clip > 0 or any(getattr(sub, "grad_scaler", None) for sub in self.subs)
         snapshot = None
         if not decided:
