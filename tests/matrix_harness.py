@@ -357,10 +357,13 @@ def run_case(spec: dict, schedule: str) -> dict:
         if not post_validation:
             record["step"] = (bool(result[0]), None if result[1] is None else float(result[1]))
             record["params"] = record_params(model, owned, distributed, tp_rank, ep_rank)
-            if it == 0 and param_gather_hooks and result[0]:
-                for c in model:
-                    c.enable_forward_pre_hook()
-                config.param_sync_func = saved_param_sync
+        # Under post-validation the outcome is known in the next step (Megatron-LM's loop is told the
+        # step succeeded, as primus_megatron.megatron_lm.post_validation answers): the hooks go on
+        # after the first step, and a rollback gathers the restored parameters itself.
+        if it == 0 and param_gather_hooks and (post_validation or result[0]):
+            for c in model:
+                c.enable_forward_pre_hook()
+            config.param_sync_func = saved_param_sync
         out["iterations"].append(record)
     if post_validation:
         final = optimizer.finish()

@@ -87,6 +87,13 @@ CONFIGS = {
     "b-distopt-post-validation": ("dp2pp2", {"ddp": {"use_distributed_optimizer": True}, "post_validation": True,
                                              "optimizer": {"loss_scale": 1.0}, "inject_nonfinite_at": 1,
                                              "iterations": 3, "schedules": ["zb-h2", "zbv"]}),
+    # the same with overlapped reduce and parameter gathers: the rollback must wait for gathers of the
+    # optimistic parameters, and the mid-step zeroing of DDP's buffers must not restart its reduces
+    "b-distopt-overlap-post-validation": ("dp2pp2", {"ddp": {**OVERLAP, "use_distributed_optimizer": True,
+                                                             "overlap_param_gather": True},
+                                                     "post_validation": True, "optimizer": {"loss_scale": 1.0},
+                                                     "inject_nonfinite_at": 1, "iterations": 3,
+                                                     "schedules": ["zb-h2", "zbv"]}),
     "c-fusion-fp32": ("dp2pp2", {"model": {"gradient_accumulation_fusion": True}}),
     "c-fusion-bf16": ("dp2pp2", {"model": {"gradient_accumulation_fusion": True}, "bf16": True}),
     "d-tied-fusion-overlap": ("dp2pp2", {"tied": True, "model": {"gradient_accumulation_fusion": True},
