@@ -296,10 +296,10 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext, *, validat
     previous optimizer step), first run only the prefix (`schedules.prefix`),
     then call validate(); True means the step it validated was redone
     differently, so the prefix is drained, dropped and the step restarted."""
+    store = get_store()
+    store.clear()  # nothing from an earlier step (one that raised) may run in this step's W ops
     step = _Step(lowered, rank, p2p, ctx)
     items = lowered.ranks[rank]
-    store = step.store
-    store.clear()  # nothing from an earlier step (one that raised) may run in this step's W ops
     store.splitting = not ctx.forward_only and lowered.schedule.splits_backward
     try:
         with step.sync.step():
