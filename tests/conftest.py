@@ -19,3 +19,19 @@ else:
     settings.register_profile("explore", max_examples=400, deadline=None,
                               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "planner"))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def megatron_lm_tree(tmp_path_factory):
+    """One patched Megatron-LM tree (core_v0.16.1) for every test that runs its pretrain_gpt.py:
+    unpacked from ../shared/megatron-lm (or copied from MEGATRON_LM_PATH) once per session. Its
+    absence fails those tests with what to do; it never skips them."""
+    import megatron_lm_harness as H
+
+    try:
+        return H.prepare(str(tmp_path_factory.mktemp("megatron-lm")))
+    except H.MegatronLMUnavailable as exc:
+        pytest.fail(str(exc))

@@ -42,11 +42,8 @@ SAVES_AT = 2  # the runs resumed from save at this iteration
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    try:
-        return H.prepare(str(tmp_path_factory.mktemp("megatron-lm")))
-    except H.MegatronLMUnavailable as exc:
-        pytest.fail(str(exc))
+def tree(megatron_lm_tree):
+    return megatron_lm_tree  # one unpack per session (conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -35,11 +35,8 @@ ACCOUNTED = ["--account-for-embedding-in-pipeline-split", "--account-for-loss-in
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    try:
-        return H.prepare(str(tmp_path_factory.mktemp("megatron-lm")))
-    except H.MegatronLMUnavailable as exc:
-        pytest.fail(str(exc))
+def tree(megatron_lm_tree):
+    return megatron_lm_tree  # one unpack per session (conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -284,16 +284,13 @@ def test_sbatch_cpu_pipeline_zbv(slurm_cluster, tmp_path):
     print(f"SLURM job {job_id}: {TRAIN_ITERS} iterations in {elapsed:.1f} s, losses {losses}", file=sys.stderr)
 
 
-def test_sbatch_cpu_megatron_lm_pretrain_gpt(slurm_cluster, tmp_path_factory, tmp_path):
+def test_sbatch_cpu_megatron_lm_pretrain_gpt(slurm_cluster, megatron_lm_tree, tmp_path):
     """MEGATRON_LM_PATH: Megatron-LM's own pretrain_gpt.py (core_v0.16.1 with patches/) under SLURM
     with zb-h1 on 2 CPU ranks trains exactly as Megatron's own schedule run directly with torchrun
     (same placement, so the same initial weights)."""
     import megatron_lm_harness as H
 
-    try:
-        tree = H.prepare(str(tmp_path_factory.mktemp("megatron-lm-slurm")))
-    except H.MegatronLMUnavailable as exc:
-        pytest.fail(str(exc))
+    tree = megatron_lm_tree
     args = [*H.TINY, "--pipeline-model-parallel-size", "2", "--global-batch-size", "8",
             "--train-iters", str(TRAIN_ITERS), "--eval-interval", str(TRAIN_ITERS)]
     bindir = os.path.join(os.path.dirname(tree), "bin")  # python3-config for Megatron-LM's helper build

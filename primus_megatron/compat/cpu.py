@@ -137,15 +137,25 @@ class _CudaOnCpu(types.ModuleType):
 
 
 class _Event:
+    """A CUDA event on the CPU: complete when recorded."""
+
     def synchronize(self) -> None:
         return None
 
     def wait(self, stream=None) -> None:
         return None
 
+    def query(self) -> bool:
+        return True
+
 
 class _Stream:
+    """A CUDA stream that orders nothing: CPU work runs in program order."""
+
     def wait_stream(self, other) -> None:
+        return None
+
+    def wait_event(self, event) -> None:
         return None
 
     def record_event(self, event=None) -> _Event:
@@ -153,6 +163,9 @@ class _Stream:
 
     def synchronize(self) -> None:
         return None
+
+    def query(self) -> bool:
+        return True
 
 
 _STREAM = _Stream()

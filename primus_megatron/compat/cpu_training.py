@@ -42,11 +42,8 @@ start-up dependencies (triton, pybind11, ...; see requirements-megatron-lm.txt);
 """
 from __future__ import annotations
 
-import contextlib
-import functools
 import importlib
 import os
-import queue
 import sys
 
 import torch
@@ -73,31 +70,12 @@ _TRAINING_MODULES = (
 )
 
 
-class _NoStream:
-    """A CUDA stream that orders nothing: CPU work runs in program order."""
-
-    def wait_stream(self, stream) -> None:
-        return None
-
-    def wait_event(self, event) -> None:
-        return None
-
-    def synchronize(self) -> None:
-        return None
-
-    def record_event(self, event=None):
-        return None
-
-    def query(self) -> bool:
-        return True
+def _nothing(*args, **kwargs) -> None:
+    return None
 
 
 def _zero(*args, **kwargs) -> int:
     return 0
-
-
-def _nothing(*args, **kwargs) -> None:
-    return None
 
 
 def _make_proxy():
@@ -114,10 +92,7 @@ def _make_proxy():
         device_memory_used = staticmethod(_zero)
         memory_stats = staticmethod(lambda *args, **kwargs: {})
         reset_peak_memory_stats = staticmethod(_nothing)
-        Stream = staticmethod(lambda *args, **kwargs: _NoStream())
-        current_stream = staticmethod(lambda *args, **kwargs: _NoStream())
-        set_stream = staticmethod(_nothing)
-        stream = staticmethod(lambda *args, **kwargs: contextlib.nullcontext())
+        set_stream = staticmethod(_nothing)  # Stream, current_stream, stream: compat.cpu's (one stream)
         # the CPU generator is checkpointed as torch_rng_state already: report it, restore nothing
         get_rng_state = staticmethod(lambda *args, **kwargs: torch.get_rng_state())
         set_rng_state = staticmethod(_nothing)
@@ -146,39 +121,6 @@ def _skip_fused_kernels() -> None:
     fused_kernels.load = _nothing  # it would compile CUDA sources with nvcc
 
 
-def _write_checkpoints_in_process() -> None:
-    from megatron.core.dist_checkpointing.strategies import filesystem_async
-
-    writer = filesystem_async.FileSystemWriterAsync
-
-    def get_save_function_and_args(self):
-        if not self.write_buckets:
-            return None, None, []
-        transforms = [self.transforms] if hasattr(self, "transforms") else []
-        return (functools.partial(_write_buckets, writer, transforms, getattr(self, "use_msc", False)),
-                functools.partial(self.preload_tensors, self.write_buckets, True),
-                [torch.distributed.get_rank(), self.write_buckets, self.results_queue])
-
-    writer.get_save_function_and_args = get_save_function_and_args
-    filesystem_async._get_write_results_queue = queue.Queue
-
-
-def _write_buckets(writer, transforms, use_msc, rank, buckets, results) -> None:
-    """megatron's per-bucket writer, called in turn in this process; the results go where its
-    forked version puts them: {bucket index: write results}, or the first error."""
-    written: dict = {}
-    for i, bucket in enumerate(buckets):
-        out, done = queue.Queue(), queue.Queue()
-        done.put(i)  # the writer marks its task done on this queue
-        writer.write_preloaded_data(transforms, i, bucket, out, done, True, use_msc=use_msc)
-        _, result = out.get_nowait()
-        if isinstance(result, Exception):
-            results.put(result)
-            return
-        written[i] = result
-    results.put(written)
-
-
 def enable() -> None:
     """Patch Megatron-LM's training path for CPU/gloo (after ``compat.cpu.enable()``).
     Idempotent. Modules of the list that are not importable (megatron-core alone,
@@ -197,7 +139,9 @@ def enable() -> None:
         module.torch = proxy
     torch.Tensor.cuda = _tensor_cuda
     _skip_fused_kernels()
-    _write_checkpoints_in_process()
+    from . import checkpoint_writer
+
+    checkpoint_writer.write_in_process()
     if os.environ.get("PRIMUS_CPU_TORCH_COMPILE") != "1":
         importlib.import_module("torch._dynamo").config.disable = True
     _enabled = True

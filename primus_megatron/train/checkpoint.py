@@ -22,7 +22,6 @@ needs no RNG state: it is reseeded per (iteration, microbatch, layer).
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import os
 import re
@@ -77,9 +76,13 @@ def save(args, model, optimizer, scheduler, iteration: int, consumed_samples: in
         os.makedirs(partial, exist_ok=True)
     dist.barrier()
     state = _state(args, model, optimizer, scheduler, loading=False)
-    writer = _in_process_writer() if _on_cpu() else contextlib.nullcontext()
-    with writer:
-        dist_checkpointing.save(state, partial)
+    from ..compat import cpu
+
+    if cpu.is_enabled():  # shards written in this process (compat.checkpoint_writer)
+        from ..compat.checkpoint_writer import write_in_process
+
+        write_in_process()
+    dist_checkpointing.save(state, partial)
     dist.barrier()  # every rank wrote its shards
     if dist.get_rank() == 0:
         meta = {"format": FORMAT, "iteration": iteration, "consumed_samples": consumed_samples,
@@ -97,59 +100,6 @@ def save(args, model, optimizer, scheduler, iteration: int, consumed_samples: in
         print(f"saved checkpoint at iteration {iteration:7d} to {final}", flush=True)
     dist.barrier()
     return final
-
-
-def _on_cpu() -> bool:
-    from ..compat import cpu
-
-    return cpu.is_enabled()
-
-
-@contextlib.contextmanager
-def _in_process_writer():
-    """While saving, megatron's torch_dist strategy builds our writer instead of
-    its forking one, and the results queue is a plain in-process queue."""
-    import queue
-
-    from megatron.core.dist_checkpointing.strategies import filesystem_async, torch as torch_strategy
-
-    base = filesystem_async.FileSystemWriterAsync
-
-    class InProcessWriter(base):
-        def get_save_function_and_args(self):
-            if not self.write_buckets:
-                return None, None, []
-            transforms = [self.transforms] if hasattr(self, "transforms") else []
-            return (functools.partial(_write_buckets, transforms),
-                    functools.partial(self.preload_tensors, self.write_buckets, True),
-                    [dist.get_rank(), self.write_buckets, self.results_queue])
-
-    saved = torch_strategy.FileSystemWriterAsync, filesystem_async._get_write_results_queue
-    torch_strategy.FileSystemWriterAsync, filesystem_async._get_write_results_queue = InProcessWriter, queue.Queue
-    try:
-        yield
-    finally:
-        torch_strategy.FileSystemWriterAsync, filesystem_async._get_write_results_queue = saved
-
-
-def _write_buckets(transforms: list, rank: int, buckets: list, results) -> None:
-    """megatron's per-bucket writer, called in turn here; results go where its
-    multiprocess version puts them: {bucket index: write results} or the first error."""
-    import queue
-
-    from megatron.core.dist_checkpointing.strategies.filesystem_async import FileSystemWriterAsync
-
-    written: dict = {}
-    for i, bucket in enumerate(buckets):
-        out, done = queue.Queue(), queue.Queue()
-        done.put(i)  # the worker marks its task done on this queue
-        FileSystemWriterAsync.write_preloaded_data(transforms, i, bucket, out, done, True)
-        _, result = out.get_nowait()
-        if isinstance(result, Exception):
-            results.put(result)
-            return
-        written[i] = result
-    results.put(written)
 
 
 class CheckpointError(RuntimeError):
