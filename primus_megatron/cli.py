@@ -4,6 +4,7 @@
     primus-pipeline simulate --schedule zbv --pp 8 --microbatches 24 --plot zbv.png
     primus-pipeline compare --pp 8 --microbatches 24 --plot all.png
     primus-pipeline export --schedule zb-h1 --pp 4 --microbatches 8 --format torch
+    primus-pipeline balance --profile run.profile.json --schedule zbv --pp 8 --microbatches 24 --num-layers 32
 
 Pure Python: imports the planner only (no torch, no megatron); matplotlib
 only when a picture is asked for. Bad arguments print one sentence and exit
@@ -102,7 +103,7 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export.")
+    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -133,6 +134,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="chunks per rank, for schedules that allow a choice (interleaved-1f1b)")
     p.add_argument("--format", choices=("json", "torch"), default="json", help="output format (default json)")
     p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
+
+    p = sub.add_parser("balance", help="the layer split that runs a schedule fastest, from a measured profile",
+                       description="Simulate the schedule on every layer split megatron-core can build (first/last "
+                                   "pipeline rank layer counts, embedding/loss accounted) under the per-layer, "
+                                   "embedding and head costs of a profile (written by training with "
+                                   "--pipeline-profile-out), and print the options of the fastest.")
+    p.add_argument("--profile", required=True, metavar="FILE", help="a profile written with --pipeline-profile-out")
+    p.add_argument("--schedule", required=True, metavar="NAME", help="a registered schedule")
+    p.add_argument("--pp", required=True, type=_int_at_least(2), metavar="P", help="pipeline ranks (>= 2)")
+    p.add_argument("--microbatches", "-m", required=True, type=_int_at_least(1), metavar="M",
+                   help="microbatches per step (>= 1)")
+    p.add_argument("--num-layers", required=True, type=_int_at_least(1), metavar="N", help="transformer layers")
+    p.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="X",
+                   help="peak activation memory per rank, in units of an average rank's layers for one microbatch")
     return parser
 
 
@@ -352,7 +367,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export}
+def cmd_balance(args: argparse.Namespace) -> int:
+    from .schedules import balance, info
+
+    try:
+        model = balance.load_profile(args.profile)
+    except ValueError as exc:
+        raise UsageError(f"--profile: {exc}") from None
+    name = info(args.schedule).name
+    best, rows = balance.choose(name, args.pp, args.microbatches, model, args.num_layers,
+                                memory_limit=args.memory_limit)
+    print(f"{name}, pp={args.pp}, {args.microbatches} microbatches, {args.num_layers} layers; simulated from "
+          f"{args.profile}:\n")
+    print(balance.table(rows, best))
+    print(f"\nrecommended: {balance.flags(best.split) or '(the even split: no option)'}")
+    return 0
+
+
+COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export,
+            "balance": cmd_balance}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -33,6 +33,15 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
     group.add_argument("--pipeline-costs", default=None, metavar="F,B,W,COMM",
                        help="relative op costs for cost-driven schedules (default: measured over the first "
                             "--pipeline-profile-steps steps, then re-planned)")
+    group.add_argument("--pipeline-profile-out", default=None, metavar="FILE.json",
+                       help="measure per-stage costs over the first --pipeline-profile-steps steps and write the "
+                            "fitted per-layer, embedding and head costs there (for `primus-pipeline balance` and "
+                            "--pipeline-balance FILE)")
+    group.add_argument("--pipeline-balance", default=None, metavar="auto|FILE.json",
+                       help="choose the layer split (first/last pipeline rank layer counts, embedding/loss "
+                            "accounting) that runs the schedule fastest by simulation: from a profile written by "
+                            "--pipeline-profile-out, or `auto` (examples/pretrain_gpt.py only: measured in the first "
+                            "steps, then the model is rebuilt on the chosen split)")
     group.add_argument("--pipeline-profile-steps", type=int, default=3, metavar="N",
                        help="steps whose F/B/W/p2p times and activation memory are measured (for zb-auto's "
                             "re-planning and --pipeline-schedule auto); 0 disables")
@@ -54,6 +63,9 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
     steps = getattr(args, "pipeline_profile_steps", 3)
     if steps < 0:
         return f"--pipeline-profile-steps must be >= 0, got {steps}"
+    problem = check_balance_args(args, steps)
+    if problem:
+        return problem
     if name == "auto":
         pp = getattr(args, "pipeline_model_parallel_size", None)
         if steps < 1:
@@ -137,6 +149,72 @@ def split_fits(args: argparse.Namespace, name: str) -> bool:
     entry = registry.info(name)
     return check_layer_split(args, getattr(args, "pipeline_model_parallel_size", None), entry.chunks, name,
                              w_ops=splits_weight_gradients(entry), v_placement=entry.placement == V) is None
+
+
+def check_balance_args(args: argparse.Namespace, steps: int) -> Optional[str]:
+    """--pipeline-profile-out and --pipeline-balance, or None."""
+    import os
+
+    out = getattr(args, "pipeline_profile_out", None)
+    if out is not None:
+        if not out.endswith(".json"):
+            return f"--pipeline-profile-out must name a .json file, got {out!r}"
+        if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+            return f"--pipeline-profile-out {out!r}: its directory does not exist"
+        if steps < 1:
+            return "--pipeline-profile-out measures costs first: --pipeline-profile-steps must be >= 1"
+    balance = getattr(args, "pipeline_balance", None)
+    if balance is None:
+        return None
+    given = [opt for key, opt in (("decoder_first_pipeline_num_layers", "--decoder-first-pipeline-num-layers"),
+                                  ("decoder_last_pipeline_num_layers", "--decoder-last-pipeline-num-layers"),
+                                  ("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
+                                  ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split"))
+             if getattr(args, key, None) not in (None, False)]
+    if given and not getattr(args, "pipeline_balance_applied", False):
+        return f"--pipeline-balance chooses the layer split itself: drop {given[0]}"
+    if balance == "auto":
+        return None if steps >= 1 else "--pipeline-balance auto measures costs first: --pipeline-profile-steps must be >= 1"
+    from ..schedules.balance import load_profile
+
+    try:
+        load_profile(balance)
+    except ValueError as exc:
+        return f"--pipeline-balance must be auto or a profile file: {exc}"
+    return None
+
+
+SPLIT_ARGS = {"first": "decoder_first_pipeline_num_layers", "last": "decoder_last_pipeline_num_layers",
+              "embedding": "account_for_embedding_in_pipeline_split", "loss": "account_for_loss_in_pipeline_split"}
+
+
+def apply_balance(args: argparse.Namespace, model, pp: int, microbatches: int, *, source: str) -> str:
+    """Choose the layer split (and, for `--pipeline-schedule auto`, the schedule) from
+    the cost model `model` (schedules.balance.ModelCosts), set the arguments to it
+    and return what to log. Raises ScheduleError when nothing fits."""
+    from ..schedules import balance, names
+    from ..schedules.registry import info
+
+    post = bool(getattr(args, "optimizer_post_validation", False))
+    limit = getattr(args, "pipeline_memory_limit", None)
+    if args.pipeline_schedule == "auto":
+        usable = [n for n in names() if info(n).needs_extra != "ilp"]
+        name, best, rows = balance.choose_schedule_and_split(usable, pp, microbatches, model, args.num_layers,
+                                                             memory_limit=limit, post_validation=post)
+        args.pipeline_schedule = name
+    else:
+        name = info(args.pipeline_schedule).name
+        best, rows = balance.choose(name, pp, microbatches, model, args.num_layers, memory_limit=limit,
+                                    post_validation=post)
+    for key, dest in SPLIT_ARGS.items():
+        setattr(args, dest, getattr(best.split, key) if key in ("first", "last") else bool(getattr(best.split, key)))
+    args.pipeline_balance_applied = True
+    even = next((c for c in rows if not balance.flags(c.split)), None)
+    gain = f"; simulated iteration {best.iteration / even.iteration:.3f}x the even split's" \
+        if even is not None and even.iteration else ""
+    return (f"--pipeline-balance ({source}): {name} on layer split {list(best.layers)} "
+            f"({balance.flags(best.split) or 'the even split'}){gain}, peak activation "
+            f"{best.peak_memory:.2f}\n{balance.table(rows, best)}")
 
 
 def _num_microbatches(args: argparse.Namespace) -> Optional[int]:

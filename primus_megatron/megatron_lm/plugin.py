@@ -76,10 +76,26 @@ def forward_backward_func_for(args) -> Any:
     from .args import parse_costs
 
     entry = _schedule_of(args)
+    costs = parse_costs(args.pipeline_costs) if args.pipeline_costs else None
+    steps = args.pipeline_profile_steps
+    # a cost-driven schedule given no costs measures them over the first steps and re-plans (as in
+    # examples/pretrain_gpt.py); --pipeline-profile-out measures them for `primus-pipeline balance`
+    measure = entry.cost_driven and costs is None and steps > 0
+    profile_out = getattr(args, "pipeline_profile_out", None)
     return get_forward_backward_func(
         entry.name, chunks=getattr(args, "pipeline_chunks", None), memory_limit=args.pipeline_memory_limit,
-        costs=parse_costs(args.pipeline_costs) if args.pipeline_costs else None,
-        p2p_timeout_s=args.pipeline_p2p_timeout, losses_on_last_rank=True)
+        costs=costs, p2p_timeout_s=args.pipeline_p2p_timeout, losses_on_last_rank=True,
+        profile_steps=(1, 1 + steps) if measure or profile_out else None, replan=measure, log=_log0,
+        profile_out=profile_out)
+
+
+def _log0(text: str) -> None:
+    import torch.distributed as dist
+
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(text, flush=True)
+
+
 
 
 def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int, rank: int, chunks: int) -> Callable:
@@ -148,7 +164,9 @@ def install() -> None:
 
     def validate_args(args, defaults={}):
         _refuse(_precheck(args))  # a bad name or chunk count: before anything reads them
-        if getattr(args, "pipeline_schedule", None) == "auto":
+        if getattr(args, "pipeline_balance", None) is not None:
+            _balance_before_build(args)  # the split (and with auto the schedule) from a saved profile
+        elif getattr(args, "pipeline_schedule", None) == "auto":
             _choose_before_build(args)
         if getattr(args, "optimizer_post_validation", False) and _schedule_of(args) is None:
             _refuse("--optimizer-post-validation needs --pipeline-schedule (our executor validates the step "
@@ -194,6 +212,46 @@ def _cpu_args(args) -> None:
         print(f"CPU mode: {', '.join(changed)} (TransformerEngine, apex and NCCL do not run on CPU)", flush=True)
 
 
+def _microbatches(args, what: str) -> tuple[int, int]:
+    """(pipeline size, microbatches per step) from Megatron-LM's arguments before its
+    validate_args has derived the data-parallel size; refused in one sentence if unknown."""
+    pp = args.pipeline_model_parallel_size
+    tp, cp = args.tensor_model_parallel_size, getattr(args, "context_parallel_size", 1) or 1
+    dp = max(1, args.world_size // (tp * pp * cp))
+    mbs = args.micro_batch_size
+    gbs = args.global_batch_size or (mbs or 1) * dp  # Megatron-LM's default
+    if pp < 2:
+        _refuse(f"{what} needs --pipeline-model-parallel-size >= 2, got {pp}")
+    if not mbs or gbs % (mbs * dp):
+        _refuse(f"{what} needs --global-batch-size divisible by --micro-batch-size x data-parallel size "
+                f"({mbs} x {dp})")
+    return pp, gbs // (mbs * dp)
+
+
+def _balance_before_build(args) -> None:
+    """--pipeline-balance FILE: the layer split (with --pipeline-schedule auto, the
+    schedule too) chosen from a saved profile before Megatron-LM builds the model,
+    which it does once: `auto` balancing, which measures first, is our script's."""
+    import os
+
+    from ..schedules.balance import load_profile
+    from .args import apply_balance
+
+    if args.pipeline_balance == "auto":
+        _refuse("--pipeline-balance auto measures costs and then rebuilds the model, which Megatron-LM's loop does "
+                "not allow: write a profile with --pipeline-profile-out FILE.json in one run and pass "
+                "--pipeline-balance FILE.json in the next")
+    if _schedule_of(args) is None and args.pipeline_schedule != "auto":
+        _refuse("--pipeline-balance needs --pipeline-schedule (a registered name or auto)")
+    pp, m = _microbatches(args, "--pipeline-balance")
+    try:
+        text = apply_balance(args, load_profile(args.pipeline_balance), pp, m, source=args.pipeline_balance)
+    except (ValueError, S.ScheduleError) as exc:
+        _refuse(f"--pipeline-balance {args.pipeline_balance}: {exc}")
+    if os.environ.get("RANK", "0") == "0":
+        print(text, flush=True)
+
+
 def _choose_before_build(args) -> None:
     """`--pipeline-schedule auto` in Megatron-LM's loop: the model is built once,
     with the placement of the schedule chosen now, so the choice cannot wait for
@@ -205,28 +263,16 @@ def _choose_before_build(args) -> None:
 
     from .args import parse_costs
 
-    pp = args.pipeline_model_parallel_size
-    tp, cp = args.tensor_model_parallel_size, getattr(args, "context_parallel_size", 1) or 1
-    dp = max(1, args.world_size // (tp * pp * cp))
-    mbs = args.micro_batch_size
-    gbs = args.global_batch_size or (mbs or 1) * dp  # Megatron-LM's default
-    problem = None
-    if pp < 2:
-        problem = f"--pipeline-schedule auto needs --pipeline-model-parallel-size >= 2, got {pp}"
-    elif not mbs or gbs % (mbs * dp):
-        problem = (f"--pipeline-schedule auto needs --global-batch-size divisible by --micro-batch-size x "
-                   f"data-parallel size ({mbs} x {dp})")
-    if problem is None:
-        try:
-            costs = parse_costs(args.pipeline_costs) if args.pipeline_costs else S.Costs()
-        except ValueError as exc:
-            problem = str(exc)
-    _refuse(problem)
+    pp, m = _microbatches(args, "--pipeline-schedule auto")
+    try:
+        costs = parse_costs(args.pipeline_costs) if args.pipeline_costs else S.Costs()
+    except ValueError as exc:
+        _refuse(str(exc))
     from .args import split_fits
 
     usable = [n for n in S.names() if split_fits(args, n)]  # the layer split (even or uneven) fits
     try:
-        best, rows = S.auto.choose(pp, gbs // (mbs * dp), costs, args.pipeline_memory_limit,
+        best, rows = S.auto.choose(pp, m, costs, args.pipeline_memory_limit,
                                    post_validation=getattr(args, "optimizer_post_validation", False),
                                    candidates=usable)
     except S.ScheduleError as exc:

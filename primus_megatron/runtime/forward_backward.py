@@ -63,7 +63,8 @@ class PipelineRunner:
                  memory_limit: Optional[float] = None, chunks: Optional[int] = None,
                  p2p_timeout_s: float = DEFAULT_TIMEOUT_S, record_timeline: bool = True,
                  losses_on_last_rank: bool = False, profile_steps: Optional[tuple[int, int]] = None,
-                 replan: bool = False, log: Optional[Callable[[str], None]] = None) -> None:
+                 replan: bool = False, log: Optional[Callable[[str], None]] = None,
+                 profile_out: Optional[str] = None) -> None:
         if isinstance(schedule, S.Schedule):
             S.validate(schedule)
             self.name = schedule.name
@@ -82,6 +83,7 @@ class PipelineRunner:
         # Measured costs: training steps [start, end) are profiled; afterwards a
         # cost-driven schedule is re-planned from them (all ranks at the same step).
         self.profile_steps = profile_steps
+        self.profile_out = profile_out  # where the cost model fitted to the measurements goes (rank 0)
         self.replan = replan
         self.log = log or (lambda text: None)
         self.training_steps = 0
@@ -111,7 +113,7 @@ class PipelineRunner:
             self._unchecked.add(key)
         return self._cache[key]
 
-    def _finish_profile(self, sched: S.Schedule, group, rank: int, shape, dtype, device) -> None:
+    def _finish_profile(self, sched: S.Schedule, group, rank: int, shape, dtype, device, config=None) -> None:
         """The profiled window is over: gather the measured costs (every rank gets
         the same) and re-plan a cost-driven schedule from them."""
         from .profiler import measure_p2p, measured_costs
@@ -119,6 +121,8 @@ class PipelineRunner:
         self.profile.comm.append(measure_p2p(group, rank, shape, dtype, device))
         costs, summary = measured_costs(self.profile, sched, group, rank)
         self.measured = (costs, summary)
+        if self.profile_out and dist.get_rank() == 0 and config is not None:
+            self._save_profile(costs, sched, config)
         ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
         self.log(f"measured per-stage costs (ms) over {self.profile.steps} steps: F [{ms(summary['f'])}] "
                  f"B [{ms(summary['b'])}] W [{ms(summary['w'])}] p2p {1e3 * summary['comm']:.3f}; one microbatch's "
@@ -133,6 +137,22 @@ class PipelineRunner:
             self.log(f"re-planned {self.name} from the measured costs at step {self.training_steps}: simulated "
                      f"iteration {1e3 * before.makespan:.1f} ms -> {1e3 * after.makespan:.1f} ms, peak activation "
                      f"{max(before.peak_memory):.2f} -> {max(after.peak_memory):.2f} units")
+
+    def _save_profile(self, costs: S.Costs, sched: S.Schedule, config) -> None:
+        """Per-layer, embedding and head costs fitted to this run's per-stage
+        measurements, for `primus-pipeline balance` or `--pipeline-balance FILE`."""
+        from ..schedules import balance
+        from ..schedules.layer_split import LayerSplit
+
+        split = LayerSplit.from_config(config)
+        model = balance.fit(costs, split, sched.pp, sched.chunks_per_rank)
+        balance.save_profile(self.profile_out, model, meta={
+            "schedule": sched.name, "pp": sched.pp, "microbatches": sched.microbatches, "num_layers": split.num_layers,
+            "split": balance.flags(split) or "even", "units": "seconds", "hidden_size": config.hidden_size})
+        self.log(f"profile written to {self.profile_out}: per layer F {1e3 * model.layer.f:.2f} B "
+                 f"{1e3 * model.layer.b:.2f} W {1e3 * model.layer.w:.2f} ms, head (output layer and loss) F "
+                 f"{1e3 * model.head.f:.2f} B {1e3 * model.head.b:.2f} W {1e3 * model.head.w:.2f} ms; "
+                 f"`primus-pipeline balance --profile {self.profile_out} ...` gives the split for any schedule")
 
     # -- megatron's interface ----------------------------------------------------------------
     def __call__(self, *, forward_step_func, data_iterator, model, num_microbatches: int, seq_length: int,
@@ -225,7 +245,7 @@ class PipelineRunner:
             self.training_steps += 1
             if profiling and self.training_steps == self.profile_steps[1]:
                 self._finish_profile(sched, group, rank, shape, config.pipeline_dtype or torch.float32,
-                                     next(chunks[0].parameters()).device)
+                                     next(chunks[0].parameters()).device, config)
 
         if not forward_only and config.finalize_model_grads_func is not None:
             num_tokens = None

@@ -204,6 +204,7 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
         raise ConfigError(f"--global-batch-size {args.global_batch_size} must be divisible by --micro-batch-size "
                           f"{args.micro_batch_size} x data-parallel size {dp}")
     args.num_microbatches = args.global_batch_size // (args.micro_batch_size * dp)
+    _balance_from_profile(args)
     # the schedule: name, pipeline size, layer split, options that cannot combine with deferred
     # weight gradients, and the schedule itself for this microbatch count and memory limit
     problem = check_schedule_args(args)
@@ -265,6 +266,8 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
             raise ConfigError(f"--inject-nonfinite-grad takes ITER or ITER:STAGE (positive iteration, stage >= 0), "
                               f"got {args.inject_nonfinite_grad!r}") from None
         args.inject_nonfinite_grad = (parts[0], parts[1] if len(parts) == 2 else 0)
+    if args.pipeline_balance is not None and args.pipeline_schedule is None:
+        raise ConfigError("--pipeline-balance needs --pipeline-schedule (a registered name or auto)")
     if args.optimizer_post_validation and args.pipeline_schedule is None:
         raise ConfigError("--optimizer-post-validation needs --pipeline-schedule (it overlaps validation with "
                           "the schedule's first forwards)")
@@ -326,6 +329,27 @@ def _check_data_path(tokens: Sequence[str]) -> None:
             if not os.path.exists(prefix + ext):
                 raise ConfigError(f"--data-path {prefix}: {prefix + ext} does not exist (build it with "
                                   f"`python -m primus_megatron.train.data --build-corpus-dataset {prefix}`)")
+
+
+def _balance_from_profile(args: argparse.Namespace) -> None:
+    """--pipeline-balance FILE: the split (and with --pipeline-schedule auto the schedule)
+    chosen now, before anything is built; its table is logged at start-up."""
+    from ..megatron_lm.args import apply_balance, check_balance_args
+
+    if args.pipeline_balance in (None, "auto") or args.pipeline_schedule is None:
+        return
+    problem = check_balance_args(args, args.pipeline_profile_steps)
+    if problem:
+        raise ConfigError(problem)
+    from ..schedules import ScheduleError
+    from ..schedules.balance import load_profile
+
+    try:
+        args.pipeline_balance_log = apply_balance(args, load_profile(args.pipeline_balance),
+                                                  args.pipeline_model_parallel_size, args.num_microbatches,
+                                                  source=args.pipeline_balance)
+    except ScheduleError as exc:
+        raise ConfigError(f"--pipeline-balance {args.pipeline_balance}: {exc}") from None
 
 
 def parse(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None) -> argparse.Namespace:

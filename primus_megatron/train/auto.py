@@ -19,20 +19,17 @@ from .loop import forward_step, log0
 PROVISIONAL = "zb-h1"
 
 
-def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[], list], train_data,
-                    configure: Callable[[list], None]) -> list:
-    """Profile with the provisional schedule, set args.pipeline_schedule to the
-    best one, return the model for it (`model` itself or a rebuilt one)."""
+def _profile(args: argparse.Namespace, model: list, train_data, configure: Callable[[list], None], schedule: str):
+    """A few forward-backward passes of `schedule` on `model` (no optimizer step):
+    the runner's measured per-stage costs and its plan."""
     from megatron.core import parallel_state as ps
 
-    from ..megatron_lm.args import split_fits
     from ..runtime import get_forward_backward_func
-    from ..runtime.profiler import per_rank_costs
     from . import data as D
 
-    pp = args.pipeline_model_parallel_size
     steps = args.pipeline_profile_steps
-    runner = get_forward_backward_func(PROVISIONAL, profile_steps=(1, steps + 1),
+    runner = get_forward_backward_func(schedule, profile_steps=(1, steps + 1),
+                                       chunks=args.pipeline_chunks if S.info(schedule).chunks != 1 else None,
                                        p2p_timeout_s=args.pipeline_p2p_timeout)
     configure(model)
     it = D.batch_iterator(train_data, args.micro_batch_size, ps.get_data_parallel_rank(),
@@ -46,7 +43,18 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
     for chunk in model:
         chunk.zero_grad_buffer()
     costs, summary = runner.measured
-    plan = runner.plan(pp, args.num_microbatches)[0]
+    return costs, summary, runner.plan(args.pipeline_model_parallel_size, args.num_microbatches)[0]
+
+
+def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[], list], train_data,
+                    configure: Callable[[list], None]) -> list:
+    """Profile with the provisional schedule, set args.pipeline_schedule to the
+    best one, return the model for it (`model` itself or a rebuilt one)."""
+    from ..megatron_lm.args import split_fits
+    from ..runtime.profiler import per_rank_costs
+
+    pp = args.pipeline_model_parallel_size
+    costs, summary, plan = _profile(args, model, train_data, configure, PROVISIONAL)
     shares = per_rank_costs(costs, plan)
     usable = [n for n in S.names() if split_fits(args, n)]
     best, rows = S.auto.choose(pp, args.num_microbatches, shares, args.pipeline_memory_limit,
@@ -71,3 +79,34 @@ def _in_ms(row):
     from dataclasses import replace
 
     return replace(row, iteration=None if row.iteration is None else 1e3 * row.iteration)
+
+
+def balance_split(args: argparse.Namespace, model: list, rebuild: Callable[[], list], train_data,
+                  configure: Callable[[list], None], *, choose_schedule_too: bool) -> list:
+    """--pipeline-balance auto: profile `args.pipeline_schedule` (the provisional one
+    when the schedule is chosen too) on the current split, fit per-layer, embedding
+    and head costs, set the fastest split (and schedule) in `args`, and return the
+    model for it (rebuilt when anything changed)."""
+    from ..megatron_lm.args import apply_balance
+    from ..schedules import balance
+    from ..schedules.layer_split import LayerSplit
+
+    before = (args.pipeline_schedule, _split_of(args))
+    costs, _, plan = _profile(args, model, train_data, configure, args.pipeline_schedule)
+    split = LayerSplit(args.num_layers, *_split_of(args))
+    fitted = balance.fit(costs, split, plan.pp, plan.chunks_per_rank)
+    if choose_schedule_too:
+        args.pipeline_schedule = "auto"
+    log0(apply_balance(args, fitted, plan.pp, args.num_microbatches,
+                       source=f"measured over {args.pipeline_profile_steps} steps of {plan.name}"))
+    entry = S.info(args.pipeline_schedule)
+    args.pipeline_chunks_resolved = entry.chunks
+    if (args.pipeline_schedule, _split_of(args)) == before:
+        return model
+    del model
+    return rebuild()
+
+
+def _split_of(args: argparse.Namespace) -> tuple:
+    return (args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers,
+            bool(args.account_for_embedding_in_pipeline_split), bool(args.account_for_loss_in_pipeline_split))

@@ -34,10 +34,12 @@ def forward_backward_func(args):
         costs = parse_costs(args.pipeline_costs)
     # A cost-driven schedule given no costs measures them over the first steps and re-plans.
     measure = S.info(args.pipeline_schedule).cost_driven and costs is None and args.pipeline_profile_steps > 0
+    profile = measure or args.pipeline_profile_out is not None
     return get_forward_backward_func(
         args.pipeline_schedule, chunks=args.pipeline_chunks if args.pipeline_chunks_resolved > 1 else None,
         memory_limit=args.pipeline_memory_limit, costs=costs, p2p_timeout_s=args.pipeline_p2p_timeout,
-        profile_steps=(1, 1 + args.pipeline_profile_steps) if measure else None, replan=measure, log=log0)
+        profile_steps=(1, 1 + args.pipeline_profile_steps) if profile else None, replan=measure, log=log0,
+        profile_out=args.pipeline_profile_out)
 
 
 def configure_hooks(args, model, optimizer) -> None:
@@ -95,12 +97,24 @@ def train(args) -> dict:
             chunks, seed=args.seed, std=args.init_method_std, num_layers=args.num_layers,
             tp_rank=ps.get_tensor_model_parallel_rank(), tp_size=args.tensor_model_parallel_size))
 
-    if args.pipeline_schedule == "auto":
+    from .. import schedules as S
+
+    if getattr(args, "pipeline_balance_log", None):  # --pipeline-balance FILE: chosen when parsed
+        log0(args.pipeline_balance_log)
+    configure = lambda m: configure_hooks(args, m, None)  # noqa: E731  (profiling passes: no optimizer)
+    if args.pipeline_balance == "auto":
+        from .auto import PROVISIONAL, balance_split
+
+        choose_too = args.pipeline_schedule == "auto"
+        if choose_too:
+            args.pipeline_schedule = PROVISIONAL
+            args.pipeline_chunks_resolved = S.info(PROVISIONAL).chunks
+        model = balance_split(args, make_model(), make_model, train_data, configure, choose_schedule_too=choose_too)
+    elif args.pipeline_schedule == "auto":
         from .auto import PROVISIONAL, choose_schedule
 
         args.pipeline_schedule = PROVISIONAL
-        model = choose_schedule(args, make_model(), make_model, train_data,
-                                lambda m: configure_hooks(args, m, None))
+        model = choose_schedule(args, make_model(), make_model, train_data, configure)
     else:
         model = make_model()
     from . import determinism
@@ -230,7 +244,13 @@ def train(args) -> dict:
         log0("reading it: one row per pipeline rank, boxes are ops (F forward, B input gradient, W weight "
              "gradient; the number is the microbatch, hatched boxes the rank's second chunk), white space is idle "
              "time; the upper panel is the plan simulated from this run's measured op costs, the lower what ran")
+    from ..schedules.balance import flags
+    from ..schedules.layer_split import LayerSplit
+
+    split = LayerSplit(args.num_layers, args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers,
+                       bool(args.account_for_embedding_in_pipeline_split), bool(args.account_for_loss_in_pipeline_split))
     return {"losses": history, "eval": evals, "start_iteration": start_iter, "grad_norms": norms,
+            "layer_split": flags(split),
             "loss_scale": float(optimizer.get_loss_scale().item()), "skipped": skipped_total,
             "params": _param_digest(model) if getattr(args, "return_params", False) else None,
             "post_validation": dict(optimizer.stats) if post_validation else None,

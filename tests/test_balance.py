@@ -1,0 +1,133 @@
+"""A layer split balanced from measured costs (schedules/balance.py): the fitted
+cost model, the choice among megatron's splits, profile files, the
+`primus-pipeline balance` command and `--pipeline-balance` in training."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from primus_megatron.schedules import balance as B
+from primus_megatron.schedules import info
+from primus_megatron.schedules.layer_split import LayerSplit, check, stage_layers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAVY_HEAD = B.ModelCosts(layer=B.Part(1.0, 1.0, 1.0), embedding=B.Part(0.2, 0.3, 0.0), head=B.Part(3.0, 3.0, 3.0),
+                          comm=0.05)
+
+
+@pytest.mark.parametrize("pp, chunks, split", [
+    (2, 2, LayerSplit(8)),                        # V or interleaved: 4 stages, three kinds of stage
+    (3, 1, LayerSplit(9)),
+    (4, 1, LayerSplit(14, first=2, last=4)),
+    (2, 2, LayerSplit(7, loss=True)),
+])
+def test_fit_recovers_the_cost_model_from_per_stage_costs(pp, chunks, split):
+    measured = B.stage_costs(HEAVY_HEAD, split, pp, chunks)
+    fitted = B.fit(measured, split, pp, chunks)
+    for part in ("layer", "embedding", "head"):
+        for k in ("f", "b", "w"):
+            assert getattr(getattr(fitted, part), k) == pytest.approx(getattr(getattr(HEAVY_HEAD, part), k), abs=1e-9)
+    assert fitted.comm == pytest.approx(HEAVY_HEAD.comm)
+
+
+def test_fit_on_two_kinds_of_stage_takes_the_embedding_as_free():
+    model = B.ModelCosts(layer=B.Part(1.0, 2.0, 1.0), head=B.Part(4.0, 1.0, 2.0))  # embedding free
+    split = LayerSplit(8)
+    fitted = B.fit(B.stage_costs(model, split, 2, 1), split, 2, 1)
+    assert fitted.layer == pytest.approx(model.layer) and fitted.head == pytest.approx(model.head)
+    assert fitted.embedding == B.Part(0.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("num_layers, pp, chunks, w_ops", [(16, 4, 2, True), (16, 4, 1, True), (15, 4, 2, True),
+                                                           (8, 2, 1, False), (6, 3, 1, True)])
+def test_candidates_are_the_distinct_splits_megatron_builds(num_layers, pp, chunks, w_ops):
+    splits = B.candidates(num_layers, pp, chunks, w_ops=w_ops)
+    layouts = [tuple(stage_layers(s, pp, chunks)) for s in splits]
+    assert len(set(layouts)) == len(layouts) and splits
+    assert all(check(s, pp, chunks, w_ops=w_ops) is None for s in splits)
+    assert all(sum(layout) == num_layers for layout in layouts)
+    if num_layers % (pp * chunks) == 0:
+        assert LayerSplit(num_layers) in splits
+
+
+@pytest.mark.parametrize("name", ["zb-h1", "zb-h2", "1f1b", "zb-auto", "zbv", "v-half"])
+def test_the_choice_is_the_fastest_candidate_and_never_slower_than_even(name):
+    pp, layers = (4, 16) if info(name).chunks == 2 else (4, 12)
+    best, rows = B.choose(name, pp, 8, HEAVY_HEAD, layers)
+    timed = [c for c in rows if c.iteration is not None]
+    assert best.iteration == min(c.iteration for c in timed)
+    even = next(c for c in rows if not B.flags(c.split))
+    assert best.iteration <= even.iteration
+
+
+def test_a_heavy_head_moves_layers_off_the_last_stage_and_equal_parts_keep_the_even_split():
+    best, _ = B.choose("zb-h1", 4, 8, HEAVY_HEAD, 12)
+    layers = stage_layers(best.split, 4, 1)
+    assert layers[-1] < 3 and B.flags(best.split)
+    plain = B.ModelCosts(layer=B.Part(1.0, 1.0, 1.0))  # no embedding or head cost
+    best, _ = B.choose("zb-h1", 4, 8, plain, 12)
+    assert B.flags(best.split) == ""
+
+
+def test_a_memory_limit_excludes_splits_that_exceed_it():
+    best, rows = B.choose("zbv", 4, 8, HEAVY_HEAD, 16)
+    assert best.peak_memory > 4  # unbounded, the fastest split here keeps more activations
+    capped, rows = B.choose("zbv", 4, 8, HEAVY_HEAD, 16, memory_limit=4.0)
+    assert capped.peak_memory <= 4.0 and any(c.note for c in rows)
+
+
+def test_profile_round_trip_and_bad_files(tmp_path):
+    path = str(tmp_path / "p.json")
+    B.save_profile(path, HEAVY_HEAD, meta={"pp": 4})
+    assert B.load_profile(path) == HEAVY_HEAD
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "other"}))
+    with pytest.raises(ValueError, match="is not a primus-pipeline-profile/1 file"):
+        B.load_profile(str(bad))
+    with pytest.raises(ValueError, match="does not exist"):
+        B.load_profile(str(tmp_path / "missing.json"))
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "primus_megatron.cli", *argv], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+
+
+def test_cli_balance_prints_the_recommended_options(tmp_path):
+    path = str(tmp_path / "p.json")
+    B.save_profile(path, HEAVY_HEAD)
+    out = _cli("balance", "--profile", path, "--schedule", "zb-h1", "--pp", "4", "-m", "8", "--num-layers", "12")
+    assert out.returncode == 0, out.stderr
+    best, _ = B.choose("zb-h1", 4, 8, HEAVY_HEAD, 12)
+    assert f"recommended: {B.flags(best.split)}" in out.stdout and "<- chosen" in out.stdout
+    bad = _cli("balance", "--profile", str(tmp_path / "none.json"), "--schedule", "zb-h1", "--pp", "4", "-m", "8",
+               "--num-layers", "12")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--profile" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_training_takes_the_split_from_a_profile_and_trains_the_same_model(tmp_path):
+    """--pipeline-balance FILE chooses the split at start; the losses are those of
+    the same split given by hand (and of the even split: the model is the same)."""
+    import megatron_reference as ref
+    import pipeline_harness as H
+
+    if not ref.environment_ok():
+        pytest.skip("megatron-core is not installed")
+    path = str(tmp_path / "p.json")
+    B.save_profile(path, HEAVY_HEAD)
+    best, _ = B.choose("zb-h1", 2, 4, HEAVY_HEAD, 8)
+    assert B.flags(best.split)  # the heavy head makes an uneven split win
+    base = ["--cpu", "--mock-data", "--vocab-size", "64", "--num-layers", "8", "--hidden-size", "32",
+            "--num-attention-heads", "4", "--seq-length", "16", "--micro-batch-size", "2", "--global-batch-size", "8",
+            "--lr", "3e-3", "--seed", "5", "--pipeline-model-parallel-size", "2", "--train-iters", "2",
+            "--pipeline-schedule", "zb-h1", "--pipeline-p2p-timeout", "60"]
+    runs = [base + ["--pipeline-balance", path], base + B.flags(best.split).split(), base]
+    results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=600)
+    balanced, by_hand, even = results[0]
+    assert balanced["layer_split"] == by_hand["layer_split"] == B.flags(best.split) != even["layer_split"]
+    assert balanced["losses"] == by_hand["losses"] == even["losses"]
