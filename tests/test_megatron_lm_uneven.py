@@ -21,6 +21,7 @@ checkpoint saved by Megatron's own schedule on the even split (--finetune):
 from __future__ import annotations
 
 import functools
+import re
 
 import pytest
 
@@ -77,3 +78,24 @@ def test_a_split_megatron_cannot_build_is_one_sentence(tree):
     assert len(errors) == 1 and "--decoder-first-pipeline-num-layers 1 must be a multiple of 2" in errors[0], \
         H.tail(result.log)
     assert 'pretrain_gpt.py", line' not in result.log and "megatron/training" not in result.log  # no traceback
+
+
+def test_balance_from_a_profile_and_profile_out_in_megatron_lms_loop(runs, tmp_path):
+    """--pipeline-balance FILE picks the split before Megatron-LM builds the model (the
+    one `primus-pipeline balance` recommends) and trains the same numbers as the even
+    split; --pipeline-profile-out writes the profile fitted to this run's measurements."""
+    from primus_megatron.schedules import balance as B
+
+    profile, written = str(tmp_path / "heavy_head.json"), str(tmp_path / "measured.json")
+    heavy = B.ModelCosts(layer=B.Part(1.0, 1.0, 1.0), head=B.Part(3.0, 3.0, 3.0))
+    B.save_profile(profile, heavy)
+    best, _ = B.choose("zb-h1", 2, 4, heavy, 6)
+    assert best.split.first is not None  # the heavy head moves layers to the first rank
+    even, balanced = runs(), runs("--pipeline-schedule", "zb-h1", "--pipeline-balance", profile,
+                                  "--pipeline-profile-out", written, "--pipeline-profile-steps", "1")
+    _check(balanced)
+    m = re.search(r"^\s+decoder_first_pipeline_num_layers \.+ (\S+)", balanced.log, re.M)
+    assert m and m.group(1) == str(best.split.first), H.tail(balanced.log)
+    assert balanced.numbers() == even.numbers()
+    measured = B.load_profile(written)
+    assert measured.layer.f > 0 and measured.layer.b > 0 and measured.head.f > 0
