@@ -4,7 +4,22 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo plan test bench clean
+# The second test leg: Python 3.12 + the newest megatron-core (requirements-py312.txt), in a
+# virtualenv outside the clone keyed by that file's hash, so a repeat run (or another clone)
+# installs nothing; `make clean` leaves it (`make clean-py312` removes it).
+REQ312 := requirements-py312.txt
+REQ312_HASH := $(shell sha256sum $(REQ312) | cut -c1-12)
+CACHE312 ?= $(HOME)/.cache/primus_megatron
+VENV312 ?= $(CACHE312)/venv-py312-$(REQ312_HASH)
+STAMP312 := $(VENV312)/.installed-stamp
+# What the second leg runs: every megatron-core difference (test_megatron_core_compat.py), the
+# deferred-W units, parity with megatron's 1F1B, the production configurations, training and
+# checkpoints, post-validation, and Megatron-LM core_v0.19.0's own loop.
+PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py tests/test_runtime_parity.py \
+	tests/test_production_matrix.py tests/test_training.py tests/test_post_validation.py \
+	tests/test_megatron_lm_e2e.py
+
+.PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench clean clean-py312
 
 # Megatron-LM builds its dataset helpers with `python3-config` from PATH: give the venv the
 # interpreter's own (a pyenv shim would answer for the Python of the checkout's .python-version).
@@ -29,6 +44,19 @@ $(STAMP): requirements.txt requirements-megatron-lm.txt setup.py
 
 setup: $(STAMP)
 
+# Built in place (a virtualenv cannot move); the stamp is written last, so a half-built one is
+# removed and built again.
+$(STAMP312): $(REQ312)
+	@PY312=$$(scripts/find_python312.sh) || exit 1; \
+	rm -rf $(VENV312) && mkdir -p $(CACHE312) && $$PY312 -m venv $(VENV312) && \
+	echo "installing $(REQ312) with $$PY312 into $(VENV312) (log: $(VENV312)/install.log)" && \
+	( $(VENV312)/bin/python -m pip install -r $(REQ312) ) > $(VENV312).install.log 2>&1 \
+	   || { tail -40 $(VENV312).install.log; exit 1; }; \
+	mv $(VENV312).install.log $(VENV312)/install.log
+	touch $@
+
+setup-py312: $(STAMP312)
+
 # The main job: a real pipelined training run of a small GPT on 4 CPU ranks with a
 # zero-bubble schedule, on the bundled text corpus; draws the executed schedule.
 SCHEDULE ?= zbv
@@ -48,8 +76,18 @@ demo: $(STAMP)
 plan: $(STAMP)
 	$(BIN)/python examples/compare_schedules.py
 
-test: $(STAMP)
+# Both CI legs: Python 3.11 + megatron-core 0.16.1 (the whole suite), then Python 3.12 + the
+# newest megatron-core (PY312_TESTS; the project from this checkout via PYTHONPATH).
+test: test-py311 test-py312
+
+test-py311: $(STAMP)
 	$(BIN)/python -m pytest -q tests
+
+test-py312: $(STAMP312)
+	PYTHONPATH=$(CURDIR) $(VENV312)/bin/python -m pytest -q -p no:cacheprovider $(PY312_TESTS)
 
 clean:
 	rm -rf $(VENV) out *.egg-info
+
+clean-py312:
+	rm -rf $(CACHE312)/venv-py312-*

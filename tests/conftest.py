@@ -26,7 +26,8 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def megatron_lm_tree(tmp_path_factory):
-    """One patched Megatron-LM tree (core_v0.16.1) for every test that runs its pretrain_gpt.py:
+    """One patched Megatron-LM tree (the tag matching the installed megatron-core: core_v0.16.1 or
+    core_v0.19.0) for every test that runs its pretrain_gpt.py:
     unpacked from ../shared/megatron-lm (or copied from MEGATRON_LM_PATH) once per session. Its
     absence fails those tests with what to do; it never skips them."""
     import megatron_lm_harness as H

@@ -1,9 +1,11 @@
 """Run Megatron-LM's own pretrain_gpt.py (with our patch) on CPU ranks, for the tests.
 
-The Megatron-LM source is MEGATRON_LM_PATH (a checkout at tag core_v0.16.1) if set,
-else the unmodified snapshot in ../shared/megatron-lm/ beside the repository. It is
+The Megatron-LM tag is the one matching the installed megatron-core (`matching_tag`:
+core_v0.16.1 for 0.16.1, core_v0.19.0 for 0.19.x). Its source is MEGATRON_LM_PATH (a
+checkout at that tag) if set, else the unmodified snapshot in ../shared/megatron-lm/
+beside the repository. It is
 copied or unpacked once per test session into a temporary folder, patched with
-patches/ (`patch -p1`, as a user does), and every run there shares it (Megatron-LM
+that tag's patch from patches/ (`patch -p1`, as a user does), and every run there shares it (Megatron-LM
 compiles its dataset helpers into that tree on the first run).
 
 `run(...)` starts `torchrun --standalone` with `pretrain_gpt.py --cpu` and parses
@@ -22,9 +24,26 @@ import tarfile
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TAG = "core_v0.16.1"
-SNAPSHOT = os.path.join(os.path.dirname(ROOT), "shared", "megatron-lm", f"Megatron-LM-{TAG}.tar.gz")
+SNAPSHOTS = os.path.join(os.path.dirname(ROOT), "shared", "megatron-lm")
 PATCHES = os.path.join(ROOT, "patches")
+
+
+def matching_tag(version: str = None) -> str:
+    """The Megatron-LM tag whose megatron-core matches the installed one (same major.minor; a
+    user's tag): core_v0.16.1 for megatron-core 0.16.1, core_v0.19.0 for 0.19.x. MEGATRON_LM_TAG
+    overrides it (with MEGATRON_LM_PATH, name the checkout's tag)."""
+    if os.environ.get("MEGATRON_LM_TAG"):
+        return os.environ["MEGATRON_LM_TAG"]
+    if version is None:
+        from megatron.core.package_info import __version__ as version
+    major_minor = tuple(version.split(".")[:2])
+    tags = sorted(p for p in os.listdir(PATCHES) if p.startswith("megatron-lm-core_v") and p.endswith(".patch"))
+    tags = [p[len("megatron-lm-"):].split("-")[0] for p in tags]  # core_vX.Y.Z
+    for tag in reversed(tags):
+        if tuple(tag[len("core_v"):].split(".")[:2]) == major_minor:
+            return tag
+    raise MegatronLMUnavailable(f"no patch in {PATCHES} matches megatron-core {version} (patches for: "
+                                f"{', '.join(tags)}); install a supported megatron-core or set MEGATRON_LM_TAG")
 RUN_TIMEOUT_S = 300     # one torchrun (10-30 s here: start-up, 2-4 ranks on 2 cores)
 P2P_TIMEOUT_S = 120     # a rank waiting on a peer fails with a diagnosis before the run's timeout
 
@@ -103,9 +122,15 @@ def _python3_config(bindir: str) -> None:
     os.chmod(script, 0o755)
 
 
-def prepare(workdir: str) -> str:
-    """A patched Megatron-LM tree under `workdir` (made once; returns its path)."""
-    tree = os.path.join(workdir, f"Megatron-LM-{TAG}")
+def prepare(workdir: str, tag: str = None) -> str:
+    """A patched Megatron-LM tree under `workdir` (made once; returns its path), at `tag`
+    (default: the one matching the installed megatron-core), patched with its own patch."""
+    tag = tag or matching_tag()
+    snapshot = os.path.join(SNAPSHOTS, f"Megatron-LM-{tag}.tar.gz")
+    patch = os.path.join(PATCHES, f"megatron-lm-{tag}-pretrain_gpt.patch")
+    if not os.path.isfile(patch):
+        raise MegatronLMUnavailable(f"no patch for Megatron-LM {tag} in {PATCHES}")
+    tree = os.path.join(workdir, f"Megatron-LM-{tag}")
     if os.path.isfile(os.path.join(tree, ".primus-patched")):
         return tree
     source = os.environ.get("MEGATRON_LM_PATH")
@@ -114,17 +139,15 @@ def prepare(workdir: str) -> str:
             raise MegatronLMUnavailable(f"MEGATRON_LM_PATH={source} has no pretrain_gpt.py")
         shutil.copytree(source, tree, ignore=shutil.ignore_patterns(".git"))
     else:
-        if not os.path.isfile(SNAPSHOT):
+        if not os.path.isfile(snapshot):
             raise MegatronLMUnavailable(
-                f"the Megatron-LM snapshot {SNAPSHOT} is missing: these tests need Megatron-LM at tag {TAG}; "
+                f"the Megatron-LM snapshot {snapshot} is missing: these tests need Megatron-LM at tag {tag}; "
                 f"set MEGATRON_LM_PATH to a checkout of it")
-        with tarfile.open(SNAPSHOT) as tar:
+        with tarfile.open(snapshot) as tar:
             tar.extractall(workdir, filter="data")
         if not os.path.isdir(tree):
-            raise MegatronLMUnavailable(f"{SNAPSHOT} did not unpack to {tree}")
-    for patch in sorted(p for p in os.listdir(PATCHES) if p.endswith(".patch")):
-        subprocess.run(["patch", "-p1", "-s", "-i", os.path.join(PATCHES, patch)], cwd=tree, check=True,
-                       timeout=60)
+            raise MegatronLMUnavailable(f"{snapshot} did not unpack to {tree}")
+    subprocess.run(["patch", "-p1", "-s", "-i", patch], cwd=tree, check=True, timeout=60)
     _python3_config(os.path.join(workdir, "bin"))
     open(os.path.join(tree, ".primus-patched"), "w").close()
     return tree

@@ -349,3 +349,69 @@ def refused_setting_body(rank, world_case):
     except UnsupportedSetting as exc:
         return {"message": str(exc), "elapsed": time.time() - started}
     return {"message": None}
+
+
+def refused_call_body(rank, world_case):
+    """One forward_backward call that must be refused on every rank before any waits:
+    world_case['config'] set on the model config, world_case['call'] extra keywords (a
+    pg_collection, a p2p_communicator: 'multi-module' or 'other-stages'), forward-only or not."""
+    import time
+
+    import primus_megatron as pm
+    from primus_megatron.runtime.forward_backward import UnsupportedSetting
+
+    config = _config_for(1, {"config": {}, "num_layers": world_case["num_layers"]}, world_case["pp"])
+    model = pm.build_model(partial(_provider, config, False), schedule=world_case["schedule"])
+    for field, value in world_case.get("config", {}).items():
+        setattr(config, field, value)
+    call = {}
+    what = world_case.get("call")
+    if what == "multi-module":
+        from megatron.core.process_groups_config import MultiModuleProcessGroupCollection, ProcessGroupCollection
+
+        call["pg_collection"] = MultiModuleProcessGroupCollection(
+            module_pgs={"llm": ProcessGroupCollection.use_mpu_process_groups()}, language_model_module_name="llm")
+    elif what == "other-stages":
+        class OtherStages:  # what a communicator of another (e.g. multi-module) pipeline answers
+            total_stages, current_stage = 3, 2
+
+        call["p2p_communicator"] = OtherStages()
+    fbf = pm.get_forward_backward_func(world_case["schedule"], p2p_timeout_s=60)
+    if rank == 1:
+        time.sleep(world_case.get("late_s", 0))  # rank 0 must not be waiting for this one
+    started = time.time()
+    try:
+        fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(ref.make_microbatches(4)),
+            model=model, num_microbatches=4, seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE,
+            forward_only=world_case.get("forward_only", False), **call)
+    except UnsupportedSetting as exc:
+        return {"message": str(exc), "elapsed": time.time() - started}
+    return {"message": None}
+
+
+def communicator_body(rank, world_case):
+    """A training step given megatron's own P2PCommunicator of the pipeline group (megatron-core
+    0.19's answers stage questions from it): runs, losses as without one."""
+    import primus_megatron as pm
+    from megatron.core import parallel_state
+    from megatron.core.pipeline_parallel.p2p_communication import P2PCommunicator
+
+    out = {}
+    for with_communicator in (False, True):
+        config = _config_for(1, {"config": {}, "num_layers": world_case["num_layers"]}, world_case["pp"])
+        model = pm.build_model(partial(_provider, config, False), schedule=world_case["schedule"])
+        torch.manual_seed(0)
+        for p in model[0].parameters():
+            torch.nn.init.normal_(p, std=0.05) if p.dim() > 1 else torch.nn.init.zeros_(p)
+        call = {}
+        if with_communicator:
+            comm = P2PCommunicator(parallel_state.get_pipeline_model_parallel_group(), config)
+            call["p2p_communicator"] = comm
+            out["stages"] = (getattr(comm, "total_stages", None), getattr(comm, "current_stage", None))
+        fbf = pm.get_forward_backward_func(world_case["schedule"], p2p_timeout_s=60)
+        store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(ref.make_microbatches(4)),
+                    model=model, num_microbatches=4, seq_length=ref.SEQ_LENGTH,
+                    micro_batch_size=ref.MICRO_BATCH_SIZE, **call)
+        out["with" if with_communicator else "without"] = ref.losses_from_store(store)
+        out["deferred"] = fbf.last_step.wgrads_deferred
+    return out

@@ -2,7 +2,8 @@
 ``compat.cpu``.
 
 ``compat.cpu.enable(training=True)`` calls ``enable()`` here. It makes
-Megatron-LM's own ``pretrain()`` (``pretrain_gpt.py`` at tag core_v0.16.1) run on
+Megatron-LM's own ``pretrain()`` (``pretrain_gpt.py`` at tag core_v0.16.1 or
+core_v0.19.0) run on
 CPU processes with gloo, so that a user can dry-run their real command line on a
 laptop, and our tests can train Megatron-LM's loop in CI. The patched
 ``pretrain_gpt.py`` (``patches/``) turns it on with ``--cpu``, or when CUDA is
@@ -59,8 +60,12 @@ _TRAINING_MODULES = (
     # model.cuda(current_device()), ddp side stream, flags/losses/eval counts on "cuda",
     # empty_cache, memory_stats
     "megatron.training.training",
-    # norm buffers on "cuda", memory report, current_device for batch broadcasts
+    # norm buffers on "cuda", memory report, current_device for batch broadcasts (core_v0.16.1: a
+    # module; core_v0.19.0: a package, the calls in its common_utils)
     "megatron.training.utils",
+    "megatron.training.utils.common_utils",
+    # core_v0.19.0 builds the model chunks here: model.cuda(current_device()), a DDP side stream
+    "megatron.training.models.dist_utils",
     # iteration all-reduce on "cuda", CUDA RNG state in checkpoints, empty_cache
     "megatron.training.checkpointing",
     # synchronize around timed regions; the all-gather of timings on current_device()

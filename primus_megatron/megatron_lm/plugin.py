@@ -96,6 +96,15 @@ def _log0(text: str) -> None:
         print(text, flush=True)
 
 
+def refuse_schedule_groups(pp_size=None, vp_size=None, schedule_pg_collection=None, **_ignored) -> None:
+    """megatron-core 0.19 passes Megatron-LM's process groups to get_forward_backward_func; a
+    multi-module collection selects megatron's bridge schedule, which ours does not replace (one
+    sentence, raised on every rank before the first step). pp_size and vp_size are the model's own
+    (the schedule's runner checks its chunks and pipeline group on its first call)."""
+    from ..runtime.forward_backward import MULTI_MODULE, UnsupportedSetting, is_multi_module
+
+    if is_multi_module(schedule_pg_collection):
+        raise UnsupportedSetting(MULTI_MODULE)
 
 
 def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int, rank: int, chunks: int) -> Callable:
@@ -137,16 +146,24 @@ def install() -> None:
         from ..compat import cpu
 
         cpu.enable(training=True)
+    from megatron.training import arguments as mlm_arguments
     from megatron.training import initialize as mlm_initialize
     from megatron.training import training as mlm_training
 
     original_fbf = mlm_training.get_forward_backward_func
     original_get_model = mlm_training.get_model
-    original_validate = mlm_initialize.validate_args
+    original_validate = mlm_arguments.validate_args
+    # Megatron-LM core_v0.16.1 validates in initialize_megatron (its own import of the name),
+    # core_v0.19.0 in arguments.parse_and_validate_args: replace the name wherever it is bound
+    validate_homes = [m for m in (mlm_initialize, mlm_arguments) if getattr(m, "validate_args", None) is original_validate]
 
     def get_forward_backward_func(*a, **kw):
+        # megatron-core 0.19: get_forward_backward_func(pp_size, vp_size, schedule_pg_collection)
         args = _args()
-        return forward_backward_func_for(args) if _schedule_of(args) else original_fbf(*a, **kw)
+        if not _schedule_of(args):
+            return original_fbf(*a, **kw)
+        refuse_schedule_groups(*a, **kw)
+        return forward_backward_func_for(args)
 
     def get_model(model_provider_func, *a, **kw):
         args = _args()
@@ -192,8 +209,45 @@ def install() -> None:
     post_validation.install(mlm_training)  # only acts with --optimizer-post-validation
     mlm_training.get_forward_backward_func = get_forward_backward_func
     mlm_training.get_model = get_model
-    mlm_initialize.validate_args = validate_args
+    for module in validate_homes:
+        module.validate_args = validate_args
+    _install_stage_builder()  # core_v0.19.0 builds the model from its config container, not get_model
     _INSTALLED = True
+
+
+def _install_stage_builder() -> None:
+    """Megatron-LM core_v0.19.0's pretrain() builds the model chunks with its model builder
+    (megatron.training.models: build_virtual_pipeline_stages calls the builder's
+    build_model(pg_collection, pre_process=, post_process=, vp_stage=) per chunk), not through
+    get_model and a model provider: place those chunks as placed_provider places a provider's.
+    Absent in core_v0.16.1 (nothing to do there)."""
+    try:
+        from megatron.training.models import dist_utils
+    except ImportError:
+        return
+    original = getattr(dist_utils, "build_virtual_pipeline_stages", None)
+    if original is None or getattr(original, "_primus_placed", False):
+        return
+
+    def build_virtual_pipeline_stages(build_model_func, pg_collection, vp_size, *a, **kw):
+        args = _args()
+        entry = _schedule_of(args)
+        if entry is None:
+            return original(build_model_func, pg_collection, vp_size, *a, **kw)
+        pp, rank = pg_collection.pp.size(), pg_collection.pp.rank()
+        chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
+        if entry.placement == S.V:
+            _remap_layers_permanently(pp, entry.placement)
+            _remap_stage_predicates(pp, chunks, entry.placement)
+        placed = placed_provider(functools.partial(build_model_func, pg_collection), entry, pp, rank, chunks)
+
+        def build(pgs, pre_process=None, post_process=None, vp_stage=None):
+            return placed(pre_process=pre_process, post_process=post_process, vp_stage=vp_stage)
+
+        return original(build, pg_collection, vp_size, *a, **kw)
+
+    build_virtual_pipeline_stages._primus_placed = True
+    dist_utils.build_virtual_pipeline_stages = build_virtual_pipeline_stages
 
 
 def _cpu_args(args) -> None:
@@ -359,20 +413,33 @@ def _remap_stage_predicates(pp: int, chunks: int, placement: str) -> None:
     is_first._primus_placement = is_last._primus_placement = placement
     ps.is_pipeline_first_stage, ps.is_pipeline_last_stage = is_first, is_last
 
-    from megatron.training import utils as mlm_utils
+    import importlib
 
-    original_batch = mlm_utils.get_batch_on_this_tp_rank
+    def holds_both_ends() -> bool:
+        return ps.get_pipeline_model_parallel_rank() == S.owner_of(placement, pp, n - 1)[0] == S.owner_of(placement, pp, 0)[0]
 
-    def get_batch_on_this_tp_rank(data_iterator, mtp_on_this_rank: bool = False):
-        # The rank holding stage 0 and the loss stage needs every tensor on all its
-        # tensor-parallel ranks; megatron's first-or-last broadcast sends only one side.
-        both = ps.get_pipeline_model_parallel_rank() == S.owner_of(placement, pp, n - 1)[0] == S.owner_of(placement, pp, 0)[0]
-        return original_batch(data_iterator, mtp_on_this_rank=mtp_on_this_rank or both)
+    def wrap(original_batch):
+        @functools.wraps(original_batch)
+        def get_batch_on_this_tp_rank(*a, mtp_on_this_rank: bool = False, **kw):
+            # The rank holding stage 0 and the loss stage needs every tensor on all its
+            # tensor-parallel ranks; megatron's first-or-last broadcast keeps only one side
+            # (core_v0.19.0 decides by its rank-wide first/last flags: the first wins).
+            return original_batch(*a, mtp_on_this_rank=mtp_on_this_rank or holds_both_ends(), **kw)
 
-    mlm_utils.get_batch_on_this_tp_rank = get_batch_on_this_tp_rank
+        return get_batch_on_this_tp_rank
+
+    # core_v0.16.1: megatron.training.utils.get_batch_on_this_tp_rank(data_iterator, mtp_on_this_rank);
+    # core_v0.19.0: megatron.core.utils.get_batch_on_this_tp_rank(batch, ..., mtp_on_this_rank, ...)
     main = sys.modules.get("__main__")
-    if getattr(main, "get_batch_on_this_tp_rank", None) is original_batch:
-        main.get_batch_on_this_tp_rank = get_batch_on_this_tp_rank  # pretrain_gpt imported it by name
+    for home in ("megatron.training.utils", "megatron.core.utils"):
+        module = importlib.import_module(home)
+        original_batch = getattr(module, "get_batch_on_this_tp_rank", None)
+        if original_batch is None:
+            continue
+        wrapped = wrap(original_batch)
+        module.get_batch_on_this_tp_rank = wrapped
+        if getattr(main, "get_batch_on_this_tp_rank", None) is original_batch:
+            main.get_batch_on_this_tp_rank = wrapped  # pretrain_gpt imported it by name
 
 
 def _remap_layers_permanently(pp: int, placement: str) -> None:

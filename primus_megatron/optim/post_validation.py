@@ -58,6 +58,12 @@ class PostValidationOptimizer:
         self.timeout_s = timeout_s  # for the gradient checks of the other ranks
         self.model_chunks = list(model_chunks)
         self.subs = list(getattr(optimizer, "chained_optimizers", [optimizer]))
+        grouped = _separate_norm_groups(self.subs)
+        if grouped:
+            raise ValueError(
+                f"post-validation cannot step parameters that megatron clips by a gradient norm of their own "
+                f"(grad_norm_group {', '.join(sorted(grouped))}, e.g. multi-token prediction layers): their norm is "
+                f"a second global reduction the optimistic step does not check; drop --optimizer-post-validation")
         self._pending: Optional[_Pending] = None
         self._zero_requested = False
         self.last_result: Optional[tuple] = None  # (update_successful, grad_norm, num_zeros) of the last validated step
@@ -191,7 +197,7 @@ class PostValidationOptimizer:
 
         grads = []
         for sub in self.subs:
-            grads += sub.get_main_grads_for_grad_norm()
+            grads += _grads_for_norm(sub)
         if grads:
             overflow = torch.zeros(1, dtype=torch.int, device=grads[0].device)
             norm, _ = clip_grads.multi_tensor_applier(clip_grads.l2_norm_impl, overflow, [grads], False)
@@ -211,6 +217,33 @@ class PostValidationOptimizer:
                 clip_grads.clip_grad_by_total_norm_fp32(
                     params, max_norm=sub.config.clip_grad, total_norm=grad_norm,
                     use_decoupled_grad=sub.config.use_precision_aware_optimizer_no_fp8_or_ds_fp8)
+
+
+def _grads_for_norm(sub) -> list:
+    """The gradients megatron's clip_grad_norm takes the (main) norm of: megatron-core 0.19's
+    get_grads_for_grad_norm() (separate groups left out), 0.16.1's get_main_grads_for_grad_norm()."""
+    getter = getattr(sub, "get_grads_for_grad_norm", None)
+    if getter is None:
+        getter = sub.get_main_grads_for_grad_norm
+    return getter()
+
+
+def _separate_norm_groups(subs) -> set:
+    """Separate gradient-norm groups (megatron-core 0.19: parameters tagged `grad_norm_group`, each
+    clipped by its own norm) present among the optimizers' parameters; empty on 0.16.1."""
+    try:
+        from megatron.core.optimizer.optimizer import SEPARATE_GRAD_NORM_GROUPS
+    except ImportError:
+        return set()
+    found = set()
+    for sub in subs:
+        if getattr(sub, "is_stub_optimizer", False) or not hasattr(sub, "get_parameters"):
+            continue
+        for p in sub.get_parameters():
+            group = getattr(p, "grad_norm_group", None)
+            if group in SEPARATE_GRAD_NORM_GROUPS:
+                found.add(group)
+    return found
 
 
 def inject_nonfinite_gradient(model_chunks: Sequence[torch.nn.Module]) -> bool:

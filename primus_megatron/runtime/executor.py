@@ -9,6 +9,8 @@ placed; the V turn (stage p-1 -> p, both on the last rank) stays local.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -113,6 +115,13 @@ class _Replay:
 
     def rewind(self) -> None:
         self.position = 0
+
+
+@functools.lru_cache(maxsize=None)
+def _BACKWARD_TAKES_MODEL_TYPE(backward_step: Callable) -> bool:
+    """megatron's backward_step(input, output, output_grad, model_type, config) before 0.19;
+    (input, output, output_grad, config) since."""
+    return "model_type" in inspect.signature(backward_step).parameters
 
 
 class _Step:
@@ -244,7 +253,10 @@ class _Step:
                 self.store.held = []
                 self.memory.begin()
             with capture:
-                input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, config)
+                if _BACKWARD_TAKES_MODEL_TYPE(self.m.backward_step):
+                    input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, config)
+                else:  # megatron-core 0.19 dropped model_type
+                    input_grad = self.m.backward_step(input_tensor, output, grad, config)
             mem_delta = None
             if self.memory:
                 held, self.store.held = self.store.held, None

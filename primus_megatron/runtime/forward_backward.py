@@ -169,6 +169,7 @@ class PipelineRunner:
                              f"{len(chunks)}; build the model with primus_megatron.build_model(provider, schedule="
                              f"{self.name!r})")
         config = get_model_config(chunks[0])
+        _refuse_foreign_groups(pg_collection, p2p_communicator)
         if pg_collection is not None and getattr(pg_collection, "pp", None) is not None:
             group = pg_collection.pp
         elif p2p_communicator is not None and getattr(p2p_communicator, "pp_group", None) is not None:
@@ -176,6 +177,7 @@ class PipelineRunner:
         else:
             group = parallel_state.get_pipeline_model_parallel_group()
         pp, rank = dist.get_world_size(group), dist.get_rank(group)
+        _check_communicator_stages(p2p_communicator, pp, rank)
         if pp < 2:
             raise ValueError(f"pipeline schedule {self.name!r} needs a pipeline of at least 2 ranks, got {pp}")
         sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
@@ -272,10 +274,52 @@ def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule) -> None:
     from .unsupported import refusal_for
 
     uses_te = any(type(m).__module__.startswith("transformer_engine") for c in chunks for m in c.modules())
+    ddp_configs = tuple(c.ddp_config for c in chunks if getattr(c, "ddp_config", None) is not None)
     problem = refusal_for(config, schedule=sched.name, splits_backward=sched.splits_backward,
-                          v_placement=sched.placement == S.V, uses_te=uses_te)
+                          v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs)
     if problem:  # named as Megatron-LM's option; the config field is the same name with underscores
         raise UnsupportedSetting(problem)
+
+
+def is_multi_module(pg_collection: Any = None, p2p_communicator: Any = None) -> bool:
+    """Whether megatron-core (0.19+) was handed its multi-module pipeline (several models, e.g. a
+    vision encoder and a language model, on grids of their own, joined by a bridge schedule)."""
+    try:
+        from megatron.core.process_groups_config import MultiModuleProcessGroupCollection
+    except ImportError:  # megatron-core 0.16.1 has no multi-module pipelines
+        MultiModuleProcessGroupCollection = ()
+    try:
+        from megatron.core.pipeline_parallel.multimodule_communicator import MultiModulePipelineCommunicator
+    except ImportError:
+        MultiModulePipelineCommunicator = ()
+    return ((bool(MultiModuleProcessGroupCollection) and isinstance(pg_collection, MultiModuleProcessGroupCollection))
+            or (bool(MultiModulePipelineCommunicator)
+                and isinstance(p2p_communicator, MultiModulePipelineCommunicator)))
+
+
+MULTI_MODULE = ("megatron's multi-module pipeline (a MultiModuleProcessGroupCollection or "
+                "MultiModulePipelineCommunicator: several models on grids of their own, joined by megatron's bridge "
+                "schedule) cannot run with a primus_megatron schedule, which pipelines one model over one pipeline "
+                "group; use megatron's own forward_backward_func for it")
+
+
+def _refuse_foreign_groups(pg_collection: Any, p2p_communicator: Any) -> None:
+    if is_multi_module(pg_collection, p2p_communicator):
+        raise UnsupportedSetting(MULTI_MODULE)
+
+
+def _check_communicator_stages(p2p_communicator: Any, pp: int, rank: int) -> None:
+    """megatron-core 0.19's P2PCommunicator answers stage questions (total_stages, current_stage,
+    is_pp_first_stage, is_pp_last_stage) from its group; the schedule places stages itself, so the
+    communicator must describe the same pipeline group (its stage answers then need no honouring)."""
+    if p2p_communicator is None:
+        return
+    total = getattr(p2p_communicator, "total_stages", None)
+    current = getattr(p2p_communicator, "current_stage", None)
+    if (total is not None and total != pp) or (current is not None and current != rank):
+        raise UnsupportedSetting(
+            f"the p2p_communicator describes pipeline stage {current} of {total}, but this rank is pipeline rank "
+            f"{rank} of {pp} in the group the schedule runs on; pass a communicator of that pipeline group (or none)")
 
 
 def _move_losses_to_last_rank(sched: S.Schedule, store: list, p2p: P2P, rank: int, device) -> list:

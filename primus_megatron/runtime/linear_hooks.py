@@ -35,6 +35,7 @@ import torch
 from .wgrad_store import WeightGradStoreError, get_store
 
 _ORIGINAL = None
+_ORIGINAL_PARAMS: tuple = ()  # the replaced function's parameter names (positional extras bind by them)
 
 
 def _megatron_linear_fn():
@@ -155,17 +156,18 @@ def _weight_grad_closure(weight, grad_output, input, *, fusion: bool, main_grad,
 
 class DeferrableLinear(torch.autograd.Function):
     """Megatron's linear autograd function; its weight gradient is deferred when
-    the weight was passed as a `_Weight` (decided at forward time, see module doc)."""
+    the weight was passed as a `_Weight` (decided at forward time, see module doc).
+    `rest` are megatron's own remaining forward arguments, in its order
+    (`_megatron_forward_args`)."""
 
     @staticmethod
-    def forward(ctx, input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel,
-                grad_output_buffer, wgrad_deferral_limit, tp_group):
+    def forward(ctx, input, weight, bias, *rest):
         ctx.split = isinstance(weight, _Weight)
+        ctx.num_rest = len(rest)
         if ctx.split:
             weight = weight.param
         # Megatron's forward sets up ctx exactly as its backward expects.
-        return _megatron_linear_fn().forward(ctx, input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad,
-                                             sequence_parallel, grad_output_buffer, wgrad_deferral_limit, tp_group)
+        return _megatron_linear_fn().forward(ctx, input, weight, bias, *rest)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -190,31 +192,77 @@ class DeferrableLinear(torch.autograd.Function):
                                          main_grad=ctx.main_grad, sequence_parallel=ctx.sequence_parallel,
                                          tp_group=tp_group),
                     tensors=(grad_output, input))
-        return grad_input, None, grad_bias, None, None, None, None, None, None
+        return (grad_input, None, grad_bias, *([None] * ctx.num_rest))
+
+
+_FORWARD_ARGS = None
+
+
+def _megatron_forward_args() -> tuple:
+    """The names of megatron's autograd forward arguments after (input, weight, bias),
+    in its order: megatron-core 0.16.1 ends with tp_group, 0.19 adds gtp_remat_size."""
+    global _FORWARD_ARGS
+    if _FORWARD_ARGS is None:
+        import inspect
+
+        names = list(inspect.signature(_megatron_linear_fn().forward).parameters)
+        _FORWARD_ARGS = tuple(names[names.index("bias") + 1:])
+    return _FORWARD_ARGS
+
+
+class GTPWeightShardingUnsupported(ValueError):
+    """A GTP weight-sharded layer (gtp_remat_size > 1) ran in a step with W ops."""
 
 
 def deferrable_linear(input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel,
-                      grad_output_buffer=None, wgrad_deferral_limit=0, async_grad_allreduce=None, tp_group=None):
-    """Drop-in for megatron's `linear_with_grad_accumulation_and_async_allreduce`."""
+                      grad_output_buffer=None, wgrad_deferral_limit=0, *args, **kwargs):
+    """Drop-in for megatron's `linear_with_grad_accumulation_and_async_allreduce`, with the
+    installed megatron-core's signature: 0.16.1 takes (..., async_grad_allreduce=None,
+    tp_group=None), 0.19 takes (..., tp_group=None, gtp_remat_size=1)."""
     from megatron.core.utils import get_tensor_model_parallel_group_if_none
 
-    if async_grad_allreduce is not None:
+    if args:  # positional extras bind as the installed megatron's own function names them
+        names = [n for n in ("async_grad_allreduce", "tp_group", "gtp_remat_size")
+                 if n in _ORIGINAL_PARAMS] if _ORIGINAL_PARAMS else ["async_grad_allreduce", "tp_group"]
+        if len(args) > len(names):
+            raise TypeError(f"deferrable_linear() takes at most {8 + len(names)} positional arguments")
+        kwargs.update(zip(names, args))
+    unknown = set(kwargs) - {"async_grad_allreduce", "tp_group", "gtp_remat_size"}
+    if unknown:
+        raise TypeError(f"deferrable_linear() got unexpected keyword argument(s) {sorted(unknown)}: this "
+                        f"megatron-core passes arguments primus_megatron does not know")
+    async_grad_allreduce = kwargs.get("async_grad_allreduce")
+    if async_grad_allreduce is not None:  # megatron-core 0.16.1's older name for allreduce_dgrad
         allreduce_dgrad = async_grad_allreduce
-    tp_group = get_tensor_model_parallel_group_if_none(tp_group)
+    tp_group = get_tensor_model_parallel_group_if_none(kwargs.get("tp_group"))
+    gtp_remat_size = kwargs.get("gtp_remat_size", 1) or 1
+    values = {"gradient_accumulation_fusion": gradient_accumulation_fusion, "allreduce_dgrad": allreduce_dgrad,
+              "sequence_parallel": sequence_parallel, "grad_output_buffer": grad_output_buffer,
+              "wgrad_deferral_limit": wgrad_deferral_limit, "tp_group": tp_group, "gtp_remat_size": gtp_remat_size}
+    order = _megatron_forward_args()
+    if gtp_remat_size > 1 and "gtp_remat_size" not in order:
+        raise TypeError("gtp_remat_size > 1 given, but this megatron-core's linear function has no GTP weight sharding")
     if get_store().splitting and grad_output_buffer is None and weight.requires_grad \
             and (input.requires_grad or (bias is not None and bias.requires_grad)):
+        if gtp_remat_size > 1:
+            raise GTPWeightShardingUnsupported(
+                f"a linear layer with GTP weight sharding (gtp_remat_size {gtp_remat_size}) ran in a step with W "
+                f"ops: its sharded weight gradient cannot be deferred; set --gtp-weight-remat-size 1 (and "
+                f"--expert-gtp-weight-remat-size 1) or use a schedule without W (1f1b, interleaved-1f1b)")
         weight = _Weight(weight)  # no backward would run otherwise: keep megatron's own path
-    return DeferrableLinear.apply(input, weight, bias, gradient_accumulation_fusion, allreduce_dgrad, sequence_parallel,
-                                  grad_output_buffer, wgrad_deferral_limit, tp_group)
+    return DeferrableLinear.apply(input, weight, bias, *(values[name] for name in order))
 
 
 def install() -> None:
     """Route megatron-core's parallel linear layers through `deferrable_linear` (idempotent)."""
-    global _ORIGINAL
+    global _ORIGINAL, _ORIGINAL_PARAMS
+    import inspect
+
     from megatron.core.tensor_parallel import layers
 
     if layers.linear_with_grad_accumulation_and_async_allreduce is not deferrable_linear:
         _ORIGINAL = layers.linear_with_grad_accumulation_and_async_allreduce
+        _ORIGINAL_PARAMS = tuple(inspect.signature(_ORIGINAL).parameters)
         layers.linear_with_grad_accumulation_and_async_allreduce = deferrable_linear
 
 

@@ -39,6 +39,16 @@ def _truthy(value: Any, _: Setting) -> bool:
     return bool(value)
 
 
+def _weight_shards(tp_field: str, gtp_field: str) -> Callable[[Any, "Setting"], bool]:
+    """GTP weight sharding (megatron-core 0.19+): more weight shards than tensor-parallel ranks,
+    or the derived gtp_*weight_remat_size above 1."""
+    def refuses(value: Any, s: Setting) -> bool:
+        tp = s.get(tp_field) or s.get("tensor_model_parallel_size") or 1
+        return (s.get(gtp_field) or 1) > 1 or (value or tp) > tp
+
+    return refuses
+
+
 def _cuda_graphs(value: Any, s: Setting) -> bool:
     return value not in (None, "none") or bool(s.get("enable_cuda_graph")) or bool(s.get("external_cuda_graph"))
 
@@ -64,6 +74,20 @@ RULES: tuple[Rule, ...] = (
     Rule("moe_grouped_gemm", lambda v, s: bool(v) and s.splits_backward and s.uses_te is False,
          "the legacy GroupedMLP computes expert weight gradients inside grouped GEMMs that cannot be deferred to W "
          "ops; use SequentialMLP (no --moe-grouped-gemm) or TransformerEngine's grouped experts"),
+    Rule("tensor_parallel_num_weight_shards", _weight_shards("tensor_model_parallel_size", "gtp_weight_remat_size"),
+         "GTP weight sharding all-gathers each weight before its layer runs and reduce-scatters its gradient in "
+         "megatron's own order; keep as many weight shards as tensor-parallel ranks"),
+    Rule("expert_tensor_parallel_num_weight_shards",
+         _weight_shards("expert_tensor_parallel_size", "expert_gtp_weight_remat_size"),
+         "GTP weight sharding of the experts all-gathers each weight before its layer runs and reduce-scatters "
+         "its gradient in megatron's own order; keep as many expert weight shards as expert tensor-parallel ranks"),
+    Rule("moe_paged_stash", _truthy,
+         "its stash pages are reset at the start of each of megatron's own schedules and laid out in their op "
+         "order"),
+    Rule("use_megatron_fsdp", _truthy,
+         "Megatron-FSDP gathers and frees parameters around megatron's own op order (and re-synchronises its "
+         "gathers after forward-only calls), which the deferred weight gradients and V placement do not follow; "
+         "use megatron's DistributedDataParallel (with --use-distributed-optimizer to shard optimizer state)"),
     Rule("recompute_granularity", lambda v, s: v == "full" and s.splits_backward,
          "full recompute rebuilds a layer's activations inside its backward and the W ops would hold them until "
          "later, undoing the recompute; use --recompute-granularity selective or a schedule without W ops "
@@ -83,8 +107,15 @@ def first_refusal(setting: Setting) -> Optional[str]:
 
 
 def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: bool,
-                uses_te: Optional[bool]) -> Optional[str]:
+                uses_te: Optional[bool], also: tuple = ()) -> Optional[str]:
     """`first_refusal` over an object with the fields as attributes (a TransformerConfig or
-    Megatron-LM's argument namespace)."""
-    return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te,
-                                 lambda name: getattr(obj, name, None)))
+    Megatron-LM's argument namespace); a field `obj` lacks is looked up in `also` (e.g. the
+    model chunks' DistributedDataParallelConfig), in order."""
+    def get(name: str) -> Any:
+        for source in (obj, *also):
+            value = getattr(source, name, None)
+            if value is not None:
+                return value
+        return None
+
+    return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te, get))
