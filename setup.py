@@ -12,7 +12,10 @@ setup(
     package_data={"primus_megatron": ["data/corpus/*.jsonl", "data/corpus/*.md", "data/corpus/*.txt"]},
     install_requires=[],  # the planner is pure Python; the runtime needs the `runtime` extra
     extras_require={
-        "runtime": ["torch==2.13.0", "megatron-core==0.16.1", "numpy", "psutil"],  # psutil: megatron's checkpoint writer
+        # the supported megatron-core: 0.16.1 (the last on Python 3.11) or 0.19.x (Python 3.12; README,
+        # "Supported versions"); psutil: megatron's checkpoint writer
+        "runtime": ["torch==2.13.0", "megatron-core==0.16.1; python_version < '3.12'",
+                    "megatron-core>=0.19,<0.20; python_version >= '3.12'", "numpy", "psutil"],
         "plot": ["matplotlib>=3.7"],
         "ilp": ["highspy>=1.7"],
         "te": ["transformer-engine[pytorch]"],

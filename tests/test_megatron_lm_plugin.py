@@ -143,8 +143,9 @@ def test_install_is_a_no_op_without_a_schedule_and_idempotent(fake_megatron_trai
 
 
 def test_patch_applies_to_megatron_lm_and_its_arguments_parse(tmp_path):
-    """The patch applies to Megatron-LM at core_v0.16.1 (MEGATRON_LM_PATH, else the shared
-    snapshot: tests/megatron_lm_harness.py) and its argument parsing takes our group."""
+    """The patch applies to Megatron-LM at the tag matching the installed megatron-core
+    (MEGATRON_LM_PATH, else the shared snapshot: tests/megatron_lm_harness.py) and its argument
+    parsing takes our group."""
     import megatron_lm_harness as H
 
     try:
@@ -167,7 +168,8 @@ sys.argv = ["pretrain_gpt.py", "--num-layers", "16", "--hidden-size", "256", "--
             "--train-iters", "10", "--lr", "1e-4", "--mock-data", "--tokenizer-type", "NullTokenizer",
             "--vocab-size", "128", "--pipeline-schedule", sys.argv[1]]
 args = a.parse_args(primus.extra_args_provider(None))
-initialize.validate_args(args, {})
+# core_v0.16.1 validates from initialize (its own import), core_v0.19.0 from arguments
+(getattr(initialize, "validate_args", None) or a.validate_args)(args, {})
 print("RESULT", args.pipeline_schedule, args.virtual_pipeline_model_parallel_size)
 '''
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(work), ROOT]))

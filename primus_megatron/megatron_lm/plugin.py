@@ -146,16 +146,22 @@ def install() -> None:
         from ..compat import cpu
 
         cpu.enable(training=True)
-    from megatron.training import arguments as mlm_arguments
-    from megatron.training import initialize as mlm_initialize
+    import importlib
+
     from megatron.training import training as mlm_training
 
     original_fbf = mlm_training.get_forward_backward_func
     original_get_model = mlm_training.get_model
-    original_validate = mlm_arguments.validate_args
     # Megatron-LM core_v0.16.1 validates in initialize_megatron (its own import of the name),
     # core_v0.19.0 in arguments.parse_and_validate_args: replace the name wherever it is bound
-    validate_homes = [m for m in (mlm_initialize, mlm_arguments) if getattr(m, "validate_args", None) is original_validate]
+    homes = []
+    for name in ("megatron.training.arguments", "megatron.training.initialize"):
+        try:
+            homes.append(importlib.import_module(name))
+        except ImportError:
+            continue
+    original_validate = next(m.validate_args for m in homes if getattr(m, "validate_args", None) is not None)
+    validate_homes = [m for m in homes if getattr(m, "validate_args", None) is original_validate]
 
     def get_forward_backward_func(*a, **kw):
         # megatron-core 0.19: get_forward_backward_func(pp_size, vp_size, schedule_pg_collection)
