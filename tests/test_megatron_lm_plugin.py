@@ -93,7 +93,8 @@ def fake_megatron_training(monkeypatch):
     import primus_megatron.megatron_lm.plugin as plugin
 
     args = argparse.Namespace(pipeline_schedule=None, pipeline_chunks=None, pipeline_memory_limit=None,
-                              pipeline_costs=None, pipeline_p2p_timeout=600.0,
+                              pipeline_costs=None, pipeline_p2p_timeout=600.0, pipeline_profile_steps=3,
+                              pipeline_profile_out=None, pipeline_balance=None,
                               num_virtual_stages_per_pipeline_rank=None, num_layers_per_virtual_pipeline_stage=None)
     pkg = types.ModuleType("megatron.training")
     pkg.__path__ = []
