@@ -364,6 +364,10 @@ def refused_call_body(rank, world_case):
     model = pm.build_model(partial(_provider, config, False), schedule=world_case["schedule"])
     for field, value in world_case.get("config", {}).items():
         setattr(config, field, value)
+    if world_case.get("ddp_config"):  # what megatron's DDP (or Megatron-FSDP) wrapper carries
+        from megatron.core.distributed import DistributedDataParallelConfig
+
+        model[0].ddp_config = DistributedDataParallelConfig(**world_case["ddp_config"])
     call = {}
     what = world_case.get("call")
     if what == "multi-module":

@@ -290,12 +290,15 @@ def test_this_megatrons_config_fields_are_the_refused_ones():
      "--fine-grained-activation-offloading cannot be used"),
     ({"config": {"cuda_graph_impl": "local"}, "forward_only": True}, "--cuda-graph-impl local cannot be used"),
     ({"call": "other-stages"}, "the p2p_communicator describes pipeline stage 2 of 3"),
+    # Megatron-FSDP re-synchronises its gathers after forward-only calls in 0.19: refused, read from the chunk's
+    # DDP config
+    ({"ddp_config": {"use_megatron_fsdp": True}, "forward_only": True}, "--use-megatron-fsdp cannot be used"),
     pytest.param({"call": "multi-module"}, "multi-module pipeline",
                  marks=pytest.mark.skipif(not _has("megatron.core.process_groups_config",
                                                    "MultiModuleProcessGroupCollection"),
                                           reason="multi-module pipelines are megatron-core 0.19's")),
 ], ids=["paged-stash", "gtp", "offloading-forward-only", "local-cuda-graphs-forward-only", "communicator-stages",
-        "multi-module"])
+        "megatron-fsdp-forward-only", "multi-module"])
 def test_refused_on_every_rank_before_any_wait(case, needle):
     import pipeline_harness as H
 
