@@ -32,7 +32,7 @@ def run_ranks(body, case: dict, world: int, *, timeout_s: float, pin: bool = Tru
 
 def write_section(path: str, title: str, body: str) -> None:
     """Replace (or append) the section `title` (a '## ' line) of `path`; nothing else changes."""
-    from primus_megatron.schedules.trace import atomic_write
+    from primus_megatron.schedules.atomic_file import atomic_write
 
     old = open(path, encoding="utf-8").read() if os.path.exists(path) else "# Benchmarks\n"
     section = f"{title}\n\n{body.strip()}\n"

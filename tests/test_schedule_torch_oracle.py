@@ -109,6 +109,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from primus_megatron.schedules import Op, Schedule, ScheduleError, validate  # noqa: E402
 from primus_megatron.schedules.ir import LOOP, V  # noqa: E402
+from schedule_oracles import topological_ranks  # noqa: E402
 
 
 @st.composite
@@ -121,27 +122,7 @@ def random_orders(draw):
     placement, chunks = draw(st.sampled_from([(LOOP, 1), (LOOP, 2), (V, 2)]), label="layout")
     split = draw(st.booleans(), label="split")
     probe = Schedule("random", pp, m, chunks, placement, tuple(() for _ in range(pp)))
-    n = probe.num_stages
-    kinds = (F, B, W) if split else (F, BW)
-    done, ranks = set(), [[] for _ in range(pp)]
-    todo = [(k, j, s) for s in range(n) for j in range(m) for k in kinds]
-
-    def ready(op):
-        k, j, s = op
-        if k == F:
-            return s == 0 or (F, j, s - 1) in done
-        if k in (B, BW):
-            back = (F, j, s) if s == n - 1 else ((B, j, s + 1) if split else (BW, j, s + 1))
-            return (F, j, s) in done and back in done
-        return (B, j, s) in done
-
-    while todo:
-        cands = [op for op in todo if ready(op)]
-        op = cands[draw(st.integers(0, len(cands) - 1))]
-        todo.remove(op)
-        done.add(op)
-        r, c = probe.owner(op[2])
-        ranks[r].append(Op(op[0], op[1], c))
+    ranks = topological_ranks(probe, split, lambda n: draw(st.integers(0, n - 1)))
     for _ in range(draw(st.integers(0, 3), label="swaps")):
         r = draw(st.integers(0, pp - 1))
         i = draw(st.integers(0, len(ranks[r]) - 2))

@@ -255,7 +255,7 @@ def table(rows: Sequence[Candidate], best: Candidate, even: Optional[Candidate] 
 # -- profile files ---------------------------------------------------------------------------------
 
 def save_profile(path: str, model: ModelCosts, *, meta: Optional[dict] = None) -> None:
-    from .trace import atomic_write
+    from .atomic_file import atomic_write
 
     atomic_write(path, json.dumps({"format": FORMAT, "costs": asdict(model), "meta": meta or {}}, indent=2) + "\n")
 

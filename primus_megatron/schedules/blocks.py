@@ -23,7 +23,7 @@ from typing import Optional
 from .costs import StageCosts
 from .ir import B, F, V, W, Op, new_op, owner_of
 from .listsched import Policy
-from .simulation import gc_paused
+from .gc_pause import gc_paused
 
 PERIOD = 6
 Slots = dict[tuple[str, int, int], int]  # (kind, mb, stage) -> slot

@@ -1,4 +1,11 @@
-"""The schedule IR: ops, placements and the per-rank op lists (DESIGN.md contract)."""
+"""The schedule IR: ops, placements and the per-rank op lists.
+
+An op is (kind, microbatch, chunk): F (forward), B (input gradient), W (weight
+gradient) or BW (the full backward of 1F1B-style schedules). A placement maps
+(rank, chunk) to a global virtual stage: `loop` puts chunk c of rank r at
+stage c * pp + r (Megatron's interleaved layout); `v` puts chunk 0 at stage r
+and chunk 1 at stage 2 * pp - 1 - r (rank 0 holds the first and the last).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -106,5 +113,6 @@ class Schedule:
                 yield r, i, op
 
     def with_ranks(self, ranks: list[list[Op]] | tuple[tuple[Op, ...], ...]) -> "Schedule":
+        meta = {k: v for k, v in self.meta.items() if k != "_compiled"}  # the compiled form is of these ranks
         return Schedule(self.name, self.pp, self.microbatches, self.chunks_per_rank,
-                        self.placement, tuple(tuple(r) for r in ranks), dict(self.meta))
+                        self.placement, tuple(tuple(r) for r in ranks), meta)

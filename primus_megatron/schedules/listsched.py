@@ -25,7 +25,8 @@ from typing import Callable, NamedTuple, Optional
 from .costs import StageCosts
 from .errors import ScheduleError
 from .ir import B, BW, F, W, Op, new_op, stage_of
-from .simulation import gc_paused, score_of
+from .gc_pause import gc_paused
+from .simulation import score_of
 
 INF = float("inf")
 EPS = 1e-9

@@ -16,7 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
-from .trace import atomic_write, op_fields
+from .atomic_file import atomic_write
+from .trace import op_fields
 
 PLOT_FORMATS = {".png": "png", ".svg": "svg"}
 

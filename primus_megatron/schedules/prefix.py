@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .errors import ScheduleError
 from .ir import F, Op
 from .lowering import Lowered, Message, Recv, Send
-from .validation import check_channels
+from .rendezvous import check_channels
 
 
 @dataclass(frozen=True)

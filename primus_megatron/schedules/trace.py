@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from typing import Any, Mapping, Optional, Sequence
+
+from .atomic_file import atomic_write
 
 
 def op_fields(op: Any) -> tuple[str, Optional[int], int]:
@@ -22,26 +23,6 @@ def op_fields(op: Any) -> tuple[str, Optional[int], int]:
         return op, None, 0
     seq = tuple(op)
     return str(seq[0]), (seq[1] if len(seq) > 1 else None), int(seq[2]) if len(seq) > 2 else 0
-
-
-def atomic_write(path: str | os.PathLike, data: bytes | str) -> None:
-    """Write `data` to `path` through a temporary file in the same folder and a rename,
-    so that `path` either keeps its old content or gets the complete new one."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    raw = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def chrome_trace(timelines: Mapping[str, Sequence[Sequence[Any]]], *, us_per_unit: float = 1000.0) -> dict:

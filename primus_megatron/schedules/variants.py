@@ -12,7 +12,8 @@ from .costs import StageCosts
 from .errors import ScheduleError
 from .ir import Op, Schedule
 from .listsched import Scored
-from .simulation import gc_paused, peak_memory, rank_spans, score_of
+from .gc_pause import gc_paused
+from .simulation import peak_memory, rank_spans, score_of
 
 # A candidate builds an order, or an order with its score when it has one already
 # (`listsched.Scored`, computed for the same pp, microbatches, placement and costs).

@@ -1,0 +1,194 @@
+"""The compiled form of a schedule: its ops checked once and turned into flat per-rank rows.
+
+Every op of a rank is one of few kinds on one of few chunks, and everything
+about it but its microbatch depends on (rank, kind, chunk) alone: its stage,
+the result it waits for and where that result comes from, the results it
+makes and where they go. `rule_table` works that out once per pipeline
+layout from the dependency rule (`deps`); `compile_schedule` checks a schedule's ops
+and gives, per rank, each op's `Rule` and microbatch. The simulator, the
+completeness check, the lowering, the rendezvous check and the list
+scheduler's scoring all read these rows.
+
+Results are numbered: result (kind, mb, stage) has the key
+`mb * stride + offset` with `offset = stage * 3 + index of kind in (F, B, W)`
+and `stride = 3 * num_stages`, so a flat list indexed by key holds one entry
+per result.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from operator import attrgetter, itemgetter
+from typing import NamedTuple, Sequence
+
+from .deps import RESULT_KINDS, consumer_stage, input_of, outputs_of
+from .errors import ScheduleError
+from .ir import COMPUTE_KINDS, Op, Schedule, owner_of, stage_of
+
+
+class Rule(NamedTuple):
+    """What an op of one kind on one chunk of one rank waits for and makes.
+
+    Offsets are `stage * 3 + result index` (module doc); -1 where there is none."""
+
+    slot: int  # position in its rank's `rule_table` list: chunk * 4 + index of kind in COMPUTE_KINDS
+    kind: str
+    chunk: int
+    stage: int
+    need: int  # offset of the result the op waits for
+    src: int  # the stage making that result
+    recv_from: int  # the rank sending it, where that is another rank
+    out: int  # offset of the result the op makes
+    out2: int  # offset of a second result (BW's weight gradient)
+    dst: int  # the stage on another rank that waits for the op's result
+    send_to: int  # the rank holding `dst`
+
+    @property
+    def recv_kind(self) -> str:
+        """Message kind of what the op receives: F (an activation) or B (a gradient)."""
+        return RESULT_KINDS[self.need % 3]
+
+    @property
+    def send_kind(self) -> str:
+        return RESULT_KINDS[self.out % 3]
+
+
+class RankRules(NamedTuple):
+    """One rank's rules: `by_op[(kind, chunk)]`, and the same rules as a list in slot order."""
+
+    by_op: dict
+    slots: tuple
+
+
+RuleTable = tuple[RankRules, ...]
+
+
+@lru_cache(maxsize=64)
+def rule_table(pp: int, chunks: int, placement: str) -> RuleTable:
+    """Per rank, the `Rule` of every (kind, chunk), from the dependency rule and the placement."""
+    n = pp * chunks
+    table = []
+    for r in range(pp):
+        slots = []
+        for c in range(chunks):
+            s = stage_of(placement, pp, r, c)
+            for kind in COMPUTE_KINDS:
+                slots.append(_rule(len(slots), kind, c, s, n, r, placement, pp))
+        table.append(RankRules({(rule.kind, rule.chunk): rule for rule in slots}, tuple(slots)))
+    return tuple(table)
+
+
+def _rule(slot: int, kind: str, chunk: int, stage: int, n: int, rank: int, placement: str, pp: int) -> Rule:
+    need = input_of(kind, stage, n)
+    need_off = src = recv_from = -1
+    if need is not None:
+        src = need[1]
+        need_off = src * 3 + RESULT_KINDS.index(need[0])
+        owner = owner_of(placement, pp, src)[0]
+        recv_from = owner if owner != rank else -1
+    outs = [stage * 3 + RESULT_KINDS.index(k) for k in outputs_of(kind)]
+    dst = consumer_stage(outputs_of(kind)[0], stage, n)
+    send_to = -1
+    if dst is not None:
+        owner = owner_of(placement, pp, dst)[0]
+        send_to = owner if owner != rank else -1
+    if send_to < 0:
+        dst = -1
+    return Rule(slot, kind, chunk, stage, need_off, src, recv_from, outs[0], outs[1] if len(outs) > 1 else -1,
+                dst, send_to)
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A schedule's ops as rows: `rules[r][i]` and `mbs[r][i]` describe `schedule.ranks[r][i]`.
+
+    `facts` records what a pass proved about the rows: `runs`, set by the simulator when
+    every rank ran to its end (whatever the costs: a wait that never ends does not
+    depend on them), so that every op's same-rank input comes before it."""
+
+    schedule: Schedule
+    rules: tuple[list[Rule], ...]
+    mbs: tuple[list[int], ...]
+    table: RuleTable
+    facts: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def stride(self) -> int:
+        return 3 * self.schedule.num_stages
+
+
+def compile_schedule(schedule: Schedule) -> Compiled:
+    """Check the schedule's ops and build its rows (cached on the schedule).
+
+    Raises ScheduleError naming the first op, in rank and op order, that is not
+    a compute op of a known kind with a microbatch and a chunk in range; a
+    schedule with more op lists than ranks; a placement that cannot hold its
+    chunks. A schedule with fewer op lists than ranks runs nothing on the others."""
+    cached = schedule.meta.get("_compiled")
+    if cached is not None and cached.schedule.ranks is schedule.ranks:
+        return cached
+    schedule.stage_table  # noqa: B018 (raises for a placement that cannot hold the chunks)
+    pp, m, chunks = schedule.pp, schedule.microbatches, schedule.chunks_per_rank
+    if len(schedule.ranks) > pp:
+        raise ScheduleError(f"schedule {schedule.name!r} has {len(schedule.ranks)} op lists for {pp} pipeline ranks")
+    table = rule_table(pp, chunks, schedule.placement)
+    rules, mbs = [], []
+    for r in range(pp):
+        ops = schedule.ranks[r] if r < len(schedule.ranks) else ()
+        row_rules, row_mbs = op_rows(r, ops, table[r].by_op, m, chunks)
+        rules.append(row_rules)
+        mbs.append(row_mbs)
+    compiled = Compiled(schedule, tuple(rules), tuple(mbs), table)
+    schedule.meta["_compiled"] = compiled
+    return compiled
+
+
+def rank_rows(schedule: Schedule, rank: int, ops: Sequence) -> tuple[list[Rule], list[int], bool]:
+    """`op_rows` of ops placed on `rank` of `schedule` (e.g. a lowering's compute ops), and
+    whether they are known to run: the compiled form's rows, and whether it has run
+    (`Compiled.runs`), where they are the schedule's own ops."""
+    compiled = schedule.meta.get("_compiled")
+    if compiled is not None and compiled.schedule.ranks is schedule.ranks and rank < len(schedule.ranks) \
+            and len(ops) == len(schedule.ranks[rank]) and all(map(operator.is_, ops, schedule.ranks[rank])):
+        return compiled.rules[rank], compiled.mbs[rank], bool(compiled.facts.get("runs"))
+    table = rule_table(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+    return (*op_rows(rank, ops, table[rank].by_op, schedule.microbatches, schedule.chunks_per_rank), False)
+
+
+_KIND_CHUNK, _MB, _CHUNK = itemgetter(0, 2), attrgetter("mb"), attrgetter("chunk")
+_OP_TYPE, _INT_TYPE = frozenset({Op}), frozenset({int})
+
+
+def op_rows(rank: int, ops: Sequence, rules: dict, m: int, chunks: int) -> tuple[list[Rule], list[int]]:
+    """The rule and the microbatch of every op of one rank (module doc), checking each op."""
+    if (_OP_TYPE.issuperset(map(type, ops)) and _INT_TYPE.issuperset(map(type, map(_MB, ops)))
+            and _INT_TYPE.issuperset(map(type, map(_CHUNK, ops)))):
+        row = list(map(rules.get, map(_KIND_CHUNK, ops)))  # None for an unknown kind or chunk
+        mbs = list(map(_MB, ops))
+        if None not in row and (not mbs or (min(mbs) >= 0 and max(mbs) < m)):
+            return row, mbs
+    return _checked_rows(rank, ops, rules, m, chunks)
+
+
+def _checked_rows(rank: int, ops: Sequence, rules: dict, m: int, chunks: int) -> tuple[list[Rule], list[int]]:
+    """`op_rows` op by op: names the first bad op; accepts any integer type for mb and chunk."""
+    row, mbs = [], []
+    for op in ops:
+        if not isinstance(op, Op) or op.kind not in COMPUTE_KINDS:
+            raise ScheduleError(f"rank {rank} has {op!r}, which is not a compute op (kinds {', '.join(COMPUTE_KINDS)})")
+        mb, chunk = _integer(op.mb), _integer(op.chunk)
+        if mb is None or not 0 <= mb < m:
+            raise ScheduleError(f"rank {rank} op {op} names microbatch {op.mb}; the schedule has microbatches 0..{m - 1}")
+        if chunk is None or not 0 <= chunk < chunks:
+            raise ScheduleError(f"rank {rank} op {op} names chunk {op.chunk}; ranks hold chunks 0..{chunks - 1}")
+        row.append(rules[(op.kind, chunk)])
+        mbs.append(mb)
+    return row, mbs
+
+
+def _integer(value) -> int | None:
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
