@@ -2,7 +2,7 @@
 
 The launch logic (repository discovery, GPU count, rendezvous, argument pass-through, CPU mode)
 is checked everywhere with a dry run and a stand-in `scontrol`. The end-to-end test starts a
-single-node SLURM cluster on this machine with scripts/slurm_local.sh (installing slurm-wlm and
+single-node SLURM cluster on this machine with tests/slurm/slurm_local.sh (installing slurm-wlm and
 munge with apt-get if needed), submits the sbatch script in CPU mode with 4 processes (pp=4,
 zbv) and checks the job's exit code and its per-iteration losses. It needs root; set
 PRIMUS_SKIP_SLURM=1 to skip it. This file sorts last in tests/, and the cluster is stopped by a
@@ -23,10 +23,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SBATCH = os.path.join(ROOT, "examples", "slurm", "pretrain_gpt.sbatch")
-SLURM_LOCAL = os.path.join(ROOT, "scripts", "slurm_local.sh")
+SLURM_LOCAL = os.path.join(ROOT, "tests", "slurm", "slurm_local.sh")
 DATA = os.path.join(ROOT, "out", "data", "corpus_text_document")
 # the test cluster: its own directory and ports, so that it never touches a cluster a developer
-# started with scripts/slurm_local.sh (default /tmp/primus-slurm, ports 16817/16818)
+# started with tests/slurm/slurm_local.sh (default /tmp/primus-slurm, ports 16817/16818)
 CLUSTER_ENV = {"PRIMUS_SLURM_DIR": "/tmp/primus-slurm-pytest", "PRIMUS_SLURMCTLD_PORT": "16837",
                "PRIMUS_SLURMD_PORT": "16838", "PRIMUS_SLURM_TIMEOUT": "90"}
 START_TIMEOUT_S = 900   # includes apt-get install (about 15-60 s with a reachable mirror)
@@ -192,10 +192,10 @@ def slurm_cluster(request):
     try:
         proc = _slurm_local("start", timeout=START_TIMEOUT_S)
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"scripts/slurm_local.sh start took over {START_TIMEOUT_S} s:\n{exc.stdout}\n{exc.stderr}")
+        pytest.fail(f"tests/slurm/slurm_local.sh start took over {START_TIMEOUT_S} s:\n{exc.stdout}\n{exc.stderr}")
     if proc.returncode != 0:
-        pytest.fail(f"scripts/slurm_local.sh start failed (exit {proc.returncode}); set PRIMUS_SKIP_SLURM=1 to skip "
-                    f"this test where SLURM cannot be installed:\n{_tail(proc.stdout + proc.stderr)}")
+        pytest.fail(f"tests/slurm/slurm_local.sh start failed (exit {proc.returncode}); set PRIMUS_SKIP_SLURM=1 "
+                    f"to skip this test where SLURM cannot be installed:\n{_tail(proc.stdout + proc.stderr)}")
     print(f"single-node SLURM up in {time.monotonic() - started:.1f} s", file=sys.stderr)
     conf = os.path.join(CLUSTER_ENV["PRIMUS_SLURM_DIR"], "etc", "slurm.conf")
     assert os.path.isfile(conf)

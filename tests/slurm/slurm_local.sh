@@ -2,10 +2,10 @@
 # A real single-node SLURM cluster on this machine, for testing the sbatch scripts
 # under examples/slurm/ (tests/test_slurm.py uses it).
 #
-#   scripts/slurm_local.sh start    # install slurm-wlm + munge if missing, start munged, slurmctld, slurmd
-#   eval "$(scripts/slurm_local.sh env)"   # export SLURM_CONF for sbatch/srun/squeue/scontrol
-#   scripts/slurm_local.sh status
-#   scripts/slurm_local.sh stop     # cancel jobs, stop the daemons this script started
+#   tests/slurm/slurm_local.sh start    # install slurm-wlm + munge if missing, start munged, slurmctld, slurmd
+#   eval "$(tests/slurm/slurm_local.sh env)"   # export SLURM_CONF for sbatch/srun/squeue/scontrol
+#   tests/slurm/slurm_local.sh status
+#   tests/slurm/slurm_local.sh stop     # cancel jobs, stop the daemons this script started
 #
 # Everything lives in one private directory ($PRIMUS_SLURM_DIR, default /tmp/primus-slurm):
 # slurm.conf, the munge key and socket, state, spool, logs and the daemons' pid files. Nothing
@@ -127,7 +127,7 @@ write_conf() {
     [[ -n $hw ]] || die "'slurmd -C' printed no NodeName line"
     hw=$(sed -E "s/^NodeName=[^ ]+ //; s/ UpTime=.*//" <<<"$hw")
     cat >"$CONF" <<EOF
-# written by scripts/slurm_local.sh: a single-node test cluster, everything under $DIR
+# written by tests/slurm/slurm_local.sh: a single-node test cluster, everything under $DIR
 ClusterName=primus-local
 SlurmctldHost=$NODE(127.0.0.1)
 SlurmctldPort=$CTLD_PORT
