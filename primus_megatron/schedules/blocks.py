@@ -21,6 +21,7 @@ from operator import itemgetter
 from typing import Optional
 
 from .costs import StageCosts
+from .deps import input_of
 from .ir import B, F, V, W, Op, new_op, owner_of
 from .listsched import Policy
 from .gc_pause import gc_paused
@@ -110,9 +111,8 @@ def compact(pp: int, slots: Slots, sc: StageCosts) -> Slots:
     # chunk runs microbatches in order), then the op producing its input.
     span = max(j for _, j, _ in slots) + 1
     base = {kind: [(i * n + s) * span for s in range(n)] for i, kind in enumerate((F, B, W))}
-    feed = {F: [base[F][s - 1] if s > 0 else -1 for s in range(n)],
-            B: [base[F][s] if s == n - 1 else base[B][s + 1] for s in range(n)],
-            W: base[B]}
+    inputs = {kind: [input_of(kind, s, n) for s in range(n)] for kind in (F, B, W)}
+    feed = {kind: [-1 if src is None else base[src[0]][src[1]] for src in row] for kind, row in inputs.items()}
     went: list[Optional[int]] = [None] * (3 * n * span)
     items = sorted(slots.items(), key=_SLOT)
     final: list[int] = []
@@ -127,7 +127,7 @@ def compact(pp: int, slots: Slots, sc: StageCosts) -> Slots:
         src = feed[kind][s]
         if src >= 0:
             if went[src + j] is None:
-                raise KeyError(_input(kind, j, s, n))
+                raise KeyError((inputs[kind][s][0], j, inputs[kind][s][1]))
             if went[src + j] >= earliest:
                 earliest = went[src + j] + 1
         grow = sc.mem[kind][s]
@@ -161,15 +161,6 @@ def compact(pp: int, slots: Slots, sc: StageCosts) -> Slots:
         went[me] = t
         final.append(t)
     return dict(zip(map(_FIRST, items), final))
-
-
-def _input(kind: str, j: int, s: int, n: int) -> tuple[str, int, int]:
-    """The op whose result (kind, j, s) needs."""
-    if kind == F:
-        return F, j, s - 1
-    if kind == B:
-        return (F, j, s) if s == n - 1 else (B, j, s + 1)
-    return B, j, s
 
 
 def _sums_are_exact(slots: Slots, sc: StageCosts) -> bool:

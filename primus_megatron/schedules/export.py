@@ -1,4 +1,4 @@
-"""Export a schedule: the stable JSON of DESIGN.md, or torch.distributed.pipelining actions."""
+"""Export a schedule: a stable JSON form (`to_dict`, versioned by FORMAT_VERSION), or torch.distributed.pipelining actions."""
 from __future__ import annotations
 
 import json

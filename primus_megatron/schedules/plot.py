@@ -172,9 +172,8 @@ def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: A
             time_unit: Optional[str], notes: dict) -> bytes:
     sizes = [max(1, len(p.timeline)) for p in ps]
     row_in, head_in = 0.26, 0.55
-    width = 16.0
     height = sum(n * row_in + head_in for n in sizes) + 1.3 + (0.3 if title else 0.0)
-    fig = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
+    fig = Figure(figsize=(16.0, height), dpi=dpi, layout="constrained")
     simulated = all(p.simulated for p in ps)
     shared = simulated or time_unit is not None  # same time unit: one shared axis
     axes = fig.subplots(len(ps), 1, sharex=shared, squeeze=False, gridspec_kw={"height_ratios": [n + 2.1 for n in sizes]})[:, 0]
@@ -183,47 +182,67 @@ def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: A
     max_chunk = 0
     boxes = []  # (ax, x, width, y, mb, text colour)
     for ax, p in zip(axes, ps):
-        pp = max(1, len(p.timeline))
-        groups: dict[tuple[int, str, int], list[tuple[float, float]]] = {}
-        for rank, spans in enumerate(p.timeline):
-            for s in spans:
-                kind, mb, chunk = op_fields(s.op)
-                x, w = float(s.start), float(s.end) - float(s.start)
-                if w <= 0:
-                    continue
-                groups.setdefault((rank, kind, chunk), []).append((x, w))
-                if kind not in kinds_seen:
-                    kinds_seen.append(kind)
-                max_chunk = max(max_chunk, chunk)
-                base = KIND_COLOURS.get(kind, OTHER_COLOUR)
-                face = _lighten(base, 0.55) if chunk else _lighten(base, 0.0)
-                if mb is not None:
-                    boxes.append((ax, x, w, rank, str(mb), _text_colour(face)))
-        for (rank, kind, chunk), bars in groups.items():
-            base = KIND_COLOURS.get(kind, OTHER_COLOUR)
-            face = _lighten(base, 0.55) if chunk else _lighten(base, 0.0)
-            ax.broken_barh(bars, (rank - 0.42, 0.84), facecolors=face, edgecolor=base if chunk else "white",
-                           linewidth=0.4, hatch=CHUNK_HATCHES[min(chunk, len(CHUNK_HATCHES) - 1)])
-        ax.set_ylim(pp - 0.5, -0.5)
-        ax.set_yticks(range(pp))
-        ax.set_yticklabels([f"rank {r}" for r in range(pp)], fontsize=8)
-        ax.tick_params(axis="y", length=0)
-        for r in range(pp + 1):
-            ax.axhline(r - 0.5, color="#dddddd", linewidth=0.6, zorder=0)
-        ax.axvline(p.makespan, color="#444444", linewidth=0.8, linestyle=(0, (3, 3)), zorder=0)
-        ax.set_title(_title(p), loc="left", fontsize=10)
-        if p.name in notes:  # e.g. why a measured timeline cannot show the schedule's own bubbles
-            ax.text(0.995, 1.02, notes[p.name], transform=ax.transAxes, ha="right", va="bottom", fontsize=8.5,
-                    style="italic", color="#8b0000", wrap=True)
-        for side in ("top", "right", "left"):
-            ax.spines[side].set_visible(False)
-        ax.tick_params(axis="x", labelsize=8)
+        max_chunk = max(max_chunk, _draw_panel(ax, p, kinds_seen, boxes, notes.get(p.name)))
         ax.set_xlim(0, (xmax if shared else (p.makespan or 1.0)) * 1.005)
     if time_unit is not None:
         xlabel = f"time ({time_unit})"
     else:
         xlabel = "time (cost units: one rank's forward of one microbatch = 1)" if simulated else "time"
     axes[-1].set_xlabel(xlabel, fontsize=9)
+    _legend(fig, Patch, kinds_seen, max_chunk, any(p.peak_memory is not None for p in ps))
+    if title:
+        fig.suptitle(title, fontsize=12)
+    _label_boxes(fig, axes, boxes)
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=dpi)
+    return buf.getvalue()
+
+
+def _draw_panel(ax: Any, p: Panel, kinds_seen: list, boxes: list, note: Optional[str]) -> int:
+    """One schedule's rows: ops as bars grouped by (rank, kind, chunk); returns its highest chunk.
+    Records the kinds drawn in `kinds_seen` and the boxes to label in `boxes`."""
+    pp = max(1, len(p.timeline))
+    max_chunk = 0
+    groups: dict[tuple[int, str, int], list[tuple[float, float]]] = {}
+    for rank, spans in enumerate(p.timeline):
+        for s in spans:
+            kind, mb, chunk = op_fields(s.op)
+            x, w = float(s.start), float(s.end) - float(s.start)
+            if w <= 0:
+                continue
+            groups.setdefault((rank, kind, chunk), []).append((x, w))
+            if kind not in kinds_seen:
+                kinds_seen.append(kind)
+            max_chunk = max(max_chunk, chunk)
+            if mb is not None:
+                boxes.append((ax, x, w, rank, str(mb), _text_colour(_face(kind, chunk))))
+    for (rank, kind, chunk), bars in groups.items():
+        base = KIND_COLOURS.get(kind, OTHER_COLOUR)
+        ax.broken_barh(bars, (rank - 0.42, 0.84), facecolors=_face(kind, chunk), edgecolor=base if chunk else "white",
+                       linewidth=0.4, hatch=CHUNK_HATCHES[min(chunk, len(CHUNK_HATCHES) - 1)])
+    ax.set_ylim(pp - 0.5, -0.5)
+    ax.set_yticks(range(pp))
+    ax.set_yticklabels([f"rank {r}" for r in range(pp)], fontsize=8)
+    ax.tick_params(axis="y", length=0)
+    for r in range(pp + 1):
+        ax.axhline(r - 0.5, color="#dddddd", linewidth=0.6, zorder=0)
+    ax.axvline(p.makespan, color="#444444", linewidth=0.8, linestyle=(0, (3, 3)), zorder=0)
+    ax.set_title(_title(p), loc="left", fontsize=10)
+    if note:  # e.g. why a measured timeline cannot show the schedule's own bubbles
+        ax.text(0.995, 1.02, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=8.5,
+                style="italic", color="#8b0000", wrap=True)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="x", labelsize=8)
+    return max_chunk
+
+
+def _face(kind: str, chunk: int) -> tuple[float, float, float]:
+    """A box's fill: the kind's colour, lighter for chunks after the first."""
+    return _lighten(KIND_COLOURS.get(kind, OTHER_COLOUR), 0.55 if chunk else 0.0)
+
+
+def _legend(fig: Any, Patch: Any, kinds_seen: list, max_chunk: int, with_memory: bool) -> None:
     handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), edgecolor="white", label=KIND_LABELS.get(k, k))
                for k in sorted(kinds_seen, key=lambda k: list(KIND_COLOURS).index(k) if k in KIND_COLOURS else 9)]
     if max_chunk:
@@ -234,13 +253,14 @@ def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: A
                                  hatch=CHUNK_HATCHES[c], label=f"{what}: light, hatched"))
     handles.append(Patch(facecolor="white", edgecolor="#999999", label="empty: idle"))
     legend_title = "number in a box = microbatch; dashed line = makespan"
-    if any(p.peak_memory is not None for p in ps):
+    if with_memory:
         legend_title += "; memory in units of one microbatch's activations on one rank"
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 8), fontsize=9,
                title=legend_title, title_fontsize=9, frameon=False)
-    if title:
-        fig.suptitle(title, fontsize=12)
-    # Label boxes once the layout is fixed: only where the number fits.
+
+
+def _label_boxes(fig: Any, axes: Any, boxes: list) -> None:
+    """Label boxes with their microbatch once the layout is fixed: only where the number fits."""
     fig.draw_without_rendering()
     fig.set_layout_engine("none")  # freeze it: the labels must not move anything
     pt_per_unit = {}
@@ -255,9 +275,6 @@ def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: A
                 ax.text(x + w / 2, rank, label, ha="center", va="center", fontsize=size, color=colour,
                         in_layout=False)
                 break
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=dpi)
-    return buf.getvalue()
 
 
 def plot_timeline(results_or_timelines: Any, path: str | os.PathLike, *, title: Optional[str] = None,

@@ -7,6 +7,7 @@ import itertools
 from typing import Optional
 
 from ..costs import StageCosts
+from ..deps import input_of
 from ..errors import ScheduleError
 from ..ir import B, F, LOOP, W, Op, stage_of
 from ..registry import register
@@ -23,23 +24,14 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
         import highspy
     except ImportError:
         raise ScheduleError("zb-optimal needs highspy: pip install 'primus_megatron[ilp]'") from None
-    m, n = microbatches, pp * chunks
-    per_rank = 3 * m * chunks
-    if per_rank > MAX_OPS_PER_RANK:
+    m = microbatches
+    if 3 * m * chunks > MAX_OPS_PER_RANK:
         raise ScheduleError(f"zb-optimal solves an integer program and allows at most {MAX_OPS_PER_RANK // (3 * chunks)} "
                             f"microbatches here (got {m}); use zb-auto")
     limit = float(pp) if memory_limit is None else memory_limit
-
-    ops = []  # (rank, kind, mb, chunk, stage)
-    for r in range(pp):
-        for c in range(chunks):
-            s = stage_of(placement, pp, r, c)
-            ops += [(r, k, j, c, s) for j in range(m) for k in (F, B, W)]
-    index = {(k, j, s): i for i, (_, k, j, _, s) in enumerate(ops)}
+    ops = [(r, k, j, c, stage_of(placement, pp, r, c)) for r in range(pp) for c in range(chunks)
+           for j in range(m) for k in (F, B, W)]  # (rank, kind, mb, chunk, stage)
     dur = [costs.duration(k, s) for _, k, _, _, s in ops]
-    rank_of_stage = {stage_of(placement, pp, r, c): r for r in range(pp) for c in range(chunks)}
-    big = sum(dur) + 2 * m * n * max(costs.comm) + 1.0
-
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
@@ -47,26 +39,51 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
     makespan = h.addVariable(lb=0.0)
     for i, d in enumerate(dur):
         h.addConstr(makespan - start[i] >= d)
+    fixed = _dependencies(h, ops, start, dur, costs, pp * chunks)
+    binaries = _rank_orders(h, highspy, ops, start, dur, fixed, costs, limit, pp, m, chunks)
+    h.changeColCost(makespan.index, 1.0)  # minimise the makespan (set before the start: a model change drops it)
+    warm = _warm_start(pp, m, costs, limit, chunks, placement, ops, dur)
+    if warm is not None:
+        _set_start(h, highspy, warm, start, makespan, binaries, dur)
+    h.run()
+    if h.getInfo().primal_solution_status != 2:  # no feasible point found
+        status = h.modelStatusToString(h.getModelStatus())
+        raise ScheduleError(f"zb-optimal found no schedule within the memory limit {limit:g} ({status})")
+    value = h.getSolution().col_value
+    ranks: list[list[tuple[float, int, Op]]] = [[] for _ in range(pp)]
+    for i, (r, k, j, c, _) in enumerate(ops):
+        ranks[r].append((round(value[i], 6), i, Op(k, j, c)))
+    return [[op for *_, op in sorted(row)] for row in ranks]
+
+
+def _dependencies(h, ops: list, start: list, dur: list, costs: StageCosts, n: int) -> set:
+    """Constrain every op to start after its input (the dependency rule, plus the hop
+    between ranks) and after the same op of the previous microbatch; returns the pairs
+    (i, j) this orders on one rank: i runs before j."""
+    index = {(k, j, s): i for i, (_, k, j, _, s) in enumerate(ops)}
+    owner = {s: r for r, _, _, _, s in ops}
 
     def after(i: int, j: int, gap: float) -> None:  # op j starts >= end of op i + gap
         h.addConstr(start[j] - start[i] >= dur[i] + gap)
 
-    fixed = set()  # (i, j): i is known to precede j on the same rank
+    fixed = set()
     for i, (r, k, j, c, s) in enumerate(ops):
-        if k == F and s > 0:
-            src = index[(F, j, s - 1)]
-            after(src, i, costs.comm[s - 1] if rank_of_stage[s - 1] != r else 0.0)
-        if k == B:
-            src = index[(F, j, s)] if s == n - 1 else index[(B, j, s + 1)]
-            after(src, i, 0.0 if s == n - 1 or rank_of_stage[s + 1] == r else costs.comm[s + 1])
-            fixed.add((index[(F, j, s)], i))
-        if k == W:
-            after(index[(B, j, s)], i, 0.0)
-            fixed.add((index[(B, j, s)], i))
+        src = input_of(k, s, n)
+        if src is not None:
+            after(index[(src[0], j, src[1])], i, costs.comm[src[1]] if owner[src[1]] != r else 0.0)
+        if k != F:  # a stage runs F, then B, then W of a microbatch
+            fixed.add((index[(F if k == B else B, j, s)], i))
         if j > 0:  # a stage runs each kind in microbatch order
             after(index[(k, j - 1, s)], i, 0.0)
             fixed.add((index[(k, j - 1, s)], i))
+    return fixed
 
+
+def _rank_orders(h, highspy, ops: list, start: list, dur: list, fixed: set, costs: StageCosts, limit: float,
+                 pp: int, m: int, chunks: int) -> list:
+    """One binary per pair of a rank's ops not ordered by `fixed` (big-M disjunction), and
+    the memory bound after every op that adds memory; returns (variable, i, j) per binary."""
+    big = sum(dur) + 2 * m * pp * chunks * max(costs.comm) + 1.0
     binaries = []  # (variable, i, j): 1 if op i precedes op j on their rank
     before = {}  # (i, j) -> 1 if i precedes j (constant or binary)
     for r in range(pp):
@@ -95,29 +112,22 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
                 h.addConstr(expr <= limit)
             elif expr > limit + 1e-9:
                 raise ScheduleError(f"memory limit {limit:g} is too small for zb-optimal")
-    h.changeColCost(makespan.index, 1.0)  # minimise the makespan (set before the start: a model change drops it)
-    warm = _warm_start(pp, m, costs, limit, chunks, placement, ops, dur)
-    if warm is not None:
-        starts, position = warm
-        values = [0.0] * h.getNumCol()
-        for i, t in enumerate(starts):
-            values[start[i].index] = t
-        values[makespan.index] = max(t + d for t, d in zip(starts, dur))
-        for x, i, j in binaries:
-            values[x.index] = 1.0 if position[i] < position[j] else 0.0
-        solution = highspy.HighsSolution()
-        solution.col_value = values
-        solution.value_valid = True
-        h.setSolution(solution)
-    h.run()
-    status = h.getModelStatus()
-    if h.getInfo().primal_solution_status != 2:  # no feasible point found
-        raise ScheduleError(f"zb-optimal found no schedule within the memory limit {limit:g} ({h.modelStatusToString(status)})")
-    value = h.getSolution().col_value
-    ranks: list[list[tuple[float, int, Op]]] = [[] for _ in range(pp)]
-    for i, (r, k, j, c, _) in enumerate(ops):
-        ranks[r].append((round(value[i], 6), i, Op(k, j, c)))
-    return [[op for *_, op in sorted(row)] for row in ranks]
+    return binaries
+
+
+def _set_start(h, highspy, warm: tuple, start: list, makespan, binaries: list, dur: list) -> None:
+    """Hand the solver a first incumbent: the warm start's times and orders."""
+    starts, position = warm
+    values = [0.0] * h.getNumCol()
+    for i, t in enumerate(starts):
+        values[start[i].index] = t
+    values[makespan.index] = max(t + d for t, d in zip(starts, dur))
+    for x, i, j in binaries:
+        values[x.index] = 1.0 if position[i] < position[j] else 0.0
+    solution = highspy.HighsSolution()
+    solution.col_value = values
+    solution.value_valid = True
+    h.setSolution(solution)
 
 
 def _warm_start(pp: int, m: int, costs: StageCosts, limit: float, chunks: int, placement: str, ops: list,
