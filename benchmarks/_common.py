@@ -3,8 +3,11 @@
 * `run_ranks(body, case, world)`: `compat.cpu_ranks.run_ranks` with each rank
   pinned to one core (rank r -> the r-th core this process may use, modulo
   their number) and a 300 s collective timeout unless the case names one.
-* `write_section(path, title, body)`: replace (or append) one `## ` section of
-  BENCHMARKS.md, leaving every other section as it is.
+* the one markdown writer every benchmark uses: `add_markdown_options(parser)`
+  (--markdown FILE, --no-markdown), `table(headers, rows)`, `command_block(command)`
+  (how a section starts: the command that reproduces its numbers) and
+  `publish(args, title, text, name)`: print the section, then replace it in
+  BENCHMARKS.md (`write_section`: that one `## ` section, every other as it is).
 * small statistics helpers (median, spread) for interleaved repetitions.
 * `cpu_counters()` / `steal_share(before, after)`: how much CPU time the
   hypervisor took between two readings (a noisy virtual machine's excuse, measured).
@@ -28,6 +31,34 @@ def run_ranks(body, case: dict, world: int, *, timeout_s: float, pin: bool = Tru
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     case = {"gloo_timeout": 300, **case}  # long benchmark runs: a generous collective timeout
     return cpu_ranks.run_ranks(body, case, world, timeout_s=timeout_s, pin=pin)
+
+
+def add_markdown_options(parser) -> None:
+    """Where a benchmark writes its section: --markdown FILE, or --no-markdown to print only."""
+    parser.add_argument("--markdown", default=os.path.join(ROOT, "BENCHMARKS.md"),
+                        help="file whose section this benchmark replaces (default: BENCHMARKS.md)")
+    parser.add_argument("--no-markdown", action="store_true", help="print only; do not touch the markdown file")
+
+
+def table(headers, rows) -> str:
+    """A markdown table; a '|' inside a cell is escaped so that it cannot split the cell."""
+    def line(cells) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(headers), "|" + "---|" * len(headers)] + [line(row) for row in rows])
+
+
+def command_block(command: str) -> str:
+    """Every section starts with the command that reproduces its numbers."""
+    return f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n"
+
+
+def publish(args, title: str, text: str, name: str) -> None:
+    """Print the section's text; unless --no-markdown, replace section `title` of args.markdown with it."""
+    print(text)
+    if not args.no_markdown:
+        write_section(args.markdown, title, text)
+        print(f"{name}: wrote the '{title}' section of {args.markdown}", flush=True)
 
 
 def write_section(path: str, title: str, body: str) -> None:

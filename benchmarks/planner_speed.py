@@ -104,30 +104,27 @@ def cell(seconds: list) -> str:
 
 
 def table(rows: list, pp: int, m: int) -> tuple[str, list]:
-    lines = [f"pp={pp}, {m} microbatches:\n",
-             "| schedule | ops | generate (s) | validate (s) | total (s) | over 1 s |",
-             "|---|---|---|---|---|---|"]
-    slow = []
+    cells, slow = [], []
     for name, r in rows:
         if "timeout" in r:
-            lines.append(f"| `{name}` | | > {r['timeout']:.0f} (time limit) | | | yes |")
+            cells.append([f"`{name}`", "", f"> {r['timeout']:.0f} (time limit)", "", "", "yes"])
             slow.append(f"{name} (did not finish in {r['timeout']:.0f} s)")
             continue
         gen, val = C.median(r["gen"]), C.median(r["val"])
         over = [what for what, t in (("generate", gen), ("validate", val)) if t > SLOW_S]
         if gen + val > SLOW_S:
             slow.append(f"{name} ({', '.join(over) or 'generate + validate'}: {gen:.2f} + {val:.2f} s)")
-        lines.append(f"| `{name}` | {r['ops']} | {cell(r['gen'])} | {cell(r['val'])} | {gen + val:.3f} | "
-                     f"{'; '.join(over) if over else ('total' if gen + val > SLOW_S else 'no')} |")
-    return "\n".join(lines), slow
+        cells.append([f"`{name}`", r["ops"], cell(r["gen"]), cell(r["val"]), f"{gen + val:.3f}",
+                      "; ".join(over) if over else ("total" if gen + val > SLOW_S else "no")])
+    header = ["schedule", "ops", "generate (s)", "validate (s)", "total (s)", "over 1 s"]
+    return f"pp={pp}, {m} microbatches:\n\n" + C.table(header, cells), slow
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="pp=32 x 256 only, one run per schedule")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per (schedule, size) (default 900; quick 300)")
-    parser.add_argument("--markdown", default=os.path.join(C.ROOT, "BENCHMARKS.md"))
-    parser.add_argument("--no-markdown", action="store_true", help="print only")
+    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
 
     from primus_megatron import schedules as S
@@ -160,7 +157,7 @@ def main(argv=None) -> int:
     summary = []
     for (pp, m), slow in all_slow.items():
         summary.append(f"over {SLOW_S:g} s at pp={pp}, m={m}: " + ("; ".join(slow) if slow else "none"))
-    body = (f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n\n"
+    body = (C.command_block(command) + "\n"
             f"Wall time of `schedules.generate(name, pp, m, validate=False)` and of `schedules.validate(schedule, "
             f"costs=..., memory_limit=...)` (completeness, dependency order, memory, lowering to send/recv, "
             f"rendezvous hang check), every registered schedule but zb-optimal, default (unit) costs and memory "
@@ -171,10 +168,7 @@ def main(argv=None) -> int:
             f"the tables.\n\n"
             + "\n\n".join(sections) + "\n\n" + "\n".join(f"- {line}" for line in summary)
             + "\n\n" + WHERE_TIME_GOES)
-    print(body)
-    if not args.no_markdown:
-        C.write_section(args.markdown, SECTION, body)
-        print(f"planner_speed: wrote the '{SECTION}' section of {args.markdown}")
+    C.publish(args, SECTION, body, "planner_speed")
     return 0
 
 

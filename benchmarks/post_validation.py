@@ -150,7 +150,7 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
 
     labels = [c[0] for c in CONFIGS]
     by_label = {label: [[run for run in per_rank if run["label"] == label] for per_rank in results] for label in labels}
-    lines = [f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n"]
+    lines = [C.command_block(command)]
     lines.append(
         f"pp={PP} gloo ranks, rank r pinned to core r, one thread each; `primus_megatron.train.pretrain.train` "
         f"(examples/pretrain_gpt.py's loop: megatron-core GPTModel, megatron DDP and Adam, mock data) with "
@@ -166,10 +166,7 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
         f"is settled (primus_megatron/train/loop.py); `post` = from there to the first op of i+1 (zeroing gradients, the next "
         f"step's set-up and, on a rank whose first op needs an activation, waiting for it). `VALIDATE`: the "
         f"post-validation check inside the next step. Times in ms. {elapsed:.0f} s in all on a shared machine (2 cores).\n")
-    lines.append("| configuration | iteration (ms) | rank | gap | opt | idle = gap - opt | pre | finalize | post_losses | "
-                 "post | VALIDATE | optimistic / rolled back / redone |")
-    lines.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    verdict = {}
+    table_rows, verdict = [], {}
     for label in labels:
         per_rank = by_label[label]
         periods = [row["period"] for run in per_rank[0] for row in boundaries(run, opts["skip"])]
@@ -182,16 +179,18 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
             rows = [row for run in runs for row in boundaries(run, opts["skip"])]
             med = {k: 1e3 * C.median([r[k] for r in rows]) for k in rows[0]}
             verdict[(label, rank)] = med
-            lines.append(f"| {label if rank == 0 else ''} | {C.ms_cell(periods) if rank == 0 else ''} | {rank} | "
-                         f"{med['gap']:.1f} | {med['opt']:.1f} | {med['idle']:.1f} | {med['pre']:.1f} | "
-                         f"{med['finalize']:.1f} | {med['reduce']:.1f} | {med['post']:.1f} | {med['validate']:.1f} | "
-                         f"{pv if rank == 0 else ''} |")
+            table_rows.append([label if rank == 0 else "", C.ms_cell(periods) if rank == 0 else "", rank,
+                               *(f"{med[k]:.1f}" for k in ("gap", "opt", "idle", "pre", "finalize", "reduce",
+                                                           "post", "validate")),
+                               pv if rank == 0 else ""])
+    lines.append(C.table(["configuration", "iteration (ms)", "rank", "gap", "opt", "idle = gap - opt", "pre",
+                          "finalize", "post_losses", "post", "VALIDATE", "optimistic / rolled back / redone"],
+                         table_rows))
     lines.append("")
 
     lines.append("Iteration time per schedule, ratio of each round's medians to the sync step's in the same round: "
                  "median (min-max over rounds).\n")
-    lines.append("| schedule | sync step (ms) | post-validation (ms) | / sync |")
-    lines.append("|---|---|---|---|")
+    rows = []
     for schedule in ("zb-h2", "zbv"):
         sync, pv = f"{schedule}, sync step", f"{schedule}, post-validation"
 
@@ -204,16 +203,15 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
 
         cell = lambda label: C.ms_cell([row["period"] for run in by_label[label][0]  # noqa: E731
                                         for row in boundaries(run, opts["skip"])])
-        lines.append(f"| `{schedule}` | {cell(sync)} | {cell(pv)} | {ratio(pv)} |")
+        rows.append([f"`{schedule}`", cell(sync), cell(pv), ratio(pv)])
+    lines.append(C.table(["schedule", "sync step (ms)", "post-validation (ms)", "/ sync"], rows))
     lines.append("")
 
     lines.append("Bubbles: `measured` = 1 - (busy rank 0 + busy rank 1) / (2 x iteration time), medians; simulated "
                  "for the same schedule (pp=2, m=8) from the op durations measured in these runs (per stage, comm 0) "
                  "and from equal costs (f = b = w = 1), `sync` with a barrier between iterations and `async` without "
                  "(what post-validation allows).\n")
-    lines.append("| configuration | measured bubble | simulated sync / async (measured costs) | "
-                 "simulated sync / async (equal costs) |")
-    lines.append("|---|---|---|---|")
+    rows = []
     for label, schedule, pv, _ in CONFIGS:
         per_rank = by_label[label]
         rows0 = [row for run in per_rank[0] for row in boundaries(run, opts["skip"])]
@@ -222,8 +220,10 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
         costs = measured_costs([run for runs in per_rank for run in runs], schedule)
         sm = S.simulate(S.generate(schedule, PP, MICROBATCHES), costs)
         se = S.simulate(S.generate(schedule, PP, MICROBATCHES))
-        lines.append(f"| {label} | {C.median(bubble):.3f} | {sm.bubble_sync:.3f} / {sm.bubble_async:.3f} | "
-                     f"{se.bubble_sync:.3f} / {se.bubble_async:.3f} |")
+        rows.append([label, f"{C.median(bubble):.3f}", f"{sm.bubble_sync:.3f} / {sm.bubble_async:.3f}",
+                     f"{se.bubble_sync:.3f} / {se.bubble_async:.3f}"])
+    lines.append(C.table(["configuration", "measured bubble", "simulated sync / async (measured costs)",
+                          "simulated sync / async (equal costs)"], rows))
     lines.append("")
 
     return "\n".join(lines), verdict
@@ -234,8 +234,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="one round of 8 iterations per configuration")
     parser.add_argument("--rounds", type=int, default=None, help="rounds over the configurations (default 3; quick 1)")
     parser.add_argument("--iters", type=int, default=None, help="iterations per run (default 14; quick 8)")
-    parser.add_argument("--markdown", default=os.path.join(C.ROOT, "BENCHMARKS.md"))
-    parser.add_argument("--no-markdown", action="store_true", help="print only")
+    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     opts = {"rounds": args.rounds or (1 if args.quick else 3), "iters": args.iters or (8 if args.quick else 14),
             "skip": 2}
@@ -247,10 +246,7 @@ def main(argv=None) -> int:
     results = C.run_ranks(pv_body, case, PP, timeout_s=budget)
     elapsed = time.monotonic() - started
     text, _ = report(results, opts, elapsed, C.command_line("benchmarks/post_validation.py", argv))
-    print(text)
-    if not args.no_markdown:
-        C.write_section(args.markdown, SECTION, text)
-        print(f"post_validation: wrote the '{SECTION}' section of {args.markdown}")
+    C.publish(args, SECTION, text, "post_validation")
     return 0
 
 

@@ -18,7 +18,7 @@ parameter's global name), the same microbatches:
     16, next to the simulator's makespan ratio vs `1f1b` from costs measured on
     this run (zb-h1 profiled: per-stage F, B, W and p2p latency);
 (c) our `zbv` vs torch's `ScheduleZBVZeroBubble` on the same megatron chunks
-    (see `TorchStageModule`), after checking losses and gradients agree;
+    (see `TorchStageModule`);
 (d) peak activation memory per rank of every registered schedule (zb-optimal
     excluded) measured by the runtime profiler at pp=2 and pp=4, next to the
     simulator's unit prediction.
@@ -27,6 +27,9 @@ Timing: every variant runs one iteration (the forward_backward call only,
 after a barrier; iteration time = the slowest rank's) in turn, A B C ... A B
 C ..., the order rotated every repetition; ratios are taken within a
 repetition and reported as median [25th-75th percentile].
+
+Only time and memory are measured here: that the variants compute the same is
+tested (tests/test_runtime_parity.py, tests/test_production_matrix.py).
 """
 from __future__ import annotations
 
@@ -114,32 +117,9 @@ def forward_step(data_iterator, model):
     return output, partial(loss_func, batch["loss_mask"])
 
 
-def losses_of(store) -> list:
-    return [float(item["lm loss"][0] / item["lm loss"][1]) for item in store]
-
-
 def zero_grads(model) -> None:
     for chunk in model:
         chunk.zero_grad(set_to_none=True)
-
-
-def grads_of(model) -> dict:
-    from primus_megatron.runtime.placement import named_global_parameters
-
-    return {name: p.grad.detach().clone() for chunk in model for name, p in named_global_parameters(chunk)
-            if p.grad is not None}
-
-
-def max_rel_diff(ref: dict, got: dict) -> tuple[float, int]:
-    """(largest max|got - ref| / max|ref| over tensors, number of tensors compared)."""
-    if set(ref) != set(got) or not ref:
-        return float("inf"), 0
-    worst = 0.0
-    for name in ref:
-        scale = ref[name].abs().max().item()
-        diff = (got[name] - ref[name]).abs().max().item()
-        worst = max(worst, diff / scale if scale > 0 else diff)
-    return worst, len(ref)
 
 
 class linear_impl:
@@ -234,7 +214,6 @@ def throughput_body(rank: int, case: dict) -> dict:
     from megatron.core.tensor_parallel import layers
 
     import primus_megatron as pm
-    from primus_megatron import schedules as S
     from primus_megatron.runtime import linear_hooks
     from primus_megatron.runtime.profiler import per_rank_costs
 
@@ -273,14 +252,12 @@ def throughput_body(rank: int, case: dict) -> dict:
     tokens = torch.cat([bt["tokens"] for bt in batches])
     labels = torch.cat([bt["labels"] for bt in batches])
 
-    def run_torch(m: int, impl=aten_linear):
-        losses: list = []
+    def run_torch(m: int, impl=aten_linear) -> None:
         with linear_impl(impl):
             if rank == 0:
-                torch_scheds[m].step(tokens[:m * mbs], target=labels[:m * mbs], losses=losses)
+                torch_scheds[m].step(tokens[:m * mbs], target=labels[:m * mbs])
             else:
                 torch_scheds[m].step()
-        return [float(x) for x in losses]
 
     # 1. measured costs (zb-h1 profiled for three steps at the middle microbatch count) -> zb-auto, simulator
     m_prof = sorted(ms)[len(ms) // 2]
@@ -299,35 +276,7 @@ def throughput_body(rank: int, case: dict) -> dict:
                 "torch-zbv": run_torch}
     models = {"zbv": v_model, "torch-zbv": t_model}
 
-    # 2. correctness: same losses everywhere, same gradients as the reference of the same placement
-    m_check = max(ms)
-    check = {}
-    zero_grads(loop_model)
-    ref_losses = losses_of(run_megatron(m_check))
-    ref_grads = grads_of(loop_model)
-    losses = {"megatron-1f1b": ref_losses}
-    for name in ("1f1b", "zb-h1", "zb-h2", "zb-auto"):
-        zero_grads(loop_model)
-        losses[name] = losses_of(run_ours(name, m_check))
-        check[f"grads {name} vs megatron-1f1b"] = max_rel_diff(ref_grads, grads_of(loop_model))
-    zero_grads(v_model)
-    losses["zbv"] = losses_of(run_ours("zbv", m_check))
-    zbv_grads = grads_of(v_model)
-    zero_grads(t_model)
-    losses["torch-zbv"] = run_torch(m_check)
-    check["grads torch-zbv vs zbv"] = max_rel_diff(zbv_grads, grads_of(t_model))
-    zero_grads(t_model)
-    losses["torch-zbv (megatron linear)"] = run_torch(m_check, megatron_linear)
-    check["grads torch-zbv (megatron linear) vs zbv"] = max_rel_diff(zbv_grads, grads_of(t_model))
-    gathered: list = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, losses)
-    merged = {}
-    for per_rank in gathered:
-        for name, values in per_rank.items():
-            if values:
-                merged[name] = values
-
-    # 3. warm-up, then interleaved timing
+    # 2. warm-up, then interleaved timing
     for m in ms:
         for name, fn in variants.items():
             for _ in range(case["warmup"]):
@@ -356,8 +305,7 @@ def throughput_body(rank: int, case: dict) -> dict:
                 if runner is not None and runner.last_step is not None:
                     busy[(name, m)].append(sum(r.end - r.start for r in runner.last_step.timeline))
     times.update(extra)
-    return {"times": times, "busy": busy, "losses": merged, "check": check, "costs": shares, "summary": summary,
-            "m_prof": m_prof, "load": load}
+    return {"times": times, "busy": busy, "costs": shares, "summary": summary, "m_prof": m_prof, "load": load}
 
 
 # -- (d): memory body -----------------------------------------------------------------------------
@@ -418,11 +366,7 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
     costs, summary, m_prof = res[0]["costs"], res[0]["summary"], res[0]["m_prof"]
     sim = simulate_ratios(costs, ms, ZB, 2)
     model = opts["model"]
-    losses = res[0]["losses"]
-    loss_diff = max(max(abs(a - b) for a, b in zip(v, losses[base])) for v in losses.values())
-    checks = "; ".join(f"{k.replace('grads ', '')} {max(r['check'][k][0] for r in res):.1e} "
-                       f"({sum(r['check'][k][1] for r in res)} tensors)" for k in res[0]["check"])
-    lines = [f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n"]
+    lines = [C.command_block(command)]
     lines.append(
         f"megatron-core GPTModel, local layer spec, fp32, {model['num_layers']} layers, hidden {model['hidden']}, "
         f"{model['heads']} heads, FFN {4 * model['hidden']}, vocabulary {model['vocab']} (untied embeddings), "
@@ -437,24 +381,22 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
         f"fastest iterations. {elapsed:.0f} s in all; the machine is shared (1-minute load average during the timed "
         f"repetitions: median {C.median(res[0]['load']):.1f}, {min(res[0]['load']):.1f}-{max(res[0]['load']):.1f}, "
         f"on 2 cores).\n")
-    lines.append(f"Checked before timing (m = {max(ms)}): per-microbatch losses of every variant (ours, megatron's, "
-                 f"torch's) vs megatron's 1F1B: max abs diff {loss_diff:.1e}; gradients, max relative diff per "
-                 f"tensor: {checks}.\n")
+    lines.append("Timed, not checked here: that the variants compute the same is tested (our schedules against "
+                 "megatron's 1F1B and a non-pipelined model: tests/test_runtime_parity.py, "
+                 "tests/test_production_matrix.py).\n")
 
     lines.append("### (a) Runtime overhead: our `1f1b` vs megatron-core's 1F1B\n")
     lines.append("Same model object, same data. megatron's 1F1B runs with megatron's own linear function; "
                  "`megatron+hooks` is megatron's 1F1B with our weight-gradient hooks installed (megatron's linear "
                  "autograd function behind one more autograd.Function; outside a B op it runs megatron's backward), "
                  "which separates the hooks' cost from the executor's. Target: our `1f1b` / megatron <= 1.03.\n")
-    lines.append("| m | megatron 1F1B (ms) | our 1f1b (ms) | our 1f1b / megatron | best | A/A: megatron / megatron | "
-                 "megatron+hooks / megatron | our 1f1b / megatron+hooks |")
-    lines.append("|---|---|---|---|---|---|---|---|")
-    for m in ms:
-        lines.append(f"| {m} | {C.ms_cell(times[(base, m)])} | {C.ms_cell(times[('1f1b', m)])} | "
-                     f"{C.ratio_cell(ratios('1f1b', m))} | {best('1f1b', m)} | "
-                     f"{C.ratio_cell(ratios('megatron-1f1b (A/A)', m))} | "
-                     f"{C.ratio_cell(ratios('megatron-1f1b+hooks', m))} | "
-                     f"{C.ratio_cell(ratios('1f1b', m, 'megatron-1f1b+hooks'))} |")
+    lines.append(C.table(
+        ["m", "megatron 1F1B (ms)", "our 1f1b (ms)", "our 1f1b / megatron", "best", "A/A: megatron / megatron",
+         "megatron+hooks / megatron", "our 1f1b / megatron+hooks"],
+        [[m, C.ms_cell(times[(base, m)]), C.ms_cell(times[("1f1b", m)]), C.ratio_cell(ratios("1f1b", m)),
+          best("1f1b", m), C.ratio_cell(ratios("megatron-1f1b (A/A)", m)),
+          C.ratio_cell(ratios("megatron-1f1b+hooks", m)), C.ratio_cell(ratios("1f1b", m, "megatron-1f1b+hooks"))]
+         for m in ms]))
     lines.append("")
 
     lines.append("### (b) Gain: zero-bubble schedules vs megatron-core's 1F1B\n")
@@ -465,15 +407,15 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
                  f"`profiler.per_rank_costs`) / its `1f1b` makespan, and its sync bubble. `zb-auto` is planned from "
                  f"the same costs. `busy`: per rank, the sum of the executed ops' durations in our runtime's timeline "
                  f"(median over repetitions), i.e. compute without waiting.\n")
-    lines.append("| m | schedule | iteration (ms) | / megatron 1F1B | best | / our 1f1b | simulated / 1f1b | "
-                 "simulated bubble | busy rank 0 / 1 (ms) |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    rows = []
     for m in ms:
         for n in ("1f1b",) + ZB:
             busy = " / ".join(f"{C.median(r['busy'][(n, m)]) * 1e3:.0f}" for r in res)
-            lines.append(f"| {m} | `{n}` | {C.ms_cell(times[(n, m)])} | {C.ratio_cell(ratios(n, m))} | {best(n, m)} | "
-                         f"{C.ratio_cell(ratios(n, m, '1f1b')) if n != '1f1b' else '1'} | {sim[(n, m)][0]:.3f} | "
-                         f"{sim[(n, m)][1]:.3f} | {busy} |")
+            rows.append([m, f"`{n}`", C.ms_cell(times[(n, m)]), C.ratio_cell(ratios(n, m)), best(n, m),
+                         C.ratio_cell(ratios(n, m, "1f1b")) if n != "1f1b" else "1", f"{sim[(n, m)][0]:.3f}",
+                         f"{sim[(n, m)][1]:.3f}", busy])
+    lines.append(C.table(["m", "schedule", "iteration (ms)", "/ megatron 1F1B", "best", "/ our 1f1b",
+                          "simulated / 1f1b", "simulated bubble", "busy rank 0 / 1 (ms)"], rows))
     lines.append("")
 
     lines.append("### (c) Our `zbv` vs torch.distributed.pipelining's `ScheduleZBVZeroBubble`\n")
@@ -488,14 +430,13 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
         "split asks autograd for the input gradient only in I and for the weight gradient only in W, and megatron's "
         "own linear autograd.Function always computes both, which charges torch every linear-layer GEMM of the "
         "backward twice (last column, m = 8 only). Ours runs with its own hooks, as always.\n")
-    lines.append("| m | torch ZBV (ms) | our zbv (ms) | our zbv / torch ZBV | best | "
-                 "torch ZBV, megatron's linear function (ms) |")
-    lines.append("|---|---|---|---|---|---|")
-    for m in ms:
-        key = ("torch-zbv (megatron linear)", m)
-        extra = C.ms_cell(times[key]) if key in times else "-"
-        lines.append(f"| {m} | {C.ms_cell(times[('torch-zbv', m)])} | {C.ms_cell(times[('zbv', m)])} | "
-                     f"{C.ratio_cell(ratios('zbv', m, 'torch-zbv'))} | {best('zbv', m, 'torch-zbv')} | {extra} |")
+    aten = "torch-zbv (megatron linear)"
+    lines.append(C.table(
+        ["m", "torch ZBV (ms)", "our zbv (ms)", "our zbv / torch ZBV", "best",
+         "torch ZBV, megatron's linear function (ms)"],
+        [[m, C.ms_cell(times[("torch-zbv", m)]), C.ms_cell(times[("zbv", m)]),
+          C.ratio_cell(ratios("zbv", m, "torch-zbv")), best("zbv", m, "torch-zbv"),
+          C.ms_cell(times[(aten, m)]) if (aten, m) in times else "-"] for m in ms]))
     lines.append("")
 
     if mem:
@@ -510,17 +451,17 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
             f"measured peak, worst rank.\n")
         for pp, per_rank in sorted(mem.items()):
             lines.append(f"pp={pp}:\n")
-            lines.append("| schedule | " + " | ".join(f"rank {r} (MiB)" for r in range(pp)) +
-                         " | max / 1F1B max, measured | max / 1F1B max, simulated (unit) | sim from measured |")
-            lines.append("|---|" + "---|" * (pp + 3))
             base_meas = max(r["1f1b"]["measured"] for r in per_rank)
             base_unit = max(r["1f1b"]["unit"] for r in per_rank)
+            rows = []
             for name in per_rank[0]:
                 meas = [r[name]["measured"] for r in per_rank]
                 unit = max(r[name]["unit"] for r in per_rank)
                 agree = max(abs(r[name]["from_measured"] / r[name]["measured"] - 1) for r in per_rank)
-                lines.append(f"| `{name}` | " + " | ".join(f"{x / 2**20:.1f}" for x in meas) +
-                             f" | {max(meas) / base_meas:.3f} | {unit / base_unit:.3f} | within {100 * agree:.1f}% |")
+                rows.append([f"`{name}`", *(f"{x / 2**20:.1f}" for x in meas), f"{max(meas) / base_meas:.3f}",
+                             f"{unit / base_unit:.3f}", f"within {100 * agree:.1f}%"])
+            lines.append(C.table(["schedule", *(f"rank {r} (MiB)" for r in range(pp)), "max / 1F1B max, measured",
+                                  "max / 1F1B max, simulated (unit)", "sim from measured"], rows))
             lines.append("")
     return "\n".join(lines)
 
@@ -529,8 +470,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 repetitions, m in {4, 8}")
     parser.add_argument("--reps", type=int, default=None, help="timed repetitions per variant (default 20; quick 3)")
-    parser.add_argument("--markdown", default=os.path.join(C.ROOT, "BENCHMARKS.md"))
-    parser.add_argument("--no-markdown", action="store_true", help="print only")
+    C.add_markdown_options(parser)
     parser.add_argument("--skip-memory", action="store_true", help="(debugging) skip part (d)")
     parser.add_argument("--tiny", action="store_true", help="(debugging) a tiny model")
     args = parser.parse_args(argv)
@@ -558,10 +498,7 @@ def main(argv=None) -> int:
             print(f"  memory pp={pp} done ({time.monotonic() - started:.0f} s)", flush=True)
     elapsed = time.monotonic() - started
     text = report(res, mem, opts, elapsed, C.command_line("benchmarks/runtime_throughput.py", argv))
-    print(text)
-    if not args.no_markdown:
-        C.write_section(args.markdown, SECTION, text)
-        print(f"runtime_throughput: wrote the '{SECTION}' section of {args.markdown}")
+    C.publish(args, SECTION, text, "runtime_throughput")
     return 0
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 import time
 import warnings
@@ -163,12 +162,6 @@ REFERENCES: list[tuple[str, str, Check]] = [
 ]
 
 
-def md_table(headers: list[str], rows: list[list[str]]) -> str:
-    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    return "\n".join(out)
-
-
 def run(grid: list[tuple[int, int, float]]) -> tuple[str, str, bool]:
     """(markdown body, summary line, all passed)."""
     import torch
@@ -193,7 +186,7 @@ def run(grid: list[tuple[int, int, float]]) -> tuple[str, str, bool]:
     parts.append("### Bubble rates and memory\n\nEach cell: `sync bubble / async bubble (max peak memory)`. "
                  "Ours first, then torch's orders (prefixed `torch:`).\n")
     headers = ["pp", "m", "comm"] + schedules + [f"torch: {c.removeprefix('Schedule')}" for c in TORCH_ORDERS]
-    parts.append(md_table(headers, score_rows))
+    parts.append(C.table(headers, score_rows))
 
     pair_rows = []
     for p in pairings:
@@ -210,7 +203,7 @@ def run(grid: list[tuple[int, int, float]]) -> tuple[str, str, bool]:
                  "Ours is *ok* when one of our schedules of the same family reaches a sync bubble <= torch's "
                  "(+1e-9) at a max peak memory <= torch's; the best such schedule is shown (or, if none fits "
                  "torch's memory, our lowest bubble).\n")
-    parts.append(md_table(["pp", "m", "comm", "torch order", "torch: sync / async (peak)", "best of ours",
+    parts.append(C.table(["pp", "m", "comm", "torch order", "torch: sync / async (peak)", "best of ours",
                            "our other candidates: sync (peak)", "verdict"], pair_rows))
 
     ref_rows, ref_ok = [], 0
@@ -221,7 +214,7 @@ def run(grid: list[tuple[int, int, float]]) -> tuple[str, str, bool]:
         got = s.cell() if not s.error else f"n/a ({s.error})"
         ref_rows.append([label, name, got, "pass" if passed else "**FAIL**"])
     parts.append("\n### Reference points (pp=8, m=24, comm 0)\n")
-    parts.append(md_table(["reference", "schedule", "ours: sync / async (peak)", "result"], ref_rows))
+    parts.append(C.table(["reference", "schedule", "ours: sync / async (peak)", "result"], ref_rows))
 
     worse = [p for p in pairings if not p.ok]
     by_order: dict[str, list[Pairing]] = {}
@@ -237,9 +230,7 @@ def run(grid: list[tuple[int, int, float]]) -> tuple[str, str, bool]:
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller grid: pp in {4, 8}, microbatches in {2p, 3p}")
-    parser.add_argument("--markdown", default=os.path.join(ROOT, "BENCHMARKS.md"),
-                        help="file whose '## Schedule quality (simulated)' section is replaced (default: BENCHMARKS.md)")
-    parser.add_argument("--no-markdown", action="store_true", help="print only; do not touch the markdown file")
+    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
 
     pps, factors = ((4, 8), (2, 3)) if args.quick else ((4, 8, 16), (2, 3, 4, 8))
@@ -247,18 +238,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.time()
     body, summary, ok = run(grid)
     elapsed = time.time() - t0
-    command = "python benchmarks/schedule_quality.py" + ("".join(f" {shlex.quote(a)}" for a in (argv or sys.argv[1:])
-                                                                if a not in ("--no-markdown",)))
-    header = (f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n\n"
+    header = (C.command_block(C.command_line("benchmarks/schedule_quality.py", argv)) + "\n"
               f"Equal costs f = b = w = 1 per rank and microbatch (a 2-chunk op costs 1/2), comm = p2p latency per "
               f"message; memory in units of one microbatch's activations on one rank (1F1B peaks at pp). "
               f"sync bubble = 1 - busy / (pp x makespan); async bubble uses the longest per-rank span instead "
               f"(post-validation, no end-of-step barrier). Grid of {len(grid)} cells, {elapsed:.0f} s on this machine.\n")
-    text = header + "\n" + body
-    print(text)
-    if not args.no_markdown:
-        C.write_section(args.markdown, SECTION, text)
-        print(f"wrote section '{SECTION[3:]}' of {args.markdown}", file=sys.stderr)
+    C.publish(args, SECTION, header + "\n" + body, "schedule_quality")
     return 0 if ok else 1
 
 

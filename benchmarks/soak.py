@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import shlex
 import sys
 import time
 from typing import Optional
@@ -201,14 +200,12 @@ def judge(per_rank: dict, opts: dict) -> dict:
 
 
 def table(rows: list) -> str:
-    head = ("| schedule | iterations | ms/step | RSS start (MiB) | RSS end (MiB) | RSS growth (MiB) | tensors start | "
-            "tensors end | W store left | p2p sends left | verdict |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    for name, r in rows:
-        lines.append(f"| `{name}` | {r['iterations']} | {r['step_ms']:.0f} | {r['rss_start']:.1f} | {r['rss_end']:.1f} | "
-                     f"{r['rss_growth']:+.2f} | {r['tensors_start']:.0f} | {r['tensors_end']:.0f} | {r['store_left']} | "
-                     f"{r['sends_left']} | {'ok' if r['ok'] else 'LEAK?'} |")
-    return "\n".join(lines)
+    return C.table(["schedule", "iterations", "ms/step", "RSS start (MiB)", "RSS end (MiB)", "RSS growth (MiB)",
+                    "tensors start", "tensors end", "W store left", "p2p sends left", "verdict"],
+                   [[f"`{name}`", r["iterations"], f"{r['step_ms']:.0f}", f"{r['rss_start']:.1f}",
+                     f"{r['rss_end']:.1f}", f"{r['rss_growth']:+.2f}", f"{r['tensors_start']:.0f}",
+                     f"{r['tensors_end']:.0f}", r["store_left"], r["sends_left"], "ok" if r["ok"] else "LEAK?"]
+                    for name, r in rows])
 
 
 def main(argv=None) -> int:
@@ -225,9 +222,7 @@ def main(argv=None) -> int:
                         help="allowed growth of the live tensor count between the windows (default 0)")
     parser.add_argument("--inject-leak", action="store_true",
                         help="keep one small tensor per iteration alive, to see the check fail (implies --no-markdown)")
-    parser.add_argument("--markdown", default=os.path.join(ROOT, "BENCHMARKS.md"),
-                        help="file whose '## Soak' section is replaced (default: BENCHMARKS.md)")
-    parser.add_argument("--no-markdown", action="store_true", help="print only; do not touch the markdown file")
+    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
 
     from primus_megatron import schedules as S
@@ -251,23 +246,18 @@ def main(argv=None) -> int:
     results = run(names, opts, timeout_s=60 + 2.0 * iterations * len(names))
     rows = [(name, judge(results[name], opts)) for name in names]
     elapsed = time.monotonic() - started
-    text = table(rows)
-    print(text)
-    command = "python " + shlex.join(["benchmarks/soak.py", *(sys.argv[1:] if argv is None else argv)])
-    if not args.no_markdown:
-        body = (f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n\n"
-                f"pp={WORLD} CPU ranks (gloo), a {NUM_LAYERS}-layer GPT (hidden {HIDDEN}, {MICROBATCHES} "
-                f"microbatches of {MICRO_BATCH} x {SEQ} tokens), megatron DDP and Adam, {iterations} iterations per "
-                f"schedule in the same two processes, {elapsed:.0f} s on this machine. After every iteration: "
-                f"deferred weight gradients left in the store and p2p sends still pending (both must be 0). "
-                f"Growth = mean of the last {opts['window']} iterations minus the mean of the first "
-                f"{opts['window']} after {opts['warmup']} warm-up iterations, worst of the two ranks; live tensors "
-                f"created since the loop began counted (gc) every {opts['sample_every']} iterations. The RSS "
-                f"growth of the first schedule run in the processes includes the allocator's warm-up. A schedule passes with RSS growth <= "
-                f"{opts['rss_tolerance_mib']:g} MiB and tensor-count growth <= {opts['tensor_tolerance']:g}.\n\n"
-                + text)
-        C.write_section(args.markdown, SECTION, body)
-        print(f"soak: wrote the '{SECTION}' section of {args.markdown}")
+    body = (C.command_block(C.command_line("benchmarks/soak.py", argv)) + "\n"
+            f"pp={WORLD} CPU ranks (gloo), a {NUM_LAYERS}-layer GPT (hidden {HIDDEN}, {MICROBATCHES} "
+            f"microbatches of {MICRO_BATCH} x {SEQ} tokens), megatron DDP and Adam, {iterations} iterations per "
+            f"schedule in the same two processes, {elapsed:.0f} s on this machine. After every iteration: "
+            f"deferred weight gradients left in the store and p2p sends still pending (both must be 0). "
+            f"Growth = mean of the last {opts['window']} iterations minus the mean of the first "
+            f"{opts['window']} after {opts['warmup']} warm-up iterations, worst of the two ranks; live tensors "
+            f"created since the loop began counted (gc) every {opts['sample_every']} iterations. The RSS "
+            f"growth of the first schedule run in the processes includes the allocator's warm-up. A schedule passes "
+            f"with RSS growth <= {opts['rss_tolerance_mib']:g} MiB and tensor-count growth <= "
+            f"{opts['tensor_tolerance']:g}.\n\n" + table(rows))
+    C.publish(args, SECTION, body, "soak")
     print(f"soak: {elapsed:.0f} s")
     return 0 if all(r["ok"] for _, r in rows) else 1
 

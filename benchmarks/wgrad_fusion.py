@@ -122,26 +122,25 @@ def body(rank: int, case: dict) -> dict:
     return {k: statistics.median(v) for k, v in rows.items()}
 
 
-def main() -> None:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=7)
-    parser.add_argument("--no-write", action="store_true", help="print the table only")
-    args = parser.parse_args()
+    C.add_markdown_options(parser)
+    parser.add_argument("--no-write", action="store_true", help="the same as --no-markdown (older name)")
+    args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error(f"--reps must be >= 1, got {args.reps}")
-    lines = ["| precision | stage | megatron backward (ms) | our B (ms) | our W (ms) | (B + W) / backward |",
-             "|---|---|---|---|---|---|"]
+    args.no_markdown = args.no_markdown or args.no_write
+    rows = []
     for bf16 in (False, True):
         per_rank = C.run_ranks(body, {"pp": 2, "bf16": bf16, "reps": args.reps}, 2, timeout_s=1800)
         for rank, res in enumerate(per_rank):
-            ratio = (res["B"] + res["W"]) / res["megatron"]
-            lines.append(f"| {'bf16' if bf16 else 'fp32'} | {rank} | {1e3 * res['megatron']:.2f} | "
-                         f"{1e3 * res['B']:.2f} | {1e3 * res['W']:.2f} | {ratio:.3f} |")
-    table = "\n".join(lines)
-    print(table)
-    if args.no_write:
-        return
-    text = (f"`python benchmarks/wgrad_fusion.py --reps {args.reps}` ({time.strftime('%Y-%m-%d')}). "
+            rows.append(["bf16" if bf16 else "fp32", rank, f"{1e3 * res['megatron']:.2f}", f"{1e3 * res['B']:.2f}",
+                         f"{1e3 * res['W']:.2f}", f"{(res['B'] + res['W']) / res['megatron']:.3f}"])
+    table = C.table(["precision", "stage", "megatron backward (ms)", "our B (ms)", "our W (ms)", "(B + W) / backward"],
+                    rows)
+    text = (C.command_block(C.command_line("benchmarks/wgrad_fusion.py", argv)) + "\n"
+            f"Run on {time.strftime('%Y-%m-%d')}. "
             f"{R.MODEL['num_layers']}-layer GPT, hidden {R.MODEL['hidden']}, sequence {R.MODEL['seq']}, micro "
             f"batch {R.MODEL['mbs']}, {M} microbatches, megatron DDP with overlapped aligned gradient reduce and "
             f"gradient-accumulation fusion (compat.cpu's kernel), pp=2 ranks pinned one per core. Per microbatch "
@@ -151,8 +150,9 @@ def main() -> None:
             f"temporary; B + W against megatron's one backward shows what the split itself costs (a second pass "
             f"over the layers' closures, the GEMMs issued apart). Run-to-run spread on this shared 2-core machine "
             f"is about 5 %, so ratios within 0.95-1.05 are no measurable difference.\n")
-    C.write_section(os.path.join(C.ROOT, "BENCHMARKS.md"), SECTION, text)
+    C.publish(args, SECTION, text, "wgrad_fusion")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
