@@ -13,11 +13,12 @@ CACHE312 ?= $(HOME)/.cache/primus_megatron
 VENV312 ?= $(CACHE312)/venv-py312-$(REQ312_HASH)
 STAMP312 := $(VENV312)/.installed-stamp
 # What the second leg runs: every megatron-core difference (test_megatron_core_compat.py), the
-# deferred-W units, parity with megatron's 1F1B, the production configurations, training and
-# checkpoints, post-validation, and Megatron-LM core_v0.19.0's own loop.
+# deferred-W units, parity with megatron's own schedules, the production configurations, training and
+# checkpoints, megatron's optimizers' checkpoints on CPU, post-validation, and Megatron-LM
+# core_v0.19.0's own loop.
 PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py tests/test_runtime_parity.py \
-	tests/test_production_matrix.py tests/test_training.py tests/test_post_validation.py \
-	tests/test_megatron_lm_e2e.py
+	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
+	tests/test_post_validation.py tests/test_megatron_lm_e2e.py
 
 .PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench clean clean-py312
 

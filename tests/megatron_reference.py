@@ -1,6 +1,6 @@
 """Single-process reference for pipeline tests on a tiny megatron-core GPTModel.
 
-Not a test file: tests and scripts import it.  Everything runs on CPU in fp32
+Not a test file: tests import it.  Everything runs on CPU in fp32
 (call ``primus_megatron.compat.cpu.enable()`` first; ``init_single_process``
 does).
 

@@ -56,15 +56,31 @@ def _main_grads(model):
     return grads
 
 
+# megatron-core's own schedules, no hooks of ours: "megatron-1f1b", and "megatron-interleaved"
+# with 2 chunks per rank (its p2p transport from the case's config, as Megatron-LM sets it)
+MEGATRON_OWN = ("megatron-1f1b", "megatron-interleaved")
 SCHEDULE_SIDE_OPTIONS = ("gradient_accumulation_fusion", "calculate_per_token_loss", "grad_scale_func",
-                         "deallocate_pipeline_outputs")
+                         "deallocate_pipeline_outputs", "overlap_p2p_comm", "batch_p2p_comm")
 # how the layers are split over pipeline stages: meaningless for the unpipelined reference
 SPLIT_OPTIONS = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
                  "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
 
 
 def one_step(rank, case, pp):
-    """One step of case['schedule'] (or megatron's own 1F1B for 'megatron-1f1b')."""
+    """One step of case['schedule'] (or of megatron's own schedule, MEGATRON_OWN)."""
+    if case["schedule"] == "megatron-interleaved":
+        from megatron.core import parallel_state as ps
+
+        # megatron's interleaved schedule and its model builder read the chunk count from here
+        ps.set_virtual_pipeline_model_parallel_world_size(2)
+        try:
+            return _one_step(rank, case, pp)
+        finally:
+            ps.set_virtual_pipeline_model_parallel_world_size(None)
+    return _one_step(rank, case, pp)
+
+
+def _one_step(rank, case, pp):
     import primus_megatron as pm
     import primus_megatron.schedules  # noqa: F401  (submodule attribute)
 
@@ -73,11 +89,11 @@ def one_step(rank, case, pp):
     # The reference is plain autograd: schedule-side options do not apply to it.
     numeric = {k: v for k, v in case.get("config", {}).items() if k not in SCHEDULE_SIDE_OPTIONS + SPLIT_OPTIONS}
     full = ref.build_full_model(case["num_layers"], tied=tied, **numeric)
-    if sched == "megatron-1f1b":
+    if sched in MEGATRON_OWN:
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
         model = ref.build_pipeline_chunks(case["num_layers"], tied=tied, **case.get("config", {}))
-        fbf, chunks = get_forward_backward_func(), 1
+        fbf = get_forward_backward_func()
     else:
         chunks = pm.schedules.registry.resolve_chunks(pm.schedules.info(sched), case.get("chunks"))
         config = _config_for(chunks, case, pp)
@@ -111,7 +127,7 @@ def one_step(rank, case, pp):
               "grads": _main_grads(model) if case.get("fusion") else ref.chunk_grads(model),
               "layers": [ref.layer_numbers(c) for c in model],
               "stages": [getattr(c, "pipeline_stage", None) for c in model]}
-    if sched != "megatron-1f1b":
+    if sched not in MEGATRON_OWN:
         result.update(wgrads_deferred=fbf.last_step.wgrads_deferred, wgrads_run=fbf.last_step.wgrads_run,
                       linear_layers=sum(1 for c in model for mod in c.modules()
                                         if type(mod).__name__ in ("ColumnParallelLinear", "RowParallelLinear")),

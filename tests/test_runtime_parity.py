@@ -5,7 +5,10 @@ Multi-process gloo on CPU, megatron-core GPTModel (local spec, fp32, dropout
 counts below, equal to and above the pipeline size (including counts not
 divisible by it): losses and every parameter gradient must equal a
 single-process reference with the same weights and microbatches, and
-megatron-core's own 1F1B on the same setup. Tolerance: rtol 1e-5, atol 1e-7
+megatron-core's own 1F1B on the same setup. megatron-core's own interleaved
+schedule must equal the reference too (compat.cpu runs it on gloo): at pp=2
+with Megatron-LM's p2p settings for it (overlapped, unbatched), at pp=4
+batched. Tolerance: rtol 1e-5, atol 1e-7
 (the runs are in fact bitwise equal today; the tolerance leaves room for
 reduction-order changes of future kernels).
 
@@ -40,10 +43,16 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
         cases.append({"schedule": "zb-optimal", "microbatches": 2, "options": OPTS})
     for m in counts[-2:]:
         cases.append({"schedule": "megatron-1f1b", "microbatches": m})
+    if pp in MEGATRON_INTERLEAVED:
+        cases.append({"schedule": "megatron-interleaved", "microbatches": 4, "list_iterators": True,
+                      "config": MEGATRON_INTERLEAVED[pp]})
     return cases
 
 
 COUNTS = {2: [1, 2, 3, 5], 3: [2, 4], 4: [2, 4, 6]}
+# pp -> megatron's interleaved schedule's p2p transport (its data comes as one iterator per chunk)
+MEGATRON_INTERLEAVED = {2: {"overlap_p2p_comm": True, "batch_p2p_comm": False},
+                        4: {"overlap_p2p_comm": False, "batch_p2p_comm": True}}
 
 
 @pytest.fixture(scope="module", params=sorted(COUNTS), ids=lambda pp: f"pp{pp}")
@@ -90,7 +99,7 @@ def test_every_schedule_matches_megatrons_own_1f1b(world):
     megatron = {c["microbatches"]: i for i, c in enumerate(cases) if c["schedule"] == "megatron-1f1b"}
     assert megatron
     for i, case in enumerate(cases):
-        if case["schedule"] == "megatron-1f1b" or case["microbatches"] not in megatron:
+        if case["schedule"] in H.MEGATRON_OWN or case["microbatches"] not in megatron:
             continue
         _, losses, grads = _merged(per_rank, i)
         _, m_losses, m_grads = _merged(per_rank, megatron[case["microbatches"]])
@@ -100,7 +109,7 @@ def test_every_schedule_matches_megatrons_own_1f1b(world):
 def test_layers_keep_their_global_numbers_under_every_placement(world):
     pp, cases, per_rank = world
     for i, case in enumerate(cases):
-        if case["schedule"] == "megatron-1f1b":
+        if case["schedule"] in H.MEGATRON_OWN:
             continue
         entry = S.info(case["schedule"])
         per_stage = _layers(pp) // (pp * entry.chunks)
@@ -114,7 +123,7 @@ def test_layers_keep_their_global_numbers_under_every_placement(world):
 def test_weight_gradients_really_deferred_and_store_empties(world):
     pp, cases, per_rank = world
     for i, case in enumerate(cases):
-        if case["schedule"] == "megatron-1f1b":
+        if case["schedule"] in H.MEGATRON_OWN:
             continue
         splits = any(op.kind == S.W for ops in S.generate(case["schedule"], pp, case["microbatches"]).ranks
                      for op in ops)
@@ -127,7 +136,7 @@ def test_weight_gradients_really_deferred_and_store_empties(world):
 def test_executed_order_is_the_planned_order(world):
     pp, cases, per_rank = world
     for i, case in enumerate(cases):
-        if case["schedule"] in ("megatron-1f1b", "zb-optimal"):
+        if case["schedule"] in H.MEGATRON_OWN + ("zb-optimal",):
             continue
         planned = S.generate(case["schedule"], pp, case["microbatches"])
         for rank, res in enumerate(r[i] for r in per_rank):
