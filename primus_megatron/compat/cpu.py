@@ -27,11 +27,39 @@ reduce-scatter over gloo, ``overlap_grad_reduce``), ``finalize_model_grads``,
 DistributedOptimizer over torch's AdamW), the grad scalers, grad-norm clipping
 and ``dist_checkpointing.save``/``load`` (torch_dist), including fixes for
 the DistributedOptimizer's torch-AdamW path (no TE/apex: the only path on CPU).
-See notes/megatron_optimizer_cpu.md.
 
 Not covered: other fused kernels, TransformerEngine, CUDA graphs,
-``num_distributed_optimizer_instances > 1`` (CUDA streams), ``nccl_ub``,
-optimizer CPU offload, grad/optimizer offload_to_cpu/restore.
+``num_distributed_optimizer_instances > 1`` (CUDA streams,
+``distributed/distributed_data_parallel.py:230``, ``param_and_grad_buffer.py:417-422,529``),
+``nccl_ub`` (``param_and_grad_buffer.py:768``), optimizer CPU offload,
+grad/optimizer offload_to_cpu/restore, async and fully-parallel checkpoint
+save/load (``dist_checkpointing/strategies/async_utils.py``, ``fully_parallel.py``).
+
+megatron-core 0.16.1 facts behind the patches (file:line in its wheel, under
+``megatron/core/``; the comments below cite more):
+
+* Without TE/apex, ``get_megatron_optimizer`` builds torch's optimizers (Adam:
+  ``torch.optim.AdamW``, ``optimizer/__init__.py:14-33,360``) and
+  ``distrib_optimizer.HAVE_APEX_OR_TE`` is False. That DistributedOptimizer
+  path is wrong on any device, and every CPU run takes it:
+  ``load_state_dict`` gives every parameter the same AdamW ``step`` tensor
+  (``distrib_optimizer.py:820-825``; the next step counts it once per
+  parameter: wrong bias correction); ``_set_main_param_and_optimizer_states``
+  copies every state key (``:939-940``: KeyError ``step``, or with
+  'dp_reshardable' the pre-load local step, kept as a
+  LocalNonpersistentObject at ``:1664``) into views of leaf parameters outside
+  ``no_grad``; ``state_dict()`` asserts on a fresh optimizer (``:642``), so
+  ``sharded_state_dict(is_loading=True)`` fails.
+  tests/test_cpu_optimizer_checkpoints.py fails without any one of these fixes.
+* megatron's own interleaved schedule gives the non-pipelined result exactly
+  on gloo (tests/test_runtime_parity.py), except in a setting that is wrong on GPUs
+  too (NVIDIA/Megatron-LM#1450): pp=2 with ``batch_p2p_comm``. The previous
+  and next rank are then the same peer, ``_batched_p2p_ops``
+  (``pipeline_parallel/p2p_communication.py:16-50``) posts send-to-previous
+  before send-to-next while the peer receives from-previous first, and
+  activations and gradients of equal shape swap silently. Megatron-LM refuses
+  that setting (``megatron/training/arguments.py:573-582`` at core_v0.16.1);
+  megatron-core does not.
 """
 
 import contextlib
@@ -48,9 +76,11 @@ _enabled = False
 
 # megatron modules whose global ``torch`` becomes the CPU proxy (and why).
 _PROXIED_MODULES = (
-    # recv buffers use torch.cuda.current_device(); batch p2p calls torch.cuda.synchronize()
+    # recv buffers on torch.cuda.current_device() (:313,321), shape exchange (:190-202);
+    # torch.cuda.synchronize() after shape exchange and batched p2p (:242,398)
     "megatron.core.pipeline_parallel.p2p_communication",
-    # total_num_tokens = torch.zeros([], device="cuda"); torch.autocast("cuda") if enabled
+    # total_num_tokens = torch.zeros([], device="cuda") (:596,983,2138); torch.autocast("cuda")
+    # if config.enable_autocast (:417)
     "megatron.core.pipeline_parallel.schedules",
     # GPU-init weights, sequence-parallel reduce-scatter buffer, dummy wgrad on current_device()
     "megatron.core.tensor_parallel.layers",
@@ -58,21 +88,22 @@ _PROXIED_MODULES = (
     "megatron.core.tensor_parallel.mappings",
     # split/gather helpers allocate on current_device()
     "megatron.core.tensor_parallel.utils",
-    # causal / sliding-window masks built with device="cuda" when attention_mask is None
+    # causal / sliding-window masks built with device="cuda" when attention_mask is None (:35,40)
     "megatron.core.transformer.utils",
-    # DDP param/grad buffers are torch.zeros(..., device=torch.cuda.current_device())
+    # DDP param/grad buffers are torch.zeros(..., device=torch.cuda.current_device()) (:783,800,806)
     "megatron.core.distributed.param_and_grad_buffer",
-    # found_inf, _scale_one, _dummy_overflow_buf, FP32Optimizer._scale: torch.tensor(device='cuda')
+    # found_inf, _dummy_overflow_buf, _scale_one, FP32Optimizer._scale, the chained loss scale:
+    # torch.tensor(device='cuda') (:473,481,485,907,1141)
     "megatron.core.optimizer.optimizer",
-    # loss scale, min scale, growth/backoff factors: torch.tensor(device='cuda')
+    # loss scale, min scale, growth/backoff factors: torch.tensor(device='cuda') (:15,88,91,94)
     "megatron.core.optimizer.grad_scaler",
-    # grad-norm and zero-count accumulators: torch.tensor/zeros(device='cuda')
+    # grad-norm and zero-count accumulators: torch.tensor/zeros(device='cuda') (:90,103,115,174,207)
     "megatron.core.optimizer.clip_grads",
-    # load_state_dict's placeholder state shards: torch.empty(device=torch.cuda.current_device())
+    # load_state_dict's placeholder state shards: torch.empty(device=torch.cuda.current_device()) (:791)
     "megatron.core.optimizer.distrib_optimizer",
-    # save finalize broadcasts a failure flag allocated on torch.cuda.current_device()
+    # save finalize: verify and failure flags on 'cuda' / torch.cuda.current_device() (:204,252)
     "megatron.core.dist_checkpointing.strategies.state_dict_saver",
-    # torch_dist save: preload_tensors calls torch.cuda.synchronize() after its D2H copies
+    # torch_dist save: preload_tensors calls torch.cuda.synchronize() after its D2H copies (:230)
     "megatron.core.dist_checkpointing.strategies.filesystem_async",
     # MoE: the all-to-all dispatcher copies split sizes to host on a side stream and syncs an event
     "megatron.core.transformer.moe.token_dispatcher",
@@ -193,7 +224,8 @@ def _patch_memory_buffer():
     from megatron.core import utils
 
     def get_tensor(self, tensor_shape, dtype, name, mem_alloc_context=None):
-        # upstream allocates on torch.cuda.current_device(); same reuse logic, on CPU
+        # upstream allocates on torch.cuda.current_device() (attention's baddbmm buffer, the
+        # sequence-parallel gathers); same reuse logic, on CPU
         numel = 1
         for dim in tensor_shape:
             numel *= dim
@@ -211,7 +243,8 @@ def _patch_rng():
     from megatron.core.tensor_parallel import random
 
     def add(self, name, seed):
-        # upstream snapshots torch.cuda RNG state; on CPU only book-keep the seed
+        # upstream snapshots torch.cuda RNG state (tensor_parallel/random.py:217); on CPU only
+        # book-keep the seed
         self._is_initialized = True
         if seed in self.seeds_:
             raise Exception(f"seed {seed} already exists")
@@ -224,9 +257,11 @@ def _patch_rng():
         # no CUDA generator to swap: code under fork() draws from the CPU default generator
         return contextlib.nullcontext()
 
+    # (model_parallel_cuda_manual_seed's torch.cuda.manual_seed is queued lazily on a CPU build:
+    # nothing to patch there)
     random.CudaRNGStatesTracker.add = add
     random.CudaRNGStatesTracker.fork = fork
-    # activation recompute (CheckpointFunction) saves/restores the CUDA RNG: nothing to do on CPU
+    # activation recompute (CheckpointFunction) saves/restores the CUDA RNG (:41,72): nothing to do on CPU
     random._get_cuda_rng_state = lambda *args, **kwargs: None
     random._set_cuda_rng_state = lambda *args, **kwargs: None
 
@@ -294,7 +329,8 @@ def _patch_tied_embeddings():
     original = LanguageModule.setup_embeddings_and_output_layer
 
     def setup_embeddings_and_output_layer(self):
-        # upstream does weight.data.cuda() before the embedding-group all-reduce (pp>1, tied)
+        # upstream does weight.data.cuda() before the embedding-group all-reduce (pp>1, tied;
+        # language_module.py:244)
         with _tensor_cuda_is_identity():
             return original(self)
 
@@ -374,7 +410,8 @@ def _patch_optimizer_param_type_checks():
     def wrap(original):
         @functools.wraps(original)
         def __init__(self, *args, **kwargs):
-            # the constructors sort params by param.type() in {'torch.cuda.FloatTensor', ...Half/BFloat16}
+            # the constructors sort params by param.type() in {'torch.cuda.FloatTensor', ...Half/BFloat16},
+            # else TypeError (optimizer.py:671,690; distrib_optimizer.py:361,420,582)
             with _cpu_tensors_report_cuda_type_names():
                 original(self, *args, **kwargs)
 
@@ -389,7 +426,8 @@ def _patch_clip_grads():
     from megatron.core.optimizer import clip_grads, optimizer
 
     def clip_grad_by_total_norm_fp32(parameters, max_norm, total_norm, use_decoupled_grad=False):
-        # upstream asserts grad.type() == 'torch.cuda.FloatTensor'; same clipping, fp32 checked by dtype
+        # upstream asserts grad.type() == 'torch.cuda.FloatTensor' (clip_grads.py:167); same clipping,
+        # fp32 checked by dtype
         if isinstance(parameters, torch.Tensor):
             parameters = [parameters]
         attr = "decoupled_grad" if use_decoupled_grad else "grad"
@@ -408,7 +446,7 @@ def _patch_clip_grads():
     if clip_grads.l2_norm_impl is utils.local_multi_tensor_l2_norm:
 
         def l2_norm(chunk_size, noop_flag, tensor_lists, per_tensor, *args):
-            # megatron's local fallback returns the norm on device="cuda"; same math on CPU
+            # megatron's local fallback returns the norm on device="cuda" (utils.py:1207); same math
             norms = [torch.linalg.vector_norm(t).float() for t in tensor_lists[0]]
             total = torch.linalg.vector_norm(torch.stack(norms)) if norms else torch.zeros([])
             return total.reshape(1), None
@@ -424,7 +462,8 @@ def _patch_distrib_optimizer_torch_adam():
 
     @functools.wraps(original)
     def get_parameter_state_dp_zero(self, use_gloo_comm=True, empty_data=False, return_on_all_ranks=False):
-        # its non-gloo branch moves the CPU shards with send_tensor.cuda(); take the gloo branch
+        # its non-gloo branch (used by 'fully_reshardable') moves the CPU shards with
+        # send_tensor.cuda() (distrib_optimizer.py:1077,1089); take the gloo branch
         if getattr(self, "data_parallel_group_gloo", None) is not None:
             use_gloo_comm = True
         return original(self, use_gloo_comm=use_gloo_comm, empty_data=empty_data,
@@ -484,7 +523,7 @@ def _patch_grad_scaler():
     from megatron.core.optimizer import grad_scaler
 
     def load_state_dict(self, state_dict):
-        # upstream moves the saved scale with .cuda(torch.cuda.current_device())
+        # upstream moves the saved scale with .cuda(torch.cuda.current_device()) (grad_scaler.py:140)
         self._scale = state_dict["scale"].to(_CPU)
         self._growth_tracker = state_dict["growth_tracker"]
         self._hysteresis_tracker = state_dict["hysteresis_tracker"]

@@ -32,6 +32,21 @@ exp_avg_sq, step), i.e. 12 bytes per parameter for fp32 Adam; it is taken only
 when a rollback can be needed. With clipping off (--clip-grad 0) and no loss
 scaler (fp32, or bf16 without --loss-scale) nothing can fail validation, so no
 snapshot is taken at all and post-validation costs no memory.
+
+megatron-core 0.16.1, `optimizer/`: `ChainedOptimizer.step`
+(`optimizer.py:1308`) = `prepare_grads` (1233: FP32Optimizer's, 922, only
+points `.grad` at `main_grad`; the mixed-precision one, 524, copies to main
+grads and, with a grad scaler, unscales and checks for inf/nan, 496-521,
+all-reducing `found_inf` MAX over the grad-stats group, then updates the
+scaler, 553), `get_grad_norm` (1270; local squares all-reduced SUM,
+`clip_grads.py:130`), clipping (`clip_grad_by_total_norm_fp32`), the optional
+`count_zeros` (1289) and `step_with_ready_grads` (1242; the distributed
+optimizer's all-gathers parameters unless overlapped,
+`distrib_optimizer.py:2598-2619`). The grad-stats group is the model-parallel
+group, or the whole distributed-optimizer instance (`__init__.py:459-466`).
+`DynamicGradScaler.update` (`grad_scaler.py:108-130`) halves the scale on
+every non-finite step once its hysteresis is used up and doubles it after
+`growth_interval` clean steps.
 """
 from __future__ import annotations
 

@@ -5,6 +5,17 @@ loss scaling, returned loss dicts, timers, autocast and per-token losses are
 exactly megatron's. B runs inside a weight-gradient capture; W runs what B
 deferred. Activations crossing ranks use the Send/Recv items the lowering pass
 placed; the V turn (stage p-1 -> p, both on the last rank) stays local.
+
+megatron-core 0.16.1, `pipeline_parallel/schedules.py`: `forward_step` (311)
+calls `forward_step_func(data_iterator, model)`; on the last stage its loss
+function's 3-tuple `(loss, num_tokens, reported)` is divided in place by
+num_tokens and num_microbatches unless `calculate_per_token_loss`, a 2-tuple
+`(loss, reported)` multiplied by the context-parallel size and divided by
+num_microbatches (`forward_step_calc_loss`, 218-270; a reported value sharing
+the loss's storage is divided too). `backward_step` (446) applies
+`config.grad_scale_func` to the last stage's loss (478) and uses
+`custom_backward` when `deallocate_pipeline_outputs` (487);
+`deallocate_output_tensor` (154) frees a sent output's data only then.
 """
 from __future__ import annotations
 

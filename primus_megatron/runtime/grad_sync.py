@@ -23,6 +23,24 @@ orders. Here they follow from the rank's op list:
   forward) when the step starts, and for each later chunk when the one
   before it runs its first forward, as megatron's interleaved schedule does;
   with one chunk, DDP's forward hooks start them, as in megatron's 1F1B.
+
+megatron-core 0.16.1, `distributed/`: DDP puts its grad-ready hook on each
+parameter's gradient accumulator (`distributed_data_parallel.py:328-345`, kept
+alive in `grad_accs`, so a W that later feeds the same accumulator fires it);
+the hook (420-447) adds `.grad` to `main_grad` unless `grad_added_to_main_grad`,
+empties `.grad` and, with overlapped reduce, calls `register_grad_ready`
+(`param_and_grad_buffer.py:539-561`). That counts only outside `no_sync`
+(451); the first step records each parameter's count, kept by `reset()` at the
+next `zero_grad_buffer()` (200-208), and from then on a bucket starts its reduce
+when every count is reached again; `finish_grad_sync` (507-536) starts it in the
+first step and asserts it was started afterwards (531): every parameter must be
+registered the same number of times outside `no_sync` in every step. Reduces
+are issued in readiness order, so every data-parallel rank must complete its
+buckets in the same order. Megatron's 1F1B leaves `no_sync` for the last
+backward (`pipeline_parallel/schedules.py:2248,2277`) and calls
+`grad_sync_func` at the end (2296-2298); the interleaved schedule calls it per
+chunk after the chunk's last backward (1280-1289) and turns `grad_sync_func` /
+`param_sync_func` into per-chunk lists for good (950, 953).
 """
 from __future__ import annotations
 

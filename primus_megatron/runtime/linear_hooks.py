@@ -27,6 +27,17 @@ is megatron's own, bit for bit. With sequence parallelism B keeps only this
 rank's input shard; W gathers it again (into megatron's shared buffer, used
 and released within the op), so the memory held from B to W is 1/tp of the
 gathered input.
+
+megatron-core 0.16.1, `tensor_parallel/layers.py`: both layers' `_forward_impl`
+(948, 1239) look the module-level name up at call time (replacing the
+re-export in `megatron.core.tensor_parallel` would change nothing); its
+signature is at 629. Megatron's backward (443, the autograd function; its
+`backward` 495-624) restores `weight.main_grad` (506), gathers a
+sequence-parallel input again into the shared "mpu" buffer (519; a deferred W
+must not keep that buffer), all-reduces or reduce-scatters the input gradient
+(544, 555), accumulates a fused weight gradient with apex's kernel (569) and
+then returns a dummy gradient and sets `grad_added_to_main_grad` when the
+weight has that attribute (586-610), else computes it unfused (614).
 """
 from __future__ import annotations
 

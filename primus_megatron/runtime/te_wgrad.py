@@ -1,7 +1,7 @@
 """TransformerEngine linear layers: their weight gradients run in our W ops.
 
 What TE offers (v2.11, the newest megatron-core 0.16.1 accepts; file:line facts
-in notes/transformer_engine_wgrad.md): the backward of `Linear` and
+at the end): the backward of `Linear` and
 `LayerNormLinear` asks its layer's `wgrad_store.delay_wgrad_compute()`; when
 true it hands the weight-gradient GEMM to `wgrad_store.put([input,
 grad_output], gemm)` instead of running it. `gemm(*tensors)` returns
@@ -42,6 +42,41 @@ B, like megatron's norms and biases; one built with TE's own delay is refused,
 since nothing would run its `backward_dw`.
 
 Everything here is a no-op unless `transformer_engine.pytorch` is imported.
+
+Sources. TransformerEngine v2.11 (commit c188b533), lines in
+`transformer_engine/pytorch/module/`; megatron-core 0.16.1's `dev` extra
+allows `>=2.9.0a0,<2.12.0`. The same at v2.10; v2.9 has no `need_backward_dw()`;
+`put` and `delay_wgrad_compute` exist since v2.3, the DDP hook registration and
+`skip_backward_post_hook` since v2.7. TE calls only `delay_wgrad_compute`,
+`put` and `pop` on a store.
+* `_common.py`: `WeightGradStore` (189-255); built undelayed it has no queue
+  (210) and `enable_delay_wgrad_compute()` only flips a flag (222).
+* `linear.py` (`layernorm_linear.py` alike): the forward hands the store to the
+  autograd function (1437; 1554), the backward asks it (888; 903) and, delayed,
+  calls `put([input, grad_output], wgrad_gemm)` (899; 914), the closure
+  returning (dw, db) (870-885; the bias gradient is fused into the GEMM without
+  FP8, 861). Delayed or not, with fusion and `grad_added_to_main_grad` on the
+  weight it returns a dummy weight gradient (945-964). Delayed constructors
+  mark weight and bias `skip_backward_post_hook` (1306-1309; 1403-1406).
+* `base.py`: `backward_dw()` (1482-1502) replaces `weight.grad` (1493), sets
+  `bias.grad` only if None (1496), then calls the registered hooks (1500).
+* `grouped_linear.py`: delayed and unfused, the backward hands autograd
+  unfilled weight-gradient tensors (422-425) that only its `backward_dw`
+  (849-873) fills.
+* megatron-core 0.16.1: `transformer/transformer_config.py:1908-1912` refuses
+  `delay_wgrad_compute` without `overlap_moe_expert_parallel_comm`; the TE
+  wrappers pass `fuse_wgrad_accumulation=config.gradient_accumulation_fusion`
+  (`extensions/transformer_engine.py:626,828`). A fused layer's first GEMM of a
+  step overwrites `main_grad` (`is_first_microbatch`, TE `linear.py:834-838`),
+  reset per step only with fp8/fp4 (`pipeline_parallel/schedules.py:404-405`):
+  a chunk's W ops must run in microbatch order, as every built-in schedule's
+  do. DDP hooks a parameter marked `skip_backward_post_hook` on its layer when
+  `DistributedDataParallelConfig.delay_wgrad_compute`, decided once at
+  construction (`distributed/distributed_data_parallel.py:321-345`).
+  megatron-core imports its TE wrappers when `transformer_engine` imports
+  (`fp8_utils.py:40-70`) and keeps `HAVE_TE = True` if that fails
+  (`transformer/attention.py:99-110`): the tests' stand-in (tests/te_standin)
+  becomes importable only after megatron-core's modules are imported.
 """
 from __future__ import annotations
 

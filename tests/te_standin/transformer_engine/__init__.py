@@ -21,8 +21,8 @@ transformer-engine >=2.9.0a0,<2.12.0):
 
 Never importable by the test session itself: tests put ``tests/te_standin`` on
 ``sys.path`` of the processes they spawn only (megatron-core would otherwise
-believe TransformerEngine is installed). See notes/transformer_engine_wgrad.md
-for the source lines each piece follows.
+believe TransformerEngine is installed). The source lines each piece follows
+are cited at the end of primus_megatron/runtime/te_wgrad.py's docstring.
 """
 
 __version__ = "2.11.0"
