@@ -140,3 +140,23 @@ def test_bad_arguments_exit_2_with_one_sentence(dataset, argv, needle):
     assert len(lines) == 1 and lines[0].startswith("pretrain_gpt.py: error: "), out.stderr
     assert needle in lines[0]
     assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_distributed_optimizer_checkpoint_resumes_under_another_placement(dataset, tmp_path):
+    """Data parallel 2 x pipeline 2 with the distributed optimizer: zb-h1 (loop placement)
+    saves at iteration 2, its optimizer state in the model's layout; zbv (V placement:
+    other layers on each rank, so other optimizer shards) resumes from it and gives the
+    uninterrupted run's losses for iterations 3 and 4. (Another data-parallel size would
+    draw other dropout masks, so the losses would differ for that reason alone.)"""
+    save = str(tmp_path / "ckpt")
+    first = H.run_ranks({"body": H.train_body, "pp": 2, "no_subprocesses": True, "runs": [
+        model_args(dataset, 2, "--train-iters", "4", "--pipeline-schedule", "zb-h1", "--use-distributed-optimizer",
+                   "--save", save, "--save-interval", "2")]}, 4, timeout_s=900)
+    assert "iter_0000002" in os.listdir(save)
+    resumed = H.run_ranks({"body": H.train_body, "pp": 2, "no_subprocesses": True, "runs": [
+        model_args(dataset, 2, "--train-iters", "4", "--pipeline-schedule", "zbv", "--use-distributed-optimizer",
+                   "--load", save, "--ckpt-step", "2")]}, 4, timeout_s=900)
+    again = resumed[0][0]
+    assert again["start_iteration"] == 2
+    torch.testing.assert_close(torch.tensor(again["losses"]), torch.tensor(first[0][0]["losses"][2:]),
+                               rtol=1e-5, atol=0)

@@ -62,7 +62,11 @@ def _state(args, model, optimizer, scheduler, *, loading: bool) -> dict:
     model_sd = _model_state(args, model)
     state = {"model": model_sd}
     if optimizer is not None and not (loading and (args.no_load_optim or args.finetune)):
-        state["optimizer"] = optimizer.sharded_state_dict(model_sd, is_loading=loading)
+        # fully_reshardable: the distributed optimizer's state in the model's parameter
+        # layout, so a run resumes at another pipeline or data-parallel size (megatron-core
+        # 0.16.1's default, fully_sharded_model_space, fails on flattened ranges here).
+        state["optimizer"] = optimizer.sharded_state_dict(
+            model_sd, is_loading=loading, metadata={"distrib_optim_sharding_type": "fully_reshardable"})
     return state
 
 
