@@ -12,6 +12,7 @@ invalid schedules. They were the product's reference paths before issue #14.
 """
 from __future__ import annotations
 
+import operator
 from collections import Counter, deque
 from typing import Optional
 
@@ -118,9 +119,10 @@ def check_complete_reference(schedule: Schedule) -> None:
         for op in ops:
             if not isinstance(op, Op) or op.kind not in COMPUTE_KINDS:
                 raise ScheduleError(f"rank {r} has {op!r}, which is not a compute op (kinds {', '.join(COMPUTE_KINDS)})")
-            if not 0 <= op.mb < m:
+            # an index must be an integer (what operator.index takes: int, bool, numpy integers)
+            if not _is_index(op.mb) or not 0 <= op.mb < m:
                 raise ScheduleError(f"rank {r} op {op} names microbatch {op.mb}; the schedule has microbatches 0..{m - 1}")
-            if not 0 <= op.chunk < chunks:
+            if not _is_index(op.chunk) or not 0 <= op.chunk < chunks:
                 raise ScheduleError(f"rank {r} op {op} names chunk {op.chunk}; ranks hold chunks 0..{chunks - 1}")
             key = (op.kind, op.mb, table[r][op.chunk])
             seen[key] += 1
@@ -258,3 +260,11 @@ def topological_ranks(probe: Schedule, split: bool, pick) -> list[list[Op]]:
         r, c = probe.owner(op[2])
         ranks[r].append(Op(op[0], op[1], c))
     return ranks
+
+
+def _is_index(value) -> bool:
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True

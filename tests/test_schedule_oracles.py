@@ -59,7 +59,8 @@ def _edit(draw, ranks, m, chunks):
 
 @st.composite
 def costs(draw, pp: int):
-    times = st.sampled_from([0.25, 0.5, 1.0, 1.5, 2.0, 3.0])
+    # 0.3 and 1/3 are not binary fractions: a change in the order of additions shows
+    times = st.sampled_from([0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 0.3, 1 / 3])
     per_rank = st.lists(times, min_size=pp, max_size=pp)
     mem_b = draw(st.sampled_from([0.0, 0.5, -0.25]))
     return Costs(f=draw(st.one_of(times, per_rank)), b=draw(st.one_of(times, per_rank)), w=draw(times),
@@ -102,10 +103,13 @@ def test_completeness_agrees_with_reference(sched, forward_only):
 def test_completeness_names_malformed_ops_like_the_reference():
     base = Schedule("hand", 2, 2, 1, LOOP, ((Op(F, 0), Op(F, 1), Op(BW, 0), Op(BW, 1)),
                                             (Op(F, 0), Op(BW, 0), Op(F, 1), Op(BW, 1))))
-    for bad in [Op("X", 0), Op(F, 2), Op(F, -1), Op(F, 0, 1), ("F", 0, 0), "F0"]:
+    import numpy as np
+
+    for bad in [Op("X", 0), Op(F, 2), Op(F, -1), Op(F, 0, 1), ("F", 0, 0), "F0", Op(F, 1.0), Op(F, None),
+                Op(F, 0, 0.0), Op(F, np.int64(1)), Op(F, True)]:
         sched = base.with_ranks([base.ranks[0] + (bad,), base.ranks[1]])
         ours, ref = outcome(check_complete, sched), outcome(check_complete_reference, sched)
-        assert ours == ref and ours[0] == "error", bad
+        assert ours == ref and ours[0] == "error", (bad, ours, ref)
 
 
 @st.composite
@@ -153,3 +157,18 @@ def test_rendezvous_edge_cases_agree(self_channel):
     broken = Lowered(low.schedule, tuple(map(tuple, ranks)))
     assert outcome(check_channels, broken) == outcome(check_channels_reference, broken)
     assert outcome(check_channels, broken)[0] == "error"
+
+
+def test_compiled_form_is_not_reused_for_a_copy_with_other_microbatches():
+    """dataclasses.replace shares `meta` (where the compiled form is cached): a copy
+    with another microbatch count is compiled afresh, not judged by the original's rows."""
+    from dataclasses import replace
+
+    base = Schedule("hand", 2, 2, 1, LOOP, ((Op(F, 0), Op(F, 1), Op(BW, 0), Op(BW, 1)),
+                                            (Op(F, 0), Op(BW, 0), Op(F, 1), Op(BW, 1))))
+    check_complete(base)
+    more = replace(base, microbatches=3)
+    assert outcome(check_complete, more) == outcome(check_complete_reference, more)
+    assert outcome(check_complete, more)[0] == "error"
+    fewer = replace(base, microbatches=1)
+    assert outcome(check_complete, fewer)[0] == "error"

@@ -6,8 +6,11 @@ the result it waits for and where that result comes from, the results it
 makes and where they go. `rule_table` works that out once per pipeline
 layout from the dependency rule (`deps`); `compile_schedule` checks a schedule's ops
 and gives, per rank, each op's `Rule` and microbatch. The simulator, the
-completeness check, the lowering, the rendezvous check and the list
-scheduler's scoring all read these rows.
+completeness check, the lowering and the rendezvous check read these rows (the
+post-validation prefix reads the lowering). The list scheduler builds an order
+rather than reading one: it takes its dependencies from `deps` directly and times
+the order as it grows with the simulator's arithmetic (`test_schedule_listsched`
+checks that its scores equal the simulator's).
 
 Results are numbered: result (kind, mb, stage) has the key
 `mb * stride + offset` with `offset = stage * 3 + index of kind in (F, B, W)`
@@ -125,8 +128,8 @@ def compile_schedule(schedule: Schedule) -> Compiled:
     a compute op of a known kind with a microbatch and a chunk in range; a
     schedule with more op lists than ranks; a placement that cannot hold its
     chunks. A schedule with fewer op lists than ranks runs nothing on the others."""
-    cached = schedule.meta.get("_compiled")
-    if cached is not None and cached.schedule.ranks is schedule.ranks:
+    cached = _cached(schedule)
+    if cached is not None:
         return cached
     schedule.stage_table  # noqa: B018 (raises for a placement that cannot hold the chunks)
     pp, m, chunks = schedule.pp, schedule.microbatches, schedule.chunks_per_rank
@@ -147,13 +150,26 @@ def compile_schedule(schedule: Schedule) -> Compiled:
 def rank_rows(schedule: Schedule, rank: int, ops: Sequence) -> tuple[list[Rule], list[int], bool]:
     """`op_rows` of ops placed on `rank` of `schedule` (e.g. a lowering's compute ops), and
     whether they are known to run: the compiled form's rows, and whether it has run
-    (`Compiled.runs`), where they are the schedule's own ops."""
-    compiled = schedule.meta.get("_compiled")
-    if compiled is not None and compiled.schedule.ranks is schedule.ranks and rank < len(schedule.ranks) \
+    (`Compiled.facts["runs"]`), where they are the schedule's own ops."""
+    compiled = _cached(schedule)
+    if compiled is not None and rank < len(schedule.ranks) \
             and len(ops) == len(schedule.ranks[rank]) and all(map(operator.is_, ops, schedule.ranks[rank])):
         return compiled.rules[rank], compiled.mbs[rank], bool(compiled.facts.get("runs"))
     table = rule_table(schedule.pp, schedule.chunks_per_rank, schedule.placement)
     return (*op_rows(rank, ops, table[rank].by_op, schedule.microbatches, schedule.chunks_per_rank), False)
+
+
+def _cached(schedule: Schedule) -> "Compiled | None":
+    """The schedule's compiled form if it is of these very ranks and this layout and
+    microbatch count (a copy made with dataclasses.replace shares `meta`)."""
+    compiled = schedule.meta.get("_compiled")
+    if compiled is None:
+        return None
+    was = compiled.schedule
+    if was.ranks is not schedule.ranks or (was.pp, was.microbatches, was.chunks_per_rank, was.placement) != \
+            (schedule.pp, schedule.microbatches, schedule.chunks_per_rank, schedule.placement):
+        return None
+    return compiled
 
 
 _KIND_CHUNK, _MB, _CHUNK = itemgetter(0, 2), attrgetter("mb"), attrgetter("chunk")

@@ -1,11 +1,12 @@
 """The dependency rule: which result an op waits for and which results it makes.
 
-This module is the planner's only statement of "which op waits for which";
+This module is the planner's statement of "which op waits for which";
 the compiled form (`compiled`), and through it the simulator, the
-completeness check, the lowering, the rendezvous check and the list
+completeness check, the lowering and the rendezvous check, as well as the list
 scheduler, the building blocks (`blocks`) and the integer program
-(`builtin/optimal.py`) all derive their dependencies from `input_of` and
-`outputs_of`.
+(`builtin/optimal.py`) derive their dependencies from `input_of`, `outputs_of`,
+`consumer_stage` and `runs_after`. (The runtime's executor names the messages
+it sends and receives from the lowering.)
 
 A result is named (kind, microbatch, stage): F once the forward of a
 microbatch at a stage is done, B once its input gradient is (by a B or a BW
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .ir import B, BW, F, W, Op
+from .ir import B, BW, F, W
 
 Key = tuple[str, int, int]
 RESULT_KINDS = (F, B, W)  # results, in the order of their index in the compiled form's result keys
@@ -49,15 +50,11 @@ def consumer_stage(result: str, stage: int, num_stages: int) -> Optional[int]:
     return None
 
 
-def needs(op: Op, stage: int, num_stages: int) -> tuple[Key, ...]:
-    """Results an op must wait for (at most one)."""
-    need = input_of(op.kind, stage, num_stages)
-    return () if need is None else ((need[0], op.mb, need[1]),)
-
-
-def produces(op: Op, stage: int) -> tuple[Key, ...]:
-    """Results an op makes available."""
-    return tuple((kind, op.mb, stage) for kind in outputs_of(op.kind))
+def runs_after(kind: str) -> Optional[str]:
+    """The kind of the same microbatch's op at the same stage that an op of `kind`
+    follows on its rank (B and BW use F's saved activations, W uses B's saved
+    gradient); None for F. At the last stage this is also the op's input."""
+    return {B: F, BW: F, W: B}.get(kind)
 
 
 def describe(key: Key) -> str:

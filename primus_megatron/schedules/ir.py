@@ -78,22 +78,15 @@ class Schedule:
 
     @property
     def stage_table(self) -> tuple[tuple[int, ...], ...]:
-        """stage_table[rank][chunk] -> global stage (cached: the hot loops use it)."""
-        table = self.meta.get("_stage_table")
-        if table is None:
+        """stage_table[rank][chunk] -> global stage (cached, keyed by the layout: a copy made
+        with dataclasses.replace shares `meta`)."""
+        key = (self.pp, self.chunks_per_rank, self.placement)
+        cached = self.meta.get("_stage_table")
+        if cached is None or cached[0] != key:
             table = tuple(tuple(stage_of(self.placement, self.pp, r, c) for c in range(self.chunks_per_rank))
                           for r in range(self.pp))
-            self.meta["_stage_table"] = table
-        return table
-
-    @property
-    def owner_table(self) -> tuple[int, ...]:
-        """owner_table[stage] -> rank holding it (cached)."""
-        table = self.meta.get("_owner_table")
-        if table is None:
-            table = tuple(owner_of(self.placement, self.pp, s)[0] for s in range(self.num_stages))
-            self.meta["_owner_table"] = table
-        return table
+            cached = self.meta["_stage_table"] = (key, table)
+        return cached[1]
 
     def stage(self, rank: int, op: Op) -> int:
         return self.stage_table[rank][op.chunk]

@@ -23,7 +23,7 @@ from operator import itemgetter
 from typing import Callable, NamedTuple, Optional
 
 from .costs import StageCosts
-from .deps import consumer_stage, input_of
+from .deps import consumer_stage, input_of, outputs_of
 from .errors import ScheduleError
 from .ir import B, BW, F, W, Op, new_op, stage_of
 from .gc_pause import gc_paused
@@ -121,7 +121,7 @@ class _Run:
         headroom = [max(sc.mem[F][s] for s in self.stages[r][1:]) if chunks > 1 and policy.reserve else 0.0
                     for r in range(pp)]
         reserve = [[headroom[r] if c == 0 else 0.0 for c in range(chunks)] for r in range(pp)]
-        self._init_state()
+        self._init_state()  # once: `slots` and `sim_input` below hold its lists
         # Per rank and chunk, what `_candidates` reads: memory an F needs admitted (its
         # activation, what its B will add, the room kept for a later chunk), and the lists of
         # input ends (by microbatch) an F and a B wait on, with their lags.
@@ -198,7 +198,7 @@ class _Run:
             nb = next_b_r[c]
             if nb < m:
                 key = key_of(bkind, nb, c, s, st)
-                at = INF if nb >= nf else b_in[nb]
+                at = INF if nb >= nf else b_in[nb]  # a B follows its own F (deps.runs_after)
                 at = INF if at is None else at + lag_b
                 if at <= t_eps:
                     ready.append((key, bkind, nb, c))
@@ -315,7 +315,7 @@ class _Run:
             self.pending_w[r][c].popleft()
             dst = None
         else:
-            result = F if kind == F else B  # the result other ops wait for
+            result = outputs_of(kind)[0]  # the result other ops wait for
             self.sim[result][s][mb] = start + dur
             self._account(r, c, s, kind, mb, end)
             dst = self.consumer[result][s]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from itertools import chain, compress, count, repeat
+from itertools import compress, count, repeat
 from operator import add, and_, attrgetter, eq, is_, itemgetter, lt, mod, mul, ne, not_, or_
 from typing import NamedTuple
 

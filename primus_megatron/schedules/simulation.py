@@ -3,7 +3,7 @@
 Each rank runs its ops in order; an op starts when the rank is free and its
 input is available (p2p latency `comm` added when producer and consumer sit on
 different ranks). Communication is modelled as latency only: the executor
-posts receives early and never blocks on a send, which `validation` proves
+posts receives early and never blocks on a send, which `rendezvous` proves
 hang-free separately. Ops and their dependencies come from the compiled form
 (`compiled`).
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import accumulate, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import NamedTuple, Optional
 
 from .compiled import Compiled, compile_schedule

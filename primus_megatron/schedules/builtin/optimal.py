@@ -7,7 +7,7 @@ import itertools
 from typing import Optional
 
 from ..costs import StageCosts
-from ..deps import input_of
+from ..deps import input_of, runs_after
 from ..errors import ScheduleError
 from ..ir import B, F, LOOP, W, Op, stage_of
 from ..registry import register
@@ -71,8 +71,8 @@ def _dependencies(h, ops: list, start: list, dur: list, costs: StageCosts, n: in
         src = input_of(k, s, n)
         if src is not None:
             after(index[(src[0], j, src[1])], i, costs.comm[src[1]] if owner[src[1]] != r else 0.0)
-        if k != F:  # a stage runs F, then B, then W of a microbatch
-            fixed.add((index[(F if k == B else B, j, s)], i))
+        if runs_after(k) is not None:  # a stage runs F, then B, then W of a microbatch
+            fixed.add((index[(runs_after(k), j, s)], i))
         if j > 0:  # a stage runs each kind in microbatch order
             after(index[(k, j - 1, s)], i, 0.0)
             fixed.add((index[(k, j - 1, s)], i))

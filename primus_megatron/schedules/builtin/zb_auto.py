@@ -6,7 +6,7 @@ from typing import Optional
 
 from ..costs import StageCosts
 from ..errors import ScheduleError
-from ..ir import B, BW, F, LOOP, W, Op
+from ..ir import B, BW, F, LOOP, Op
 from ..listsched import Policy, RankState, list_schedule_scored
 from ..registry import register
 from ..variants import best_of
