@@ -161,3 +161,21 @@ def test_activations_of_negligible_memory(mem_f):
     """limit / (one microbatch's activations) overflows to infinity: planned as unbounded."""
     costs = Costs(mem_f=mem_f, mem_b=0.0, mem_w=-mem_f)
     assert makespan("zb-auto", 4, 8, costs, 1e10).makespan == makespan("zb-auto", 4, 8, Costs(), 16.0).makespan
+
+
+def test_default_limit_is_one_f_one_b_s_memory_on_an_uneven_split():
+    """A layer split that gives rank 0 five of eight layers: its activations are 1.25x an
+    average rank's, so 1F1B itself holds 2.5 units there. zb-auto's default limit is what
+    1F1B holds (not pp units), so it may run zb-h1's order and is never slower than it."""
+    from primus_megatron.schedules import balance
+    from primus_megatron.schedules.balance import ModelCosts, Part
+    from primus_megatron.schedules.layer_split import LayerSplit
+
+    model = ModelCosts(layer=Part(5.7, 6.1, 3.1), head=Part(17.8, 6.9, 12.2), comm=0.5)
+    costs = balance.stage_costs(model, LayerSplit(8, first=5), 2, 1)
+    one_f_one_b = simulate(generate("1f1b", 2, 8, costs=costs), costs)
+    auto = simulate(generate("zb-auto", 2, 8, costs=costs), costs)
+    h1 = simulate(generate("zb-h1", 2, 8, costs=costs), costs)
+    assert max(one_f_one_b.peak_memory) > 2.0 + EPS  # the case this is about
+    assert max(auto.peak_memory) <= max(one_f_one_b.peak_memory) + EPS
+    assert auto.makespan <= h1.makespan + EPS

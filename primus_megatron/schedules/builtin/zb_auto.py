@@ -31,7 +31,7 @@ def heuristic(warmup: list[int]) -> Policy:
           description="automatic zero bubble from measured costs under a memory limit (default: 1F1B's)")
 def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None, **_) -> list[list[Op]]:
     m = microbatches
-    limit = float(pp) if memory_limit is None else memory_limit
+    limit = _one_f_one_b_peak(pp, m, costs) if memory_limit is None else memory_limit
     unit = max(f + max(0.0, b) for f, b in zip(costs.mem[F], costs.mem[B]))  # one microbatch's peak
     if limit < unit - 1e-9:
         raise ScheduleError(f"memory limit {limit:g} is below one microbatch's activations ({unit:g}); zb-auto needs at least that")
@@ -49,3 +49,15 @@ def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Opti
     candidates.append(("zb-h1", lambda: zb_h1(pp, m)))
     candidates.append(("zb-h2", lambda: zb_h2(pp, m)))
     return best_of(candidates, pp=pp, m=m, chunks=1, placement=LOOP, sc=costs, memory_limit=limit, what="zb-auto")
+
+
+def _one_f_one_b_peak(pp: int, m: int, costs: StageCosts) -> float:
+    """The default memory limit: what 1F1B holds on its fullest rank under these costs,
+    at least pp units (1F1B's depth at unit costs). Where ranks' activations differ
+    (uneven layer splits) a heavier rank holds more than pp units in 1F1B itself."""
+    from ..ir import Schedule
+    from ..simulation import peak_memory
+    from .one_f_one_b import one_f_one_b
+
+    ranks = tuple(map(tuple, one_f_one_b(pp, m)))
+    return max(float(pp), max(peak_memory(Schedule("1f1b", pp, m, 1, LOOP, ranks), costs)))
