@@ -1,4 +1,4 @@
-"""megatron-core's warnings that TransformerEngine or apex is missing, once.
+"""megatron-core's warnings that TransformerEngine, apex or absl is missing, once.
 
 On a machine without them (CPU mode: the demo, the tests, a laptop dry-run)
 megatron-core warns at import time of several modules, in every rank
@@ -14,14 +14,16 @@ import warnings
 # the messages megatron-core 0.16.1 issues when TE / apex are absent (models/backends.py,
 # models/gpt/gpt_layer_specs.py, optimizer/{__init__,optimizer,clip_grads}.py,
 # distributed/fsdp/.../mixed_precision.py)
-_MESSAGES = (r"Transformer Engine and Apex are not installed", r"Apex is not installed")
+# and hyper_comm_grid.py's about absl.logging (it then logs through Python's logging)
+_MESSAGES = (r"Transformer Engine and Apex are not installed", r"Apex is not installed",
+             r"absl\.logging is not installed")
 
 SUMMARY = ("TransformerEngine and apex are not installed: megatron-core uses its torch fallbacks (norms, optimizers, "
-           "multi-tensor ops); its warnings about it are shown here once")
+           "multi-tensor ops; Python's logging for absl's); its warnings about it are shown here once")
 
 
 def silence() -> str:
-    """Filter megatron-core's missing-TE/apex warnings in this process; returns the one-line summary."""
+    """Filter megatron-core's missing-TE/apex/absl warnings in this process; returns the one-line summary."""
     for message in _MESSAGES:
         warnings.filterwarnings("ignore", message=message, category=UserWarning)
     return SUMMARY
