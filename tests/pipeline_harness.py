@@ -347,34 +347,19 @@ def memory_body(rank, world_case):
 def refused_setting_body(rank, world_case):
     """A megatron setting the engine does not honour, set on the model config:
     every rank refuses it on the first call, before any rank waits on another."""
-    import time
-
     import primus_megatron as pm
-    from primus_megatron.runtime.forward_backward import UnsupportedSetting
 
     config = _config_for(2, {"config": {}, "num_layers": world_case["num_layers"]}, world_case["pp"])
     model = pm.build_model(partial(_provider, config, False), schedule=world_case["schedule"])
     setattr(config, world_case["field"], world_case["value"])
-    fbf = pm.get_forward_backward_func(world_case["schedule"], p2p_timeout_s=60)
-    if rank == 1:
-        time.sleep(world_case.get("late_s", 0))  # rank 0 must not be waiting for this one
-    started = time.time()
-    try:
-        fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(ref.make_microbatches(4)),
-            model=model, num_microbatches=4, seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE)
-    except UnsupportedSetting as exc:
-        return {"message": str(exc), "elapsed": time.time() - started}
-    return {"message": None}
+    return _call_expecting_refusal(rank, world_case, model)
 
 
 def refused_call_body(rank, world_case):
     """One forward_backward call that must be refused on every rank before any waits:
     world_case['config'] set on the model config, world_case['call'] extra keywords (a
     pg_collection, a p2p_communicator: 'multi-module' or 'other-stages'), forward-only or not."""
-    import time
-
     import primus_megatron as pm
-    from primus_megatron.runtime.forward_backward import UnsupportedSetting
 
     config = _config_for(1, {"config": {}, "num_layers": world_case["num_layers"]}, world_case["pp"])
     model = pm.build_model(partial(_provider, config, False), schedule=world_case["schedule"])
@@ -396,6 +381,17 @@ def refused_call_body(rank, world_case):
             total_stages, current_stage = 3, 2
 
         call["p2p_communicator"] = OtherStages()
+    return _call_expecting_refusal(rank, world_case, model, forward_only=world_case.get("forward_only", False), **call)
+
+
+def _call_expecting_refusal(rank, world_case, model, **call):
+    """One forward_backward call, rank 1 late by world_case['late_s']: the refusal's message
+    and how long the rank took to refuse (None if the call ran)."""
+    import time
+
+    import primus_megatron as pm
+    from primus_megatron.runtime.forward_backward import UnsupportedSetting
+
     fbf = pm.get_forward_backward_func(world_case["schedule"], p2p_timeout_s=60)
     if rank == 1:
         time.sleep(world_case.get("late_s", 0))  # rank 0 must not be waiting for this one
@@ -403,7 +399,7 @@ def refused_call_body(rank, world_case):
     try:
         fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(ref.make_microbatches(4)),
             model=model, num_microbatches=4, seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE,
-            forward_only=world_case.get("forward_only", False), **call)
+            **call)
     except UnsupportedSetting as exc:
         return {"message": str(exc), "elapsed": time.time() - started}
     return {"message": None}
