@@ -15,7 +15,9 @@ STAMP312 := $(VENV312)/.installed-stamp
 # What the second leg runs: every megatron-core difference (test_megatron_core_compat.py), the
 # deferred-W units, parity with megatron's own schedules, the production configurations, training and
 # checkpoints, megatron's optimizers' checkpoints on CPU, post-validation, and Megatron-LM
-# core_v0.19.0's own loop.
+# core_v0.19.0's own loop; with our schedules limited to one of each kind (1f1b, zb-h1, zbv:
+# tests/schedule_subset.py), since the schedules themselves do not depend on megatron-core.
+PY312_SCHEDULES ?= 1f1b,zb-h1,zbv
 PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py tests/test_runtime_parity.py \
 	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
 	tests/test_post_validation.py tests/test_megatron_lm_e2e.py
@@ -85,7 +87,7 @@ test-py311: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 test-py312: $(STAMP312)
-	PYTHONPATH=$(CURDIR) $(VENV312)/bin/python -m pytest -q -p no:cacheprovider $(PY312_TESTS)
+	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) $(VENV312)/bin/python -m pytest -q -p no:cacheprovider $(PY312_TESTS)
 
 clean:
 	rm -rf $(VENV) out *.egg-info

@@ -24,6 +24,22 @@ else:
 import pytest  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """PRIMUS_TEST_SCHEDULES (tests/schedule_subset.py): cases of other schedules are deselected
+    (reported as deselected, never as passed or skipped)."""
+    import schedule_subset
+
+    if schedule_subset.chosen() is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        (keep if schedule_subset.item_kept(params) else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def megatron_lm_tree(tmp_path_factory):
     """One patched Megatron-LM tree (the tag matching the installed megatron-core: core_v0.16.1 or

@@ -53,7 +53,12 @@ TINY = ["--transformer-impl", "local", "--no-persist-layer-norm", "--mock-data",
         "--seq-length", "32", "--max-position-embeddings", "32", "--micro-batch-size", "2", "--lr", "1e-3",
         "--min-lr", "1e-4", "--lr-decay-style", "cosine", "--hidden-dropout", "0", "--attention-dropout", "0",
         "--log-interval", "1", "--eval-iters", "1", "--seed", "1234", "--clip-grad", "1.0",
-        "--pipeline-p2p-timeout", str(P2P_TIMEOUT_S), "--distributed-timeout-minutes", "2"]
+        "--pipeline-p2p-timeout", str(P2P_TIMEOUT_S), "--distributed-timeout-minutes", "2",
+        "--num-workers", "0"]
+# --num-workers 0: Megatron-LM's default (2 persistent DataLoader workers per iterator, 6 per rank)
+# forks workers from ranks that already run gloo threads, and shuts them down at interpreter exit;
+# two CI runs failed there (a first-stage rank silent for 120 s before its first send; a rank
+# aborting while exiting). Loading mock batches in the rank itself is what is tested here anyway.
 
 # searched, not matched: another rank's memory report may precede it on the same line
 _ITER = re.compile(r"\[\d{4}-\d\d-\d\d [^\]]*\]\s*iteration\s+(\d+)/\s*(\d+) \|(.*)$")
@@ -122,6 +127,16 @@ def _python3_config(bindir: str) -> None:
     os.chmod(script, 0o755)
 
 
+def _stack_dump_on_sigterm(sitedir: str) -> None:
+    """A sitecustomize that prints every thread's stack when the process gets SIGTERM. When one
+    rank fails, torchrun terminates the others with SIGTERM: the log then shows where each
+    survivor was (in a hang, what it waited on), not only the rank that gave up first."""
+    os.makedirs(sitedir, exist_ok=True)
+    with open(os.path.join(sitedir, "sitecustomize.py"), "w") as f:
+        f.write("import faulthandler, signal, sys\n"
+                "faulthandler.register(signal.SIGTERM, file=sys.stderr, all_threads=True, chain=True)\n")
+
+
 def prepare(workdir: str, tag: str = None) -> str:
     """A patched Megatron-LM tree under `workdir` (made once; returns its path), at `tag`
     (default: the one matching the installed megatron-core), patched with its own patch."""
@@ -149,6 +164,7 @@ def prepare(workdir: str, tag: str = None) -> str:
             raise MegatronLMUnavailable(f"{snapshot} did not unpack to {tree}")
     subprocess.run(["patch", "-p1", "-s", "-i", patch], cwd=tree, check=True, timeout=60)
     _python3_config(os.path.join(workdir, "bin"))
+    _stack_dump_on_sigterm(os.path.join(workdir, "site"))
     open(os.path.join(tree, ".primus-patched"), "w").close()
     return tree
 
@@ -157,10 +173,10 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
         expect_ok: bool = True) -> Result:
     """torchrun pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log.
     The whole process group is killed if it outlives `timeout`."""
-    bindir = os.path.join(os.path.dirname(tree), "bin")
+    bindir, sitedir = (os.path.join(os.path.dirname(tree), d) for d in ("bin", "site"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "TORCHELASTIC_"))}
     env.update(PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), env.get("PATH", "")]),
-               PYTHONPATH=os.pathsep.join([ROOT, env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               PYTHONPATH=os.pathsep.join([ROOT, sitedir, env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                OMP_NUM_THREADS="1", CUDA_DEVICE_MAX_CONNECTIONS="1", PYTHONWARNINGS="ignore")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
            "pretrain_gpt.py", *(["--cpu"] if cpu_flag else []), *TINY, *args]
@@ -182,9 +198,11 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     return result
 
 
-def tail(text: str, n: int = 60) -> str:
+def tail(text: str, n: int = 80) -> str:
     """The last lines of a log, with Megatron-LM's argument dump and warnings left out."""
     lines = [line for line in (text or "").splitlines()
              if not re.match(r"^\s+\S+ \.{3,} ", line) and "Warning" not in line and "warnings.warn" not in line]
     errors = [line for line in lines if re.search(r"Error|error:|Timeout|Exception", line)][:8]
-    return "\n".join(lines[-n:] + (["--- first error lines ---"] + errors if errors else []))
+    logged = [line.strip()[:160] for line in lines if _ITER.search(line) or _VALID.search(line)][-2:]
+    return "\n".join(lines[-n:] + (["--- first error lines ---"] + errors if errors else [])
+                     + ["--- last iteration lines logged ---"] + (logged or ["(none)"]))

@@ -15,6 +15,7 @@ import torch
 
 import megatron_reference as ref
 import pipeline_harness as H
+from schedule_subset import under_test
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
 
@@ -33,7 +34,7 @@ PRECISIONS = {
     "bf16": ["--bf16", "--loss-scale", "1024", "--inject-nonfinite-grad", "9:0"],
     "fp16": ["--fp16", "--inject-nonfinite-grad", "6:1"],
 }
-CASES = [(s, p) for s in ("zb-h2", "zbv") for p in PRECISIONS]
+CASES = [(s, p) for s in under_test(("zb-h2", "zbv")) for p in PRECISIONS]
 
 
 @pytest.fixture(scope="module")

@@ -127,14 +127,20 @@ def _ids(case):
     return f"{case[0]}-{case[1]}"
 
 
-def _selected_configs(request) -> list:
-    """The configurations whose tests were collected (`-k` selects what runs, not only what is checked)."""
+def _selected_cases(request) -> set:
+    """The (configuration, schedule) cases whose tests were collected (`-k` and PRIMUS_TEST_SCHEDULES
+    select what runs, not only what is checked), with megatron's 1F1B in each configuration."""
     chosen = set()
     for item in request.session.items:
         case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
         if item.module is request.module and case is not None:
-            chosen.add(case[0])
-    return [c for c in CONFIGS if c in chosen]
+            chosen |= {tuple(case), (case[0], H.MEGATRON)}
+    return chosen
+
+
+def _selected_configs(request) -> list:
+    configs = {c for c, _ in _selected_cases(request)}
+    return [c for c in CONFIGS if c in configs]
 
 
 @pytest.fixture(scope="module")
@@ -146,11 +152,11 @@ def reference(request):
 def worlds(request, tmp_path_factory):
     """(config, schedule) -> per-rank results, or {'error': text}. megatron's 1F1B runs first
     in every configuration; one launch per world layout (plus one per case that raised)."""
-    selected = set(_selected_configs(request))
+    selected = _selected_cases(request)
     out = {}
     for world, layout in WORLDS.items():
         cases = [{"spec": _spec(c), "schedule": s, "config": c} for c, s in CASES
-                 if CONFIGS[c][0] == world and c in selected]
+                 if CONFIGS[c][0] == world and (c, s) in selected]
         if not cases:
             continue
         results = H.run_world(layout, cases, str(tmp_path_factory.mktemp(world)))

@@ -22,11 +22,12 @@ import torch
 import megatron_reference as ref
 import pipeline_harness as H
 from primus_megatron import schedules as S
+from schedule_subset import under_test
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
 
 RTOL, ATOL = 1e-5, 1e-7
-SCHEDULES = [n for n in S.names() if n != "zb-optimal"]
+SCHEDULES = under_test(n for n in S.names() if n != "zb-optimal")
 OPTS = {"p2p_timeout_s": 60}
 
 

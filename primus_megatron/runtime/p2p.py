@@ -88,9 +88,10 @@ class P2P:
 
     def reap_sends(self) -> list[_Pending]:
         """Forget sends that completed; returns them (their tensors may be freed)."""
-        done = [p for p in self.sends if p.work.is_completed()]
-        if done:
-            self.sends = [p for p in self.sends if not p.work.is_completed()]
+        done, waiting = [], []
+        for p in self.sends:  # asked once per send: one finishing between two asks would be lost
+            (done if p.work.is_completed() else waiting).append(p)
+        self.sends = waiting
         return done
 
     def wait_all_sends(self, *, op: str = "end of step") -> list[_Pending]:

@@ -1,0 +1,53 @@
+"""Which of our pipeline schedules this test run exercises.
+
+All of them by default. PRIMUS_TEST_SCHEDULES (comma-separated registered names) limits them:
+the second CI leg (newer megatron-core, Makefile) sets it. Schedules are pure Python and the
+same under every megatron-core; what a megatron-core version changes is the runtime's contact
+with it, which one schedule of each kind reaches: 1f1b (one backward op), zb-h1 (split
+backward, deferred W) and zbv (V placement, both ends of the model on rank 0). Names that are
+not registered schedules (megatron's own, `None`, `auto`) always stay.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional
+
+ENV = "PRIMUS_TEST_SCHEDULES"
+
+
+def chosen() -> Optional[set]:
+    """The schedules this run is limited to, or None (every one)."""
+    text = os.environ.get(ENV, "").strip()
+    if not text:
+        return None
+    from primus_megatron import schedules as S
+
+    names = {n.strip() for n in text.split(",") if n.strip()}
+    unknown = sorted(names - set(S.names()))
+    if unknown:
+        raise ValueError(f"{ENV} names {', '.join(unknown)}; registered schedules: {', '.join(S.names())}")
+    return names
+
+
+def kept(name) -> bool:
+    """Whether a test value that may name a schedule stays in this run."""
+    limit = chosen()
+    if limit is None or not isinstance(name, str):
+        return True
+    from primus_megatron import schedules as S
+
+    return name not in S.names() or name in limit
+
+
+def under_test(names: Iterable) -> list:
+    """`names` limited to this run's schedules (order kept)."""
+    return [n for n in names if kept(n)]
+
+
+def item_kept(params: dict) -> bool:
+    """Whether a parametrized test stays: none of its values (or tuple members) names a left-out schedule."""
+    for value in params.values():
+        for v in (value if isinstance(value, tuple) else (value,)):
+            if not kept(v):
+                return False
+    return True
