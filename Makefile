@@ -48,8 +48,9 @@ $(STAMP): requirements.txt requirements-megatron-lm.txt setup.py
 setup: $(STAMP)
 
 # Built in place (a virtualenv cannot move); the stamp is written last, so a half-built one is
-# removed and built again.
-$(STAMP312): $(REQ312)
+# removed and built again. The requirements file is an order-only prerequisite: its content is in
+# the path already, and a fresh clone's newer file time must not rebuild the cached virtualenv.
+$(STAMP312): | $(REQ312)
 	@PY312=$$(scripts/find_python312.sh) || exit 1; \
 	rm -rf $(VENV312) && mkdir -p $(CACHE312) && $$PY312 -m venv $(VENV312) && \
 	echo "installing $(REQ312) with $$PY312 into $(VENV312) (log: $(VENV312)/install.log)" && \
