@@ -29,12 +29,13 @@ def pytest_collection_modifyitems(config, items):
     (reported as deselected, never as passed or skipped)."""
     import schedule_subset
 
-    if schedule_subset.chosen() is None:
+    limit = schedule_subset.chosen()
+    if limit is None:
         return
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        (keep if schedule_subset.item_kept(params) else drop).append(item)
+        (keep if schedule_subset.item_kept(params, limit) else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -29,9 +29,7 @@ def chosen() -> Optional[set]:
     return names
 
 
-def kept(name) -> bool:
-    """Whether a test value that may name a schedule stays in this run."""
-    limit = chosen()
+def _kept(name, limit: Optional[set]) -> bool:
     if limit is None or not isinstance(name, str):
         return True
     from primus_megatron import schedules as S
@@ -41,13 +39,13 @@ def kept(name) -> bool:
 
 def under_test(names: Iterable) -> list:
     """`names` limited to this run's schedules (order kept)."""
-    return [n for n in names if kept(n)]
+    limit = chosen()
+    return [n for n in names if _kept(n, limit)]
 
 
-def item_kept(params: dict) -> bool:
-    """Whether a parametrized test stays: none of its values (or tuple members) names a left-out schedule."""
-    for value in params.values():
-        for v in (value if isinstance(value, tuple) else (value,)):
-            if not kept(v):
-                return False
-    return True
+def item_kept(params: dict, limit: Optional[set] = None) -> bool:
+    """Whether a parametrized test stays under `limit` (default: this run's `chosen()`): none of
+    its values (or tuple members) names a left-out schedule."""
+    limit = chosen() if limit is None else limit
+    return all(_kept(v, limit) for value in params.values()
+               for v in (value if isinstance(value, tuple) else (value,)))
