@@ -24,6 +24,16 @@ else:
 import pytest  # noqa: E402
 
 
+def pytest_configure(config):
+    """A misspelt PRIMUS_TEST_SCHEDULES stops the run with one line, before any module is collected."""
+    import schedule_subset
+
+    try:
+        schedule_subset.chosen()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def pytest_collection_modifyitems(config, items):
     """PRIMUS_TEST_SCHEDULES (tests/schedule_subset.py): cases of other schedules are deselected
     (reported as deselected, never as passed or skipped)."""
