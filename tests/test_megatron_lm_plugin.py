@@ -179,3 +179,28 @@ print("RESULT", args.pipeline_schedule, args.virtual_pipeline_model_parallel_siz
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-2000:]
         assert f"RESULT {schedule} {vp}" in out.stdout
+
+
+def _finish_body(rank: int, case: dict):
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    from primus_megatron.megatron_lm import finish, plugin
+
+    seen = []
+    for cpu_mode in (False, True):  # a GPU run first: it must leave the groups alone
+        plugin._CPU_MODE = cpu_mode
+        finish()
+        seen.append((dist.is_initialized(), parallel_state.model_parallel_is_initialized()))
+    return seen
+
+
+@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+def test_finish_shuts_gloo_down_in_cpu_mode_only():
+    """pretrain_gpt.py calls finish() after pretrain(): in CPU mode every gloo group and
+    megatron's references to them are gone before the interpreter exits (left to the exit,
+    gloo aborts a finished rank now and then); GPU runs are left as Megatron-LM leaves them."""
+    from primus_megatron.compat.cpu_ranks import run_ranks
+
+    results = run_ranks(_finish_body, {"pp": 2}, 2, timeout_s=120)
+    assert results == [[(True, True), (False, False)]] * 2
