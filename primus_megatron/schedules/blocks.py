@@ -85,9 +85,11 @@ def memory_profile(pp: int, slots: Slots, sc: StageCosts) -> list[list[float]]:
 
 
 @gc_paused
-def compact(pp: int, slots: Slots, sc: StageCosts) -> Slots:
+def compact(pp: int, slots: Slots, sc: StageCosts, keep: tuple[int, int] = (0, -1)) -> Slots:
     """Move every op to the earliest free slot after its inputs, in slot
     order, unless that would raise its rank above the steady-state peak.
+    Ops in slots keep[0]..keep[1] stay where they are (`steady_window`: packing
+    only warm-up and cool-down keeps the block's slack for p2p latency).
 
     Ops move far (up to ~pp slots), so updating a per-slot memory profile on every
     move costs O(pp) each; when the memory sums are exact (`_sums_are_exact`) the
@@ -132,7 +134,8 @@ def compact(pp: int, slots: Slots, sc: StageCosts) -> Slots:
                 earliest = went[src + j] + 1
         grow = sc.mem[kind][s]
         occ = occupied[r]
-        for c in range(earliest, t):  # the new slot is nearly always within a few of `earliest`
+        stays = keep[0] <= t <= keep[1]
+        for c in range(earliest, earliest if stays else t):  # the new slot is nearly always within a few of `earliest`
             if c in occ:
                 continue
             if grow > 0:
@@ -161,6 +164,12 @@ def compact(pp: int, slots: Slots, sc: StageCosts) -> Slots:
         went[me] = t
         final.append(t)
     return dict(zip(map(_FIRST, items), final))
+
+
+def steady_window(slots: Slots, m: int) -> tuple[int, int]:
+    """Slots of the repeated block's steady state: from rank 0's first chunk-0 B
+    (the first microbatch has come back) to its last chunk-0 F (the last one enters)."""
+    return slots[(B, 0, 0)], slots[(F, m - 1, 0)]
 
 
 def _sums_are_exact(slots: Slots, sc: StageCosts) -> bool:

@@ -80,6 +80,13 @@ class StageCosts:
     mem: dict
     comm: tuple[float, ...]
 
+    @property
+    def one_slot(self) -> bool:
+        """Every F, B and W takes the same time on every stage and messages are free:
+        the cost model the paper's fixed patterns and blocks are built for."""
+        times = {t for kind in (F, B, W) for t in self.time[kind]}
+        return len(times) == 1 and max(self.comm) == 0
+
     def duration(self, kind: str, stage: int) -> float:
         if kind == BW:
             return self.time[B][stage] + self.time[W][stage]

@@ -14,6 +14,7 @@ from .ir import Op, Schedule
 from .listsched import Scored
 from .gc_pause import gc_paused
 from .simulation import peak_memory, rank_spans, score_of
+from .w_fill import fill_w
 
 # A candidate builds an order, or an order with its score when it has one already
 # (`listsched.Scored`, computed for the same pp, microbatches, placement and costs).
@@ -28,8 +29,11 @@ def score(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: l
 
 @gc_paused
 def best_of(candidates: Iterable[tuple[str, Candidate]], *, pp: int, m: int, chunks: int, placement: str,
-            sc: StageCosts, memory_limit: Optional[float], what: str) -> list[list[Op]]:
-    """The candidate with the smallest (makespan, span, memory) within `memory_limit`."""
+            sc: StageCosts, memory_limit: Optional[float], what: str, fill: bool = False) -> list[list[Op]]:
+    """The candidate with the smallest (makespan, span, memory) within `memory_limit`;
+    with `fill`, the winner's W ops are then re-placed from the costs (`w_fill`) where
+    that scores better at no more memory than the winner's (not under one-slot costs,
+    where it never did: pp 4-16, m 2pp-4pp, zbv, v-half, v-min)."""
     best, best_score, lowest = None, None, None
     for _, make in candidates:
         try:
@@ -50,4 +54,8 @@ def best_of(candidates: Iterable[tuple[str, Candidate]], *, pp: int, m: int, chu
             raise ScheduleError(f"no valid {what} schedule exists for pp={pp} and {m} microbatches")
         raise ScheduleError(f"memory limit {memory_limit:g} is too small for {what} with pp={pp} and {m} microbatches: "
                             f"it needs at least {lowest:g} activation units")
+    if fill and not sc.one_slot:  # under one-slot costs a pattern's W already sit where they should
+        ranks, s = fill_w(pp, m, chunks, placement, sc, best, best_score[2])
+        if s < best_score:
+            best, best_score = ranks, s
     return best

@@ -4,7 +4,8 @@ are from optimal."""
 from __future__ import annotations
 
 import itertools
-from typing import Optional
+import math
+from typing import NamedTuple, Optional
 
 from ..costs import StageCosts
 from ..deps import input_of, runs_after
@@ -20,15 +21,37 @@ TIME_LIMIT_S = 60.0
           description="optimal zero-bubble order by ILP (HiGHS); small cases only")
 def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None,
                chunks: int = 1, placement: str = LOOP, time_limit: float = TIME_LIMIT_S, **_) -> list[list[Op]]:
+    limit = float(pp) if memory_limit is None else memory_limit
+    warm = _heuristic_order(pp, microbatches, costs, limit, chunks, placement)
+    solution = solve(pp, microbatches, costs, limit, chunks=chunks, placement=placement, time_limit=time_limit,
+                     warm=warm)
+    if solution is None:
+        raise ScheduleError(f"zb-optimal found no schedule within the memory limit {limit:g}")
+    return solution.ranks
+
+
+class Solution(NamedTuple):
+    """The best order the solver found, its makespan, the solver's lower bound on
+    any order's makespan, and whether it proved the order optimal."""
+
+    ranks: list[list[Op]]
+    makespan: float
+    bound: float
+    optimal: bool
+
+
+def solve(pp: int, m: int, costs: StageCosts, memory_limit: float, *, chunks: int = 1, placement: str = LOOP,
+          time_limit: float = TIME_LIMIT_S, warm: Optional[list[list[Op]]] = None) -> Optional[Solution]:
+    """The minimum-makespan order within `memory_limit` for this placement, or the best
+    found in `time_limit` seconds (None if none was); `warm`, a valid order of the same
+    pipeline, is the solver's first incumbent, so the answer is never worse than it."""
     try:
         import highspy
     except ImportError:
         raise ScheduleError("zb-optimal needs highspy: pip install 'primus_megatron[ilp]'") from None
-    m = microbatches
     if 3 * m * chunks > MAX_OPS_PER_RANK:
         raise ScheduleError(f"zb-optimal solves an integer program and allows at most {MAX_OPS_PER_RANK // (3 * chunks)} "
                             f"microbatches here (got {m}); use zb-auto")
-    limit = float(pp) if memory_limit is None else memory_limit
     ops = [(r, k, j, c, stage_of(placement, pp, r, c)) for r in range(pp) for c in range(chunks)
            for j in range(m) for k in (F, B, W)]  # (rank, kind, mb, chunk, stage)
     dur = [costs.duration(k, s) for _, k, _, _, s in ops]
@@ -40,20 +63,23 @@ def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: O
     for i, d in enumerate(dur):
         h.addConstr(makespan - start[i] >= d)
     fixed = _dependencies(h, ops, start, dur, costs, pp * chunks)
-    binaries = _rank_orders(h, highspy, ops, start, dur, fixed, costs, limit, pp, m, chunks)
+    binaries = _rank_orders(h, highspy, ops, start, dur, fixed, costs, memory_limit, pp, m, chunks)
     h.changeColCost(makespan.index, 1.0)  # minimise the makespan (set before the start: a model change drops it)
-    warm = _warm_start(pp, m, costs, limit, chunks, placement, ops, dur)
-    if warm is not None:
-        _set_start(h, highspy, warm, start, makespan, binaries, dur)
+    incumbent = None if warm is None else _warm_start(warm, pp, m, costs, chunks, placement, ops, dur)
+    if incumbent is not None:
+        _set_start(h, highspy, incumbent, start, makespan, binaries, dur)
     h.run()
     if h.getInfo().primal_solution_status != 2:  # no feasible point found
-        status = h.modelStatusToString(h.getModelStatus())
-        raise ScheduleError(f"zb-optimal found no schedule within the memory limit {limit:g} ({status})")
+        return None
     value = h.getSolution().col_value
     ranks: list[list[tuple[float, int, Op]]] = [[] for _ in range(pp)]
     for i, (r, k, j, c, _) in enumerate(ops):
         ranks[r].append((round(value[i], 6), i, Op(k, j, c)))
-    return [[op for *_, op in sorted(row)] for row in ranks]
+    optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    best = value[makespan.index]
+    bound = h.getInfo().mip_dual_bound
+    bound = best if optimal else (min(best, bound) if math.isfinite(bound) else 0.0)
+    return Solution([[op for *_, op in sorted(row)] for row in ranks], best, bound, optimal)
 
 
 def _dependencies(h, ops: list, start: list, dur: list, costs: StageCosts, n: int) -> set:
@@ -130,28 +156,34 @@ def _set_start(h, highspy, warm: tuple, start: list, makespan, binaries: list, d
     h.setSolution(solution)
 
 
-def _warm_start(pp: int, m: int, costs: StageCosts, limit: float, chunks: int, placement: str, ops: list,
-                dur: list) -> Optional[tuple[list[float], list[int]]]:
-    """zb-auto's order under the same costs and memory limit, as the solver's first
-    incumbent: (start time, position on its rank) per op, or None where zb-auto
-    does not apply. Without it HiGHS may spend its whole time limit finding any
-    feasible order; with it the answer is never worse than the heuristic's."""
-    from ..ir import Schedule
+def _heuristic_order(pp: int, m: int, costs: StageCosts, limit: float, chunks: int,
+                     placement: str) -> Optional[list[list[Op]]]:
+    """zb-auto's order under the same costs and memory limit (loop placement, one chunk),
+    the solver's warm start; None where it does not apply or finds nothing. Without one
+    HiGHS may spend its whole time limit finding any feasible order."""
     from ..registry import info
-    from ..simulation import end_times
 
     if chunks != 1 or placement != LOOP:
         return None
     try:
-        ranks = info("zb-auto").generator(pp, m, chunks=1, costs=costs, memory_limit=limit)
+        return info("zb-auto").generator(pp, m, chunks=1, costs=costs, memory_limit=limit)
     except ScheduleError:
         return None
+
+
+def _warm_start(ranks: list[list[Op]], pp: int, m: int, costs: StageCosts, chunks: int, placement: str, ops: list,
+                dur: list) -> Optional[tuple[list[float], list[int]]]:
+    """(start time, position on its rank) per op of the program for a given order, or
+    None where the order has an op the program does not have (a fused BW)."""
+    from ..ir import Schedule
+    from ..simulation import end_times
+
     index = {(r, op.kind, op.mb, op.chunk): i for i, (r, op) in
              enumerate((r, Op(k, j, c)) for r, k, j, c, _ in ops)}
     order = [[index.get((r, op.kind, op.mb, op.chunk)) for op in row] for r, row in enumerate(ranks)]
     if any(i is None for row in order for i in row):
-        return None  # an op the program does not have (a fused BW)
-    ends = end_times(Schedule("warm", pp, m, 1, LOOP, tuple(map(tuple, ranks))), costs)
+        return None
+    ends = end_times(Schedule("warm", pp, m, chunks, placement, tuple(map(tuple, ranks))), costs)
     starts, position = [0.0] * len(ops), [0] * len(ops)
     for row, row_ends in zip(order, ends):
         for k, (i, end) in enumerate(zip(row, row_ends)):

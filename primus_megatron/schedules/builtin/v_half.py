@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..blocks import v_half_block
 from ..ir import V, Op
 from ..registry import register
-from .v_min import v_family
+from ..v_family import v_family
 
 
 @register("v-half", order=70, placement=V, chunks=2, memory="~1/2x",

@@ -1,13 +1,25 @@
 """ZB-V: V-shaped zero-bubble schedule at 1F1B's activation memory (Qi et al., 2024, sec. 6)."""
 from __future__ import annotations
 
+from ..costs import StageCosts
 from ..ir import B, F, V, W, Op
 from ..registry import register
+from ..variants import best_of
 
 
 @register("zbv", order=60, placement=V, chunks=2, memory="1x",
           description="V-shape zero bubble, 2 chunks per rank, 1F1B memory")
-def zbv(pp: int, microbatches: int, **_) -> list[list[Op]]:
+def zbv(pp: int, microbatches: int, *, costs: StageCosts, **_) -> list[list[Op]]:
+    # The paper's fixed pattern, with its W re-placed from the costs where that
+    # is faster at no more memory (unequal F/B/W or a p2p latency leave gaps).
+    if costs.one_slot:
+        return zbv_pattern(pp, microbatches)
+    return best_of([("pattern", lambda: zbv_pattern(pp, microbatches))], pp=pp, m=microbatches, chunks=2,
+                   placement=V, sc=costs, memory_limit=None, what="zbv", fill=True)
+
+
+def zbv_pattern(pp: int, microbatches: int) -> list[list[Op]]:
+    """The fixed ZB-V order: phases of the V, each with its op pattern."""
     # The phases need 2p-1 microbatches to fill the V; with fewer, build for
     # 2p-1 and drop the extra ones (dropping microbatches keeps an order valid).
     n = max(microbatches, 2 * pp - 1)

@@ -1,0 +1,125 @@
+"""Cost-aware placement of the weight-gradient (W) ops of a given order.
+
+A W depends only on its own B and frees memory, so where it runs is the one
+decision a fixed pattern can leave to the costs. `fill_w` keeps each rank's F
+and B in the order given and replays them in simulated time: before each F or
+B, the rank runs its oldest pending W if the op would otherwise wait at least
+`fit` times that W's duration for its input (the gap is filled), or if the
+op's activation would not fit under `memory_limit` (memory demands it); the W
+left at the end run last. Under unequal costs or a p2p latency this closes the
+gaps a cost-blind pattern leaves, without raising peak memory above the limit.
+
+Decisions depend only on simulated times already known, so replaying the ranks
+in any order gives the same result; the replay is itself the simulation, and
+the order comes back scored (`listsched.Scored`).
+"""
+from __future__ import annotations
+
+from collections import deque
+
+from .costs import StageCosts
+from .deps import input_of, outputs_of
+from .errors import ScheduleError
+from .gc_pause import gc_paused
+from .ir import B, W, Op, new_op, stage_of
+from .listsched import Scored
+from .simulation import score_of
+
+EPS = 1e-9
+
+
+@gc_paused
+def fill_w(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list[Op]],
+           memory_limit: float, fit: float = 1.0) -> Scored:
+    """`ranks` with its W ops re-placed (module doc), and the result's score."""
+    replay = _Replay(pp, chunks, placement, sc, ranks, memory_limit, fit)
+    replay.run()
+    return replay.result(m)
+
+
+class _Replay:
+    def __init__(self, pp: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list[Op]],
+                 memory_limit: float, fit: float) -> None:
+        n = pp * chunks
+        self.pp, self.sc, self.limit, self.fit = pp, sc, memory_limit + EPS, fit
+        self.stage = [[stage_of(placement, pp, r, c) for c in range(chunks)] for r in range(pp)]
+        owner = {self.stage[r][c]: r for r in range(pp) for c in range(chunks)}
+        # Per rank, its F/B ops as (op, stage, input key or None, latency the input adds).
+        self.todo = []
+        for r, row in enumerate(ranks):
+            mine = []
+            for op in row:
+                if op.kind == W:
+                    continue
+                s = self.stage[r][op.chunk]
+                src = input_of(op.kind, s, n)
+                key = None if src is None else (src[0], op.mb, src[1])
+                lag = 0.0 if src is None or owner[src[1]] == r else sc.comm[src[1]]
+                mine.append((op, s, key, lag))
+            self.todo.append(mine)
+        self.total = sum(map(len, ranks))
+        self.next = [0] * pp
+        self.pending: list[deque] = [deque() for _ in range(pp)]  # (op, stage) of B whose W has not run
+        self.out: list[list[Op]] = [[] for _ in range(pp)]
+        self.free, self.mem, self.peak = [0.0] * pp, [0.0] * pp, [0.0] * pp
+        self.first: list = [None] * pp
+        self.end: dict = {}  # (kind, mb, stage) -> simulated end
+        self.done = 0
+
+    def run(self) -> None:
+        """Advance every rank as far as known inputs allow, until all ops ran or none can."""
+        moved = True
+        while moved and self.done < self.total:
+            moved = False
+            for r in range(self.pp):
+                while self._step(r):
+                    moved = True
+
+    def _step(self, r: int) -> bool:
+        """Run the rank's next op (a W or its next F/B); False when it must wait for another rank."""
+        if self.next[r] == len(self.todo[r]):
+            if not self.pending[r]:
+                return False
+            self._run_w(r)
+            return True
+        op, s, key, lag = self.todo[r][self.next[r]]
+        grow = self.sc.memory(op.kind, s)
+        pending = self.pending[r]
+        if pending and grow > 0 and self.mem[r] + grow > self.limit:
+            self._run_w(r)  # memory demands it
+            return True
+        if key is None:
+            ready = 0.0
+        elif key in self.end:
+            ready = self.end[key] + lag
+        else:
+            return False  # input not simulated yet
+        if pending and ready - self.free[r] >= self.fit * self.sc.time[W][pending[0][1]] - EPS:
+            self._run_w(r)  # the op would wait this long anyway
+            return True
+        self._run(r, op, s, max(self.free[r], ready))
+        self.next[r] += 1
+        if op.kind == B:
+            pending.append((op, s))
+        return True
+
+    def _run_w(self, r: int) -> None:
+        op, s = self.pending[r].popleft()
+        self._run(r, new_op((W, op.mb, op.chunk)), s, self.free[r])
+
+    def _run(self, r: int, op: Op, s: int, start: float) -> None:
+        end = self.free[r] = start + self.sc.duration(op.kind, s)
+        self.end[(outputs_of(op.kind)[0], op.mb, s)] = end
+        if self.first[r] is None:
+            self.first[r] = start
+        self.mem[r] += self.sc.memory(op.kind, s)
+        self.peak[r] = max(self.peak[r], self.mem[r])
+        self.out[r].append(op)
+        self.done += 1
+
+    def result(self, m: int) -> Scored:
+        if self.done < self.total:
+            stuck = next(r for r in range(self.pp) if self.next[r] < len(self.todo[r]))
+            raise ScheduleError(f"fill_w: the order deadlocks on rank {stuck} ({m} microbatches)")
+        spans = [(0.0 if first is None else first, end) for first, end in zip(self.first, self.free)]
+        return Scored(self.out, score_of(spans, self.peak))
