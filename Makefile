@@ -85,10 +85,10 @@ plan: $(STAMP)
 test: test-py311 test-py312
 
 test-py311: $(STAMP)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q --durations=20 tests
 
 test-py312: $(STAMP312)
-	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) $(VENV312)/bin/python -m pytest -q -p no:cacheprovider $(PY312_TESTS)
+	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) $(VENV312)/bin/python -m pytest -q --durations=10 -p no:cacheprovider $(PY312_TESTS)
 
 clean:
 	rm -rf $(VENV) out *.egg-info
