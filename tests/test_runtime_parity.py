@@ -42,6 +42,9 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
             cases.append({"schedule": name, "microbatches": m, "options": OPTS})
     if pp <= 4:  # the ILP stays small enough here
         cases.append({"schedule": "zb-optimal", "microbatches": 2, "options": OPTS})
+    if pp == 4:  # the V schedules planned from unequal costs: their W sit elsewhere (test below)
+        for name in under_test(V_COST_AWARE):
+            cases.append({"schedule": name, "microbatches": 6, "options": {**OPTS, "costs": UNEQUAL}})
     for m in counts[-2:]:
         cases.append({"schedule": "megatron-1f1b", "microbatches": m})
     if pp in MEGATRON_INTERLEAVED:
@@ -51,6 +54,8 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
 
 
 COUNTS = {2: [1, 2, 3, 5], 3: [2, 4], 4: [2, 4, 6]}
+V_COST_AWARE = ("zbv", "v-half", "v-min")
+UNEQUAL = S.Costs(f=1.0, b=2.0, w=1.0, comm=0.05)
 # pp -> megatron's interleaved schedule's p2p transport (its data comes as one iterator per chunk)
 MEGATRON_INTERLEAVED = {2: {"overlap_p2p_comm": True, "batch_p2p_comm": False},
                         4: {"overlap_p2p_comm": False, "batch_p2p_comm": True}}
@@ -139,6 +144,17 @@ def test_executed_order_is_the_planned_order(world):
     for i, case in enumerate(cases):
         if case["schedule"] in H.MEGATRON_OWN + ("zb-optimal",):
             continue
-        planned = S.generate(case["schedule"], pp, case["microbatches"])
+        costs = case.get("options", {}).get("costs")
+        planned = S.generate(case["schedule"], pp, case["microbatches"], costs=costs)
         for rank, res in enumerate(r[i] for r in per_rank):
             assert res["timeline"] == [(op.kind, op.mb, op.chunk) for op in planned.ranks[rank]]
+
+
+def test_cost_aware_v_orders_ran_and_differ_from_the_equal_cost_patterns(world):
+    pp, cases, per_rank = world
+    ran = [(i, c) for i, c in enumerate(cases) if "costs" in c.get("options", {})]
+    assert len(ran) == (len(under_test(V_COST_AWARE)) if pp == 4 else 0)
+    for i, case in ran:  # losses and gradients: checked with every case above
+        pattern = S.generate(case["schedule"], pp, case["microbatches"])
+        executed = [r[i]["timeline"] for r in per_rank]
+        assert executed != [[(op.kind, op.mb, op.chunk) for op in row] for row in pattern.ranks], case["schedule"]
