@@ -67,8 +67,9 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
     entry = S.info(best)
     args.pipeline_schedule = entry.name
     args.pipeline_chunks_resolved = entry.chunks
-    if entry.cost_driven:
-        args.pipeline_costs_measured = shares
+    # Planned from the costs it was chosen under (the V schedules use them too), so what
+    # runs is what was simulated; schedules that ignore costs are unaffected.
+    args.pipeline_costs_measured = shares
     if entry.placement == S.info(PROVISIONAL).placement and entry.chunks == S.info(PROVISIONAL).chunks:
         return model
     del model
