@@ -63,7 +63,8 @@ SCHEDULE_SIDE_OPTIONS = ("gradient_accumulation_fusion", "calculate_per_token_lo
                          "deallocate_pipeline_outputs", "overlap_p2p_comm", "batch_p2p_comm")
 # how the layers are split over pipeline stages: meaningless for the unpipelined reference
 SPLIT_OPTIONS = ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage",
-                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split")
+                 "account_for_embedding_in_pipeline_split", "account_for_loss_in_pipeline_split",
+                 "pipeline_model_parallel_layout")
 
 
 def one_step(rank, case, pp):

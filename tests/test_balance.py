@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -110,6 +111,35 @@ def test_cli_balance_prints_the_recommended_options(tmp_path):
     assert "Traceback" not in bad.stderr
 
 
+def test_under_v_at_pp2_only_a_layout_balances_and_it_is_chosen():
+    """At pp=2 under V, rank 0 holds the embedding, the head and stages 0 and 3;
+    megatron's first/last counts act on both ranks at once and the accounting
+    needs layers + 2 to split into 4 stages (8 + 2 does not), so only a layout
+    lightens rank 0, and the choice takes it."""
+    best, rows = B.choose("zbv", 2, 16, HEAVY_HEAD, 8)
+    assert best.split.layout and B.flags(best.split).startswith("--pipeline-model-parallel-layout '")
+    options = [c for c in rows if c.iteration is not None and not c.split.layout]
+    assert options and best.iteration < 0.9 * min(c.iteration for c in options)
+    layers = stage_layers(best.split, 2, 2)
+    assert layers[0] + layers[3] < layers[1] + layers[2]  # rank 0 (stages 0 and 3) holds fewer layers
+    assert len({c.layers for c in rows}) == len(rows) == 35  # every layout of 8 layers in 4 stages, once
+
+
+@pytest.mark.parametrize("name, pp, layers", [("zbv", 4, 16), ("v-half", 4, 16), ("zb-h1", 8, 32)])
+def test_beyond_every_layout_the_balanced_ones_are_tried(name, pp, layers):
+    """Too many layouts to try them all: those that even out the ranks' work are
+    candidates, every one a valid split, and the choice gains over the best
+    first/last or accounting option where the head is heavy."""
+    chunks = info(name).chunks
+    balanced = B.balanced_layouts(layers, pp, chunks, info(name).placement, HEAVY_HEAD)
+    assert balanced and all(sum(c) == layers and min(c) >= 1 and len(c) == pp * chunks for c in balanced)
+    best, rows = B.choose(name, pp, 16, HEAVY_HEAD, layers)
+    options = [c for c in rows if c.iteration is not None and not c.split.layout]
+    assert best.iteration <= min(c.iteration for c in options)
+    if chunks == 2:  # under V / with 2 chunks megatron's options cannot balance rank 0's two ends
+        assert best.split.layout and best.iteration < 0.95 * min(c.iteration for c in options)
+
+
 def test_training_takes_the_split_from_a_profile_and_trains_the_same_model(tmp_path):
     """--pipeline-balance FILE chooses the split at start; the losses are those of
     the same split given by hand (and of the even split: the model is the same)."""
@@ -120,14 +150,20 @@ def test_training_takes_the_split_from_a_profile_and_trains_the_same_model(tmp_p
         pytest.skip("megatron-core is not installed")
     path = str(tmp_path / "p.json")
     B.save_profile(path, HEAVY_HEAD)
-    best, _ = B.choose("zb-h1", 2, 4, HEAVY_HEAD, 8)
-    assert B.flags(best.split)  # the heavy head makes an uneven split win
     base = ["--cpu", "--mock-data", "--vocab-size", "64", "--num-layers", "8", "--hidden-size", "32",
             "--num-attention-heads", "4", "--seq-length", "16", "--micro-batch-size", "2", "--global-batch-size", "8",
             "--lr", "3e-3", "--seed", "5", "--pipeline-model-parallel-size", "2", "--train-iters", "2",
-            "--pipeline-schedule", "zb-h1", "--pipeline-p2p-timeout", "60"]
-    runs = [base + ["--pipeline-balance", path], base + B.flags(best.split).split(), base]
+            "--pipeline-p2p-timeout", "60"]
+    runs, chosen = [], []
+    for name in ("zb-h1", "zbv"):  # first/last counts; a layout (V at pp=2)
+        best, _ = B.choose(name, 2, 4, HEAVY_HEAD, 8)
+        assert B.flags(best.split)  # the heavy head makes an uneven split win
+        chosen.append(B.flags(best.split))
+        one = base + ["--pipeline-schedule", name]
+        runs += [one + ["--pipeline-balance", path], one + shlex.split(B.flags(best.split)), one]
+    assert "--pipeline-model-parallel-layout" in chosen[1]
     results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=600)
-    balanced, by_hand, even = results[0]
-    assert balanced["layer_split"] == by_hand["layer_split"] == B.flags(best.split) != even["layer_split"]
-    assert balanced["losses"] == by_hand["losses"] == even["losses"]
+    for i, flags in enumerate(chosen):
+        balanced, by_hand, even = results[0][3 * i:3 * i + 3]
+        assert balanced["layer_split"] == by_hand["layer_split"] == flags != even["layer_split"]
+        assert balanced["losses"] == by_hand["losses"] == even["losses"]

@@ -9,7 +9,9 @@ checkpoint saved by Megatron's own schedule on the even split (--finetune):
   --account-for-loss-in-pipeline-split (global stages of 1, 2, 2, 1 layers: rank 0
   holds the embedding, the loss and 2 layers, rank 1 holds 4) log the losses,
   validation losses and grad norms of Megatron's own schedule on the even split:
-  the checkpoint maps by layer number onto any split and placement. Embeddings are
+  the checkpoint maps by layer number onto any split and placement. So does zbv on
+  megatron's --pipeline-model-parallel-layout 'Et|t*3|t|tL' (stages of 1, 3, 1, 1
+  layers; the virtual pipeline size comes from the layout). Embeddings are
   untied: with a tied embedding under V, rank 0 sums the embedding's and the output
   layer's gradients in one buffer as the microbatches run while megatron sums each
   stage's and then all-reduces, which may change the last printed digit (seen once in
@@ -62,12 +64,23 @@ def _check(result: H.Result) -> None:
 @pytest.mark.parametrize("extra", [
     ("--decoder-first-pipeline-num-layers", "2"),
     ("--pipeline-schedule", "zbv", *ACCOUNTED),
-], ids=["megatron-first-2", "zbv-embedding-loss"])
+    ("--pipeline-schedule", "zbv", "--pipeline-model-parallel-layout", "Et|t*3|t|tL"),
+], ids=["megatron-first-2", "zbv-embedding-loss", "zbv-layout"])
 def test_uneven_split_trains_as_megatron_on_the_even_split(runs, extra):
     even, uneven = runs(), runs(*extra)
     _check(even)
     _check(uneven)
     assert uneven.numbers() == even.numbers()
+    # the split was built: each uneven split gives rank 0 2 of the 6 layers (the even one 3)
+    held, even_held = _parameters_per_rank(uneven.log), _parameters_per_rank(even.log)
+    assert held[0] < even_held[0] and held[1] > even_held[1], (held, even_held)
+
+
+def _parameters_per_rank(log: str) -> dict:
+    """Megatron-LM's own count of each pipeline rank's parameters."""
+    found = re.findall(r"number of parameters on \(tensor, pipeline\) model parallel rank \(0, (\d+)\): (\d+)", log)
+    assert {int(r) for r, _ in found} == {0, 1}, H.tail(log)
+    return {int(r): int(n) for r, n in found}
 
 
 def test_a_split_megatron_cannot_build_is_one_sentence(tree):

@@ -135,17 +135,22 @@ CASES = {
         argv=["--pipeline-model-parallel-size", "1", "--decoder-first-pipeline-num-layers", "2"],
         needles=["--decoder-first-pipeline-num-layers needs --pipeline-model-parallel-size >= 2, got 1"],
         cli=None, megatron=None),
-    "megatron layout under V": dict(
-        split=True, argv=None, cli=None,
-        megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|tt|tt|t|t|tt|tt|tL"),
-        megatron_needles=["--pipeline-model-parallel-layout cannot be used with --pipeline-schedule zbv",
-                          "use --decoder-first/last-pipeline-num-layers or "
-                          "--account-for-embedding/loss-in-pipeline-split, or a loop-placed schedule"]),
     "megatron layout of another stage count": dict(
-        split=True, argv=None, cli=None,
+        split=True,
+        argv=["--pipeline-schedule", "zbv", "--pipeline-model-parallel-layout", "Et|tt|tt|ttL"],
+        needles=["--pipeline-model-parallel-layout 'Et|tt|tt|ttL' has 4 stages; the pipeline has 8 (pipeline ranks "
+                 "x chunks per rank): give 8 stages separated by '|'"],
+        cli=None,
         megatron=dict(pipeline_schedule="zb-h1", pipeline_model_parallel_layout="Et|tt|tt|t|t|tt|tt|tL"),
-        megatron_needles=["--pipeline-model-parallel-layout has 8 stages but --pipeline-schedule zb-h1 runs 4 "
-                          "pipeline ranks x 1 chunk = 4"]),
+        megatron_needles=["--pipeline-model-parallel-layout 'Et|tt|tt|t|t|tt|tt|tL' has 8 stages; the pipeline has 4 "
+                          "(pipeline ranks x chunks per rank)"]),
+    "megatron layout with the loss outside the last stage": dict(
+        split=True,
+        argv=["--pipeline-schedule", "zb-h1", "--pipeline-model-parallel-layout", "Ett|tt|ttL|tt"],
+        needles=["--pipeline-model-parallel-layout 'Ett|tt|ttL|tt' must end the last stage with the loss L (once)"],
+        cli=None,
+        megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|tt|t|t|t|tt|ttm|L"),
+        megatron_needles=["has MTP layers (m), which the primus schedules do not run"]),
     "global batch not divisible": dict(
         argv=["--pipeline-schedule", "zb-h1", "--micro-batch-size", "3", "--global-batch-size", "8"],
         needles=["--global-batch-size 8 must be divisible by --micro-batch-size 3 x data-parallel size 1"],
@@ -400,6 +405,8 @@ def _parse(argv, world=WORLD):
     ["--pipeline-schedule", "zbv", "--num-layers", "7", "--account-for-loss-in-pipeline-split"],
     ["--pipeline-schedule", "auto", "--num-layers", "7", "--account-for-embedding-in-pipeline-split"],
     ["--num-layers", "6", "--decoder-first-pipeline-num-layers", "3"],  # megatron's own schedule
+    ["--pipeline-schedule", "zbv", "--pipeline-model-parallel-layout", "Et|t|t|t|t|t|t|tL"],  # V: any layout
+    ["--pipeline-schedule", "zb-h1", "--pipeline-model-parallel-layout", "Ett|ttt|ttt|L"],  # loss alone, last stage
 ])
 def test_the_neighbours_of_each_refusal_are_accepted(argv):
     args = _parse(argv)
@@ -415,7 +422,8 @@ def test_the_neighbours_of_each_refusal_are_accepted(argv):
          account_for_loss_in_pipeline_split=True),
     dict(pipeline_schedule="interleaved-zb", num_layers=12, decoder_first_pipeline_num_layers=2,
          decoder_last_pipeline_num_layers=2),
-    dict(pipeline_schedule="zb-h1", pipeline_model_parallel_layout="Et|tt|tt|ttL"),  # a layout of 4 stages
+    dict(pipeline_schedule="zb-h1", pipeline_model_parallel_layout="Ett|tt|tt|ttL"),  # a layout of 4 stages
+    dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|t|t|t|t|t|t|tL"),  # and of 8 under V
     dict(pipeline_schedule="zbv", cuda_graph_impl="none", defer_embedding_wgrad_compute=False,
          variable_seq_lengths=False, overlap_moe_expert_parallel_comm=False, fine_grained_activation_offloading=False),
 ])

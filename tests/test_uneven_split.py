@@ -26,6 +26,8 @@ import itertools
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import megatron_reference as ref
 import pipeline_harness as H
@@ -128,6 +130,90 @@ def test_refusals_name_the_option_and_what_is_allowed(split, pp, chunks, needles
         assert needle in message, (needle, message)
 
 
+def _megatron_layout(text: str, num_layers: int, pp: int):
+    """[(offset, count)] per global stage from megatron-core's own layout, or the exception it raises."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.transformer.enums import LayerType
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    try:
+        config = TransformerConfig(num_layers=num_layers, hidden_size=8, num_attention_heads=2,
+                                   pipeline_dtype=torch.float32, pipeline_model_parallel_size=pp,
+                                   pipeline_model_parallel_layout=text)
+        layout = config.pipeline_model_parallel_layout
+        vp = layout.virtual_pipeline_model_parallel_size
+        ps.set_virtual_pipeline_model_parallel_world_size(vp if vp > 1 else None)  # its lookups read it
+        try:
+            return [(layout.get_layer_offset(LayerType.decoder, s // pp if vp > 1 else None, s % pp),
+                     layout.get_num_layers_to_build(LayerType.decoder, s // pp if vp > 1 else None, s % pp))
+                    for s in range(pp * vp)]
+        finally:
+            ps.set_virtual_pipeline_model_parallel_world_size(None)
+    except (ValueError, AssertionError, NotImplementedError) as exc:
+        return exc
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pp=st.sampled_from([2, 3, 4]), vp=st.sampled_from([1, 2]), data=st.data())
+def test_a_layout_is_split_as_megatron_core_splits_it(pp, vp, data):
+    """Random layouts, most of them valid (a count per stage, E first, L last), some
+    with a stray E / L / m, an empty stage or a stage too many: where we accept one,
+    megatron-core accepts it with the same layers per global stage; where megatron
+    refuses one, so do we (in one sentence naming the option). We refuse more: MTP
+    layers, E / L not in the first / last stage, empty middle stages."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    n = pp * vp + data.draw(st.sampled_from([0, 0, 0, 0, -1, 1]), label="extra stages")
+    counts = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n), label="counts")
+    stages = [("t*%d" % c if c > 1 else "t" * c) for c in counts]
+    stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
+    mutation = data.draw(st.sampled_from(["", "", "", "E_late", "L_early", "mtp"]), label="mutation")
+    if mutation == "E_late" and n > 1:
+        stages[0], stages[1] = stages[0][1:], "E" + stages[1]
+    elif mutation == "L_early" and n > 1:
+        stages[-1], stages[-2] = stages[-1][:-1], stages[-2] + "L"
+    elif mutation == "mtp":
+        stages[-1] = stages[-1][:-1] + "mL"
+    text = "|".join(stages)
+    layers = max(1, sum(counts))
+    theirs = _megatron_layout(text, layers, pp)
+    try:
+        ours = stage_ranges(LayerSplit(layers, layout=text), pp, vp)
+    except SplitError as exc:
+        assert str(exc).startswith("--pipeline-model-parallel-layout") and "\n" not in str(exc)
+        return
+    assert not isinstance(theirs, Exception), f"{text!r} pp={pp} vp={vp}: megatron: {theirs!r}, ours {ours}"
+    assert [(r.start - 1, len(r)) for r in ours] == theirs, f"{text!r} pp={pp} vp={vp}"
+
+
+@pytest.mark.parametrize("text, pp, chunks, needles", [
+    ("Et|ttt|ttt", 2, 2, ["has 3 stages; the pipeline has 4"]),
+    ("Et|ttt|tttm|tL", 2, 2, ["MTP layers (m)"]),
+    ("t|Ettt|ttt|tL", 2, 2, ["must begin the first stage with the embedding E"]),
+    ("Et|ttt|tttL|t", 2, 2, ["must end the last stage with the loss L"]),
+    ("Et|tttt|tt|tL", 2, 2, ["holds 8 transformer layers (t) but --num-layers is 7"]),
+    ("Etttt||tt|tL", 2, 2, ["leaves stage 1 without any layer"]),
+    ("Et|t+t|t|tL", 2, 2, ["cannot be read: '+' is not a layer or a repeat"]),
+])
+def test_layout_refusals_name_the_option_and_what_is_allowed(text, pp, chunks, needles):
+    message = check(LayerSplit(7, layout=text), pp, chunks, "--pipeline-schedule zbv")
+    assert message is not None and "\n" not in message
+    for needle in needles:
+        assert needle in message, (needle, message)
+    both = check(LayerSplit(7, first=2, layout="Et|t*3|t*2|tL"), 2, 2)
+    assert "--pipeline-model-parallel-layout cannot be combined with --decoder-first-pipeline-num-layers" in both
+
+
+def test_a_layout_lightens_rank_0_under_v_at_pp2():
+    """What no megatron option can do at pp=2 under V: rank 0 with 2 of 8 layers."""
+    split = LayerSplit(8, layout="Et|t*3|(t)*3|tL")
+    assert stage_layers(split, 2, 2) == [1, 3, 3, 1]
+    assert rank_layers(split, 2, 2, S.V) == [2, 6] and rank_layers(split, 2, 2, S.LOOP) == [4, 4]
+    assert check(LayerSplit(8, layout="E|t*4|t*3|tL"), 2, 2, "zbv", w_ops=True)  # W needs a layer in stage 0
+    assert check(LayerSplit(8, layout="E|t*4|t*3|tL"), 2, 2, "interleaved-1f1b", w_ops=False) is None
+
+
 def test_an_embedding_alone_is_refused_only_for_schedules_with_w_ops():
     split = LayerSplit(3, embedding=True)  # (3 + 1) / 4 stages: stage 0 holds the embedding alone
     assert stage_layers(split, 2, 2) == [0, 1, 1, 1]
@@ -150,6 +236,10 @@ def test_under_v_the_embedding_and_loss_accounting_spares_rank_0():
 
 # -- every schedule on uneven splits, against the reference and megatron's 1F1B --------------------
 
+def _with_chunks(chunks: int) -> list[str]:
+    return [n for n in SCHEDULES if S.registry.resolve_chunks(S.info(n), None) == chunks]
+
+
 # name -> (num_layers, TransformerConfig fields, tied embeddings, schedules; None: every schedule)
 SPLITS = {
     2: {
@@ -161,6 +251,11 @@ SPLITS = {
         # the first stage holds the embedding alone: schedules without W ops only
         "embedding, first stage without layers": (3, dict(account_for_embedding_in_pipeline_split=True), False,
                                                   ["1f1b", "interleaved-1f1b"]),
+        # megatron's layout, stage by stage. Under V rank 0 holds stages 0 and 3 (2 layers besides the
+        # embedding, output layer and loss), rank 1 stages 1 and 2 (6): what no first/last count or
+        # accounting option can give at pp=2. Compared with megatron's interleaved 1F1B on the same layout.
+        "layout, 2 chunks, tied": (8, dict(pipeline_model_parallel_layout="Et|t*3|(t)*3|tL"), True, _with_chunks(2)),
+        "layout, 1 chunk": (6, dict(pipeline_model_parallel_layout="Ett|ttttL"), False, _with_chunks(1)),
     },
     3: {
         "first+last": (8, dict(num_layers_in_first_pipeline_stage=2, num_layers_in_last_pipeline_stage=2), False,
@@ -177,9 +272,18 @@ def _cases(pp: int) -> list[dict]:
     for split, (layers, config, tied, names) in SPLITS[pp].items():
         common = {"split": split, "num_layers": layers, "config": config, "tied": tied,
                   "microbatches": MICROBATCHES[pp]}
+        if "pipeline_model_parallel_layout" in config:
+            common["microbatches"] = 4  # megatron's interleaved schedule wants a multiple of pp
         for name in names or SCHEDULES:
             cases.append(dict(common, schedule=name, options=OPTS))
-        cases.append(dict(common, schedule="megatron-1f1b"))
+        chunks = config["pipeline_model_parallel_layout"].count("|") // pp + 1 \
+            if "pipeline_model_parallel_layout" in config else 1
+        if chunks == 1:
+            cases.append(dict(common, schedule="megatron-1f1b"))
+        else:
+            # its p2p as Megatron-LM sets it at pp=2 (as in test_runtime_parity.py)
+            cases.append(dict(common, schedule="megatron-interleaved", list_iterators=True,
+                              config=dict(config, overlap_p2p_comm=True, batch_p2p_comm=False)))
     return cases
 
 
@@ -209,14 +313,14 @@ def _assert_same(losses, grads, ref_losses, ref_grads, what):
 
 def test_every_schedule_on_an_uneven_split_matches_the_reference_and_megatrons_1f1b(world):
     pp, cases, per_rank = world
-    megatron = {c["split"]: i for i, c in enumerate(cases) if c["schedule"] == "megatron-1f1b"}
+    megatron = {c["split"]: i for i, c in enumerate(cases) if c["schedule"] in H.MEGATRON_OWN}
     for i, case in enumerate(cases):
         results, losses, grads = _merged(per_rank, i)
         what = f"{case['schedule']} pp={pp} split {case['split']!r}"
         _assert_same(losses, grads, results[0]["ref_losses"], results[0]["ref_grads"], what + " vs reference")
-        if case["schedule"] != "megatron-1f1b":
+        if case["schedule"] not in H.MEGATRON_OWN:
             _, m_losses, m_grads = _merged(per_rank, megatron[case["split"]])
-            _assert_same(losses, grads, m_losses, m_grads, what + " vs megatron's 1F1B")
+            _assert_same(losses, grads, m_losses, m_grads, what + f" vs {cases[megatron[case['split']]]['schedule']}")
 
 
 def test_every_chunk_holds_the_layers_of_its_global_stage(world):
@@ -224,8 +328,8 @@ def test_every_chunk_holds_the_layers_of_its_global_stage(world):
     for i, case in enumerate(cases):
         layers, config, _, _ = SPLITS[pp][case["split"]]
         split = LayerSplit.from_config(type("C", (), dict(num_layers=layers, **config)))
-        if case["schedule"] == "megatron-1f1b":
-            entry_placement, chunks = S.LOOP, 1
+        if case["schedule"] in H.MEGATRON_OWN:
+            entry_placement, chunks = S.LOOP, 1 if case["schedule"] == "megatron-1f1b" else 2
         else:
             entry = S.info(case["schedule"])
             entry_placement, chunks = entry.placement, entry.chunks
@@ -255,6 +359,7 @@ TRAINING = [
     ("zb-h1 last=2", ["--pipeline-schedule", "zb-h1", "--decoder-last-pipeline-num-layers", "2"]),  # [4, 2]
     ("v-half first=2", ["--pipeline-schedule", "v-half", "--decoder-first-pipeline-num-layers", "2"]),  # [3, 3]
     ("zbv accounted", ["--pipeline-schedule", "zbv", *ACCOUNTED]),                   # stages [1,2,2,1]: [2, 4]
+    ("zbv layout", ["--pipeline-schedule", "zbv", "--pipeline-model-parallel-layout", "Et|t*3|t|tL"]),  # [2, 4]
 ]
 
 
@@ -269,7 +374,7 @@ def trained(tmp_path_factory):
     save = str(tmp_path_factory.mktemp("ckpt") / "zbv")
     runs = []
     for label, extra in TRAINING:
-        runs.append(_train_args(prefix, *extra, *(["--save", save, "--save-interval", "2"] if label.startswith("zbv")
+        runs.append(_train_args(prefix, *extra, *(["--save", save, "--save-interval", "2"] if label == "zbv accounted"
                                                   else [])))
     runs.append(_train_args(prefix, "--decoder-first-pipeline-num-layers", "2", "--load", save, "--ckpt-step", "2"))
     return H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=600)

@@ -99,7 +99,7 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
         return (f"--pipeline-schedule {entry.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
                 f"drop --pipeline-schedule to train without pipelining")
     problem = check_layer_split(args, pp, chunks, f"--pipeline-schedule {entry.name}",
-                                w_ops=splits_weight_gradients(entry), v_placement=entry.placement == V)
+                                w_ops=splits_weight_gradients(entry))
     if problem:
         return problem
     problem = check_deferred_wgrad_args(args, entry)
@@ -118,28 +118,12 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
 
 
 def check_layer_split(args: argparse.Namespace, pp: Optional[int], chunks: int, what: Optional[str], *,
-                      w_ops: bool = False, v_placement: bool = False) -> Optional[str]:
+                      w_ops: bool = False) -> Optional[str]:
     """The layer split of the arguments (--num-layers, --decoder-first/last-pipeline-num-layers,
     --account-for-embedding/loss-in-pipeline-split, and Megatron-LM's --pipeline-model-parallel-layout)
     for `pp` ranks x `chunks`, in one sentence, or None. megatron-core's split
-    (schedules/layer_split.py), the same global stages under every placement."""
-    if getattr(args, "pipeline_model_parallel_layout", None):
-        if v_placement:
-            return (f"--pipeline-model-parallel-layout cannot be used with {what}: megatron's layout assigns "
-                    f"layers by pipeline rank and the V placement by global stage; use "
-                    f"--decoder-first/last-pipeline-num-layers or --account-for-embedding/loss-in-pipeline-split, "
-                    f"or a loop-placed schedule")
-        try:  # the layout is the split (megatron checks it); its stage count must be the schedule's
-            from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
-
-            stages = PipelineParallelLayerLayout.get_num_stages_from_str(args.pipeline_model_parallel_layout)
-        except Exception:  # megatron-core absent or a layout it cannot parse: megatron reports it
-            return None
-        if pp is not None and stages != pp * chunks:
-            return (f"--pipeline-model-parallel-layout has {stages} stages but {what} runs {pp} pipeline ranks x "
-                    f"{chunks} chunk{'s' if chunks > 1 else ''} = {pp * chunks}: give a layout of {pp * chunks} "
-                    f"stages")
-        return None
+    (schedules/layer_split.py), the same global stages under every placement
+    (a layout's stages too: its stage count must be the schedule's)."""
     return layer_split.check(layer_split.LayerSplit.from_args(args), pp, chunks, what, w_ops=w_ops)
 
 
@@ -148,7 +132,7 @@ def split_fits(args: argparse.Namespace, name: str) -> bool:
     (the candidates of --pipeline-schedule auto)."""
     entry = registry.info(name)
     return check_layer_split(args, getattr(args, "pipeline_model_parallel_size", None), entry.chunks, name,
-                             w_ops=splits_weight_gradients(entry), v_placement=entry.placement == V) is None
+                             w_ops=splits_weight_gradients(entry)) is None
 
 
 def check_balance_args(args: argparse.Namespace, steps: int) -> Optional[str]:
@@ -169,7 +153,8 @@ def check_balance_args(args: argparse.Namespace, steps: int) -> Optional[str]:
     given = [opt for key, opt in (("decoder_first_pipeline_num_layers", "--decoder-first-pipeline-num-layers"),
                                   ("decoder_last_pipeline_num_layers", "--decoder-last-pipeline-num-layers"),
                                   ("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
-                                  ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split"))
+                                  ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split"),
+                                  ("pipeline_model_parallel_layout", "--pipeline-model-parallel-layout"))
              if getattr(args, key, None) not in (None, False)]
     if given and not getattr(args, "pipeline_balance_applied", False):
         return f"--pipeline-balance chooses the layer split itself: drop {given[0]}"
@@ -185,7 +170,8 @@ def check_balance_args(args: argparse.Namespace, steps: int) -> Optional[str]:
 
 
 SPLIT_ARGS = {"first": "decoder_first_pipeline_num_layers", "last": "decoder_last_pipeline_num_layers",
-              "embedding": "account_for_embedding_in_pipeline_split", "loss": "account_for_loss_in_pipeline_split"}
+              "embedding": "account_for_embedding_in_pipeline_split", "loss": "account_for_loss_in_pipeline_split",
+              "layout": "pipeline_model_parallel_layout"}
 
 
 def apply_balance(args: argparse.Namespace, model, pp: int, microbatches: int, *, source: str) -> str:
@@ -207,7 +193,8 @@ def apply_balance(args: argparse.Namespace, model, pp: int, microbatches: int, *
         best, rows = balance.choose(name, pp, microbatches, model, args.num_layers, memory_limit=limit,
                                     post_validation=post)
     for key, dest in SPLIT_ARGS.items():
-        setattr(args, dest, getattr(best.split, key) if key in ("first", "last") else bool(getattr(best.split, key)))
+        value = getattr(best.split, key)
+        setattr(args, dest, bool(value) if key in ("embedding", "loss") else value)
     args.pipeline_balance_applied = True
     even = next((c for c in rows if not balance.flags(c.split)), None)
     gain = f"; simulated iteration {best.iteration / even.iteration:.3f}x the even split's" \

@@ -394,7 +394,7 @@ def _split_precheck(args) -> Optional[str]:
     if pp is None or pp < 2:
         return None  # check_schedule_args says what is wrong with the pipeline size
     return check_layer_split(args, pp, chunks, f"--pipeline-schedule {entry.name}",
-                             w_ops=splits_weight_gradients(entry), v_placement=entry.placement == S.V)
+                             w_ops=splits_weight_gradients(entry))
 
 
 def _refuse(problem: Optional[str]) -> None:

@@ -30,8 +30,11 @@ same split in pure Python and is checked against these two functions):
   rank 0, which computes the embedding, the output layer and the loss, holds
   two layers fewer than the other ranks: the way to make rank 0's two chunks
   together no heavier than another rank's.
-* `pipeline_model_parallel_layout` reads the pipeline rank from
-  parallel_state, out of reach of the remapping: refused under V.
+* `pipeline_model_parallel_layout` writes out every global stage's layers.
+  Its object reads the pipeline rank from parallel_state rather than from
+  the caller, so under V its own two lookups (`get_num_layers_to_build`,
+  `get_layer_offset`; `get_layer_id_list` goes through them) are remapped
+  too, and the module functions leave a layout config to them.
 """
 from __future__ import annotations
 
@@ -59,44 +62,69 @@ def _loop_pair(pp: int, placement: str, vp_stage: Optional[int], pp_rank: Option
     return stage // pp, stage % pp
 
 
+def _layout_lookups(pp: int, placement: str) -> dict[str, Callable]:
+    """megatron's layout object's two lookups, answered from its table for the
+    loop pair of (vp_stage, pp_rank) under `placement`. megatron's own methods
+    read the pipeline rank from parallel_state and take the virtual stage as 0
+    while no virtual pipeline size is set there (a model built chunk by chunk,
+    as `build_model` does, sets none)."""
+    from megatron.core.transformer.enums import LayerType
+
+    def num_layers(self, layer_type=LayerType.decoder, vp_stage=None, pp_rank=None):
+        vp, rank = _loop_pair(pp, placement, vp_stage, pp_rank)
+        return self.layout[rank][vp or 0].count(layer_type)
+
+    def offset(self, layer_type=LayerType.decoder, vp_stage=None, pp_rank=None):
+        vp, rank = _loop_pair(pp, placement, vp_stage, pp_rank)
+        before = (vp or 0) * pp + rank  # loop stages come before this one in layer order
+        return sum(self.layout[s % pp][s // pp].count(layer_type) for s in range(before))
+
+    num_layers._primus_placement = offset._primus_placement = (pp, placement)
+    return {"get_num_layers_to_build": num_layers, "get_layer_offset": offset}
+
+
 @contextlib.contextmanager
 def layer_placement(pp: int, placement: str):
-    """Within the context, megatron's layer split follows `placement`."""
-    if placement == S.LOOP:
-        yield
-        return
+    """Within the context, megatron's layer split follows `placement`: its two
+    split functions (and a layout's lookups) get the loop pair of the chunk's
+    global stage."""
     from megatron.core.transformer import transformer_block, transformer_layer
+    from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
 
-    if getattr(transformer_layer.get_transformer_layer_offset, "_primus_placement", None) == (pp, placement):
-        yield  # already in effect (e.g. installed for the whole run by megatron_lm.install)
-        return
+    patched = []
+    if getattr(PipelineParallelLayerLayout.get_layer_offset, "_primus_placement", None) != (pp, placement):
+        for name, fn in _layout_lookups(pp, placement).items():
+            patched.append((PipelineParallelLayerLayout, name, PipelineParallelLayerLayout.__dict__[name]))
+            setattr(PipelineParallelLayerLayout, name, fn)
     originals = {
         "get_transformer_layer_offset": transformer_layer.get_transformer_layer_offset,
         "get_num_layers_to_build": transformer_block.get_num_layers_to_build,
     }
+    already = getattr(originals["get_transformer_layer_offset"], "_primus_placement", None) == (pp, placement)
+    if placement != S.LOOP and not already:  # (already: e.g. installed for the whole run by megatron_lm.install)
+        def remapped(original):
+            def fn(config, vp_stage=None, pp_rank=None, *args, **kwargs):
+                if getattr(config, "pipeline_model_parallel_layout", None) is not None:
+                    return original(config, vp_stage, pp_rank, *args, **kwargs)  # the layout's lookups remap
+                vp, rank = _loop_pair(pp, placement, vp_stage, pp_rank)
+                return original(config, vp, rank, *args, **kwargs)
 
-    def remapped(original):
-        def fn(config, vp_stage=None, pp_rank=None, *args, **kwargs):
-            vp, rank = _loop_pair(pp, placement, vp_stage, pp_rank)
-            return original(config, vp, rank, *args, **kwargs)
+            fn._primus_placement = (pp, placement)
+            return fn
 
-        fn._primus_placement = (pp, placement)
-        return fn
-
-    wrappers = {name: remapped(fn) for name, fn in originals.items()}
-    patched = []
-    for module in list(sys.modules.values()):
-        if module is None or not getattr(module, "__name__", "").startswith("megatron.core"):
-            continue
-        for name, original in originals.items():
-            if getattr(module, name, None) is original:
-                setattr(module, name, wrappers[name])
-                patched.append((module, name, original))
+        wrappers = {name: remapped(fn) for name, fn in originals.items()}
+        for module in list(sys.modules.values()):
+            if module is None or not getattr(module, "__name__", "").startswith("megatron.core"):
+                continue
+            for name, original in originals.items():
+                if getattr(module, name, None) is original:
+                    setattr(module, name, wrappers[name])
+                    patched.append((module, name, original))
     try:
         yield
     finally:
-        for module, name, original in patched:
-            setattr(module, name, original)
+        for owner, name, original in reversed(patched):
+            setattr(owner, name, original)
 
 
 def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
@@ -159,14 +187,7 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
     rank = parallel_state.get_pipeline_model_parallel_rank() if rank is None else rank
     n = pp * nchunks
     what = f"pipeline schedule {name!r}"
-    if config is not None and getattr(config, "pipeline_model_parallel_layout", None) is not None:
-        if placement == S.V:
-            raise ScheduleError(f"pipeline_model_parallel_layout cannot be used with {what}: its V placement "
-                                f"decides the layers by global stage and megatron's layout by pipeline rank; use "
-                                f"num_layers_in_first/last_pipeline_stage or account_for_embedding/loss_in_"
-                                f"pipeline_split, or a loop-placed schedule")
-        split = None  # megatron's layout decides (and checks) the split
-    elif config is not None:
+    if config is not None:
         split = layer_split.LayerSplit.from_config(config)
     elif num_layers is not None:
         split = layer_split.LayerSplit(num_layers)
@@ -199,8 +220,6 @@ def _check_layers(chunk: torch.nn.Module, stage: int, pp: int, chunks: int, what
     inner = _unwrap(chunk)
     block, config = getattr(inner, "decoder", None), getattr(inner, "config", None)
     if not isinstance(block, TransformerBlock) or config is None or not isinstance(getattr(config, "num_layers", None), int):
-        return
-    if getattr(config, "pipeline_model_parallel_layout", None) is not None:
         return
     try:
         expected = layer_split.stage_ranges(layer_split.LayerSplit.from_config(config), pp, chunks)[stage]

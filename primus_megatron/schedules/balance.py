@@ -26,14 +26,17 @@ launch can take the split measured by an earlier one.
 """
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
 from .costs import Costs
 from .errors import ScheduleError
-from .layer_split import CLI, LayerSplit, check, stage_layers
+from .ir import stage_of
+from .layer_split import CLI, LayerSplit, check, layout_string, stage_layers
 
 FORMAT = "primus-pipeline-profile/1"
 
@@ -126,14 +129,24 @@ def fit(measured: Costs, split: LayerSplit, pp: int, chunks: int, *, head_memory
 
 # -- choosing --------------------------------------------------------------------------------------
 
-def candidates(num_layers: int, pp: int, chunks: int, *, w_ops: bool) -> list[LayerSplit]:
-    """Every split megatron-core builds for the pipeline (one per distinct layer layout)."""
+def candidates(num_layers: int, pp: int, chunks: int, *, w_ops: bool, model: Optional[ModelCosts] = None,
+               placement: str = "loop") -> list[LayerSplit]:
+    """Every split megatron-core builds for the pipeline with its first/last and
+    embedding/loss options, then layouts (one per distinct layer layout): every
+    one while there are few, else those that balance the ranks' work under
+    `model` (`balanced_layouts`)."""
     options = [LayerSplit(num_layers)]
     options += [LayerSplit(num_layers, embedding=e, loss=l) for e in (False, True) for l in (False, True) if e or l]
     steps = range(chunks, num_layers, chunks)
     options += [LayerSplit(num_layers, first=f) for f in steps]
     options += [LayerSplit(num_layers, last=l) for l in steps]
     options += [LayerSplit(num_layers, first=f, last=l) for f in steps for l in steps if f + l < num_layers]
+    n = pp * chunks
+    if _compositions(num_layers, n) <= EVERY_LAYOUT_UP_TO:
+        counts = _every_composition(num_layers, n)
+    else:
+        counts = balanced_layouts(num_layers, pp, chunks, placement, model) if model is not None else []
+    options += [LayerSplit(num_layers, layout=layout_string(c)) for c in counts]
     seen, out = set(), []
     for split in options:
         if check(split, pp, chunks, w_ops=w_ops) is not None:
@@ -142,6 +155,56 @@ def candidates(num_layers: int, pp: int, chunks: int, *, w_ops: bool) -> list[La
         if layout not in seen:
             seen.add(layout)
             out.append(split)
+    return out
+
+
+EVERY_LAYOUT_UP_TO = 400  # layouts with one layer or more per stage; beyond, the balanced ones only
+
+
+def _compositions(total: int, parts: int) -> int:
+    """Ways to write `total` as `parts` positive summands."""
+    return math.comb(total - 1, parts - 1) if total >= parts >= 1 else 0
+
+
+def _every_composition(total: int, parts: int) -> list[list[int]]:
+    """Every way to write `total` as `parts` positive summands (cut points between layers)."""
+    return [[b - a for a, b in zip((0,) + cuts, cuts + (total,))]
+            for cuts in itertools.combinations(range(1, total), parts - 1)]
+
+
+def balanced_layouts(num_layers: int, pp: int, chunks: int, placement: str, model: ModelCosts) -> list[list[int]]:
+    """Per-stage layer counts that even out the ranks' work (F + B + W) under
+    `model`: the layers go one at a time to the least loaded rank, counting the
+    embedding and the head on the ranks that hold them (with the head weighed
+    at 1/2, 1 and 3/2 of its fitted cost, as the fit is noisy), and each rank's
+    layers are shared by its chunks as evenly as can be, the odd layer first
+    in the earlier or in the later chunk."""
+    n = pp * chunks
+    if num_layers < n:
+        return []
+    def work(part: Part) -> float:
+        return part.f + part.b + part.w
+    per_layer = max(work(model.layer), 1e-12)
+    stages_of = [[stage_of(placement, pp, r, c) for c in range(chunks)] for r in range(pp)]
+    out = []
+    for head_weight in (0.5, 1.0, 1.5):
+        load = [0.0] * pp
+        for r, stages in enumerate(stages_of):
+            load[r] += work(model.embedding) * (0 in stages) + head_weight * work(model.head) * (n - 1 in stages)
+        layers = [chunks] * pp  # every stage keeps a layer
+        load = [x + chunks * per_layer for x in load]
+        for _ in range(num_layers - chunks * pp):
+            r = min(range(pp), key=lambda i: (load[i], i))
+            layers[r] += 1
+            load[r] += per_layer
+        for later_first in (False, True):
+            counts = [0] * n
+            for r, stages in enumerate(stages_of):
+                share, odd = divmod(layers[r], chunks)
+                order = sorted(stages, reverse=later_first)
+                for i, s in enumerate(order):
+                    counts[s] = share + (i < odd)
+            out.append(counts)
     return out
 
 
@@ -165,6 +228,8 @@ def flags(split: LayerSplit) -> str:
         out.append(CLI["embedding"])
     if split.loss:
         out.append(CLI["loss"])
+    if split.layout:
+        out.append(f"{CLI['layout']} '{split.layout}'")
     return " ".join(out)
 
 
@@ -200,10 +265,11 @@ def choose(name: str, pp: int, microbatches: int, model: ModelCosts, num_layers:
     needs no option)."""
     from .registry import generate, info
 
-    chunks = info(name).chunks
+    entry = info(name)
     w_ops = generate(name, 2, 4, validate=False).splits_backward
+    splits = candidates(num_layers, pp, entry.chunks, w_ops=w_ops, model=model, placement=entry.placement)
     rows = [evaluate(name, pp, microbatches, model, split, memory_limit=memory_limit,
-                     post_validation=post_validation) for split in candidates(num_layers, pp, chunks, w_ops=w_ops)]
+                     post_validation=post_validation) for split in splits]
     fitting = [c for c in rows if c.iteration is not None and not c.note]
     if not fitting:
         raise ScheduleError(f"no layer split of {num_layers} layers fits {name} on {pp} pipeline ranks"

@@ -20,18 +20,24 @@ stage `s = vp_stage * pp + pp_rank`, with `vp` chunks per rank:
   middle ranks and again by their chunks. So with 2 chunks per rank F puts
   F/2 layers in global stages 0 and pp, L puts L/2 in stages pp-1 and 2pp-1;
   megatron has no option for "the first virtual stage only" (that needs
-  `pipeline_model_parallel_layout`, which excludes all four options here);
+  the layout below);
 * `account_for_embedding_in_pipeline_split` / `..._loss_...`: the embedding
   (the loss) counts as one layer in the split of `num_layers + 1 (+ 1)`
   layers, and is placed in the global first (last) *virtual* stage only,
   which builds one transformer layer fewer (possibly none);
-* F / L cannot be combined with the embedding / loss accounting.
+* F / L cannot be combined with the embedding / loss accounting;
+* `pipeline_model_parallel_layout` (Megatron-LM's --pipeline-model-parallel-layout,
+  e.g. 'Ett|ttt|ttt|tL'): every global stage's layers written out, stages in
+  global order; it excludes the four options above and sets the virtual
+  pipeline size itself (stages / pp). The only way to give rank 0's two V
+  stages together fewer layers than another rank's at pp = 2.
 
 Refused here beyond megatron's own checks: F and L together on 2 pipeline
 ranks with vp > 1 (megatron-core's offset divides by the zero middle ranks;
 F alone is the same split), F + L above the layers (megatron builds negative
-layer counts), and, for schedules with W ops, a first stage holding the
-embedding alone (W would find no weight gradient to run).
+layer counts), for schedules with W ops a first stage holding the embedding
+alone (W would find no weight gradient to run), and in a layout MTP layers,
+an embedding (loss) outside the first (last) stage and empty middle stages.
 
 Layer numbers are global and follow the stage order, so the first layer of
 stage s is one more than the layers of stages 0 .. s-1. A placement decides
@@ -43,6 +49,7 @@ F and L (2 chunks) ranks 0 and pp-1 each hold F/2 + L/2 layers.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -51,10 +58,11 @@ from .ir import stage_of
 
 CLI = {"first": "--decoder-first-pipeline-num-layers", "last": "--decoder-last-pipeline-num-layers",
        "embedding": "--account-for-embedding-in-pipeline-split", "loss": "--account-for-loss-in-pipeline-split",
-       "num_layers": "--num-layers", "pp": "--pipeline-model-parallel-size"}
+       "layout": "--pipeline-model-parallel-layout", "num_layers": "--num-layers",
+       "pp": "--pipeline-model-parallel-size"}
 CONFIG = {"first": "num_layers_in_first_pipeline_stage", "last": "num_layers_in_last_pipeline_stage",
           "embedding": "account_for_embedding_in_pipeline_split", "loss": "account_for_loss_in_pipeline_split",
-          "num_layers": "num_layers", "pp": "pipeline_model_parallel_size"}
+          "layout": "pipeline_model_parallel_layout", "num_layers": "num_layers", "pp": "pipeline_model_parallel_size"}
 
 
 class SplitError(ScheduleError):
@@ -70,12 +78,14 @@ class LayerSplit:
     last: Optional[int] = None
     embedding: bool = False
     loss: bool = False
+    layout: Optional[str] = None  # megatron's pipeline_model_parallel_layout, as its string
 
     @classmethod
     def from_config(cls, config: Any) -> "LayerSplit":
         """From a TransformerConfig (or anything with its field names)."""
         return cls(config.num_layers, getattr(config, CONFIG["first"], None), getattr(config, CONFIG["last"], None),
-                   bool(getattr(config, CONFIG["embedding"], False)), bool(getattr(config, CONFIG["loss"], False)))
+                   bool(getattr(config, CONFIG["embedding"], False)), bool(getattr(config, CONFIG["loss"], False)),
+                   layout_text(getattr(config, CONFIG["layout"], None)))
 
     @classmethod
     def from_args(cls, args: Any) -> Optional["LayerSplit"]:
@@ -85,11 +95,88 @@ class LayerSplit:
             return None
         return cls(num_layers, getattr(args, "decoder_first_pipeline_num_layers", None),
                    getattr(args, "decoder_last_pipeline_num_layers", None),
-                   bool(getattr(args, CONFIG["embedding"], False)), bool(getattr(args, CONFIG["loss"], False)))
+                   bool(getattr(args, CONFIG["embedding"], False)), bool(getattr(args, CONFIG["loss"], False)),
+                   layout_text(getattr(args, CONFIG["layout"], None)))
 
     @property
     def uneven(self) -> bool:
-        return self.first is not None or self.last is not None or self.embedding or self.loss
+        return self.first is not None or self.last is not None or self.embedding or self.loss or bool(self.layout)
+
+
+# -- megatron's layout strings ---------------------------------------------------------------------
+# megatron-core 0.16.1 (transformer/pipeline_parallel_layer_layout.py): stages in global (loop) order
+# separated by '|'; E embedding, L loss (output layer and loss), t transformer layer, m MTP layer;
+# 'x*n' and '(...)*n' repeat, commas are cosmetic. E must come first and L last of all layers.
+_LAYER_CHARS = "ELtm"
+_LAYER_NAMES = {"embedding": "E", "loss": "L", "decoder": "t", "mtp": "m"}
+
+
+def layout_text(value: Any) -> Optional[str]:
+    """A layout as its string: megatron's string itself, a list of stages (each a
+    list of layer names or LayerType members), or megatron's parsed object."""
+    if value is None or isinstance(value, str):
+        return value or None
+    if isinstance(getattr(value, "input_data", None), str):  # PipelineParallelLayerLayout made from a string
+        return value.input_data
+    rows = getattr(value, "input_data", value)
+    stages = []
+    for stage in rows:
+        chars = []
+        for layer in stage:
+            name = getattr(layer, "name", layer)
+            chars.append(_LAYER_NAMES.get(str(name).strip().lower(), str(name)))
+        stages.append("".join(chars))
+    return "|".join(stages)
+
+
+def parse_layout(text: str, *, option: str = CLI["layout"]) -> list[str]:
+    """The stages of a layout string, each the string of its layers (repeats expanded)."""
+    flat = text.replace(",", "").replace(" ", "")
+    group = re.compile(r"\(([^()]*)\)\*(\d+)")  # innermost parenthesised repeat first
+    while True:
+        expanded = group.sub(lambda m: m.group(1) * int(m.group(2)), flat)
+        if expanded == flat:
+            break
+        flat = expanded
+    flat = re.sub(r"([^()*\d])\*(\d+)", lambda m: m.group(1) * int(m.group(2)), flat)
+    bad = sorted(set(flat) - set(_LAYER_CHARS + "|"))
+    if bad:
+        raise SplitError(f"{option} {text!r} cannot be read: {''.join(bad)!r} is not a layer or a repeat; use E, L, "
+                         f"t, m, '|' between stages, 'x*n' or '(...)*n' to repeat, e.g. 'Ett|tt|tt|ttL'")
+    return flat.split("|")
+
+
+def layout_string(counts: list[int]) -> str:
+    """The layout string of per-stage transformer-layer counts (E in stage 0, L in the last)."""
+    stages = [f"t*{n}" if n > 1 else "t" * n for n in counts]
+    stages[0] = "E" + stages[0]
+    stages[-1] = stages[-1] + "L"
+    return "|".join(stages)
+
+
+def _layout_counts(split: LayerSplit, n: int, names: dict) -> list[int]:
+    opt = names["layout"]
+    stages = parse_layout(split.layout, option=opt)
+    whole = "".join(stages)
+    if len(stages) != n:
+        raise SplitError(f"{opt} {split.layout!r} has {len(stages)} stages; the pipeline has {n} "
+                         f"(pipeline ranks x chunks per rank): give {n} stages separated by '|'")
+    if "m" in whole:
+        raise SplitError(f"{opt} {split.layout!r} has MTP layers (m), which the primus schedules do not run; "
+                         f"drop them or use megatron's own schedule")
+    if whole.count("E") != 1 or not stages[0].startswith("E"):
+        raise SplitError(f"{opt} {split.layout!r} must begin the first stage with the embedding E (once)")
+    if whole.count("L") != 1 or not stages[-1].endswith("L"):
+        raise SplitError(f"{opt} {split.layout!r} must end the last stage with the loss L (once)")
+    counts = [stage.count("t") for stage in stages]
+    if sum(counts) != split.num_layers:
+        raise SplitError(f"{opt} {split.layout!r} holds {sum(counts)} transformer layers (t) but "
+                         f"{names['num_layers']} is {split.num_layers}")
+    empty = [s for s in range(1, n - 1) if counts[s] == 0]
+    if empty:
+        raise SplitError(f"{opt} {split.layout!r} leaves stage {empty[0]} without any layer; every stage between "
+                         f"the first and the last needs a transformer layer (t)")
+    return counts
 
 
 def stage_layers(split: LayerSplit, pp: int, chunks: int = 1, *, names: dict = CLI,
@@ -108,6 +195,11 @@ def stage_layers(split: LayerSplit, pp: int, chunks: int = 1, *, names: dict = C
         raise SplitError(f"{opt('num_layers')} must be >= 1, got {N}")
     given = [k for k in ("first", "last") if getattr(split, k) is not None]
     accounted = [k for k in ("embedding", "loss") if getattr(split, k)]
+    if split.layout:
+        if given or accounted:
+            raise SplitError(f"{opt('layout')} cannot be combined with {opt((given + accounted)[0])}: the layout "
+                             f"decides every stage's layers itself")
+        return _layout_counts(split, n, names)
     if given and accounted:
         raise SplitError(f"{opt(given[0])} cannot be combined with {opt(accounted[0])}: megatron-core takes either "
                          f"the first/last pipeline rank's layer counts or the embedding/loss accounting")
@@ -192,6 +284,10 @@ def check(split: Optional[LayerSplit], pp: Optional[int], chunks: int = 1, what:
         counts = stage_layers(split, pp, chunks, names=names, what=what)
     except SplitError as exc:
         return str(exc)
+    if w_ops and counts[0] == 0 and len(counts) > 1 and split.layout:
+        return (f"{names['layout']} {split.layout!r} leaves the first stage with the embedding alone (no transformer "
+                f"layer) and {what or 'a schedule with W ops'} needs a weight gradient to defer to W in every stage; "
+                f"give the first stage a transformer layer (t), or use a schedule without W (1f1b, interleaved-1f1b)")
     if w_ops and counts[0] == 0 and len(counts) > 1:
         return (f"{names['num_layers']} {split.num_layers} with {names['embedding']} leaves the first stage with the "
                 f"embedding alone (no transformer layer) and {what or 'a schedule with W ops'} needs a weight gradient "

@@ -95,6 +95,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--account-for-loss-in-pipeline-split", action="store_true",
                    help="count the output layer and loss as a layer of the split: the last stage holds one "
                         "transformer layer fewer (under V placement rank 0 holds the last stage too)")
+    g.add_argument("--pipeline-model-parallel-layout", default=None, metavar="LAYOUT",
+                   help="every global stage's layers, stages in order separated by '|': E embedding, t transformer "
+                        "layer, L output layer and loss, 'x*n' / '(...)*n' repeat (Megatron-LM's option), e.g. "
+                        "'Et|ttt|ttt|tL' for pp=2 x 2 chunks; excludes the four options above")
     g.add_argument("--sequence-parallel", action="store_true")
     g.add_argument("--distributed-backend", choices=["nccl", "gloo"], default=None,
                    help="default: gloo with --cpu, else nccl (RCCL on ROCm)")

@@ -94,7 +94,7 @@ def balance_split(args: argparse.Namespace, model: list, rebuild: Callable[[], l
 
     before = (args.pipeline_schedule, _split_of(args))
     costs, _, plan = _profile(args, model, train_data, configure, args.pipeline_schedule)
-    split = LayerSplit(args.num_layers, *_split_of(args))
+    split = LayerSplit.from_args(args)
     fitted = balance.fit(costs, split, plan.pp, plan.chunks_per_rank)
     if choose_schedule_too:
         args.pipeline_schedule = "auto"
@@ -110,4 +110,5 @@ def balance_split(args: argparse.Namespace, model: list, rebuild: Callable[[], l
 
 def _split_of(args: argparse.Namespace) -> tuple:
     return (args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers,
-            bool(args.account_for_embedding_in_pipeline_split), bool(args.account_for_loss_in_pipeline_split))
+            bool(args.account_for_embedding_in_pipeline_split), bool(args.account_for_loss_in_pipeline_split),
+            args.pipeline_model_parallel_layout)

@@ -29,6 +29,7 @@ def transformer_config(args: argparse.Namespace):
         num_layers_in_last_pipeline_stage=getattr(args, "decoder_last_pipeline_num_layers", None),
         account_for_embedding_in_pipeline_split=getattr(args, "account_for_embedding_in_pipeline_split", False),
         account_for_loss_in_pipeline_split=getattr(args, "account_for_loss_in_pipeline_split", False),
+        pipeline_model_parallel_layout=getattr(args, "pipeline_model_parallel_layout", None),
         sequence_parallel=args.sequence_parallel,
         use_cpu_initialization=args.cpu,
         params_dtype=dtype,

@@ -247,8 +247,7 @@ def train(args) -> dict:
     from ..schedules.balance import flags
     from ..schedules.layer_split import LayerSplit
 
-    split = LayerSplit(args.num_layers, args.decoder_first_pipeline_num_layers, args.decoder_last_pipeline_num_layers,
-                       bool(args.account_for_embedding_in_pipeline_split), bool(args.account_for_loss_in_pipeline_split))
+    split = LayerSplit.from_args(args)
     return {"losses": history, "eval": evals, "start_iteration": start_iter, "grad_norms": norms,
             "layer_split": flags(split),
             "loss_scale": float(optimizer.get_loss_scale().item()), "skipped": skipped_total,
