@@ -52,6 +52,10 @@ def build_split(model: dict, schedule: str, pp: int, split):
     config = RT.gpt_config(model, pp, S.info(schedule).chunks)
     for field in ("first", "last", "embedding", "loss"):
         setattr(config, CONFIG[field], getattr(split, field))
+    if split.layout:  # as TransformerConfig would have parsed it
+        from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
+
+        config.pipeline_model_parallel_layout = PipelineParallelLayerLayout(split.layout, pp)
     chunks = pm.build_model(partial(RT.gpt_provider, config, model), schedule=schedule, config=config)
     init_by_global_name_(chunks, seed=1234, std=0.02, num_layers=model["num_layers"])
     return chunks
