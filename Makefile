@@ -84,11 +84,12 @@ plan: $(STAMP)
 # newest megatron-core (PY312_TESTS; the project from this checkout via PYTHONPATH).
 test: test-py311 test-py312
 
+# Each leg also writes every test's duration to out/ (JUnit XML), for finding what makes the suite slow.
 test-py311: $(STAMP)
-	$(BIN)/python -m pytest -q --durations=20 tests
+	$(BIN)/python -m pytest -q --durations=20 --junitxml=out/test-py311.xml tests
 
 test-py312: $(STAMP312)
-	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) $(VENV312)/bin/python -m pytest -q --durations=10 -p no:cacheprovider $(PY312_TESTS)
+	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) $(VENV312)/bin/python -m pytest -q --durations=10 -p no:cacheprovider --junitxml=out/test-py312.xml $(PY312_TESTS)
 
 clean:
 	rm -rf $(VENV) out *.egg-info
