@@ -125,6 +125,28 @@ def test_under_v_at_pp2_only_a_layout_balances_and_it_is_chosen():
     assert len({c.layers for c in rows}) == len(rows) == 35  # every layout of 8 layers in 4 stages, once
 
 
+def test_a_chosen_layout_is_set_in_megatron_lms_arguments_in_place_of_the_virtual_size():
+    """apply_balance (--pipeline-balance FILE) sets the layout; Megatron-LM takes the
+    virtual pipeline size from it and refuses it next to --num-virtual-stages-per-pipeline-rank."""
+    import argparse
+
+    from primus_megatron.megatron_lm.args import apply_balance, check_layer_split
+
+    args = argparse.Namespace(pipeline_schedule="zbv", num_layers=8, pipeline_model_parallel_size=2,
+                              num_virtual_stages_per_pipeline_rank=2, num_layers_per_virtual_pipeline_stage=None,
+                              decoder_first_pipeline_num_layers=None, decoder_last_pipeline_num_layers=None,
+                              account_for_embedding_in_pipeline_split=False, account_for_loss_in_pipeline_split=False,
+                              pipeline_model_parallel_layout=None, pipeline_memory_limit=None)
+    assert check_layer_split(args, 2, 2, "zbv") is None
+    log = apply_balance(args, HEAVY_HEAD, 2, 16, source="test")
+    best, _ = B.choose("zbv", 2, 16, HEAVY_HEAD, 8)
+    assert args.pipeline_model_parallel_layout == best.split.layout and best.split.layout in log
+    assert args.num_virtual_stages_per_pipeline_rank is None
+    assert check_layer_split(args, 2, 2, "zbv", w_ops=True) is None
+    args.num_virtual_stages_per_pipeline_rank = 2
+    assert "drop --num-virtual-stages-per-pipeline-rank" in check_layer_split(args, 2, 2, "zbv")
+
+
 @pytest.mark.parametrize("name, pp, layers", [("zbv", 4, 16), ("v-half", 4, 16), ("zb-h1", 8, 32)])
 def test_beyond_every_layout_the_balanced_ones_are_tried(name, pp, layers):
     """Too many layouts to try them all: those that even out the ranks' work are

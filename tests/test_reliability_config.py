@@ -151,6 +151,12 @@ CASES = {
         cli=None,
         megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|tt|t|t|t|tt|ttm|L"),
         megatron_needles=["has MTP layers (m), which the primus schedules do not run"]),
+    "megatron layout with a virtual pipeline size": dict(
+        split=True, argv=None, cli=None,
+        megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|t|t|t|t|t|t|tL",
+                      num_virtual_stages_per_pipeline_rank=2),
+        megatron_needles=["--pipeline-model-parallel-layout sets the virtual pipeline size itself (its stages / "
+                          "pipeline ranks): drop --num-virtual-stages-per-pipeline-rank"]),
     "global batch not divisible": dict(
         argv=["--pipeline-schedule", "zb-h1", "--micro-batch-size", "3", "--global-batch-size", "8"],
         needles=["--global-batch-size 8 must be divisible by --micro-batch-size 3 x data-parallel size 1"],
@@ -350,8 +356,8 @@ def megatron_lm_installed(monkeypatch):
                                   *[n for n, c in CASES.items() if c.get("split") and c["megatron"]]])
 def test_megatron_lm_validate_args_refuses_with_one_line_and_status_2(name, megatron_lm_installed, capsys):
     initialize, calls = megatron_lm_installed
-    args = megatron_lm_args(num_virtual_stages_per_pipeline_rank=None, num_layers_per_virtual_pipeline_stage=None,
-                            **CASES[name]["megatron"])
+    args = megatron_lm_args(**{"num_virtual_stages_per_pipeline_rank": None,
+                               "num_layers_per_virtual_pipeline_stage": None, **CASES[name]["megatron"]})
     with pytest.raises(SystemExit) as exc:
         initialize.validate_args(args, {})
     assert exc.value.code == 2

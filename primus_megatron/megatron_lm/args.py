@@ -117,6 +117,9 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
     return None
 
 
+VIRTUAL_SIZE_ARGS = ("num_virtual_stages_per_pipeline_rank", "num_layers_per_virtual_pipeline_stage")
+
+
 def check_layer_split(args: argparse.Namespace, pp: Optional[int], chunks: int, what: Optional[str], *,
                       w_ops: bool = False) -> Optional[str]:
     """The layer split of the arguments (--num-layers, --decoder-first/last-pipeline-num-layers,
@@ -124,6 +127,11 @@ def check_layer_split(args: argparse.Namespace, pp: Optional[int], chunks: int, 
     for `pp` ranks x `chunks`, in one sentence, or None. megatron-core's split
     (schedules/layer_split.py), the same global stages under every placement
     (a layout's stages too: its stage count must be the schedule's)."""
+    if getattr(args, "pipeline_model_parallel_layout", None):
+        for dest in VIRTUAL_SIZE_ARGS:
+            if getattr(args, dest, None) is not None:
+                return (f"--pipeline-model-parallel-layout sets the virtual pipeline size itself (its stages / "
+                        f"pipeline ranks): drop --{dest.replace('_', '-')}")
     return layer_split.check(layer_split.LayerSplit.from_args(args), pp, chunks, what, w_ops=w_ops)
 
 
@@ -195,6 +203,10 @@ def apply_balance(args: argparse.Namespace, model, pp: int, microbatches: int, *
     for key, dest in SPLIT_ARGS.items():
         value = getattr(best.split, key)
         setattr(args, dest, bool(value) if key in ("embedding", "loss") else value)
+    if best.split.layout:  # the layout gives the virtual pipeline size (the schedule's chunks) itself
+        for dest in VIRTUAL_SIZE_ARGS:
+            if getattr(args, dest, None) is not None:
+                setattr(args, dest, None)
     args.pipeline_balance_applied = True
     even = next((c for c in rows if not balance.flags(c.split)), None)
     gain = f"; simulated iteration {best.iteration / even.iteration:.3f}x the even split's" \
