@@ -44,6 +44,7 @@ import glob
 import io
 import math
 import os
+import re
 import time
 import traceback
 import zlib
@@ -553,7 +554,8 @@ def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1
             if all(os.path.exists(p) for p in paths):
                 results[i] = [torch.load(p, weights_only=False) for p in paths]
                 continue
-            results[i] = {"error": _errors(directory, i, world) or launch_error or "no result and no error"}
+            errors = "\n".join(filter(None, [_silent_deaths(launch_error), _errors(directory, i, world)]))
+            results[i] = {"error": errors or launch_error or "no result and no error"}
             if not os.path.exists(os.path.join(directory, f"{i}.recovered")):
                 failed = i  # the case that ended the launch
                 break
@@ -567,6 +569,13 @@ def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1
             break
         start = failed + 1
     return results
+
+
+def _silent_deaths(launch_error: str | None) -> str:
+    """The ranks cpu_ranks found dead without a word (a signal, the out-of-memory killer): they
+    wrote no error file, and their peers' errors (connections reset) only point at them."""
+    found = re.findall(r"^rank (\d+) failed:\n(its process .*)$", launch_error or "", re.M)
+    return "\n".join(f"rank {r}: {text}" for r, text in found)
 
 
 def _errors(directory: str, i: int, world: int) -> str:

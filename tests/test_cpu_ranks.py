@@ -1,8 +1,10 @@
 """The CPU rank launcher (`compat.cpu_ranks`): results by rank, and every run ends.
 
 A worker's exception must come back naming the rank (while the other ranks are
-blocked waiting on it), and a rank that never finishes must end the run at the
-time limit naming it; neither may leave processes behind.
+blocked waiting on it), a rank killed without a word must come back named with
+its signal (not as a timeout, nor as its peers' reset connections), and a rank that
+never finishes must end the run at the time limit naming it; none may leave
+processes behind.
 """
 from __future__ import annotations
 
@@ -42,12 +44,26 @@ def _hang_on_one_body(rank: int, case: dict) -> int:
     return rank
 
 
+def _killed_on_one_body(rank: int, case: dict) -> None:
+    import os
+    import signal
+
+    if rank == case["bad"]:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer ends a process: no word
+    time.sleep(3600)
+
+
 def _children() -> set[int]:
-    """Live rank processes of this test process (not multiprocessing's resource tracker)."""
+    """Live rank processes of this test process (not multiprocessing's resource tracker, nor
+    the fork server that starts the ranks and lives as long as this process)."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver._forkserver_pid  # its ranks share its command line: excluded by pid
     alive = []
     for p in psutil.Process().children(recursive=True):
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
+            if (p.status() != psutil.STATUS_ZOMBIE and p.pid != server
+                    and "resource_tracker" not in " ".join(p.cmdline())):
                 alive.append(p.pid)
         except psutil.NoSuchProcess:
             pass
@@ -83,4 +99,16 @@ def test_a_rank_that_never_finishes_ends_the_run_at_the_time_limit_naming_it():
     with pytest.raises(TimeoutError, match=r"ranks \[0\] did not finish in 30 s"):
         cpu_ranks.run_ranks(_hang_on_one_body, {"pp": 2, "slow": 0}, 2, timeout_s=30)
     assert 30 <= time.monotonic() - started < 75
+    assert _children() <= before
+
+
+def test_a_rank_killed_without_a_word_is_named_with_its_signal_and_ends_the_others():
+    before = _children()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        cpu_ranks.run_ranks(_killed_on_one_body, {"pp": 2, "bad": 0, "gloo_timeout": 300}, 2, timeout_s=300)
+    message = str(info.value)
+    assert "rank 0 failed:\nits process was killed by signal 9 (SIGKILL)" in message
+    assert "rank 1 failed" not in message
+    assert time.monotonic() - started < 90  # found when it died, not at the run's time limit
     assert _children() <= before

@@ -1,4 +1,4 @@
-"""Run a function on several gloo ranks on CPU, each a spawned process.
+"""Run a function on several gloo ranks on CPU, each a process of its own.
 
 What the tests and the benchmarks use to run a real pipeline without GPUs:
 every rank enables the CPU mode (`compat.cpu`), runs one thread (one OpenMP
@@ -8,15 +8,19 @@ parallel groups likewise, rounded up to whole minutes), sets up megatron-core's
 parallel state for `case["pp"]` (and `case.get("tp", 1)`), then runs
 `body(rank, case)`. Every run ends: `timeout_s` bounds the whole run, and a
 worker exception kills every rank (after up to 10 s for the others to report)
-and raises here with the ranks that failed or did not finish.
+and raises here with the ranks that failed or did not finish. A rank whose
+process dies without a word (a signal, the out-of-memory killer) counts as
+failed, named with its exit status; faulthandler puts its Python stack on stderr.
 """
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import io
 import math
 import os
 import queue
+import signal
 import socket
 import time
 import traceback
@@ -30,10 +34,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, body: Callable, case: dict, out, pin: bool) -> None:
+def _context():
+    """Ranks forked from a server that imported `rank_preload` (torch, megatron-core, our
+    runtime) once per process using this module, so a launch costs no imports; spawned
+    where there is no fork server."""
+    import multiprocessing as mp
+
+    if "forkserver" not in mp.get_all_start_methods():
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["primus_megatron.compat.rank_preload"])  # no effect once the server runs
+    return ctx
+
+
+def _worker(rank: int, world: int, port: int, body: Callable, case: dict, out, pin: bool, env: dict) -> None:
     try:
+        os.environ.clear()
+        os.environ.update(env)
         import warnings
 
+        faulthandler.enable()  # a crash in native code (gloo, a kernel) still names its Python frame
         warnings.filterwarnings("ignore")
         if pin:  # rank r on the r-th core this process may use
             cores = sorted(os.sched_getaffinity(0))
@@ -68,19 +88,22 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
               pin: bool = False) -> list:
     """`body(rank, case)` on `world` gloo ranks (module doc); results indexed by rank.
 
-    `body` must be importable by name (a module-level function): ranks are spawned.
+    `body` must be importable by name (a module-level function): ranks are new processes
+    (forked from the fork server, `_context`) that take this process's environment.
     `pin`: one core per rank, for timing."""
     import torch
-    import torch.multiprocessing as mp
 
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     out = ctx.Queue()
     port = free_port()
-    # Not daemonic: megatron's checkpoint writer starts processes of its own.
-    procs = [ctx.Process(target=_worker, args=(r, world, port, body, case, out, pin)) for r in range(world)]
     saved = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"  # read by the ranks' OpenMP before torch starts
+    os.environ["OMP_NUM_THREADS"] = "1"  # read by OpenMP when torch loads (in the fork server, first launch)
     try:
+        # The ranks take this environment, not the fork server's (started at the first launch).
+        env = dict(os.environ)
+        # Not daemonic: megatron's checkpoint writer starts processes of its own.
+        procs = [ctx.Process(target=_worker, args=(r, world, port, body, case, out, pin, env))
+                 for r in range(world)]
         for p in procs:
             p.start()
     finally:
@@ -93,8 +116,14 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
     try:
         while len(results) + len(errors) < world:
             try:
-                rank, status, value = out.get(timeout=max(1.0, deadline - time.monotonic()))
+                rank, status, value = out.get(timeout=min(1.0, max(0.05, deadline - time.monotonic())))
             except queue.Empty:
+                reported = set(results) | {r for r, _ in errors}
+                for rank in _silent_deaths(procs, reported, out, results, errors):
+                    errors.append((rank, _death(procs[rank].exitcode)))
+                    deadline = min(deadline, time.monotonic() + 10)
+                if time.monotonic() < deadline:
+                    continue
                 if errors:
                     break
                 raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} did not finish in "
@@ -113,3 +142,36 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
     if errors:
         raise RuntimeError("\n".join(f"rank {rank} failed:\n{value}" for rank, value in sorted(errors)))
     return [results[r] for r in range(world)]
+
+
+def _silent_deaths(procs: list, reported: set, out, results: dict, errors: list) -> list:
+    """Ranks whose process has ended without reporting. What such a process posted just
+    before it ended is read first (its queue is flushed before it exits), so a rank that
+    finished is never counted as dead."""
+    import torch
+
+    ended = [r for r, p in enumerate(procs) if r not in reported and p.exitcode is not None]
+    if not ended:
+        return []
+    while True:
+        try:
+            rank, status, value = out.get(timeout=0.5)
+        except queue.Empty:
+            break
+        if status == "ok":
+            results[rank] = torch.load(io.BytesIO(value), weights_only=False)
+        else:
+            errors.append((rank, value))
+    return [r for r in ended if r not in results and all(r != e for e, _ in errors)]
+
+
+def _death(code: int) -> str:
+    """A process's exit status in words."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "an unknown signal"
+        hint = " (the out-of-memory killer sends this)" if -code == signal.SIGKILL else ""
+        return f"its process was killed by signal {-code} ({name}){hint} before it reported a result or an error"
+    return f"its process exited with code {code} before it reported a result or an error"

@@ -66,22 +66,16 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
     problem = check_balance_args(args, steps)
     if problem:
         return problem
-    if name == "auto":
-        pp = getattr(args, "pipeline_model_parallel_size", None)
-        if steps < 1:
-            return "--pipeline-schedule auto measures costs first: --pipeline-profile-steps must be >= 1"
-        if pp is not None and pp < 2:
-            return f"--pipeline-schedule auto needs --pipeline-model-parallel-size >= 2, got {pp}"
-        # profiled with a 1-chunk schedule that has W ops; the candidates are those the split fits
-        return check_layer_split(args, pp, 1, "--pipeline-schedule auto", w_ops=True)
-    try:
-        entry = registry.info(name)
-    except ValueError as exc:
-        return f"--pipeline-schedule: {exc}"
-    try:
-        chunks = registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
-    except ValueError as exc:
-        return f"--pipeline-chunks: {exc}"
+    if name != "auto":
+        try:
+            entry = registry.info(name)
+        except ValueError as exc:
+            return f"--pipeline-schedule: {exc}"
+        try:
+            chunks = registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
+        except ValueError as exc:
+            return f"--pipeline-chunks: {exc}"
+    # options every schedule reads, auto's choice included
     timeout = getattr(args, "pipeline_p2p_timeout", 600.0)
     if not (timeout > 0 and math.isfinite(timeout)):
         return f"--pipeline-p2p-timeout must be a positive number of seconds, got {timeout:g}"
@@ -94,6 +88,14 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
             costs = parse_costs(args.pipeline_costs)
         except ValueError as exc:
             return str(exc)
+    if name == "auto":
+        pp = getattr(args, "pipeline_model_parallel_size", None)
+        if steps < 1:
+            return "--pipeline-schedule auto measures costs first: --pipeline-profile-steps must be >= 1"
+        if pp is not None and pp < 2:
+            return f"--pipeline-schedule auto needs --pipeline-model-parallel-size >= 2, got {pp}"
+        # profiled with a 1-chunk schedule that has W ops; the candidates are those the split fits
+        return check_layer_split(args, pp, 1, "--pipeline-schedule auto", w_ops=True)
     pp = getattr(args, "pipeline_model_parallel_size", None)
     if pp is not None and pp < 2:
         return (f"--pipeline-schedule {entry.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
