@@ -175,8 +175,8 @@ def test_post_validation_trains_as_the_synchronous_step(runs, tree):
 
 
 def test_a_bad_schedule_option_gets_one_sentence(tree):
-    """End to end once (the other refusals, in-process through the same patched validate_args:
-    test_megatron_lm_plugin.py); one process is enough: the options are refused before
+    """End to end once (every refusal in-process through the same patched validate_args:
+    test_reliability_config.py); one process is enough: the options are refused before
     Megatron-LM checks the world size."""
     needle = "did you mean 'zbv'"
     result = H.run(tree, 1, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "1",

@@ -143,31 +143,6 @@ def test_install_is_a_no_op_without_a_schedule_and_idempotent(fake_megatron_trai
     assert seen[-1] is None
 
 
-@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
-@pytest.mark.parametrize("changes, needle", [
-    ({"pipeline_schedule": "zbvv"}, "did you mean 'zbv'"),
-    ({"pipeline_schedule": "auto", "pipeline_costs": "1,2"}, "--pipeline-costs must be F,B,W[,COMM]"),
-    ({"optimizer_post_validation": True}, "--optimizer-post-validation needs --pipeline-schedule"),
-])
-def test_megatron_lms_validate_args_refuses_in_one_sentence_with_status_2(fake_megatron_training, capsys,
-                                                                         monkeypatch, changes, needle):
-    """What pretrain_gpt.py does with bad schedule options (one launch in test_megatron_lm_e2e.py
-    shows it end to end): the patched validate_args prints one line and exits 2, before
-    megatron's own validation runs."""
-    from primus_megatron import megatron_lm
-
-    args, _, initialize, seen = fake_megatron_training
-    for name, value in changes.items():
-        setattr(args, name, value)
-    monkeypatch.setenv("RANK", "0")
-    megatron_lm.install()
-    with pytest.raises(SystemExit) as info:
-        initialize.validate_args(args)
-    assert info.value.code == 2 and seen == []
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].split(": error: ")[1:] and needle in err[0], err
-
-
 def test_patch_applies_to_megatron_lm_and_its_arguments_parse(tmp_path):
     """The patch applies to Megatron-LM at the tag matching the installed megatron-core
     (MEGATRON_LM_PATH, else the shared snapshot: tests/megatron_lm_harness.py) and its argument

@@ -17,8 +17,11 @@ checkpoint saved by Megatron's own schedule on the even split (--finetune):
   stage's and then all-reduces, which may change the last printed digit (seen once in
   a validation loss); tied V on uneven splits is compared with a tolerance in
   tests/test_uneven_split.py;
-* a split megatron-core cannot build is one sentence, exit status 2, before
-  Megatron-LM's own argument checks.
+* --pipeline-balance FILE picks the split before the build and trains the same numbers.
+
+A split megatron-core cannot build is refused in one sentence, exit status 2, by the patched
+validate_args before Megatron-LM's own checks: every such case in-process in
+tests/test_reliability_config.py, and one refusal end to end in tests/test_megatron_lm_e2e.py.
 """
 from __future__ import annotations
 
@@ -81,16 +84,6 @@ def _parameters_per_rank(log: str) -> dict:
     found = re.findall(r"number of parameters on \(tensor, pipeline\) model parallel rank \(0, (\d+)\): (\d+)", log)
     assert {int(r) for r, _ in found} == {0, 1}, H.tail(log)
     return {int(r): int(n) for r, n in found}
-
-
-def test_a_split_megatron_cannot_build_is_one_sentence(tree):
-    result = H.run(tree, 1, SIX + ["--train-iters", "1", "--pipeline-schedule", "zbv",
-                                   "--decoder-first-pipeline-num-layers", "1"], expect_ok=False, timeout=180)
-    assert result.returncode != 0
-    errors = [line for line in result.log.splitlines() if line.startswith("pretrain_gpt.py: error:")]
-    assert len(errors) == 1 and "--decoder-first-pipeline-num-layers 1 must be a multiple of 2" in errors[0], \
-        H.tail(result.log)
-    assert 'pretrain_gpt.py", line' not in result.log and "megatron/training" not in result.log  # no traceback
 
 
 def test_balance_from_a_profile_and_profile_out_in_megatron_lms_loop(runs, tmp_path):

@@ -217,6 +217,19 @@ CASES = {
         megatron=dict(pipeline_schedule="zb-h2", fp8="e4m3"),
         megatron_needles=["--fp8-format e4m3 with --pipeline-schedule zb-h2", "TransformerEngine is not installed",
                           f"drop --fp8-format, or use {NO_W}"]),
+    "costs not F,B,W under auto": dict(
+        argv=["--pipeline-schedule", "auto", "--pipeline-costs", "1,2"],
+        needles=["--pipeline-costs must be F,B,W[,COMM] numbers, got '1,2'"],
+        cli=None,
+        megatron=dict(pipeline_schedule="auto", pipeline_costs="1,2"),
+        megatron_needles=["--pipeline-costs must be F,B,W[,COMM] numbers, got '1,2'"]),
+    "post-validation without a schedule": dict(
+        argv=["--optimizer-post-validation"],
+        needles=["--optimizer-post-validation needs --pipeline-schedule"],
+        cli=None,
+        megatron=dict(optimizer_post_validation=True),
+        megatron_needles=["--optimizer-post-validation needs --pipeline-schedule", "e.g. --pipeline-schedule zb-h1"],
+        validate_args_only=True),  # Megatron-LM's option: refused where the patched validate_args runs
     "p2p timeout not positive": dict(
         argv=["--pipeline-schedule", "zbv", "--pipeline-p2p-timeout", "0"],
         needles=["--pipeline-p2p-timeout must be a positive number of seconds, got 0"],
@@ -309,7 +322,7 @@ def megatron_lm_args(**values) -> argparse.Namespace:
     return args
 
 
-@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c["megatron"]])
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c["megatron"] and not c.get("validate_args_only")])
 def test_megatron_lm_check_names_the_problem(name, monkeypatch):
     monkeypatch.setattr(mlm_args, "te_weight_gradient_split", lambda: "TransformerEngine is not installed")
     message = check_schedule_args(megatron_lm_args(**CASES[name]["megatron"]))
@@ -353,6 +366,7 @@ def megatron_lm_installed(monkeypatch):
 
 @pytest.mark.parametrize("name", ["unknown schedule", "V layers do not split into 2 x pp",
                                   "memory limit below v-min's", "full recompute with W ops",
+                                  "costs not F,B,W under auto", "post-validation without a schedule",
                                   *[n for n, c in CASES.items() if c.get("split") and c["megatron"]]])
 def test_megatron_lm_validate_args_refuses_with_one_line_and_status_2(name, megatron_lm_installed, capsys):
     initialize, calls = megatron_lm_installed
@@ -366,7 +380,8 @@ def test_megatron_lm_validate_args_refuses_with_one_line_and_status_2(name, mega
         assert needle in line, (needle, line)
     # the schedule's name and the layer split are checked before Megatron-LM's own validate_args
     split = name == "V layers do not split into 2 x pp" or CASES[name].get("split")
-    assert calls == ([] if name == "unknown schedule" or split else [args.pipeline_schedule])
+    before = name in ("unknown schedule", "costs not F,B,W under auto", "post-validation without a schedule")
+    assert calls == ([] if before or split else [args.pipeline_schedule])
 
 
 def test_megatron_lm_validate_args_accepts_a_good_configuration(megatron_lm_installed):
