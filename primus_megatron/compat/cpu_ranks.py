@@ -35,9 +35,9 @@ def free_port() -> int:
 
 
 def _context():
-    """Ranks forked from a server that imported `rank_preload` (torch, megatron-core, our
-    runtime) once per process using this module, so a launch costs no imports; spawned
-    where there is no fork server."""
+    """Ranks forked from multiprocessing's fork server, which imports `rank_preload` (torch,
+    megatron-core, our runtime) once for the launching process's lifetime, so a launch
+    costs no imports; spawned where there is no fork server."""
     import multiprocessing as mp
 
     if "forkserver" not in mp.get_all_start_methods():
