@@ -96,9 +96,9 @@ def test_an_exception_on_one_rank_is_raised_naming_it_and_ends_the_others():
 def test_a_rank_that_never_finishes_ends_the_run_at_the_time_limit_naming_it():
     before = _children()
     started = time.monotonic()
-    with pytest.raises(TimeoutError, match=r"ranks \[0\] did not finish in 30 s"):
-        cpu_ranks.run_ranks(_hang_on_one_body, {"pp": 2, "slow": 0}, 2, timeout_s=30)
-    assert 30 <= time.monotonic() - started < 75
+    with pytest.raises(TimeoutError, match=r"ranks \[0\] did not finish in 15 s"):
+        cpu_ranks.run_ranks(_hang_on_one_body, {"pp": 2, "slow": 0}, 2, timeout_s=15)
+    assert 15 <= time.monotonic() - started < 60
     assert _children() <= before
 
 

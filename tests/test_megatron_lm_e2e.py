@@ -123,7 +123,9 @@ def test_pp2_schedule_trains_exactly_as_megatron(runs, schedule):
     assert ours.numbers() == own.numbers()
 
 
-@pytest.mark.parametrize("schedule", [None, "zb-h1", "zbv"])  # a loop and a V schedule; the others at pp=2
+# a V schedule (rank 0 holds both ends; the harder case for DDP's buckets and the gathers); every
+# schedule with these settings against megatron's 1F1B in test_production_matrix.py
+@pytest.mark.parametrize("schedule", [None, "zbv"])
 def test_dp2_pp2_overlap_distributed_optimizer_fusion(runs, schedule):
     """DP=2 x PP=2: overlapped grad reduce, distributed optimizer, overlapped param
     gather and gradient-accumulation fusion, as Megatron-LM users run it."""
