@@ -82,21 +82,9 @@ demo: $(STAMP)
 plan: $(STAMP)
 	$(BIN)/python examples/compare_schedules.py
 
-# Both CI legs: Python 3.11 + megatron-core 0.16.1 (the whole suite) and Python 3.12 + the newest
-# megatron-core (PY312_TESTS; the project from this checkout via PYTHONPATH), side by side: alone,
-# one leg keeps about one core busy (ranks wait on each other, imports and waits on timeouts leave
-# the other idle), so the two together take little longer than the first. The second leg's output
-# goes to out/test-py312.log and is printed when both have ended; the exit status is non-zero if
-# either failed.
-test: $(STAMP) $(STAMP312)
-	@mkdir -p out; rm -f out/test-py312.log; \
-	$(MAKE) --no-print-directory test-py312 > out/test-py312.log 2>&1 & leg2=$$!; \
-	$(MAKE) --no-print-directory test-py311; rc1=$$?; \
-	wait $$leg2; rc2=$$?; \
-	echo "== the second leg (Python 3.12 + megatron-core from $(REQ312)), as logged to out/test-py312.log:"; \
-	cat out/test-py312.log; \
-	echo "== leg 1 (Python 3.11) exit $$rc1, leg 2 (Python 3.12) exit $$rc2"; \
-	test $$rc1 -eq 0 -a $$rc2 -eq 0
+# Both CI legs: Python 3.11 + megatron-core 0.16.1 (the whole suite), then Python 3.12 + the
+# newest megatron-core (PY312_TESTS; the project from this checkout via PYTHONPATH).
+test: test-py311 test-py312
 
 # Each leg also writes every test's duration to out/ (JUnit XML), for finding what makes the suite slow.
 test-py311: $(STAMP)
@@ -104,7 +92,6 @@ test-py311: $(STAMP)
 
 test-py312: $(STAMP312)
 	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) $(VENV312)/bin/python -m pytest -q --durations=10 -p no:cacheprovider --junitxml=out/test-py312.xml \
-	  --basetemp=out/pytest-py312 \
 	  -k "not ($(PY312_DESELECT))" $(PY312_TESTS)
 
 clean:
