@@ -8,19 +8,28 @@ copied or unpacked once per test session into a temporary folder, patched with
 that tag's patch from patches/ (`patch -p1`, as a user does), and every run there shares it (Megatron-LM
 compiles its dataset helpers into that tree on the first run).
 
-`run(...)` starts `torchrun --standalone` with `pretrain_gpt.py --cpu` and parses
-Megatron-LM's own log lines: per-iteration lm loss, grad norm and skipped
-iterations, and the validation losses.
+`run(...)` runs `pretrain_gpt.py --cpu` on CPU ranks and parses Megatron-LM's own log
+lines: per-iteration lm loss, grad norm and skipped iterations, and the validation losses.
+The ranks are forked from one process per tree that imported pretrain_gpt.py once
+(megatron_lm_forks.py: torchrun's environment per rank, pretrain_gpt.py run as __main__,
+torchrun's rule for a failing rank), since those imports cost about 9 s of CPU per rank;
+`launcher="torchrun"` (or PRIMUS_TEST_TORCHRUN=1 for every run) starts
+`torchrun --standalone` as a user does, which the first run of each test module that
+needs it, the refusal test and the SLURM tests keep doing.
 """
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import tarfile
+import time
 from dataclasses import dataclass, field
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -170,32 +179,104 @@ def prepare(workdir: str, tag: str = None) -> str:
 
 
 def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
-        expect_ok: bool = True) -> Result:
-    """torchrun pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log.
-    The whole process group is killed if it outlives `timeout`."""
+        expect_ok: bool = True, launcher: str = None) -> Result:
+    """pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log. The ranks are forked
+    from this tree's import-once process, or started by torchrun (`launcher="torchrun"` or
+    PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`."""
     bindir, sitedir = (os.path.join(os.path.dirname(tree), d) for d in ("bin", "site"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "TORCHELASTIC_"))}
     env.update(PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), env.get("PATH", "")]),
                PYTHONPATH=os.pathsep.join([ROOT, sitedir, env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                OMP_NUM_THREADS="1", CUDA_DEVICE_MAX_CONNECTIONS="1", PYTHONWARNINGS="ignore")
+    argv = [*(["--cpu"] if cpu_flag else []), *TINY, *args]
+    if (launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" else "fork")) == "torchrun":
+        code, out = _torchrun(tree, nproc, argv, env, timeout)
+    else:
+        code, out = _forked(tree, nproc, argv, env, timeout)
+    if code is None:
+        raise AssertionError(f"pretrain_gpt.py {' '.join(args)} did not finish in {timeout:g} s:\n{tail(out)}")
+    result = parse(out)
+    if expect_ok and code != 0:
+        raise AssertionError(f"pretrain_gpt.py {' '.join(args)} exited with {code}:\n{tail(out)}")
+    result.returncode = code
+    return result
+
+
+def _torchrun(tree: str, nproc: int, argv: list, env: dict, timeout: float):
+    """(exit status or None on time-out, output) of `torchrun --standalone pretrain_gpt.py`."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
-           "pretrain_gpt.py", *(["--cpu"] if cpu_flag else []), *TINY, *args]
+           "pretrain_gpt.py", *argv]
     proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"pretrain_gpt.py {' '.join(args)} did not finish in {timeout:g} s:\n{tail(out)}")
+        return None, proc.communicate()[0]
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    result = parse(out)
-    if expect_ok and proc.returncode != 0:
-        raise AssertionError(f"pretrain_gpt.py {' '.join(args)} exited with {proc.returncode}:\n{tail(out)}")
-    result.returncode = proc.returncode
-    return result
+
+
+class _Forks:
+    """This session's import-once process for one tree (megatron_lm_forks.py) and its replies."""
+
+    def __init__(self, tree: str, env: dict):
+        self.log = os.path.join(os.path.dirname(tree), "forks.log")
+        self.proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "megatron_lm_forks.py")],
+                                     cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=open(self.log, "a"), start_new_session=True)
+        self.buffer = b""
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def reply(self, deadline: float):
+        """The next reply, or None when `deadline` (monotonic) passes or the process is gone."""
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+_FORKS: dict = {}
+
+
+def _forked(tree: str, nproc: int, argv: list, env: dict, timeout: float):
+    """(exit status or None on time-out, output) of a run forked from the tree's import-once process."""
+    forks = _FORKS.get(tree)
+    if forks is None or forks.proc.poll() is not None:
+        forks = _FORKS[tree] = _Forks(tree, env)
+    log = os.path.join(os.path.dirname(tree), "run.log")
+    forks.proc.stdin.write((json.dumps({"argv": argv, "nproc": nproc, "env": env, "log": log}) + "\n").encode())
+    forks.proc.stdin.flush()
+    deadline = time.monotonic() + timeout + 120  # + the imports, when this is the process's first run
+    started = forks.reply(deadline)
+    if started is None:
+        forks.close()
+        with open(forks.log) as f:
+            raise AssertionError(f"the import-once process for {tree} did not start a run:\n{tail(f.read())}")
+    ended = forks.reply(time.monotonic() + timeout)
+    if ended is None:
+        try:
+            os.killpg(started["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        forks.reply(time.monotonic() + 30)  # the launcher reaped
+    with open(log) as f:
+        out = f.read()
+    return (None if ended is None else ended["code"]), out
 
 
 def tail(text: str, n: int = 80) -> str:

@@ -1,8 +1,9 @@
 """Megatron-LM's own pretrain_gpt.py with --pipeline-schedule, trained on CPU ranks.
 
 Megatron-LM at tag core_v0.16.1 (the shared snapshot, or MEGATRON_LM_PATH) is patched
-with patches/ and run under torchrun with `--cpu` (gloo), mock data, a tiny GPT and
-dropout 0 (tests/megatron_lm_harness.py). Every run starts from one shared checkpoint
+with patches/ and run with `--cpu` (gloo), mock data, a tiny GPT and dropout 0
+(tests/megatron_lm_harness.py: ranks forked from one process that imported pretrain_gpt.py;
+the zbv run and the refusal under torchrun). Every run starts from one shared checkpoint
 (Megatron-LM's initialisation seeds each pipeline rank differently, so weights would
 otherwise depend on the placement) loaded with --finetune, and the numbers Megatron-LM
 logs (lm loss and grad norm of every iteration, skipped iterations, validation losses)
@@ -17,7 +18,8 @@ must be identical, as printed, to those of Megatron's own schedule:
 * --optimizer-post-validation (steps rolled back and redone): the same lines;
 * a bad schedule option: one sentence, exit status 2.
 
-Runs are slow-ish (15-30 s each, mostly start-up); `-m "not megatron_lm"` leaves them out.
+Runs take 3-10 s each once pretrain_gpt.py is imported (15-30 s under torchrun, mostly
+imports); `-m "not megatron_lm"` leaves them out.
 """
 from __future__ import annotations
 
@@ -71,7 +73,9 @@ def runs(tree, tmp_path_factory):
             args += ["--save", str(work / f"pp2-{schedule}"), "--save-interval", str(SAVES_AT)]
         if schedule is None:  # Megatron's own schedule; CPU mode from gloo without CUDA (no --cpu)
             return H.run(tree, 2, args + ["--distributed-backend", "gloo"], cpu_flag=False)
-        return H.run(tree, 2, args + ["--pipeline-schedule", schedule] + EXTRA.get(schedule, []))
+        # zbv under torchrun as users launch it (the others forked: megatron_lm_harness.py)
+        return H.run(tree, 2, args + ["--pipeline-schedule", schedule] + EXTRA.get(schedule, []),
+                     launcher="torchrun" if schedule == "zbv" else None)
 
     @functools.lru_cache(maxsize=None)
     def dp2pp2(schedule):
@@ -182,7 +186,7 @@ def test_a_bad_schedule_option_gets_one_sentence(tree):
     Megatron-LM checks the world size."""
     needle = "did you mean 'zbv'"
     result = H.run(tree, 1, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "1",
-                             "--pipeline-schedule", "zbvv"], expect_ok=False, timeout=180)
+                             "--pipeline-schedule", "zbvv"], expect_ok=False, timeout=180, launcher="torchrun")
     assert result.returncode != 0
     errors = [line for line in result.log.splitlines() if line.startswith("pretrain_gpt.py: error:")]
     assert len(errors) == 1 and needle in errors[0], H.tail(result.log)

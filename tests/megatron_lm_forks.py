@@ -1,0 +1,124 @@
+"""Launch Megatron-LM's pretrain_gpt.py for the tests, paying its imports once per session.
+
+Importing pretrain_gpt.py costs about 9 s of CPU per rank here (torch; torch._dynamo and inductor,
+through megatron's torch.compile decorators; megatron.training). Under torchrun every rank of every
+launch pays it, which made these launches half the suite's time on 2 cores. This process, started
+once per Megatron-LM tree (cwd), imports pretrain_gpt once. For each request it forks a launcher
+(its own process group, output to the request's log) that forks the ranks: each gets the
+environment torchrun gives a rank (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT,
+TORCHELASTIC_RUN_ID, ...) and runs pretrain_gpt.py as __main__ with runpy: the same file and its
+own code, with the modules it imports already loaded. As under torchrun, the first rank that exits
+non-zero ends the others (SIGTERM, which the tests' sitecustomize turns into a stack dump, then
+SIGKILL 10 s later) and the launch exits with that rank's status.
+
+Requests come one JSON object a line on stdin: {"argv": [...], "nproc": n, "env": {...}, "log": path}.
+Replies, one JSON object a line on the descriptor that was stdout: {"pid": launcher pid} at once,
+then {"code": exit status} when the launch has ended (negative: killed by that signal).
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import runpy
+import signal
+import socket
+import sys
+import traceback
+
+_GRACE_S = 10  # from SIGTERM to SIGKILL for the ranks left when one fails (torchrun waits too)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, nproc: int, port: int, argv: list, env: dict) -> None:
+    """One rank: torchrun's environment, pretrain_gpt.py as __main__, then the interpreter's own
+    exit steps (atexit) and the exit status a plain `python pretrain_gpt.py` would have."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0", ROLE_RANK=str(rank),
+                      WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), ROLE_WORLD_SIZE=str(nproc),
+                      GROUP_WORLD_SIZE="1", ROLE_NAME="default", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                      TORCHELASTIC_RUN_ID="primus-tests", TORCHELASTIC_RESTART_COUNT="0",
+                      TORCHELASTIC_MAX_RESTARTS="0")
+    sys.argv = ["pretrain_gpt.py", *argv]
+    code = 0
+    try:
+        runpy.run_path("pretrain_gpt.py", run_name="__main__")
+    except SystemExit as exc:
+        if isinstance(exc.code, str):
+            print(exc.code, file=sys.stderr)
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _launch(request: dict) -> None:
+    """The launcher: its own process group (the harness kills it whole on a time-out), output to
+    the request's log, one child per rank, torchrun's rule for a failing rank."""
+    os.setsid()
+    fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    nproc, port = request["nproc"], _free_port()
+    ranks = {}
+    for rank in range(nproc):
+        pid = os.fork()
+        if pid == 0:
+            _rank(rank, nproc, port, request["argv"], request["env"])
+        ranks[pid] = rank
+
+    def kill_rest(*_):
+        for pid in ranks:
+            os.kill(pid, signal.SIGKILL)
+
+    signal.signal(signal.SIGALRM, kill_rest)
+    code = 0
+    while ranks:
+        try:
+            pid, status = os.wait()
+        except InterruptedError:
+            continue
+        rank, rc = ranks.pop(pid), os.waitstatus_to_exitcode(status)
+        if rc != 0 and code == 0:
+            code = rc if rc > 0 else 128 - rc
+            print(f"[launcher] rank {rank} exited with {rc}; stopping the other ranks", file=sys.stderr, flush=True)
+            for other in ranks:
+                os.kill(other, signal.SIGTERM)
+            signal.alarm(_GRACE_S)
+    os._exit(code)
+
+
+def main() -> None:
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # what pretrain_gpt's imports print must not reach the replies
+    sys.path.insert(0, os.getcwd())
+    import pretrain_gpt  # noqa: F401  (the imports, once: what this process is for)
+
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _launch(request)
+            except BaseException:
+                traceback.print_exc()
+                os._exit(1)
+        replies.write(json.dumps({"pid": pid}) + "\n")
+        _, status = os.waitpid(pid, 0)
+        replies.write(json.dumps({"code": os.waitstatus_to_exitcode(status)}) + "\n")
+
+
+if __name__ == "__main__":
+    main()
