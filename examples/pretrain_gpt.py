@@ -10,7 +10,7 @@ schedule: `primus-pipeline list`), --pipeline-memory-limit, --timeline FILE and
 """
 import sys
 
-from primus_megatron.train.pretrain import main
+from primus_megatron.train.launch import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,5 +1,5 @@
-"""`pretrain_gpt.py`'s main: arguments -> process groups -> model, optimizer,
-data -> training iterations with Megatron-LM-style logs, evaluation through
+"""`pretrain_gpt.py`'s training, once launch.py has checked the arguments: process groups ->
+model, optimizer, data -> training iterations with Megatron-LM-style logs, evaluation through
 the forward-only path, checkpoints and the executed-schedule picture."""
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ import math
 import os
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Optional
 
 import torch
 import torch.distributed as dist
 
 from ..runtime.collectives import collective_device
-from .arguments import ConfigError, parse
 from .loop import (NonFiniteLoss, check_loss, forward_step, gather_timeline, initialize, log0, measured_bubble,
                    post_losses, reduce_losses, write_timeline)
 
@@ -305,28 +304,8 @@ def evaluate(args, fbf, model, it, iteration: int) -> Optional[float]:
     return loss
 
 
-def _launch_environment() -> None:
-    """A plain `python pretrain_gpt.py` is a world of one; more ranks need a launcher."""
-    if "MASTER_ADDR" in os.environ:
-        return
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise ConfigError("WORLD_SIZE is set but MASTER_ADDR is not: launch with torchrun (or srun + torchrun)")
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    try:
-        args = parse(argv)
-        _launch_environment()
-    except ConfigError as exc:
-        if os.environ.get("RANK", "0") == "0":
-            print(f"pretrain_gpt.py: error: {exc}", file=sys.stderr)
-        return 2
+def run(args: argparse.Namespace) -> int:
+    """Train with checked arguments (launch.main parses them before torch is imported); the exit status."""
     initialize(args)
     try:
         train(args)
