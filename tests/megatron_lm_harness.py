@@ -14,8 +14,8 @@ The ranks are forked from one process per tree that imported pretrain_gpt.py onc
 (megatron_lm_forks.py: torchrun's environment per rank, pretrain_gpt.py run as __main__,
 torchrun's rule for a failing rank), since those imports cost about 9 s of CPU per rank;
 `launcher="torchrun"` (or PRIMUS_TEST_TORCHRUN=1 for every run) starts
-`torchrun --standalone` as a user does, which the first run of each test module that
-needs it, the refusal test and the SLURM tests keep doing.
+`torchrun --standalone` as a user does; the refusal test does, and test_slurm.py trains
+under srun + torchrun.
 """
 from __future__ import annotations
 

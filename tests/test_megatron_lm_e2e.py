@@ -3,11 +3,11 @@
 Megatron-LM at tag core_v0.16.1 (the shared snapshot, or MEGATRON_LM_PATH) is patched
 with patches/ and run with `--cpu` (gloo), mock data, a tiny GPT and dropout 0
 (tests/megatron_lm_harness.py: ranks forked from one process that imported pretrain_gpt.py;
-the zbv run and the refusal under torchrun). Every run starts from one shared checkpoint
-(Megatron-LM's initialisation seeds each pipeline rank differently, so weights would
-otherwise depend on the placement) loaded with --finetune, and the numbers Megatron-LM
-logs (lm loss and grad norm of every iteration, skipped iterations, validation losses)
-must be identical, as printed, to those of Megatron's own schedule:
+the refusal under torchrun, and training under srun + torchrun in test_slurm.py). Every run
+starts from one shared checkpoint (Megatron-LM's initialisation seeds each pipeline rank
+differently, so weights would otherwise depend on the placement) loaded with --finetune, and
+the numbers Megatron-LM logs (lm loss and grad norm of every iteration, skipped iterations,
+validation losses) must be identical, as printed, to those of Megatron's own schedule:
 
 * pp=2, tied embeddings, gradient-accumulation fusion on (Megatron-LM's default; on
   CPU through compat.cpu's stand-in for apex's kernel): one schedule of each kind,
@@ -73,9 +73,7 @@ def runs(tree, tmp_path_factory):
             args += ["--save", str(work / f"pp2-{schedule}"), "--save-interval", str(SAVES_AT)]
         if schedule is None:  # Megatron's own schedule; CPU mode from gloo without CUDA (no --cpu)
             return H.run(tree, 2, args + ["--distributed-backend", "gloo"], cpu_flag=False)
-        # zbv under torchrun as users launch it (the others forked: megatron_lm_harness.py)
-        return H.run(tree, 2, args + ["--pipeline-schedule", schedule] + EXTRA.get(schedule, []),
-                     launcher="torchrun" if schedule == "zbv" else None)
+        return H.run(tree, 2, args + ["--pipeline-schedule", schedule] + EXTRA.get(schedule, []))
 
     @functools.lru_cache(maxsize=None)
     def dp2pp2(schedule):
