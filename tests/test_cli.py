@@ -31,7 +31,7 @@ def test_list_shows_every_registered_name_and_alias(capsys):
 def test_compare_has_one_row_per_schedule_with_the_simulators_numbers(capsys, tmp_path):
     picture = tmp_path / "all.png"
     out = run(capsys, "compare", "--pp", "4", "--microbatches", "6", "--cost-comm", "0.1", "--plot", str(picture),
-              "--time-limit", "2")
+              "--time-limit", "0.5")
     table = rows(out)
     assert set(table) == set(S.names())
     costs = S.Costs(comm=0.1)
