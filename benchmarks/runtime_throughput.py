@@ -336,16 +336,23 @@ def memory_body(rank: int, case: dict) -> dict:
 
 # -- report -----------------------------------------------------------------------------------------
 
-def simulate_ratios(costs, ms, names, pp: int) -> dict:
+def simulate_ratios(costs, ms, names, pp: int, num_layers: int) -> dict:
+    """The simulator's makespan / its 1f1b's, each schedule on its own stages: per-layer and head
+    costs fitted to the profiled loop stages (`balance.fit`), so under V the head is on rank 0."""
     from primus_megatron import schedules as S
+    from primus_megatron.schedules import balance
+    from primus_megatron.schedules.layer_split import LayerSplit
 
+    split = LayerSplit(num_layers=num_layers)
+    fitted = balance.fit(costs, split, pp, 1)
     out = {}
     for m in ms:
-        base = S.simulate(S.generate("1f1b", pp, m, costs=costs), costs).makespan
-        for name in names:
-            r = S.simulate(S.generate(name, pp, m, costs=costs), costs)
+        loop = balance.stage_costs(fitted, split, pp, 1)
+        base = S.simulate(S.generate("1f1b", pp, m, costs=loop), loop).makespan
+        for name in ("1f1b", *names):
+            own = balance.stage_costs(fitted, split, pp, S.info(name).chunks)
+            r = S.simulate(S.generate(name, pp, m, costs=own), own)
             out[(name, m)] = (r.makespan / base, r.bubble_sync)
-        out[("1f1b", m)] = (1.0, S.simulate(S.generate("1f1b", pp, m, costs=costs), costs).bubble_sync)
     return out
 
 
@@ -364,7 +371,7 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
         return f"{min(times[(name, m)]) / min(times[(ref, m)]):.3f}"
 
     costs, summary, m_prof = res[0]["costs"], res[0]["summary"], res[0]["m_prof"]
-    sim = simulate_ratios(costs, ms, ZB, 2)
+    sim = simulate_ratios(costs, ms, ZB, 2, opts["model"]["num_layers"])
     model = opts["model"]
     lines = [C.command_block(command)]
     lines.append(
@@ -403,8 +410,9 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
     fmt = lambda xs: ", ".join(f"{1e3 * x:.1f}" for x in xs)  # noqa: E731
     lines.append(f"Measured costs (our `zb-h1` profiled over 3 steps at m={m_prof}, per stage, ms): F [{fmt(summary['f'])}], "
                  f"B [{fmt(summary['b'])}], W [{fmt(summary['w'])}], p2p one-way {1e3 * summary['comm']:.2f}. "
-                 f"`simulated`: the simulator's makespan under those costs (as per-rank shares, "
-                 f"`profiler.per_rank_costs`) / its `1f1b` makespan, and its sync bubble. `zb-auto` is planned from "
+                 f"`simulated`: the simulator's makespan under those costs (each schedule on its own stages: per-layer "
+                 f"and head costs fitted to the two measured stages, `balance.fit`, so under V the head is on rank 0) "
+                 f"/ its `1f1b` makespan, and its sync bubble. `zb-auto` is planned from "
                  f"the same costs. `busy`: per rank, the sum of the executed ops' durations in our runtime's timeline "
                  f"(median over repetitions), i.e. compute without waiting.\n")
     rows = []

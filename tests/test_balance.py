@@ -189,3 +189,36 @@ def test_training_takes_the_split_from_a_profile_and_trains_the_same_model(tmp_p
         balanced, by_hand, even = results[0][3 * i:3 * i + 3]
         assert balanced["layer_split"] == by_hand["layer_split"] == flags != even["layer_split"]
         assert balanced["losses"] == by_hand["losses"] == even["losses"]
+
+
+def test_costs_measured_on_loop_stages_are_re_placed_for_v():
+    """`auto` profiles a loop schedule; timed for V from the fitted model, the head counts on
+    rank 0 (with the embedding), where per-rank shares would leave it on the last rank."""
+    from primus_megatron import schedules as S
+    from primus_megatron.schedules.ir import B as BWD, F, V, W, owner_of
+
+    split, pp = LayerSplit(16), 4
+    measured = B.stage_costs(HEAVY_HEAD, split, pp, 1)  # one loop stage per rank: also the per-rank shares
+    placed = B.retimed(measured, B.fit(measured, split, pp, 1), split, pp, 2)
+    want = B.stage_costs(HEAVY_HEAD, split, pp, 2)
+    assert all(getattr(placed, k) == pytest.approx(getattr(want, k)) for k in "fbw")
+    assert (placed.mem_f, placed.comm) == (measured.mem_f, measured.comm)  # memory and p2p as measured
+
+    def rank_totals(costs):
+        sc = costs.resolve(pp, 2, V)
+        return [[sum(sc.time[k][s] for s in range(2 * pp) if owner_of(V, pp, s)[0] == r) for r in range(pp)]
+                for k in (F, BWD, W)]
+    layers = 16 / pp
+    for k, kind in enumerate("fbw"):
+        own = rank_totals(placed)[k]
+        per = [layers * getattr(HEAVY_HEAD.layer, kind)] * pp
+        per[0] += getattr(HEAVY_HEAD.embedding, kind) + getattr(HEAVY_HEAD.head, kind)
+        assert own == pytest.approx(per)
+        assert rank_totals(measured)[k][pp - 1] > rank_totals(measured)[k][0]  # the shares: head on the last rank
+    # `auto` ranks each candidate under its own costs
+    best, rows = S.auto.choose(pp, 8, lambda name: B.stage_costs(HEAVY_HEAD, split, pp, info(name).chunks))
+    for row in rows:
+        if row.iteration is not None:
+            own = B.stage_costs(HEAVY_HEAD, split, pp, row.chunks)
+            limit = float(pp) if info(row.name).cost_driven else None
+            assert row.iteration == S.simulate(S.generate(row.name, pp, 8, costs=own, memory_limit=limit), own).makespan

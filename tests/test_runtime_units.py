@@ -154,6 +154,45 @@ def test_fused_w_fires_ddps_hook_once_in_w_and_allocates_nothing_weight_sized():
     assert fired == [True, True]
 
 
+@pytest.mark.parametrize("hooked", [False, True], ids=["plain", "saved-tensor hooks"])
+def test_fused_w_reaches_the_parameter_under_saved_tensor_hooks(hooked):
+    """Under saved-tensor hooks (the runtime's memory profiler, activation offloading)
+    autograd unpacks a new tensor object for the saved weight; W must still set
+    grad_added_to_main_grad and give DDP's hook a gradient on the parameter itself."""
+    import contextlib
+
+    layer, fired = _fused_layer()
+    x = torch.randn(8, 2, 64, requires_grad=True)
+    hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t) if hooked else contextlib.nullcontext()
+    with hooks:
+        store = _split_forward_backward(layer, x, "hooked")
+    store.run("hooked")
+    assert fired == [True] and layer.weight.grad_added_to_main_grad
+    expected = (x.detach().reshape(-1, 64).t() @ (2 * layer(x)[0].detach().reshape(-1, 96))).t()
+    torch.testing.assert_close(layer.weight.main_grad, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_the_profiler_counts_what_the_graph_saves_less_the_parameters():
+    """Activation memory is read from the autograd graph (no saved-tensor hooks, see above):
+    every storage the hooks would see for this graph, one count each, but no parameter."""
+    from primus_megatron.runtime.profiler import _storage_key, saved_storages
+
+    weight = torch.nn.Parameter(torch.randn(16, 16))
+    x = torch.randn(4, 16, requires_grad=True)
+    seen = set()
+
+    def pack(t):
+        seen.add(_storage_key(t))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        hidden = (x @ weight).relu()
+        out = (hidden * hidden).sum()
+    keys = saved_storages(out, exclude={weight.untyped_storage().data_ptr()})
+    assert _storage_key(weight) in seen and _storage_key(weight) not in keys
+    assert keys == seen - {_storage_key(weight)} and _storage_key(x) in keys and _storage_key(hidden) in keys
+
+
 def test_the_allocation_check_sees_megatrons_own_weight_sized_dummy():
     """The profiler check above can fail: megatron's fused backward allocates one."""
     from torch.profiler import ProfilerActivity, profile

@@ -31,8 +31,8 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
     group.add_argument("--pipeline-p2p-timeout", type=float, default=600.0, metavar="SECONDS",
                        help="how long a rank waits for a pipeline peer before failing with a diagnosis")
     group.add_argument("--pipeline-costs", default=None, metavar="F,B,W,COMM",
-                       help="relative op costs for cost-driven schedules (default: measured over the first "
-                            "--pipeline-profile-steps steps, then re-planned)")
+                       help="relative op costs for the schedules that use them (zb-auto, zbv, v-half, v-min; "
+                            "default: measured over the first --pipeline-profile-steps steps, then re-planned)")
     group.add_argument("--pipeline-profile-out", default=None, metavar="FILE.json",
                        help="measure per-stage costs over the first --pipeline-profile-steps steps and write the "
                             "fitted per-layer, embedding and head costs there (for `primus-pipeline balance` and "
@@ -44,7 +44,7 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "steps, then the model is rebuilt on the chosen split)")
     group.add_argument("--pipeline-profile-steps", type=int, default=3, metavar="N",
                        help="steps whose F/B/W/p2p times and activation memory are measured (for zb-auto's "
-                            "re-planning and --pipeline-schedule auto); 0 disables")
+                            "and the V schedules' re-planning and --pipeline-schedule auto); 0 disables")
     return parser
 
 

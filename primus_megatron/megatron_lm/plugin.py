@@ -81,7 +81,7 @@ def forward_backward_func_for(args) -> Any:
     steps = args.pipeline_profile_steps
     # a cost-driven schedule given no costs measures them over the first steps and re-plans (as in
     # examples/pretrain_gpt.py); --pipeline-profile-out measures them for `primus-pipeline balance`
-    measure = entry.cost_driven and costs is None and steps > 0
+    measure = entry.uses_costs and costs is None and steps > 0
     profile_out = getattr(args, "pipeline_profile_out", None)
     return get_forward_backward_func(
         entry.name, chunks=getattr(args, "pipeline_chunks", None), memory_limit=args.pipeline_memory_limit,

@@ -158,7 +158,7 @@ class _Step:
         if ctx.profile is not None:
             from .profiler import OpMemory
 
-            self.memory = OpMemory(self.device)
+            self.memory = OpMemory(self.device, params=[p for chunk in ctx.model for p in chunk.parameters()])
         self.reset()
 
     def reset(self) -> None:
@@ -245,7 +245,6 @@ class _Step:
                     is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
                     current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
                     is_last_stage=stage == self.n - 1)
-            mem_delta = self.memory.forward_bytes((op.mb, op.chunk)) if self.memory else None
             self.total_num_tokens += num_tokens
             if stage + 1 < self.n:
                 self.produced[Message(F, op.mb, stage, stage + 1)] = output
@@ -281,6 +280,9 @@ class _Step:
             self.store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {rank}")
             mem_delta = self.memory.weight((op.mb, op.chunk)) if self.memory else None
         end = self._end()
+        if self.memory and op.kind == F:  # counted outside the op's time
+            self.memory.forward_done((op.mb, op.chunk), output)
+            mem_delta = self.memory.forward_bytes((op.mb, op.chunk))
         self.sync.after(index)
         if ctx.record_timeline:
             self.timeline.append(OpRecord(rank, op, stage, start, end))

@@ -135,16 +135,34 @@ class PipelineRunner:
         self.log(f"measured per-stage costs (ms) over {self.profile.steps} steps: F [{ms(summary['f'])}] "
                  f"B [{ms(summary['b'])}] W [{ms(summary['w'])}] p2p {1e3 * summary['comm']:.3f}; one microbatch's "
                  f"activations on a rank: {summary['unit_bytes'] / 2**20:.2f} MiB")
-        if self.replan and self._fixed is None and S.info(self.name).cost_driven:
-            self.costs = costs
-            old = self._cache.get((sched.pp, sched.microbatches, False), (None,))[0]
-            self._cache.clear()
-            self._prefixes.clear()
-            new, _ = self.plan(sched.pp, sched.microbatches)
-            before, after = S.simulate(old, costs), S.simulate(new, costs)
-            self.log(f"re-planned {self.name} from the measured costs at step {self.training_steps}: simulated "
-                     f"iteration {1e3 * before.makespan:.1f} ms -> {1e3 * after.makespan:.1f} ms, peak activation "
-                     f"{max(before.peak_memory):.2f} -> {max(after.peak_memory):.2f} units")
+        if self.replan and self._fixed is None and S.info(self.name).uses_costs:
+            self._replan(sched, costs)
+
+    def _replan(self, sched: S.Schedule, costs: S.Costs) -> None:
+        """Plan again from the measured costs. A cost-driven schedule takes the new plan (its search
+        honours the memory limit); one chosen for its memory class (zbv, v-half, v-min) takes it only
+        if it simulates no slower under the measured costs at no more peak activation memory."""
+        key = (sched.pp, sched.microbatches, False)
+        old = self._cache.get(key)
+        self.costs = costs
+        self._cache.clear()
+        self._prefixes.clear()
+        new, _ = self.plan(sched.pp, sched.microbatches)
+        if old is None:
+            return
+        before, after = S.simulate(old[0], costs), S.simulate(new, costs)
+        slower = after.makespan > before.makespan * (1 + 1e-9)
+        bigger = max(after.peak_memory) > max(before.peak_memory) + 1e-9
+        if not S.info(self.name).cost_driven and (slower or bigger):
+            self._cache = {key: old}
+            self.log(f"kept the running {self.name} plan after measuring costs at step {self.training_steps}: a "
+                     f"re-plan simulates {1e3 * after.makespan:.1f} ms at peak activation "
+                     f"{max(after.peak_memory):.2f} units against {1e3 * before.makespan:.1f} ms at "
+                     f"{max(before.peak_memory):.2f}")
+            return
+        self.log(f"re-planned {self.name} from the measured costs at step {self.training_steps}: simulated "
+                 f"iteration {1e3 * before.makespan:.1f} ms -> {1e3 * after.makespan:.1f} ms, peak activation "
+                 f"{max(before.peak_memory):.2f} -> {max(after.peak_memory):.2f} units")
 
     def _save_profile(self, costs: S.Costs, sched: S.Schedule, config) -> None:
         """Per-layer, embedding and head costs fitted to this run's per-stage

@@ -177,6 +177,10 @@ class DeferrableLinear(torch.autograd.Function):
         ctx.num_rest = len(rest)
         if ctx.split:
             weight = weight.param
+            # W needs the parameter itself (DDP's main_grad, grad_added_to_main_grad): under
+            # saved-tensor hooks (our profiler, activation offloading) autograd hands back a
+            # new tensor object for the saved weight, without those attributes
+            ctx.param = weight
         # Megatron's forward sets up ctx exactly as its backward expects.
         return _megatron_linear_fn().forward(ctx, input, weight, bias, *rest)
 
@@ -199,7 +203,7 @@ class DeferrableLinear(torch.autograd.Function):
             _reduce_scatter(sub, grad_input.contiguous(), group=tp_group)
             grad_input = sub
         grad_bias = grad_output.reshape(-1, grad_output.shape[-1]).sum(dim=0) if ctx.use_bias else None
-        store.defer(_weight_grad_closure(weight, grad_output, input, fusion=ctx.gradient_accumulation_fusion,
+        store.defer(_weight_grad_closure(ctx.param, grad_output, input, fusion=ctx.gradient_accumulation_fusion,
                                          main_grad=ctx.main_grad, sequence_parallel=ctx.sequence_parallel,
                                          tp_group=tp_group),
                     tensors=(grad_output, input))

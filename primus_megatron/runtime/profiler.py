@@ -1,8 +1,8 @@
 """Measured costs: per-stage F, B, W and p2p times and activation memory.
 
 On CPU, time is wall time and memory is what the executor and the
-weight-gradient store keep alive: the tensors autograd saves during F (counted
-through saved-tensor hooks, one count per storage), of which B frees all but
+weight-gradient store keep alive: the tensors autograd saved during F (read from
+the graph's nodes, one count per storage, parameters excluded), of which B frees all but
 what the deferred weight-gradient closures hold (and B adds the output
 gradients those closures keep), and W frees the rest. On GPU, ops are timed
 between device synchronisations and memory is the allocator's.
@@ -36,6 +36,36 @@ def _bytes(keys) -> int:
     return sum(n for _, n in keys)
 
 
+def saved_storages(output, exclude=frozenset()) -> set:
+    """Storages the autograd graph behind `output` keeps for backward, one count per
+    storage, less `exclude` (data pointers: the parameters). Read from the graph's nodes
+    rather than through saved-tensor hooks: under hooks autograd hands backward a new
+    tensor object for each saved parameter, without the attributes megatron's DDP and
+    fused weight-gradient path read from it (grad_added_to_main_grad)."""
+    roots = output if isinstance(output, (list, tuple)) else [output]
+    stack = [t.grad_fn for t in roots if torch.is_tensor(t) and t.grad_fn is not None]
+    keys, seen = set(), set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        for name in dir(node):  # generated nodes: _saved_<name>; custom Functions: saved_tensors
+            if not (name.startswith("_saved_") or name == "saved_tensors"):
+                continue
+            try:
+                value = getattr(node, name)
+            except RuntimeError:  # already freed
+                continue
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                if torch.is_tensor(t) and t.device.type != "meta":
+                    key = _storage_key(t)
+                    if key[0] not in exclude and key[1]:
+                        keys.add(key)
+        stack.extend(fn for fn, _ in node.next_functions)
+    return keys
+
+
 @dataclass
 class Profile:
     """One rank's measurements over the profiled steps."""
@@ -54,9 +84,10 @@ class Profile:
 class OpMemory:
     """Activation bytes an op adds (F), exchanges (B) or frees (W)."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, params=()) -> None:
         self.cuda = device.type == "cuda"
         self._before = 0
+        self._params = {p.untyped_storage().data_ptr() for p in params}  # weights are not activations
         self.saved: dict = {}  # (mb, chunk) -> storages autograd saved in F
         self.held: dict = {}  # (mb, chunk) -> storages the W closures keep
         self.live = 0  # bytes currently attributed to activations
@@ -64,21 +95,20 @@ class OpMemory:
 
     @contextlib.contextmanager
     def forward(self, key) -> Iterator[None]:
-        if self.cuda:
-            before = torch.cuda.memory_allocated()
+        """Around an F op on GPU: the allocator's growth (on CPU, `forward_done` counts)."""
+        if not self.cuda:
             yield
-            self._add(torch.cuda.memory_allocated() - before)
-            self.saved[key] = torch.cuda.memory_allocated() - before
             return
-        keys: set = set()
+        before = torch.cuda.memory_allocated()
+        yield
+        self._add(torch.cuda.memory_allocated() - before)
+        self.saved[key] = torch.cuda.memory_allocated() - before
 
-        def pack(t: torch.Tensor):
-            if t.device.type != "meta":
-                keys.add(_storage_key(t))
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            yield
+    def forward_done(self, key, output) -> None:
+        """On CPU, after an F op (outside its timing): the storages its autograd graph saved."""
+        if self.cuda:
+            return
+        keys = saved_storages(output, exclude=self._params)
         self.saved[key] = keys
         self._add(_bytes(keys))
 

@@ -3,7 +3,7 @@ given (usually measured) costs, among those that fit the memory limit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 from .costs import Costs
 from .errors import ScheduleError
@@ -22,7 +22,8 @@ class Candidate:
     note: str = ""
 
 
-def choose(pp: int, microbatches: int, costs: Costs, memory_limit: Optional[float] = None, *,
+def choose(pp: int, microbatches: int, costs: Union[Costs, Callable[[str], Costs]],
+           memory_limit: Optional[float] = None, *,
            post_validation: bool = False, candidates: Optional[Sequence[str]] = None) -> tuple[str, list[Candidate]]:
     """(best name, every candidate) for `pp` ranks and `microbatches`.
 
@@ -30,7 +31,9 @@ def choose(pp: int, microbatches: int, costs: Costs, memory_limit: Optional[floa
     iterations (sync), or, with post-validation, the longest per-rank span
     (async: a rank starts its next iteration when it finishes this one). The
     memory limit (units: one microbatch of a rank's activations; default: 1F1B's,
-    the pipeline size) is a hard filter."""
+    the pipeline size) is a hard filter. `costs` may be a function of the schedule's
+    name: costs measured under one placement, re-placed for each candidate's stages
+    (`balance.retimed`)."""
     limit = float(pp) if memory_limit is None else memory_limit
     rows = []
     for name in candidates or names():
@@ -38,9 +41,9 @@ def choose(pp: int, microbatches: int, costs: Costs, memory_limit: Optional[floa
         if entry.needs_extra == "ilp":
             continue  # exact solver: for small studies, not for choosing at run time
         try:
-            sched = generate(name, pp, microbatches, costs=costs,
-                             memory_limit=limit if entry.cost_driven else None)
-            result = simulate(sched, costs)
+            own = costs(name) if callable(costs) else costs
+            sched = generate(name, pp, microbatches, costs=own, memory_limit=limit if entry.cost_driven else None)
+            result = simulate(sched, own)
         except ScheduleError as exc:
             rows.append(Candidate(name, entry.chunks, entry.placement, None, None, None, str(exc)))
             continue

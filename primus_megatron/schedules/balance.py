@@ -30,7 +30,7 @@ import itertools
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Sequence
 
 from .costs import Costs
@@ -80,6 +80,14 @@ def stage_costs(model: ModelCosts, split: LayerSplit, pp: int, chunks: int) -> C
     mem = [(n + h * model.head_memory) / per_rank for n, _, h in parts]
     return Costs(f=kind("f"), b=kind("b"), w=kind("w"), comm=model.comm, mem_f=mem, mem_b=[0.0] * len(mem),
                  mem_w=[-x for x in mem])
+
+
+def retimed(costs: Costs, model: ModelCosts, split: LayerSplit, pp: int, chunks: int) -> Costs:
+    """`costs` (memory and p2p as measured) with F, B and W times from `model` on the stages of
+    a schedule with `chunks` per rank: measured per-rank shares would keep the head on the
+    last rank, where under V it sits on rank 0 with the embedding."""
+    times = stage_costs(model, split, pp, chunks)
+    return replace(costs, f=times.f, b=times.b, w=times.w)
 
 
 # -- fitting ---------------------------------------------------------------------------------------

@@ -28,10 +28,13 @@ class ScheduleInfo:
     description: str
     aliases: tuple[str, ...] = ()
     variable_chunks: bool = False
-    cost_driven: bool = False  # the order depends on costs / memory limit
+    cost_driven: bool = False  # the order is searched under the costs and a memory limit (auto passes its limit)
     needs_extra: Optional[str] = None  # pip extra the generator needs
     default_memory_limit: Optional[Callable[[int], float]] = field(default=None, compare=False)
     order: int = 100  # position in listings (family order), then registration order
+    # The order depends on per-stage costs: given none, the runtime measures them over the first
+    # steps and re-plans (every cost-driven schedule, and the V family's cost-aware candidates).
+    uses_costs: bool = False
 
 
 _REGISTRY: dict[str, ScheduleInfo] = {}
@@ -43,7 +46,7 @@ def register(name: str, *, placement: str = LOOP, chunks: int = 1, memory: str =
              description: str = "", aliases: tuple[str, ...] = (), variable_chunks: bool = False,
              cost_driven: bool = False, needs_extra: Optional[str] = None,
              default_memory_limit: Optional[Callable[[int], float]] = None,
-             order: int = 100) -> Callable[[Generator], Generator]:
+             order: int = 100, uses_costs: bool = False) -> Callable[[Generator], Generator]:
     """Register `generator` under `name` (and `aliases`)."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}")
@@ -54,7 +57,7 @@ def register(name: str, *, placement: str = LOOP, chunks: int = 1, memory: str =
                 raise ValueError(f"pipeline schedule name {key!r} is registered twice")
         _REGISTRY[name] = ScheduleInfo(name, fn, placement, chunks, memory, description or (fn.__doc__ or "").strip().split("\n")[0],
                                        tuple(aliases), variable_chunks, cost_driven, needs_extra, default_memory_limit,
-                                       order)
+                                       order, uses_costs or cost_driven)
         for alias in aliases:
             _ALIASES[alias] = name
         return fn

@@ -2,9 +2,10 @@
 
 A few forward-backward passes run with a provisional schedule (zb-h1: loop
 placement, one chunk) and no optimizer step; the runtime measures each stage's
-F, B, W, p2p time and activation memory. From these costs (per rank) the
-simulator ranks every registered schedule the layer split fits (even or uneven) and
-that fits --pipeline-memory-limit; the fastest wins and the table is logged.
+F, B, W, p2p time and activation memory. Per-layer, embedding and head costs
+fitted to them time every registered schedule the layer split fits (even or
+uneven) on its own stages (under V the head is on rank 0), memory as measured
+per rank; the fastest that fits --pipeline-memory-limit wins and the table is logged.
 If it needs another placement or chunk count the model is built again, with
 the same initial weights (they depend only on the seed and the layer number).
 """
@@ -52,24 +53,36 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
     best one, return the model for it (`model` itself or a rebuilt one)."""
     from ..megatron_lm.args import split_fits
     from ..runtime.profiler import per_rank_costs
+    from ..schedules import balance
+    from ..schedules.layer_split import LayerSplit
 
     pp = args.pipeline_model_parallel_size
     costs, summary, plan = _profile(args, model, train_data, configure, PROVISIONAL)
     shares = per_rank_costs(costs, plan)
+    # Each candidate timed on its own stages: per-layer, embedding and head costs fitted to the
+    # measured stages, so under V the head counts on rank 0 (memory as measured, per rank).
+    split = LayerSplit.from_args(args)
+    fitted = balance.fit(costs, split, pp, plan.chunks_per_rank)
+
+    def placed(name: str) -> S.Costs:
+        return balance.retimed(shares, fitted, split, pp, S.info(name).chunks)
+
     usable = [n for n in S.names() if split_fits(args, n)]
-    best, rows = S.auto.choose(pp, args.num_microbatches, shares, args.pipeline_memory_limit,
+    best, rows = S.auto.choose(pp, args.num_microbatches, placed, args.pipeline_memory_limit,
                                post_validation=args.optimizer_post_validation, candidates=usable)
     ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
     log0(f"auto: measured per-rank costs (ms) F [{ms(shares.f)}] B [{ms(shares.b)}] W [{ms(shares.w)}] "
-         f"p2p {1e3 * summary['comm']:.3f}; simulated iteration times (ms) for {args.num_microbatches} "
-         f"microbatches:\n" + S.auto.table([_in_ms(r) for r in rows], best))
+         f"p2p {1e3 * summary['comm']:.3f}; per layer F {1e3 * fitted.layer.f:.2f} B {1e3 * fitted.layer.b:.2f} "
+         f"W {1e3 * fitted.layer.w:.2f}, head F {1e3 * fitted.head.f:.2f} B {1e3 * fitted.head.b:.2f} "
+         f"W {1e3 * fitted.head.w:.2f}; simulated iteration times (ms) for {args.num_microbatches} "
+         f"microbatches, each on its own stages:\n" + S.auto.table([_in_ms(r) for r in rows], best))
     log0(f"auto: chose {best}")
     entry = S.info(best)
     args.pipeline_schedule = entry.name
     args.pipeline_chunks_resolved = entry.chunks
     # Planned from the costs it was chosen under (the V schedules use them too), so what
     # runs is what was simulated; schedules that ignore costs are unaffected.
-    args.pipeline_costs_measured = shares
+    args.pipeline_costs_measured = placed(entry.name)
     if entry.placement == S.info(PROVISIONAL).placement and entry.chunks == S.info(PROVISIONAL).chunks:
         return model
     del model

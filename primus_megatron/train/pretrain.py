@@ -32,7 +32,7 @@ def forward_backward_func(args):
     if costs is None and args.pipeline_costs:
         costs = parse_costs(args.pipeline_costs)
     # A cost-driven schedule given no costs measures them over the first steps and re-plans.
-    measure = S.info(args.pipeline_schedule).cost_driven and costs is None and args.pipeline_profile_steps > 0
+    measure = S.info(args.pipeline_schedule).uses_costs and costs is None and args.pipeline_profile_steps > 0
     profile = measure or args.pipeline_profile_out is not None
     return get_forward_backward_func(
         args.pipeline_schedule, chunks=args.pipeline_chunks if args.pipeline_chunks_resolved > 1 else None,

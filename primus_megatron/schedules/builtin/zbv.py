@@ -7,7 +7,7 @@ from ..registry import register
 from ..variants import best_of
 
 
-@register("zbv", order=60, placement=V, chunks=2, memory="1x",
+@register("zbv", order=60, placement=V, chunks=2, memory="1x", uses_costs=True,
           description="V-shape zero bubble, 2 chunks per rank, 1F1B memory")
 def zbv(pp: int, microbatches: int, *, costs: StageCosts, **_) -> list[list[Op]]:
     # The paper's fixed pattern, with its W re-placed from the costs where that
