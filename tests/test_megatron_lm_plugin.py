@@ -143,6 +143,25 @@ def test_install_is_a_no_op_without_a_schedule_and_idempotent(fake_megatron_trai
     assert seen[-1] is None
 
 
+@pytest.mark.parametrize("schedule", ["zbv", "v-half", "zb-auto"])
+def test_a_schedule_that_uses_costs_measures_them_unless_given_or_deterministic(fake_megatron_training, schedule):
+    """Re-planned from costs measured over --pipeline-profile-steps; not with --pipeline-costs (planned
+    from those), nor under Megatron-LM's --deterministic-mode (a measured plan can differ between launches)."""
+    from primus_megatron import megatron_lm
+
+    args, training, _, _ = fake_megatron_training
+    megatron_lm.install()
+    args.pipeline_schedule = schedule
+    runner = training.get_forward_backward_func()
+    assert runner.replan and runner.profile_steps == (1, 4)
+    args.pipeline_costs = "1,2,1,0.05"
+    runner = training.get_forward_backward_func()
+    assert not runner.replan and runner.profile_steps is None and runner.costs.b == 2
+    args.pipeline_costs, args.deterministic_mode = None, True
+    runner = training.get_forward_backward_func()
+    assert not runner.replan and runner.profile_steps is None and runner.costs is None
+
+
 def test_patch_applies_to_megatron_lm_and_its_arguments_parse(tmp_path):
     """The patch applies to Megatron-LM at the tag matching the installed megatron-core
     (MEGATRON_LM_PATH, else the shared snapshot: tests/megatron_lm_harness.py) and its argument

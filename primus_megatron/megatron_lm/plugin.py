@@ -81,7 +81,9 @@ def forward_backward_func_for(args) -> Any:
     steps = args.pipeline_profile_steps
     # a cost-driven schedule given no costs measures them over the first steps and re-plans (as in
     # examples/pretrain_gpt.py); --pipeline-profile-out measures them for `primus-pipeline balance`
-    measure = entry.uses_costs and costs is None and steps > 0
+    # --deterministic-mode: no plan from measured costs (it can differ between launches, and with it the
+    # order in which a weight shared by two chunks, the tied embedding under V, sums its gradients)
+    measure = entry.uses_costs and costs is None and steps > 0 and not getattr(args, "deterministic_mode", False)
     profile_out = getattr(args, "pipeline_profile_out", None)
     return get_forward_backward_func(
         entry.name, chunks=getattr(args, "pipeline_chunks", None), memory_limit=args.pipeline_memory_limit,
