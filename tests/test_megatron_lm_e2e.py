@@ -13,7 +13,8 @@ validation losses) must be identical, as printed, to those of Megatron's own sch
   CPU through compat.cpu's stand-in for apex's kernel): one schedule of each kind,
   zb-auto, and `auto` (chosen before the model is built);
 * DP=2 x PP=2 with --overlap-grad-reduce, --use-distributed-optimizer and
-  --overlap-param-gather (untied embeddings: V with overlapped reduce needs them);
+  --overlap-param-gather (untied embeddings: V with overlapped reduce needs them), zbv
+  re-planned from the costs measured at iteration 2;
 * a checkpoint saved under 1f1b resumed under zbv, and back;
 * --optimizer-post-validation (steps rolled back and redone): the same lines;
 * a bad schedule option: one sentence, exit status 2.
@@ -43,8 +44,12 @@ DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "-
 # v-min take the same paths through Megatron-LM (only the op order differs), and every schedule's
 # order is checked against megatron-core's 1F1B in test_runtime_parity.py / test_production_matrix.py.
 SCHEDULES = ["1f1b", "zb-h1", "zbv", "zb-auto", "auto"]
-# profiled at iteration 2, planned again from the measured costs for iterations 3 and 4
-EXTRA = {"zb-auto": ["--pipeline-profile-steps", "1"], "zbv": ["--pipeline-profile-steps", "1"]}
+# zb-auto: profiled at iteration 2, planned again from the measured costs for iterations 3 and 4. zbv keeps
+# its equal-cost plan here: a plan from measured costs differs between launches, and with tied embeddings
+# (rank 0 holds both) the last printed digit can follow it (README); zbv re-plans in the DP2xPP2 runs (untied)
+FIXED_ZBV = ["--pipeline-profile-steps", "0"]
+EXTRA = {"zb-auto": ["--pipeline-profile-steps", "1"], "zbv": FIXED_ZBV}
+REPLANNED = re.compile(r"^(re-planned \S+ from the measured costs|kept the running \S+ plan)", re.M)
 SAVES_AT = 2  # the runs resumed from save at this iteration
 
 
@@ -79,7 +84,9 @@ def runs(tree, tmp_path_factory):
     @functools.lru_cache(maxsize=None)
     def dp2pp2(schedule):
         args = DP2PP2 + ["--load", start(True), "--finetune"]
-        return H.run(tree, 4, args + (["--pipeline-schedule", schedule] if schedule else []))
+        # ours re-planned from the costs measured at iteration 2 (untied: the numbers cannot depend on the plan)
+        return H.run(tree, 4, args + (["--pipeline-schedule", schedule, "--pipeline-profile-steps", "1"]
+                                      if schedule else []))
 
     class Runs:
         pass
@@ -124,9 +131,8 @@ def test_pp2_schedule_trains_exactly_as_megatron(runs, schedule):
     if schedule in ("zbv", "v-half", "v-min"):
         assert _arg(ours, "virtual_pipeline_model_parallel_size") == "2"
     assert ours.numbers() == own.numbers()
-    if schedule in EXTRA:  # zbv takes the new plan only if no slower at no more memory
-        assert re.search(rf"^(re-planned {schedule} from the measured costs|kept the running {schedule} plan)",
-                         ours.log, re.M), H.tail(ours.log)
+    if schedule == "zb-auto":
+        assert REPLANNED.search(ours.log), H.tail(ours.log)
 
 
 # a V schedule (rank 0 holds both ends; the harder case for DDP's buckets and the gathers); every
@@ -143,6 +149,7 @@ def test_dp2_pp2_overlap_distributed_optimizer_fusion(runs, schedule):
     assert _arg(ours, "data_parallel_size") == "2"
     if schedule is not None:
         assert ours.numbers() == runs.dp2pp2(None).numbers()
+        assert REPLANNED.search(ours.log), H.tail(ours.log)  # profiled with DDP's overlapped reduce and fusion on
 
 
 @pytest.mark.parametrize("saved_under, resumed_under", [("1f1b", "zbv"), ("zbv", "1f1b")])
@@ -173,7 +180,7 @@ def test_post_validation_trains_as_the_synchronous_step(runs, tree):
     are rolled back and redone): the same log lines as the synchronous step."""
     sync = runs.pp2("zbv")
     post = H.run(tree, 2, PP2 + ["--load", runs.start(False), "--finetune", "--pipeline-schedule", "zbv",
-                                 "--optimizer-post-validation"])
+                                 "--optimizer-post-validation", *FIXED_ZBV])
     m = re.search(r"post-validation: (\d+) steps, (\d+) taken optimistically, (\d+) rolled back, (\d+) redone",
                   post.log)
     assert m, H.tail(post.log)
