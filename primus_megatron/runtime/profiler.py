@@ -55,7 +55,7 @@ def saved_storages(output, exclude=frozenset()) -> set:
                 continue
             try:
                 value = getattr(node, name)
-            except RuntimeError:  # already freed
+            except Exception:  # freed already, or a node type that cannot hand it out: a measurement, not a step
                 continue
             for t in value if isinstance(value, (list, tuple)) else (value,):
                 if torch.is_tensor(t) and t.device.type != "meta":
