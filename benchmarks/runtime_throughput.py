@@ -17,6 +17,9 @@ parameter's global name), the same microbatches:
 (b) gain: `zb-h1`, `zb-h2`, `zbv`, `zb-auto` vs megatron's 1F1B at m = 4, 8,
     16, next to the simulator's makespan ratio vs `1f1b` from costs measured on
     this run (zb-h1 profiled: per-stage F, B, W and p2p latency);
+(b2) where measured and simulated part: each timed step simulated again from
+    its own executed ops' durations, the span of its ops against that, and each
+    rank's busy time per microbatch against the fitted costs;
 (c) our `zbv` vs torch's `ScheduleZBVZeroBubble` on the same megatron chunks
     (see `TorchStageModule`);
 (d) peak activation memory per rank of every registered schedule (zb-optimal
@@ -37,6 +40,7 @@ import argparse
 import os
 import sys
 import time
+from collections import defaultdict
 from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -284,6 +288,7 @@ def throughput_body(rank: int, case: dict) -> dict:
                 fn(m)
     times = {(name, m): [] for name in variants for m in ms}
     busy = {(name, m): [] for name in variants for m in ms}
+    timelines = {(name, m): [] for name in runners for m in ms}  # per repetition: (kind, stage, start, end)
     extra = {("torch-zbv (megatron linear)", m): [] for m in case["extra_ms"]}
     names = list(variants)
     load = []
@@ -304,8 +309,11 @@ def throughput_body(rank: int, case: dict) -> dict:
                 runner = runners.get(name)
                 if runner is not None and runner.last_step is not None:
                     busy[(name, m)].append(sum(r.end - r.start for r in runner.last_step.timeline))
+                    timelines[(name, m)].append([(r.op.kind, r.stage, r.start, r.end)
+                                                 for r in runner.last_step.timeline if r.stage >= 0])
     times.update(extra)
-    return {"times": times, "busy": busy, "costs": shares, "summary": summary, "m_prof": m_prof, "load": load}
+    return {"times": times, "busy": busy, "timelines": timelines, "costs": shares, "summary": summary,
+            "m_prof": m_prof, "load": load}
 
 
 # -- (d): memory body -----------------------------------------------------------------------------
@@ -338,7 +346,8 @@ def memory_body(rank: int, case: dict) -> dict:
 
 def simulate_ratios(costs, ms, names, pp: int, num_layers: int) -> dict:
     """The simulator's makespan / its 1f1b's, each schedule on its own stages: per-layer and head
-    costs fitted to the profiled loop stages (`balance.fit`), so under V the head is on rank 0."""
+    costs fitted to the profiled loop stages (`balance.fit`), so under V the head is on rank 0;
+    its sync bubble; and each rank's F + B + W for one microbatch under those costs."""
     from primus_megatron import schedules as S
     from primus_megatron.schedules import balance
     from primus_megatron.schedules.layer_split import LayerSplit
@@ -351,8 +360,44 @@ def simulate_ratios(costs, ms, names, pp: int, num_layers: int) -> dict:
         base = S.simulate(S.generate("1f1b", pp, m, costs=loop), loop).makespan
         for name in ("1f1b", *names):
             own = balance.stage_costs(fitted, split, pp, S.info(name).chunks)
-            r = S.simulate(S.generate(name, pp, m, costs=own), own)
-            out[(name, m)] = (r.makespan / base, r.bubble_sync)
+            plan = S.generate(name, pp, m, costs=own)
+            r = S.simulate(plan, own)
+            work = [0.0] * pp  # F + B + W of one microbatch, per rank
+            for stage in range(plan.num_stages):
+                work[plan.owner(stage)[0]] += own.f[stage] + own.b[stage] + own.w[stage]
+            out[(name, m)] = (r.makespan / base, r.bubble_sync, work)
+    return out
+
+
+def own_op_costs(ops: list, num_stages: int, comm: float):
+    """Per-stage Costs from one step's executed ops (median duration per kind and stage); a
+    backward that was not split counts half as B and half as W, as the profiler does."""
+    from primus_megatron import schedules as S
+
+    durations = defaultdict(list)
+    for kind, stage, start, end in ops:
+        durations[(kind, stage)].append(end - start)
+    cost = {k: C.median(v) for k, v in durations.items()}
+    f = [cost.get((S.F, s), 0.0) for s in range(num_stages)]
+    b = [cost.get((S.B, s), cost.get((S.BW, s), 0.0) / 2) for s in range(num_stages)]
+    w = [cost.get((S.W, s), cost.get((S.BW, s), 0.0) / 2) for s in range(num_stages)]
+    return S.Costs(f=f, b=b, w=w, comm=comm)
+
+
+def own_op_simulation(res: list, plans: dict, comm: float) -> dict:
+    """For every timed step of our schedules: the simulator's makespan for the plan that ran under
+    that step's own op durations, and the step's span from its first op's start to its last op's
+    end (both ranks; perf_counter is one clock for all processes on Linux)."""
+    from primus_megatron import schedules as S
+
+    out = {}
+    for key, plan in plans.items():
+        sims, spans = [], []
+        for per_rank in zip(*(r["timelines"][key] for r in res)):
+            ops = [op for rank_ops in per_rank for op in rank_ops]
+            sims.append(S.simulate(plan, own_op_costs(ops, plan.num_stages, comm)).makespan)
+            spans.append(max(op[3] for op in ops) - min(op[2] for op in ops))
+        out[key] = (sims, spans)
     return out
 
 
@@ -424,6 +469,37 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
                          f"{sim[(n, m)][1]:.3f}", busy])
     lines.append(C.table(["m", "schedule", "iteration (ms)", "/ megatron 1F1B", "best", "/ our 1f1b",
                           "simulated / 1f1b", "simulated bubble", "busy rank 0 / 1 (ms)"], rows))
+    lines.append("")
+
+    lines.append("### (b2) Where the measured time goes: each schedule's own op durations\n")
+    lines.append("Per repetition, from our runtime's timeline of the step that was timed: `own ops`: the simulator's "
+                 "makespan for the plan that ran, under that step's own per-stage op durations (median per kind and "
+                 "stage; both ranks) and the measured p2p latency, / the same for our `1f1b` in the same repetition. "
+                 "Where it is far from `simulated` (the loop profile's fitted costs), the ops themselves cost "
+                 "otherwise under this schedule than the loop profile predicts. `span / own ops`: the step's span "
+                 "(first op's start to last op's end, over both ranks) / that simulated makespan: time between ops the "
+                 "simulator does not predict (p2p, the executor's own work). `iteration / span`: the forward_backward "
+                 "call / its ops' span (work before the first op and after the last). Medians [25th-75th percentile]. "
+                 "`ops per microbatch`: a rank's busy time / m, and in parentheses its F + B + W for one "
+                 "microbatch under the fitted costs the `simulated` column uses.\n")
+    from primus_megatron import schedules as S
+
+    plans = {(n, m): S.generate(n, 2, m, costs=costs if n == "zb-auto" else None) for n in ("1f1b",) + ZB for m in ms}
+    own = own_op_simulation(res, plans, summary["comm"])
+    rows = []
+    for m in ms:
+        for n in ("1f1b",) + ZB:
+            sims, spans = own[(n, m)]
+            rows.append([m, f"`{n}`", C.ratio_cell(ratios(n, m, "1f1b")) if n != "1f1b" else "1",
+                         f"{sim[(n, m)][0]:.3f}",
+                         C.ratio_cell([a / b for a, b in zip(sims, own[("1f1b", m)][0])]) if n != "1f1b" else "1",
+                         C.ratio_cell([a / b for a, b in zip(spans, sims)]),
+                         C.ratio_cell([a / b for a, b in zip(times[(n, m)], spans)]),
+                         " / ".join(f"{1e3 * C.median(r['busy'][(n, m)]) / m:.1f} ({1e3 * x:.1f})"
+                                    for r, x in zip(res, sim[(n, m)][2]))])
+    lines.append(C.table(["m", "schedule", "measured / our 1f1b", "simulated / 1f1b", "own ops / 1f1b's own ops",
+                          "span / own ops", "iteration / span", "ops per microbatch, rank 0 / 1 (ms): measured (fitted)"],
+                         rows))
     lines.append("")
 
     lines.append("### (c) Our `zbv` vs torch.distributed.pipelining's `ScheduleZBVZeroBubble`\n")
