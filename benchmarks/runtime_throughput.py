@@ -272,6 +272,13 @@ def throughput_body(rank: int, case: dict) -> dict:
             prof(data_iterator=iter(batches[:m_prof]), model=loop_model[0], num_microbatches=m_prof, **kw)
     costs, summary = prof.measured
     shares = per_rank_costs(costs, prof.plan(pp, m_prof)[0])
+    # ... and 1f1b the same way: a backward run as one op, which costs less than B + W apart
+    prof = pm.get_forward_backward_func("1f1b", p2p_timeout_s=timeout, profile_steps=(1, 4))
+    with linear_impl(linear_hooks.deferrable_linear):
+        for _ in range(4):
+            zero_grads(loop_model)
+            prof(data_iterator=iter(batches[:m_prof]), model=loop_model[0], num_microbatches=m_prof, **kw)
+    unsplit = prof.measured[0]
     runners["zb-auto"] = pm.get_forward_backward_func("zb-auto", costs=shares, p2p_timeout_s=timeout)
 
     variants = {"megatron-1f1b": run_megatron, "megatron-1f1b (A/A)": run_megatron,
@@ -312,7 +319,7 @@ def throughput_body(rank: int, case: dict) -> dict:
                     timelines[(name, m)].append([(r.op.kind, r.stage, r.start, r.end)
                                                  for r in runner.last_step.timeline if r.stage >= 0])
     times.update(extra)
-    return {"times": times, "busy": busy, "timelines": timelines, "costs": shares, "summary": summary,
+    return {"times": times, "busy": busy, "timelines": timelines, "costs": shares, "unsplit": unsplit, "summary": summary,
             "m_prof": m_prof, "load": load}
 
 
@@ -344,16 +351,19 @@ def memory_body(rank: int, case: dict) -> dict:
 
 # -- report -----------------------------------------------------------------------------------------
 
-def simulate_ratios(costs, ms, names, pp: int, num_layers: int) -> dict:
+def simulate_ratios(costs, unsplit, ms, names, pp: int, num_layers: int) -> dict:
     """The simulator's makespan / its 1f1b's, each schedule on its own stages: per-layer and head
-    costs fitted to the profiled loop stages (`balance.fit`), so under V the head is on rank 0;
-    its sync bubble; and each rank's F + B + W for one microbatch under those costs."""
+    costs fitted to the profiled loop stages (`balance.fit`), so under V the head is on rank 0,
+    and a BW op timed as 1f1b's profile measured it; its sync bubble; and each rank's F + B + W
+    (or F + BW) for one microbatch under those costs."""
+    from dataclasses import replace
+
     from primus_megatron import schedules as S
     from primus_megatron.schedules import balance
     from primus_megatron.schedules.layer_split import LayerSplit
 
     split = LayerSplit(num_layers=num_layers)
-    fitted = balance.fit(costs, split, pp, 1)
+    fitted = replace(balance.fit(costs, split, pp, 1), fused=balance.fused_ratio(unsplit, costs))
     out = {}
     for m in ms:
         loop = balance.stage_costs(fitted, split, pp, 1)
@@ -364,8 +374,9 @@ def simulate_ratios(costs, ms, names, pp: int, num_layers: int) -> dict:
             r = S.simulate(plan, own)
             work = [0.0] * pp  # F + B + W of one microbatch, per rank
             for stage in range(plan.num_stages):
-                work[plan.owner(stage)[0]] += own.f[stage] + own.b[stage] + own.w[stage]
-            out[(name, m)] = (r.makespan / base, r.bubble_sync, work)
+                back = own.b[stage] + own.w[stage] if plan.splits_backward or own.bw is None else own.bw[stage]
+                work[plan.owner(stage)[0]] += own.f[stage] + back
+            out[(name, m)] = (r.makespan / base, r.bubble_sync, work, fitted.fused)
     return out
 
 
@@ -416,7 +427,7 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
         return f"{min(times[(name, m)]) / min(times[(ref, m)]):.3f}"
 
     costs, summary, m_prof = res[0]["costs"], res[0]["summary"], res[0]["m_prof"]
-    sim = simulate_ratios(costs, ms, ZB, 2, opts["model"]["num_layers"])
+    sim = simulate_ratios(costs, res[0]["unsplit"], ms, ZB, 2, opts["model"]["num_layers"])
     model = opts["model"]
     lines = [C.command_block(command)]
     lines.append(
@@ -456,7 +467,9 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
     lines.append(f"Measured costs (our `zb-h1` profiled over 3 steps at m={m_prof}, per stage, ms): F [{fmt(summary['f'])}], "
                  f"B [{fmt(summary['b'])}], W [{fmt(summary['w'])}], p2p one-way {1e3 * summary['comm']:.2f}. "
                  f"`simulated`: the simulator's makespan under those costs (each schedule on its own stages: per-layer "
-                 f"and head costs fitted to the two measured stages, `balance.fit`, so under V the head is on rank 0) "
+                 f"and head costs fitted to the two measured stages, `balance.fit`, so under V the head is on rank 0; "
+                 f"a backward run as one op, as `1f1b` runs it, takes {sim[(ZB[0], ms[0])][3]:.3f} x B + W, as our "
+                 f"`1f1b` profiled the same way measured it) "
                  f"/ its `1f1b` makespan, and its sync bubble. `zb-auto` is planned from "
                  f"the same costs. `busy`: per rank, the sum of the executed ops' durations in our runtime's timeline "
                  f"(median over repetitions), i.e. compute without waiting.\n")
@@ -480,8 +493,8 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
                  "(first op's start to last op's end, over both ranks) / that simulated makespan: time between ops the "
                  "simulator does not predict (p2p, the executor's own work). `iteration / span`: the forward_backward "
                  "call / its ops' span (work before the first op and after the last). Medians [25th-75th percentile]. "
-                 "`ops per microbatch`: a rank's busy time / m, and in parentheses its F + B + W for one "
-                 "microbatch under the fitted costs the `simulated` column uses.\n")
+                 "`ops per microbatch`: a rank's busy time / m, and in parentheses its F + B + W (`1f1b`: F + BW) "
+                 "for one microbatch under the fitted costs the `simulated` column uses.\n")
     from primus_megatron import schedules as S
 
     plans = {(n, m): S.generate(n, 2, m, costs=costs if n == "zb-auto" else None) for n in ("1f1b",) + ZB for m in ms}

@@ -312,7 +312,8 @@ def train_body(rank, world_case):
     for argv in world_case["runs"]:
         args = parse(argv, world_size=dist.get_world_size())
         args.return_params = world_case.get("return_params", False)
-        out.append(dict(pretrain.train(args), schedule=args.pipeline_schedule))  # auto resolves it
+        out.append(dict(pretrain.train(args), schedule=args.pipeline_schedule,  # auto resolves it
+                        planned_costs=getattr(args, "pipeline_costs_measured", None)))
     return out
 
 

@@ -71,6 +71,9 @@ def test_auto_trains_with_one_registered_schedule_on_every_rank(every_schedule):
     chosen = {per_rank[len(EVERY)]["schedule"] for per_rank in results}
     # resolved to a registered schedule (with PRIMUS_TEST_SCHEDULES, maybe one not run here), the same everywhere
     assert len(chosen) == 1 and chosen <= set(S.names()) - {"auto"}, chosen
+    # it also profiled 1f1b on the same stages: the costs it chose on time a BW op as measured
+    costs = results[0][len(EVERY)]["planned_costs"]
+    assert costs.bw is not None and costs.bw != pytest.approx([b + w for b, w in zip(costs.b, costs.w)])
 
 
 def test_timeline_picture_and_trace_are_written(every_schedule):

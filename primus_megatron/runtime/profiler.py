@@ -181,7 +181,8 @@ def per_rank_costs(costs: S.Costs, schedule: S.Schedule) -> S.Costs:
         return out
 
     return S.Costs(f=share(costs.f), b=share(costs.b), w=share(costs.w), comm=costs.comm,
-                   mem_f=share(costs.mem_f), mem_b=share(costs.mem_b), mem_w=share(costs.mem_w))
+                   mem_f=share(costs.mem_f), mem_b=share(costs.mem_b), mem_w=share(costs.mem_w),
+                   bw=None if costs.bw is None else share(costs.bw))
 
 
 def measured_costs(profile: Profile, schedule: S.Schedule, group, rank: int) -> tuple[S.Costs, dict]:
@@ -189,11 +190,19 @@ def measured_costs(profile: Profile, schedule: S.Schedule, group, rank: int) -> 
     all ranks) and a summary (seconds, bytes) for logging."""
     gathered: list = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, (rank, profile.summary()), group=group)
+    return combined_costs([summary for _, summary in gathered], schedule)
+
+
+def combined_costs(summaries: list, schedule: S.Schedule) -> tuple[S.Costs, dict]:
+    """Per-stage Costs and a summary from every rank's `Profile.summary()`. A backward that
+    ran as one op (BW) is `bw` (B + W on stages that ran none), and half B, half W on a stage
+    that ran no B and W apart."""
     n = schedule.num_stages
     f, b, w = [0.0] * n, [0.0] * n, [0.0] * n
+    bw: list = [None] * n  # a BW op's own time, where the schedule ran one
     mf, mb, mw = [0.0] * n, [0.0] * n, [0.0] * n
     comms = []
-    for _, summary in gathered:
+    for summary in summaries:
         if summary["comm"] > 0:
             comms.append(summary["comm"])
         for (kind, stage), seconds in summary["durations"].items():
@@ -203,8 +212,8 @@ def measured_costs(profile: Profile, schedule: S.Schedule, group, rank: int) -> 
                 b[stage] = seconds
             elif kind == S.W:
                 w[stage] = seconds
-            elif kind == S.BW:  # a schedule without W: split the measured backward evenly
-                b[stage] = w[stage] = seconds / 2
+            elif kind == S.BW:
+                bw[stage] = seconds
         for (kind, stage), delta in summary["memory"].items():
             if kind == S.F:
                 mf[stage] = delta
@@ -214,6 +223,9 @@ def measured_costs(profile: Profile, schedule: S.Schedule, group, rank: int) -> 
                 mw[stage] = delta
             elif kind == S.BW:
                 mb[stage], mw[stage] = 0.0, delta
+    for stage, seconds in enumerate(bw):
+        if seconds is not None and b[stage] == w[stage] == 0.0:  # no B and W apart here: split it evenly
+            b[stage] = w[stage] = seconds / 2
     # Memory in units of an average rank's activations for one microbatch.
     per_rank = defaultdict(float)
     for stage in range(n):
@@ -221,5 +233,7 @@ def measured_costs(profile: Profile, schedule: S.Schedule, group, rank: int) -> 
     unit = (sum(per_rank.values()) / len(per_rank)) or 1.0
     mf, mb, mw = ([x / unit for x in v] for v in (mf, mb, mw))
     mw = [-(a + c) for a, c in zip(mf, mb)]  # deltas sum to zero exactly (medians need not)
-    costs = S.Costs(f=f, b=b, w=w, comm=statistics.median(comms) if comms else 0.0, mem_f=mf, mem_b=mb, mem_w=mw)
+    fused = None if all(x is None for x in bw) else [b[s] + w[s] if x is None else x for s, x in enumerate(bw)]
+    costs = S.Costs(f=f, b=b, w=w, comm=statistics.median(comms) if comms else 0.0, mem_f=mf, mem_b=mb, mem_w=mw,
+                    bw=fused)
     return costs, {"unit_bytes": unit, "f": f, "b": b, "w": w, "comm": costs.comm}

@@ -53,14 +53,16 @@ class Part:
 @dataclass(frozen=True)
 class ModelCosts:
     """Per-microbatch costs of one transformer layer, the embedding and the head
-    (output layer and loss), the p2p time of one activation, and the head's
-    activation memory in layers (logits of a large vocabulary)."""
+    (output layer and loss), the p2p time of one activation, the head's
+    activation memory in layers (logits of a large vocabulary), and `fused`: a
+    backward run as one op (BW)'s time over B + W, where measured."""
 
     layer: Part
     embedding: Part = field(default_factory=Part)
     head: Part = field(default_factory=Part)
     comm: float = 0.0
     head_memory: float = 0.0
+    fused: float = 1.0
 
 
 def stage_parts(split: LayerSplit, pp: int, chunks: int) -> list[tuple[int, int, int]]:
@@ -78,8 +80,10 @@ def stage_costs(model: ModelCosts, split: LayerSplit, pp: int, chunks: int) -> C
         return [n * getattr(model.layer, k) + e * getattr(model.embedding, k) + h * getattr(model.head, k)
                 for n, e, h in parts]
     mem = [(n + h * model.head_memory) / per_rank for n, _, h in parts]
-    return Costs(f=kind("f"), b=kind("b"), w=kind("w"), comm=model.comm, mem_f=mem, mem_b=[0.0] * len(mem),
-                 mem_w=[-x for x in mem])
+    b, w = kind("b"), kind("w")
+    bw = None if model.fused == 1.0 else [(x + y) * model.fused for x, y in zip(b, w)]
+    return Costs(f=kind("f"), b=b, w=w, comm=model.comm, mem_f=mem, mem_b=[0.0] * len(mem),
+                 mem_w=[-x for x in mem], bw=bw)
 
 
 def retimed(costs: Costs, model: ModelCosts, split: LayerSplit, pp: int, chunks: int) -> Costs:
@@ -87,7 +91,7 @@ def retimed(costs: Costs, model: ModelCosts, split: LayerSplit, pp: int, chunks:
     a schedule with `chunks` per rank: measured per-rank shares would keep the head on the
     last rank, where under V it sits on rank 0 with the embedding."""
     times = stage_costs(model, split, pp, chunks)
-    return replace(costs, f=times.f, b=times.b, w=times.w)
+    return replace(costs, f=times.f, b=times.b, w=times.w, bw=times.bw)
 
 
 # -- fitting ---------------------------------------------------------------------------------------
@@ -132,7 +136,23 @@ def fit(measured: Costs, split: LayerSplit, pp: int, chunks: int, *, head_memory
                       embedding=Part(out["f"][1], out["b"][1], out["w"][1]),
                       head=Part(out["f"][2], out["b"][2], out["w"][2]),
                       comm=float(measured.comm) if isinstance(measured.comm, (int, float)) else max(measured.comm),
-                      head_memory=head_memory)
+                      head_memory=head_memory,
+                      fused=1.0 if measured.bw is None else fused_ratio(measured, measured))
+
+
+def _per_stage(value, n: int) -> list[float]:
+    return [float(value)] * n if isinstance(value, (int, float)) else [float(v) for v in value]
+
+
+def fused_ratio(unsplit: Costs, split: Costs) -> float:
+    """A backward run as one op's time over B + W's, from two profiles of the same stages:
+    `unsplit`'s BW times (a schedule that ran BW ops, such as 1f1b) and `split`'s B and W
+    times (one that ran them apart). 1.0 where `unsplit` measured no BW."""
+    if unsplit.bw is None:
+        return 1.0
+    n = len(unsplit.bw) if not isinstance(unsplit.bw, (int, float)) else 1
+    apart = sum(_per_stage(split.b, n)) + sum(_per_stage(split.w, n))
+    return sum(_per_stage(unsplit.bw, n)) / apart if apart > 0 else 1.0
 
 
 # -- choosing --------------------------------------------------------------------------------------
@@ -345,10 +365,13 @@ def load_profile(path: str) -> ModelCosts:
             raise ValueError
         c = data["costs"]
         model = ModelCosts(layer=Part(**c["layer"]), embedding=Part(**c["embedding"]), head=Part(**c["head"]),
-                           comm=float(c["comm"]), head_memory=float(c.get("head_memory", 0.0)))
+                           comm=float(c["comm"]), head_memory=float(c.get("head_memory", 0.0)),
+                           fused=float(c.get("fused", 1.0)))
     except (ValueError, KeyError, TypeError):
         raise ValueError(f"profile {path!r} is not a {FORMAT} file (write one with --pipeline-profile-out)") from None
     for part in (model.layer, model.embedding, model.head):
         if min(part.f, part.b, part.w) < 0:
             raise ValueError(f"profile {path!r} has negative costs")
+    if not model.fused > 0:
+        raise ValueError(f"profile {path!r} has a non-positive fused-backward ratio")
     return model

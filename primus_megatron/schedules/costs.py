@@ -6,6 +6,11 @@ of length `pp` gives per-rank shares (also divided by chunks); a list of length
 `pp * chunks` gives per-virtual-stage values used as they are. `comm` is the
 latency of one p2p message leaving a stage and is never divided.
 
+`bw`, when given, is the time of a backward that is not split (a BW op: input
+and weight gradients in one autograd pass, as megatron's 1F1B runs it), in
+the same forms as `b`; it can be less than `b + w` (one pass over the saved
+activations, no deferred closure). Left out, a BW op costs `b + w`.
+
 Memory is in units of one rank's full activation share for one microbatch:
 F adds `mem_f`, B adds `mem_b`, W adds `mem_w` (signed deltas that sum to 0).
 The default frees everything at W, as the weight gradient still needs the
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Sequence, Union
+from typing import Optional, Sequence, Union
 
 from .errors import ScheduleError
 from .ir import B, BW, F, W, owner_of
@@ -32,14 +37,17 @@ class Costs:
     mem_f: Value = 1.0
     mem_b: Value = 0.0
     mem_w: Value = -1.0
+    bw: Optional[Value] = None
 
     def __post_init__(self) -> None:
         for fld in fields(self):
             value = getattr(self, fld.name)
+            if value is None and fld.name == "bw":
+                continue
             values = [value] if isinstance(value, (int, float)) else list(value)
             if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
                 raise ScheduleError(f"cost-{fld.name.replace('_', '-')} must be a finite number or a non-empty list of them, got {value!r}")
-            if fld.name in ("f", "b", "w", "comm", "mem_f") and min(values) < 0:
+            if fld.name in ("f", "b", "w", "comm", "mem_f", "bw") and min(values) < 0:
                 raise ScheduleError(f"cost-{fld.name.replace('_', '-')} must be >= 0, got {value!r}")
             if not isinstance(value, (int, float)):
                 object.__setattr__(self, fld.name, tuple(float(v) for v in values))
@@ -64,6 +72,7 @@ class Costs:
             time={F: per_stage("f", True), B: per_stage("b", True), W: per_stage("w", True)},
             mem={F: per_stage("mem_f", True), B: per_stage("mem_b", True), W: per_stage("mem_w", True)},
             comm=per_stage("comm", False),
+            fused=None if self.bw is None else per_stage("bw", True),
         )
         for s in range(n):
             total = sc.mem[F][s] + sc.mem[B][s] + sc.mem[W][s]
@@ -74,22 +83,25 @@ class Costs:
 
 @dataclass(frozen=True)
 class StageCosts:
-    """Costs resolved to virtual stages: `time[kind][stage]`, `mem[kind][stage]`, `comm[stage]`."""
+    """Costs resolved to virtual stages: `time[kind][stage]`, `mem[kind][stage]`, `comm[stage]`,
+    and `fused[stage]`, a BW op's time where measured (else B + W)."""
 
     time: dict
     mem: dict
     comm: tuple[float, ...]
+    fused: Optional[tuple[float, ...]] = None
 
     @property
     def one_slot(self) -> bool:
         """Every F, B and W takes the same time on every stage and messages are free:
         the cost model the paper's fixed patterns and blocks are built for."""
         times = {t for kind in (F, B, W) for t in self.time[kind]}
-        return len(times) == 1 and max(self.comm) == 0
+        return (len(times) == 1 and max(self.comm) == 0
+                and (self.fused is None or set(self.fused) == {2 * t for t in times}))
 
     def duration(self, kind: str, stage: int) -> float:
         if kind == BW:
-            return self.time[B][stage] + self.time[W][stage]
+            return self.time[B][stage] + self.time[W][stage] if self.fused is None else self.fused[stage]
         return self.time[kind][stage]
 
     def memory(self, kind: str, stage: int) -> float:

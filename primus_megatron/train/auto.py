@@ -2,7 +2,8 @@
 
 A few forward-backward passes run with a provisional schedule (zb-h1: loop
 placement, one chunk) and no optimizer step; the runtime measures each stage's
-F, B, W, p2p time and activation memory. Per-layer, embedding and head costs
+F, B, W, p2p time and activation memory. A few more with 1f1b on the same
+stages measure a backward run as one op, which costs less than B + W apart. Per-layer, embedding and head costs
 fitted to them time every registered schedule the layer split fits (even or
 uneven) on its own stages (under V the head is on rank 0), memory as measured
 per rank; the fastest that fits --pipeline-memory-limit wins and the table is logged.
@@ -51,7 +52,9 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
                     configure: Callable[[list], None]) -> list:
     """Profile with the provisional schedule, set args.pipeline_schedule to the
     best one, return the model for it (`model` itself or a rebuilt one)."""
-    from ..megatron_lm.args import split_fits
+    from dataclasses import replace
+
+    from ..megatron_lm.args import split_fits, splits_weight_gradients
     from ..runtime.profiler import per_rank_costs
     from ..schedules import balance
     from ..schedules.layer_split import LayerSplit
@@ -63,18 +66,23 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
     # measured stages, so under V the head counts on rank 0 (memory as measured, per rank).
     split = LayerSplit.from_args(args)
     fitted = balance.fit(costs, split, pp, plan.chunks_per_rank)
+    usable = [n for n in S.names() if split_fits(args, n)]
+    if any(not splits_weight_gradients(S.info(n)) for n in usable):
+        # A backward run as one op (1f1b's BW) costs less than its B and W apart: one pass, no
+        # deferred closure. 1f1b on the same stages measures it, so those schedules are timed on it.
+        unsplit, _, _ = _profile(args, model, train_data, configure, "1f1b")
+        fitted = replace(fitted, fused=balance.fused_ratio(unsplit, costs))
 
     def placed(name: str) -> S.Costs:
         return balance.retimed(shares, fitted, split, pp, S.info(name).chunks)
 
-    usable = [n for n in S.names() if split_fits(args, n)]
     best, rows = S.auto.choose(pp, args.num_microbatches, placed, args.pipeline_memory_limit,
                                post_validation=args.optimizer_post_validation, candidates=usable)
     ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
     log0(f"auto: measured per-rank costs (ms) F [{ms(shares.f)}] B [{ms(shares.b)}] W [{ms(shares.w)}] "
          f"p2p {1e3 * summary['comm']:.3f}; per layer F {1e3 * fitted.layer.f:.2f} B {1e3 * fitted.layer.b:.2f} "
          f"W {1e3 * fitted.layer.w:.2f}, head F {1e3 * fitted.head.f:.2f} B {1e3 * fitted.head.b:.2f} "
-         f"W {1e3 * fitted.head.w:.2f}; simulated iteration times (ms) for {args.num_microbatches} "
+         f"W {1e3 * fitted.head.w:.2f}; a backward run as one op / B + W {fitted.fused:.3f}; simulated iteration times (ms) for {args.num_microbatches} "
          f"microbatches, each on its own stages:\n" + S.auto.table([_in_ms(r) for r in rows], best))
     log0(f"auto: chose {best}")
     entry = S.info(best)
