@@ -40,7 +40,6 @@ import argparse
 import os
 import sys
 import time
-from collections import defaultdict
 from functools import partial
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -295,7 +294,7 @@ def throughput_body(rank: int, case: dict) -> dict:
                 fn(m)
     times = {(name, m): [] for name in variants for m in ms}
     busy = {(name, m): [] for name in variants for m in ms}
-    timelines = {(name, m): [] for name in runners for m in ms}  # per repetition: (kind, stage, start, end)
+    timelines = {(name, m): [] for name in runners for m in ms}  # per repetition: the executed ops
     extra = {("torch-zbv (megatron linear)", m): [] for m in case["extra_ms"]}
     names = list(variants)
     load = []
@@ -316,8 +315,7 @@ def throughput_body(rank: int, case: dict) -> dict:
                 runner = runners.get(name)
                 if runner is not None and runner.last_step is not None:
                     busy[(name, m)].append(sum(r.end - r.start for r in runner.last_step.timeline))
-                    timelines[(name, m)].append([(r.op.kind, r.stage, r.start, r.end)
-                                                 for r in runner.last_step.timeline if r.stage >= 0])
+                    timelines[(name, m)].append([r for r in runner.last_step.timeline if r.stage >= 0])
     times.update(extra)
     return {"times": times, "busy": busy, "timelines": timelines, "costs": shares, "unsplit": unsplit, "summary": summary,
             "m_prof": m_prof, "load": load}
@@ -380,34 +378,23 @@ def simulate_ratios(costs, unsplit, ms, names, pp: int, num_layers: int) -> dict
     return out
 
 
-def own_op_costs(ops: list, num_stages: int, comm: float):
-    """Per-stage Costs from one step's executed ops (median duration per kind and stage); a
-    backward that was not split counts half as B and half as W, as the profiler does."""
-    from primus_megatron import schedules as S
-
-    durations = defaultdict(list)
-    for kind, stage, start, end in ops:
-        durations[(kind, stage)].append(end - start)
-    cost = {k: C.median(v) for k, v in durations.items()}
-    f = [cost.get((S.F, s), 0.0) for s in range(num_stages)]
-    b = [cost.get((S.B, s), cost.get((S.BW, s), 0.0) / 2) for s in range(num_stages)]
-    w = [cost.get((S.W, s), cost.get((S.BW, s), 0.0) / 2) for s in range(num_stages)]
-    return S.Costs(f=f, b=b, w=w, comm=comm)
-
-
 def own_op_simulation(res: list, plans: dict, comm: float) -> dict:
     """For every timed step of our schedules: the simulator's makespan for the plan that ran under
-    that step's own op durations, and the step's span from its first op's start to its last op's
+    that step's own op durations (median per kind and stage), and the step's span from its first op's start to its last op's
     end (both ranks; perf_counter is one clock for all processes on Linux)."""
+    from dataclasses import replace
+
     from primus_megatron import schedules as S
+    from primus_megatron.train.loop import costs_from_timeline
 
     out = {}
     for key, plan in plans.items():
         sims, spans = [], []
         for per_rank in zip(*(r["timelines"][key] for r in res)):
+            costs = replace(costs_from_timeline(list(per_rank), plan.num_stages), comm=comm)  # p2p as profiled
+            sims.append(S.simulate(plan, costs).makespan)
             ops = [op for rank_ops in per_rank for op in rank_ops]
-            sims.append(S.simulate(plan, own_op_costs(ops, plan.num_stages, comm)).makespan)
-            spans.append(max(op[3] for op in ops) - min(op[2] for op in ops))
+            spans.append(max(op.end for op in ops) - min(op.start for op in ops))
         out[key] = (sims, spans)
     return out
 

@@ -98,6 +98,8 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
     costs.add_argument("--cost-w", type=_cost, default=1.0, metavar="W", help="weight-gradient time (default 1)")
     costs.add_argument("--cost-comm", type=_cost, default=0.0, metavar="C",
                        help="latency of one p2p message (default 0)")
+    costs.add_argument("--cost-bw", type=_cost, default=None, metavar="BW",
+                       help="a backward run as one op, as 1f1b runs it (default B + W; measured, usually less)")
     p.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="X",
                    help="peak activation memory per rank, in units of one microbatch's activations on one rank")
 
@@ -172,7 +174,7 @@ def _check_output(option: str, path: str, extensions: Optional[tuple[str, ...]] 
 def _costs(args: argparse.Namespace):
     from .schedules import Costs
 
-    return Costs(f=args.cost_f, b=args.cost_b, w=args.cost_w, comm=args.cost_comm)
+    return Costs(f=args.cost_f, b=args.cost_b, w=args.cost_w, comm=args.cost_comm, bw=args.cost_bw)
 
 
 def _num(x: float, decimals: int = 4) -> str:

@@ -107,3 +107,20 @@ def test_the_profiler_reports_a_bw_op_as_bw_and_splits_it_only_where_nothing_ran
     costs, _ = combined_costs([summary({(S.F, 0): 1.0, (S.B, 0): 1.0, (S.W, 0): 0.5}),
                                summary({(S.F, 1): 1.0, (S.B, 1): 1.0, (S.W, 1): 0.5})], sched)
     assert costs.bw is None
+
+
+def test_given_costs_take_a_bw_value_from_the_command_line(capsys):
+    """`--pipeline-costs F,B,W,COMM,BW` (both entry points, and Megatron-LM's auto, which has no
+    profile) and `primus-pipeline ... --cost-bw`."""
+    from primus_megatron import cli
+    from primus_megatron.megatron_lm.args import parse_costs
+
+    assert parse_costs("1,2,1,0.05,2.5") == S.Costs(f=1, b=2, w=1, comm=0.05, bw=2.5)
+    assert parse_costs("1,2,1").bw is None
+    with pytest.raises(ValueError, match=r"F,B,W\[,COMM\[,BW\]\] numbers"):
+        parse_costs("1,2,1,0,2,3")
+    for name in ("1f1b", "zb-h1"):
+        assert cli.main(["simulate", "--schedule", name, "--pp", "4", "-m", "8", "--cost-bw", "1.5"]) == 0
+        want = S.simulate(S.generate(name, 4, 8), S.Costs(bw=1.5)).makespan
+        assert f"{want:g}" in capsys.readouterr().out
+    assert S.simulate(S.generate("1f1b", 4, 8), S.Costs(bw=1.5)).makespan < S.simulate(S.generate("1f1b", 4, 8)).makespan

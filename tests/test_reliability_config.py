@@ -219,10 +219,10 @@ CASES = {
                           f"drop --fp8-format, or use {NO_W}"]),
     "costs not F,B,W under auto": dict(
         argv=["--pipeline-schedule", "auto", "--pipeline-costs", "1,2"],
-        needles=["--pipeline-costs must be F,B,W[,COMM] numbers, got '1,2'"],
+        needles=["--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, got '1,2'"],
         cli=None,
         megatron=dict(pipeline_schedule="auto", pipeline_costs="1,2"),
-        megatron_needles=["--pipeline-costs must be F,B,W[,COMM] numbers, got '1,2'"]),
+        megatron_needles=["--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, got '1,2'"]),
     "post-validation without a schedule": dict(
         argv=["--optimizer-post-validation"],
         needles=["--optimizer-post-validation needs --pipeline-schedule"],

@@ -30,9 +30,10 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                        help="model chunks per rank for schedules with a variable count (interleaved-1f1b)")
     group.add_argument("--pipeline-p2p-timeout", type=float, default=600.0, metavar="SECONDS",
                        help="how long a rank waits for a pipeline peer before failing with a diagnosis")
-    group.add_argument("--pipeline-costs", default=None, metavar="F,B,W,COMM",
-                       help="relative op costs for the schedules that use them (zb-auto, zbv, v-half, v-min; "
-                            "default: measured over the first --pipeline-profile-steps steps, then re-planned)")
+    group.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]]",
+                       help="relative op costs for the schedules that use them (zb-auto, zbv, v-half, v-min) and "
+                            "for auto; BW: a backward run as one op, as 1f1b runs it (default B + W; usually less); "
+                            "default: measured over the first --pipeline-profile-steps steps, then re-planned")
     group.add_argument("--pipeline-profile-out", default=None, metavar="FILE.json",
                        help="measure per-stage costs over the first --pipeline-profile-steps steps and write the "
                             "fitted per-layer, embedding and head costs there (for `primus-pipeline balance` and "
@@ -285,14 +286,16 @@ def check_deferred_wgrad_args(args: argparse.Namespace, entry: registry.Schedule
 
 
 def parse_costs(text: str):
-    """'F,B,W[,COMM]' -> schedules.Costs."""
+    """'F,B,W[,COMM[,BW]]' -> schedules.Costs (BW: a backward run as one op; default B + W)."""
     from ..schedules import Costs
 
+    form = f"--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, got {text!r}"
     try:
         values = [float(x) for x in text.split(",")]
     except ValueError:
-        raise ValueError(f"--pipeline-costs must be F,B,W[,COMM] numbers, got {text!r}") from None
-    if len(values) not in (3, 4):
-        raise ValueError(f"--pipeline-costs must be F,B,W[,COMM] numbers, got {text!r}")
+        raise ValueError(form) from None
+    if len(values) not in (3, 4, 5):
+        raise ValueError(form)
     f, b, w = values[:3]
-    return Costs(f=f, b=b, w=w, comm=values[3] if len(values) == 4 else 0.0)
+    return Costs(f=f, b=b, w=w, comm=values[3] if len(values) >= 4 else 0.0,
+                 bw=values[4] if len(values) == 5 else None)
