@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from primus_megatron.schedules import balance as B
-from primus_megatron.schedules import info
+from primus_megatron.schedules import info, names
 from primus_megatron.schedules.layer_split import LayerSplit, check, stage_layers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -184,11 +184,16 @@ def test_training_takes_the_split_from_a_profile_and_trains_the_same_model(tmp_p
         one = base + ["--pipeline-schedule", name]
         runs += [one + ["--pipeline-balance", path], one + shlex.split(B.flags(best.split)), one]
     assert "--pipeline-model-parallel-layout" in chosen[1]
+    # measured at start, schedule and split chosen together (zb-h1 profiled, then 1f1b for its BW)
+    runs.append(base + ["--pipeline-schedule", "auto", "--pipeline-balance", "auto", "--pipeline-profile-steps", "1"])
     results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=600)
     for i, flags in enumerate(chosen):
         balanced, by_hand, even = results[0][3 * i:3 * i + 3]
         assert balanced["layer_split"] == by_hand["layer_split"] == flags != even["layer_split"]
         assert balanced["losses"] == by_hand["losses"] == even["losses"]
+    both = results[0][-1]
+    assert both["schedule"] in names() and both["schedule"] != "auto"
+    assert both["losses"] == pytest.approx(results[0][2]["losses"], rel=1e-5)  # the same model, any split
 
 
 def test_costs_measured_on_loop_stages_are_re_placed_for_v():

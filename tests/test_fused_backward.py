@@ -124,3 +124,21 @@ def test_given_costs_take_a_bw_value_from_the_command_line(capsys):
         want = S.simulate(S.generate(name, 4, 8), S.Costs(bw=1.5)).makespan
         assert f"{want:g}" in capsys.readouterr().out
     assert S.simulate(S.generate("1f1b", 4, 8), S.Costs(bw=1.5)).makespan < S.simulate(S.generate("1f1b", 4, 8)).makespan
+
+
+def test_the_ilp_distance_is_not_given_where_a_bw_cost_of_its_own_makes_it_meaningless(capsys):
+    """The ILP has no fused kind (a backward is B then W): with --cost-bw, the schedules that run
+    BW ops get a note, not a gap; the others still get theirs."""
+    from primus_megatron import cli
+
+    assert cli.main(["compare", "--pp", "2", "-m", "3", "--cost-bw", "1.5", "--time-limit", "0.5"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.split()}
+    assert "the ILP times a backward as B + W" in lines["1f1b"]
+    assert "the ILP times a backward as B + W" not in lines["zb-h1"] and "%" in lines["zb-h1"]
+
+
+def test_bw_leaves_the_v_patterns_alone_and_profiles_must_have_the_same_stages():
+    for name in ("zbv", "v-half", "v-min"):  # they run no BW op: a BW cost cannot move them
+        assert S.generate(name, PP, M, costs=S.Costs(bw=1.5)).ranks == S.generate(name, PP, M).ranks
+    with pytest.raises(S.ScheduleError, match="measure both on the same stages"):
+        B.fused_ratio(S.Costs(bw=[1.0, 1.0, 1.0, 1.0]), S.Costs(b=[1.0, 1.0], w=[1.0, 1.0]))

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from .. import schedules as S
+from ..schedules.costs import measured_backward
 
 
 def _storage_key(t: torch.Tensor) -> tuple[int, int]:
@@ -223,9 +224,7 @@ def combined_costs(summaries: list, schedule: S.Schedule) -> tuple[S.Costs, dict
                 mw[stage] = delta
             elif kind == S.BW:
                 mb[stage], mw[stage] = 0.0, delta
-    for stage, seconds in enumerate(bw):
-        if seconds is not None and b[stage] == w[stage] == 0.0:  # no B and W apart here: split it evenly
-            b[stage] = w[stage] = seconds / 2
+    b, w, fused = measured_backward(b, w, bw)
     # Memory in units of an average rank's activations for one microbatch.
     per_rank = defaultdict(float)
     for stage in range(n):
@@ -233,7 +232,6 @@ def combined_costs(summaries: list, schedule: S.Schedule) -> tuple[S.Costs, dict
     unit = (sum(per_rank.values()) / len(per_rank)) or 1.0
     mf, mb, mw = ([x / unit for x in v] for v in (mf, mb, mw))
     mw = [-(a + c) for a, c in zip(mf, mb)]  # deltas sum to zero exactly (medians need not)
-    fused = None if all(x is None for x in bw) else [b[s] + w[s] if x is None else x for s, x in enumerate(bw)]
     costs = S.Costs(f=f, b=b, w=w, comm=statistics.median(comms) if comms else 0.0, mem_f=mf, mem_b=mb, mem_w=mw,
                     bw=fused)
     return costs, {"unit_bytes": unit, "f": f, "b": b, "w": w, "comm": costs.comm}

@@ -150,7 +150,10 @@ def fused_ratio(unsplit: Costs, split: Costs) -> float:
     times (one that ran them apart). 1.0 where `unsplit` measured no BW."""
     if unsplit.bw is None:
         return 1.0
-    n = len(unsplit.bw) if not isinstance(unsplit.bw, (int, float)) else 1
+    lists = [len(v) for v in (unsplit.bw, split.b, split.w) if not isinstance(v, (int, float))]
+    if len(set(lists)) > 1:
+        raise ScheduleError(f"the two profiles have {sorted(set(lists))} stages: measure both on the same stages")
+    n = lists[0] if lists else 1
     apart = sum(_per_stage(split.b, n)) + sum(_per_stage(split.w, n))
     return sum(_per_stage(unsplit.bw, n)) / apart if apart > 0 else 1.0
 

@@ -96,8 +96,7 @@ class StageCosts:
         """Every F, B and W takes the same time on every stage and messages are free:
         the cost model the paper's fixed patterns and blocks are built for."""
         times = {t for kind in (F, B, W) for t in self.time[kind]}
-        return (len(times) == 1 and max(self.comm) == 0
-                and (self.fused is None or set(self.fused) == {2 * t for t in times}))
+        return len(times) == 1 and max(self.comm) == 0  # (`fused` left out: the patterns have no BW ops)
 
     def duration(self, kind: str, stage: int) -> float:
         if kind == BW:
@@ -111,3 +110,15 @@ class StageCosts:
 
 
 UNIT = Costs()
+
+
+def measured_backward(b: list, w: list, bw: list) -> tuple[list, list, Optional[list]]:
+    """Per-stage measured B, W (0.0 where none ran) and BW (None where none ran) times as the
+    cost model's b, w and bw: a BW op counts half B, half W on a stage that ran no B and W
+    apart, and `bw` is B + W on stages that ran no BW (None if none did)."""
+    b, w = list(b), list(w)
+    for s, full in enumerate(bw):
+        if full is not None and b[s] == w[s] == 0.0:
+            b[s] = w[s] = full / 2
+    fused = None if all(x is None for x in bw) else [b[s] + w[s] if x is None else x for s, x in enumerate(bw)]
+    return b, w, fused

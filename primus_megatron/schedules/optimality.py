@@ -43,6 +43,8 @@ def distances(results: list[SimResult], costs: Costs, time_limit: float) -> dict
         key = (sched.chunks_per_rank, sched.placement, round(res.max_peak_memory, 9))
         groups.setdefault(key, []).append(res)
     out: dict[str, Distance] = {}
+    # The program has no fused kind: with a BW cost of its own, a schedule of BW ops is not comparable.
+    unsplit_costs_differ = costs.bw is not None
     for (chunks, placement, peak), members in groups.items():
         sched = members[0].schedule
         if 3 * sched.microbatches * chunks > MAX_OPS_PER_RANK:
@@ -56,7 +58,9 @@ def distances(results: list[SimResult], costs: Costs, time_limit: float) -> dict
             out.update((r.schedule.name, Distance(note=str(exc).split(":")[0])) for r in members)
             continue
         for r in members:
-            if found is None:
+            if unsplit_costs_differ and any(op.kind == BW for row in r.schedule.ranks for op in row):
+                out[r.schedule.name] = Distance(note="the ILP times a backward as B + W, not as the given BW")
+            elif found is None:
                 out[r.schedule.name] = Distance(note=f"no order found in {time_limit:g} s")
             else:
                 out[r.schedule.name] = Distance(r.makespan / found.makespan - 1.0, proven=found.optimal,
@@ -65,7 +69,7 @@ def distances(results: list[SimResult], costs: Costs, time_limit: float) -> dict
 
 
 def _split(ranks) -> list[list[Op]]:
-    """An order with each fused BW written as its B then its W: the same timing, in the
-    program's ops (it has no fused kind)."""
+    """An order with each fused BW written as its B then its W: the same timing where BW costs
+    B + W, in the program's ops (it has no fused kind)."""
     return [[part for op in row for part in ((Op(B, op.mb, op.chunk), Op(W, op.mb, op.chunk))
                                              if op.kind == BW else (op,))] for row in ranks]

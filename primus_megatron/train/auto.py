@@ -48,13 +48,27 @@ def _profile(args: argparse.Namespace, model: list, train_data, configure: Calla
     return costs, summary, runner.plan(args.pipeline_model_parallel_size, args.num_microbatches)[0]
 
 
+def _with_unsplit_backward(args: argparse.Namespace, model: list, train_data, configure: Callable[[list], None],
+                           fitted, costs: S.Costs, candidates: list):
+    """`fitted` with a backward run as one op (1f1b's BW) timed as measured, where a candidate
+    runs BW ops and the profile had none: it costs less than its B and W apart (one autograd
+    pass, no deferred closure), and a few passes of 1f1b on the same stages measure it."""
+    from dataclasses import replace
+
+    from ..megatron_lm.args import splits_weight_gradients
+    from ..schedules import balance
+
+    if costs.bw is not None or all(splits_weight_gradients(S.info(n)) for n in candidates):
+        return fitted
+    unsplit, _, _ = _profile(args, model, train_data, configure, "1f1b")
+    return replace(fitted, fused=balance.fused_ratio(unsplit, costs))
+
+
 def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[], list], train_data,
                     configure: Callable[[list], None]) -> list:
     """Profile with the provisional schedule, set args.pipeline_schedule to the
     best one, return the model for it (`model` itself or a rebuilt one)."""
-    from dataclasses import replace
-
-    from ..megatron_lm.args import split_fits, splits_weight_gradients
+    from ..megatron_lm.args import split_fits
     from ..runtime.profiler import per_rank_costs
     from ..schedules import balance
     from ..schedules.layer_split import LayerSplit
@@ -65,13 +79,9 @@ def choose_schedule(args: argparse.Namespace, model: list, rebuild: Callable[[],
     # Each candidate timed on its own stages: per-layer, embedding and head costs fitted to the
     # measured stages, so under V the head counts on rank 0 (memory as measured, per rank).
     split = LayerSplit.from_args(args)
-    fitted = balance.fit(costs, split, pp, plan.chunks_per_rank)
     usable = [n for n in S.names() if split_fits(args, n)]
-    if any(not splits_weight_gradients(S.info(n)) for n in usable):
-        # A backward run as one op (1f1b's BW) costs less than its B and W apart: one pass, no
-        # deferred closure. 1f1b on the same stages measures it, so those schedules are timed on it.
-        unsplit, _, _ = _profile(args, model, train_data, configure, "1f1b")
-        fitted = replace(fitted, fused=balance.fused_ratio(unsplit, costs))
+    fitted = _with_unsplit_backward(args, model, train_data, configure, balance.fit(costs, split, pp, plan.chunks_per_rank),
+                                    costs, usable)
 
     def placed(name: str) -> S.Costs:
         return balance.retimed(shares, fitted, split, pp, S.info(name).chunks)
@@ -118,6 +128,7 @@ def balance_split(args: argparse.Namespace, model: list, rebuild: Callable[[], l
     split = LayerSplit.from_args(args)
     fitted = balance.fit(costs, split, plan.pp, plan.chunks_per_rank)
     if choose_schedule_too:
+        fitted = _with_unsplit_backward(args, model, train_data, configure, fitted, costs, S.names())
         args.pipeline_schedule = "auto"
     log0(apply_balance(args, fitted, plan.pp, args.num_microbatches,
                        source=f"measured over {args.pipeline_profile_steps} steps of {plan.name}"))

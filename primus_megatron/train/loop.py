@@ -306,6 +306,7 @@ def costs_from_timeline(timeline: list[list], num_stages: int, *, time_shared: b
     import statistics
 
     from ..schedules import B, BW, F, W, Costs
+    from ..schedules.costs import measured_backward
 
     durations: dict = {}
     for tl in timeline:
@@ -317,15 +318,13 @@ def costs_from_timeline(timeline: list[list], num_stages: int, *, time_shared: b
     def per_stage(kind, default=0.0):
         return [pick(durations[(kind, s)]) if (kind, s) in durations else default for s in range(num_stages)]
 
-    f, b, w = per_stage(F), per_stage(B), per_stage(W)
-    for s, full in enumerate(per_stage(BW, None)):
-        if full is not None:  # a schedule without W ops: its backward counted half B, half W
-            b[s] = w[s] = full / 2
+    f = per_stage(F)
+    b, w, bw = measured_backward(per_stage(B), per_stage(W), per_stage(BW, None))
     ends = {(r.op.mb, r.stage): (r.rank, r.end) for tl in timeline for r in tl if r.op.kind == F}
     gaps = [r.start - ends[(r.op.mb, r.stage - 1)][1] for tl in timeline for r in tl
             if r.op.kind == F and (r.op.mb, r.stage - 1) in ends and ends[(r.op.mb, r.stage - 1)][0] != r.rank]
     comm = max(0.0, min(gaps)) if gaps else 0.0
-    return Costs(f=f, b=b, w=w, comm=comm)
+    return Costs(f=f, b=b, w=w, comm=comm, bw=bw)
 
 
 def write_timeline(args, timeline: list[list], title: str, plan=None) -> None:
