@@ -22,8 +22,10 @@ if __name__ == "__main__":
     what = sys.argv[sys.argv.index("--do") + 1]
     keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
             "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS")
-    print("ENV " + json.dumps({k: os.environ.get(k) for k in keys} | {"argv0": sys.argv[0],
-          "imported_once": helper_module.PID != os.getpid()}), flush=True)
+    # one write() per line: ranks share the log, and print() under -u writes the text and its
+    # newline apart, so two ranks' lines could merge into one
+    os.write(1, ("ENV " + json.dumps({k: os.environ.get(k) for k in keys} | {"argv0": sys.argv[0],
+             "imported_once": helper_module.PID != os.getpid()}) + "\\n").encode())
     if what in ("fail", "hang"):
         open(f"pid-{rank}", "w").write(str(os.getpid()))
     if what == "fail" and rank == 1:
