@@ -113,6 +113,10 @@ def _solve(rows: list[list[float]], values: list[float]) -> Optional[list[float]
     return [a[i][k] / a[i][i] for i in range(k)]
 
 
+def _per_stage(value, n: int) -> list[float]:
+    return [float(value)] * n if isinstance(value, (int, float)) else [float(v) for v in value]
+
+
 def fit(measured: Costs, split: LayerSplit, pp: int, chunks: int, *, head_memory: float = 0.0) -> ModelCosts:
     """The cost model that best explains per-stage measured costs (`measured`'s
     f, b, w: one value per global stage) of a run on `split`."""
@@ -120,8 +124,7 @@ def fit(measured: Costs, split: LayerSplit, pp: int, chunks: int, *, head_memory
     n = len(parts)
     out = {}
     for k in ("f", "b", "w"):
-        value = getattr(measured, k)
-        values = [float(value)] * n if isinstance(value, (int, float)) else [float(v) for v in value]
+        values = _per_stage(getattr(measured, k), n)
         if len(values) != n:
             raise ScheduleError(f"measured {k.upper()} costs have {len(values)} entries, expected one per stage ({n})")
         full = _solve([[float(a), float(e), float(h)] for a, e, h in parts], values) if n >= 3 else None
@@ -138,10 +141,6 @@ def fit(measured: Costs, split: LayerSplit, pp: int, chunks: int, *, head_memory
                       comm=float(measured.comm) if isinstance(measured.comm, (int, float)) else max(measured.comm),
                       head_memory=head_memory,
                       fused=1.0 if measured.bw is None else fused_ratio(measured, measured))
-
-
-def _per_stage(value, n: int) -> list[float]:
-    return [float(value)] * n if isinstance(value, (int, float)) else [float(v) for v in value]
 
 
 def fused_ratio(unsplit: Costs, split: Costs) -> float:
