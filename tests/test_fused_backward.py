@@ -138,6 +138,7 @@ def test_the_ilp_distance_is_not_given_where_a_bw_cost_of_its_own_makes_it_meani
 
 
 def test_bw_leaves_the_v_patterns_alone_and_profiles_must_have_the_same_stages():
+    assert S.Costs(bw=1.5).resolve(PP, 2, "v").one_slot  # the paper's patterns stay the fast path
     for name in ("zbv", "v-half", "v-min"):  # they run no BW op: a BW cost cannot move them
         assert S.generate(name, PP, M, costs=S.Costs(bw=1.5)).ranks == S.generate(name, PP, M).ranks
     with pytest.raises(S.ScheduleError, match="measure both on the same stages"):
