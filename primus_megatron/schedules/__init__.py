@@ -6,13 +6,13 @@ from . import auto, balance, optimality
 from .costs import UNIT, Costs, StageCosts
 from .errors import ScheduleError
 from .ir import B, BW, F, LOOP, V, W, Op, Schedule, owner_of, stage_of
-from .lowering import Lowered, Message, Recv, Send, lower
+from .lowering import Batch, Lowered, Message, Recv, Send, lower
 from .registry import generate, info, names, register
 from .simulation import SimResult, simulate
 from .validation import validate
 
 __all__ = [
     "B", "BW", "F", "W", "LOOP", "V", "Op", "Schedule", "Costs", "StageCosts", "UNIT", "ScheduleError",
-    "Lowered", "Message", "Send", "Recv", "lower", "generate", "info", "names", "register",
+    "Batch", "Lowered", "Message", "Send", "Recv", "lower", "generate", "info", "names", "register",
     "SimResult", "simulate", "validate", "owner_of", "stage_of",
 ]

@@ -53,12 +53,23 @@ class Recv(NamedTuple):
         return f"recv {self.msg} from rank {self.peer}"
 
 
-Item = Union[Op, Send, Recv]
+class Batch(NamedTuple):
+    """Sends and receives posted together, as one `torch.distributed.batch_isend_irecv`
+    call (one NCCL/RCCL group): they progress together, and the batch completes when
+    every one of them has. A lone Send or Recv item is posted on its own."""
+
+    items: tuple  # of Send and Recv
+
+    def __str__(self) -> str:
+        return "batch [" + "; ".join(map(str, self.items)) + "]"
+
+
+Item = Union[Op, Send, Recv, Batch]
 
 
 @dataclass(frozen=True)
 class Lowered:
-    """A schedule with its communication: `ranks[r]` mixes Op, Send and Recv."""
+    """A schedule with its communication: `ranks[r]` mixes Op, Send, Recv and Batch."""
 
     schedule: Schedule
     ranks: tuple[tuple[Item, ...], ...]
