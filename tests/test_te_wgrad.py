@@ -231,6 +231,7 @@ def _ddp_steps(te, fuse: bool):
     restore = _instrument_ddp(log, phase)
     store = _fresh_store()
     names = {id(p): n for n, p in net.named_parameters()}
+    alive = _live_storages()
     try:
         for step, seed in enumerate((5, 6)):
             ddp.zero_grad_buffer()
@@ -267,8 +268,28 @@ def _ddp_steps(te, fuse: bool):
             reduces = [ph for kind, ph, _, _ in log if kind == "reduce"]
             # step 0 records the counts and reduces at finish; step 1 reduces as the last W ends
             assert reduces == (["finish"] if step == 0 else ["W1"]), f"step {step}: reduce started in {reduces}"
+        # W1 found .grad emptied by W0's DDP hook and gave the hook a placeholder: nothing of it stays
+        # (TE's own dummy, get_dummy_wgrad, which B hands autograd when fused, is TE's cache: base.py 79-92)
+        from transformer_engine.pytorch.module.base import _dummy_wgrads
+
+        del outs, xs, expected
+        te_own = {t.untyped_storage().data_ptr() for t in _dummy_wgrads.values()}
+        kept = {ptr: n for ptr, n in _live_storages().items() if ptr not in alive and ptr not in te_own}
+        assert not kept, f"step-created tensors still alive (a cache?): {kept}"
     finally:
         restore()
+
+
+def _live_storages() -> dict:
+    """data_ptr -> bytes of every CPU tensor storage alive now (gc)."""
+    import gc
+
+    gc.collect()
+    out = {}
+    for obj in gc.get_objects():
+        if torch.is_tensor(obj) and obj.device.type == "cpu" and obj.untyped_storage().data_ptr():
+            out[obj.untyped_storage().data_ptr()] = obj.untyped_storage().nbytes()
+    return out
 
 
 def _b(store, outs, mb):

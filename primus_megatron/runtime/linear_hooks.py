@@ -17,8 +17,9 @@ the W op delivers exactly once:
 * with gradient-accumulation fusion, through the same kernel megatron's own
   backward calls (`fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_*`: apex's
   on GPU, compat.cpu's on CPU), into `main_grad` in fp32, then, like megatron,
-  a dummy gradient (one cached zero tensor per shape, never a fresh one) is
-  handed to the weight's accumulator so DDP's hook registers the weight;
+  a dummy gradient is handed to the weight's accumulator so DDP's hook
+  registers the weight (a zero view of one element, `dummy_grad.py`: no
+  weight-sized buffer, cached or fresh);
 * otherwise the product goes through the weight's own gradient accumulator,
   so hooks fire exactly as in an undivided backward.
 
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import torch
 
+from .dummy_grad import zero_grad_view
 from .wgrad_store import WeightGradStoreError, get_store
 
 _ORIGINAL = None
@@ -84,25 +86,12 @@ class _ReachAccumulator(torch.autograd.Function):
         return None
 
 
-_DUMMIES: dict = {}
-
-
-def _dummy_grad(param: torch.Tensor) -> torch.Tensor:
-    """One zero tensor per (shape, dtype, device), shared by every layer and W:
-    megatron's own fused backward hands DDP a fresh one per call instead."""
-    key = (tuple(param.shape), param.dtype, param.device)
-    dummy = _DUMMIES.get(key)
-    if dummy is None:
-        dummy = _DUMMIES[key] = torch.zeros(param.shape, dtype=param.dtype, device=param.device)
-    return dummy
-
-
 def _announce_main_grad(weight: torch.Tensor) -> None:
     """After the weight gradient was added to `main_grad`: fire the accumulator's
     hooks with `.grad` set to a zero dummy, which is what megatron's fused
     backward makes DDP see (`grad_added_to_main_grad` tells it not to add it;
     with `zero_out_wgrad` it adds zeros)."""
-    dummy = _dummy_grad(weight) if weight.grad is None else None
+    dummy = zero_grad_view(weight) if weight.grad is None else None
     if dummy is not None:
         weight.grad = dummy
     _reach_accumulator(weight)

@@ -85,6 +85,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from .dummy_grad import zero_grad_view
 from .wgrad_store import get_store
 
 
@@ -132,16 +133,6 @@ def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
     torch.autograd.backward(param, grad.to(param.dtype))
 
 
-_ZEROS: dict = {}
-
-
-def _zeros(param: torch.Tensor) -> torch.Tensor:
-    key = (tuple(param.shape), param.dtype, param.device)
-    if key not in _ZEROS:
-        _ZEROS[key] = torch.zeros(param.shape, dtype=param.dtype, device=param.device)
-    return _ZEROS[key]
-
-
 def _marked_params(layer: torch.nn.Module) -> list:
     """The layer's weights/biases whose DDP hook sits on the layer."""
     out = []
@@ -159,7 +150,8 @@ def _run_layer_hooks(layer: torch.nn.Module) -> None:
     empties .grad and registers the parameter as ready. With overlap_grad_reduce it
     asserts .grad is not None, which fails when an earlier W's hook already emptied
     a .grad that B filled for several microbatches (fused dummies, B-side biases):
-    such a parameter gets a zero placeholder for the call.
+    such a parameter gets a zero placeholder for the call (`dummy_grad.py`: one
+    element of storage, not weight-sized).
     """
     hooks = layer.wgrad_accumulation_and_reduce_hooks
     if not hooks:
@@ -167,12 +159,12 @@ def _run_layer_hooks(layer: torch.nn.Module) -> None:
     placeholders = []
     for p in _marked_params(layer):
         if p.grad is None:
-            p.grad = _zeros(p)
-            placeholders.append(p)
+            p.grad = zero_grad_view(p)
+            placeholders.append((p, p.grad))
     for hook in hooks:
         hook()
-    for p in placeholders:
-        if p.grad is _ZEROS.get((tuple(p.shape), p.dtype, p.device)):
+    for p, placeholder in placeholders:
+        if p.grad is placeholder:  # no hook consumed it: leave nothing behind
             p.grad = None
 
 
