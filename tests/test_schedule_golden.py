@@ -14,7 +14,9 @@ on purpose: they pin today's behaviour; they do not claim that it is right
 SHA-256 of the `repr` of what a case computes (floats in full precision).
 Regenerate only for an intended behaviour change, and say so in the commit
 (so far: the cost-aware V schedules, whose zbv / v-half / v-min orders under
-unequal costs are faster or now exist under memory limits they refused):
+unequal costs are faster or now exist under memory limits they refused; and
+validate()'s W-order check, issue 27, which names 15 broken cases' first
+problem as a W ahead of a smaller microbatch's on its chunk):
 
     python tests/test_schedule_golden.py > /tmp/golden.txt
 """
@@ -389,7 +391,7 @@ broken/interleaved-zb/pp2/m5/seed1 106b4ae040da9e06
 broken/interleaved-zb/pp2/m5/seed10 52c122b5187d0a19
 broken/interleaved-zb/pp2/m5/seed11 069b79e7b1e741d9
 broken/interleaved-zb/pp2/m5/seed12 0a13ba17c63ceb92
-broken/interleaved-zb/pp2/m5/seed13 3b10d00ec4856b61
+broken/interleaved-zb/pp2/m5/seed13 a0ef1f7fa73e2255
 broken/interleaved-zb/pp2/m5/seed14 345175e83b98f1fb
 broken/interleaved-zb/pp2/m5/seed15 523610caed2ec05d
 broken/interleaved-zb/pp2/m5/seed16 3eafc7c8b94abb6f
@@ -416,7 +418,7 @@ broken/interleaved-zb/pp2/m5/seed34 9599824cb186e745
 broken/interleaved-zb/pp2/m5/seed35 e83d169a2eb9fda0
 broken/interleaved-zb/pp2/m5/seed36 cff6e39c4d8b49f7
 broken/interleaved-zb/pp2/m5/seed37 58773dc19fda749d
-broken/interleaved-zb/pp2/m5/seed38 31318a9850f8728e
+broken/interleaved-zb/pp2/m5/seed38 ea7c48ef1afbe7fb
 broken/interleaved-zb/pp2/m5/seed39 c61eee7be14f0a5c
 broken/interleaved-zb/pp2/m5/seed4 9083c94806d3fb82
 broken/interleaved-zb/pp2/m5/seed40 ee0b11643ec9e017
@@ -451,7 +453,7 @@ broken/v-half/pp2/m3/seed11 0c94564d9decec7d
 broken/v-half/pp2/m3/seed12 9cb04f95fbf2d9bf
 broken/v-half/pp2/m3/seed13 6a2498a13eec1761
 broken/v-half/pp2/m3/seed14 d6c5b56317209c4f
-broken/v-half/pp2/m3/seed15 52ce96b8b7ed9420
+broken/v-half/pp2/m3/seed15 1e7e2bc41e07d8e1
 broken/v-half/pp2/m3/seed16 97cc993177bfe2a2
 broken/v-half/pp2/m3/seed17 414bbd4958df4c4b
 broken/v-half/pp2/m3/seed18 a9e5e2576ebc45ab
@@ -465,7 +467,7 @@ broken/v-half/pp2/m3/seed24 d0515ed895777c5d
 broken/v-half/pp2/m3/seed25 8ddc42f46d40665a
 broken/v-half/pp2/m3/seed26 55f1f490ecb5935d
 broken/v-half/pp2/m3/seed27 e82b4c0daca0c378
-broken/v-half/pp2/m3/seed28 bda48977be4c0c84
+broken/v-half/pp2/m3/seed28 592f145af0679f32
 broken/v-half/pp2/m3/seed29 8701043f5f748984
 broken/v-half/pp2/m3/seed3 2840be6f52d1669d
 broken/v-half/pp2/m3/seed30 17e6ba11d706a8d9
@@ -475,7 +477,7 @@ broken/v-half/pp2/m3/seed33 3808cafeb976e660
 broken/v-half/pp2/m3/seed34 fa2f2361d6fc7ffd
 broken/v-half/pp2/m3/seed35 0fd076a89dcf0741
 broken/v-half/pp2/m3/seed36 9d90bd87f4e3a276
-broken/v-half/pp2/m3/seed37 2f0470a220a3258c
+broken/v-half/pp2/m3/seed37 6e075709e41e139d
 broken/v-half/pp2/m3/seed38 2e42d1de69a73fa5
 broken/v-half/pp2/m3/seed39 3d849216cca3f1d7
 broken/v-half/pp2/m3/seed4 47237d9fdf999c4e
@@ -509,7 +511,7 @@ broken/v-min/pp4/m8/seed1 0f51137cc5651c66
 broken/v-min/pp4/m8/seed10 e2c9c509bfbd7391
 broken/v-min/pp4/m8/seed11 aee7322435c77c5d
 broken/v-min/pp4/m8/seed12 ef8c1afe4b673450
-broken/v-min/pp4/m8/seed13 b354e37e3a14751d
+broken/v-min/pp4/m8/seed13 088a0e3cd83e7ae5
 broken/v-min/pp4/m8/seed14 6f9144a952a60608
 broken/v-min/pp4/m8/seed15 cdcc2519bfc368ff
 broken/v-min/pp4/m8/seed16 ef855e5b776872e1
@@ -521,7 +523,7 @@ broken/v-min/pp4/m8/seed20 c0f96703f8493608
 broken/v-min/pp4/m8/seed21 a86b0face6f595a9
 broken/v-min/pp4/m8/seed22 c53def735ced0975
 broken/v-min/pp4/m8/seed23 71d9f7eefdd928bc
-broken/v-min/pp4/m8/seed24 da991d6241f97c78
+broken/v-min/pp4/m8/seed24 3bd8d8d3a0335c91
 broken/v-min/pp4/m8/seed25 b023ebb4f9010fa6
 broken/v-min/pp4/m8/seed26 91d206693faf9380
 broken/v-min/pp4/m8/seed27 4f54c955aa7b2645
@@ -585,7 +587,7 @@ broken/zb-h1/pp4/m6/seed24 2ed78fe8e448a667
 broken/zb-h1/pp4/m6/seed25 9e6e0e2864784e8a
 broken/zb-h1/pp4/m6/seed26 bc5c0811588ae337
 broken/zb-h1/pp4/m6/seed27 23910ac5f478611a
-broken/zb-h1/pp4/m6/seed28 7972e3f1c95d66a3
+broken/zb-h1/pp4/m6/seed28 a0b3e8992f876517
 broken/zb-h1/pp4/m6/seed29 50b99b518c3afe7b
 broken/zb-h1/pp4/m6/seed3 30b7e11f78fac4c8
 broken/zb-h1/pp4/m6/seed30 7e40e6de20d3553f
@@ -625,11 +627,11 @@ broken/zb-h1/pp4/m6/seed7 620a703f61d52292
 broken/zb-h1/pp4/m6/seed8 f7c08b64c2c8a503
 broken/zb-h1/pp4/m6/seed9 765377fcc456288e
 broken/zb-h2/pp3/m5/seed0 479426f517ecd4c3
-broken/zb-h2/pp3/m5/seed1 465dbbd09db848d5
-broken/zb-h2/pp3/m5/seed10 a32382ce5834f7ed
+broken/zb-h2/pp3/m5/seed1 4ef31b91a96bb895
+broken/zb-h2/pp3/m5/seed10 e5f916c3ad202ba6
 broken/zb-h2/pp3/m5/seed11 048e6c9d429aaa12
 broken/zb-h2/pp3/m5/seed12 dd5922267317b6ef
-broken/zb-h2/pp3/m5/seed13 335d78068cb870a4
+broken/zb-h2/pp3/m5/seed13 b639f4013dfc2112
 broken/zb-h2/pp3/m5/seed14 2caf3bbad7be5763
 broken/zb-h2/pp3/m5/seed15 500940353b591dd2
 broken/zb-h2/pp3/m5/seed16 d14b591ec041fc4c
@@ -637,11 +639,11 @@ broken/zb-h2/pp3/m5/seed17 afec2f9d9b35b128
 broken/zb-h2/pp3/m5/seed18 222857ac78188d6a
 broken/zb-h2/pp3/m5/seed19 b7215f3e4cd8433f
 broken/zb-h2/pp3/m5/seed2 98872940982835e0
-broken/zb-h2/pp3/m5/seed20 5fe98ee3273d9c6a
+broken/zb-h2/pp3/m5/seed20 dc1c03862791ea98
 broken/zb-h2/pp3/m5/seed21 b95dafba7f3003ca
 broken/zb-h2/pp3/m5/seed22 b2dc5e01f5bf7283
 broken/zb-h2/pp3/m5/seed23 bdbec79cce96c2fe
-broken/zb-h2/pp3/m5/seed24 bc52e63dc4412786
+broken/zb-h2/pp3/m5/seed24 5c3d4c4c73fa949b
 broken/zb-h2/pp3/m5/seed25 4f092bda01fe0c2c
 broken/zb-h2/pp3/m5/seed26 c4b3ad6a151a6150
 broken/zb-h2/pp3/m5/seed27 87760df5b0da7657
@@ -653,7 +655,7 @@ broken/zb-h2/pp3/m5/seed31 991ddbcc940f2ce5
 broken/zb-h2/pp3/m5/seed32 cb0a153413d330af
 broken/zb-h2/pp3/m5/seed33 83d6e6d3b3c624bd
 broken/zb-h2/pp3/m5/seed34 706c9c3a5a9eaa12
-broken/zb-h2/pp3/m5/seed35 615ff67ca48b0e8c
+broken/zb-h2/pp3/m5/seed35 4a52d50390ec168a
 broken/zb-h2/pp3/m5/seed36 d7cea5a1f3618737
 broken/zb-h2/pp3/m5/seed37 6610de7344db7d94
 broken/zb-h2/pp3/m5/seed38 f8b159ee6b6bd056
@@ -731,7 +733,7 @@ broken/zbv/pp3/m6/seed48 2d6998c7c343930e
 broken/zbv/pp3/m6/seed49 13b90f72bb15d4ec
 broken/zbv/pp3/m6/seed5 3e573fd98bf094d2
 broken/zbv/pp3/m6/seed50 8e1920294d644029
-broken/zbv/pp3/m6/seed51 7804468fa1c99750
+broken/zbv/pp3/m6/seed51 171b99dc42dba0a9
 broken/zbv/pp3/m6/seed52 5b3d2a8a86bb41e4
 broken/zbv/pp3/m6/seed53 ac199dfc333b1e51
 broken/zbv/pp3/m6/seed54 5158ef326c475155

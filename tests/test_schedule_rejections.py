@@ -54,8 +54,8 @@ def test_cross_rank_deadlock_names_rank_op_and_wait(name, bkind, p, m):
 def test_same_rank_w_before_b():
     sched = generate("zb-h1", 3, 4)
     ranks = [list(x) for x in sched.ranks]
-    ranks[1] = move_before(ranks[1], Op(W, 2), Op(B, 2))
-    rejects(validate, sched.with_ranks(ranks), match=["rank 1", "W2", "input gradient of microbatch 2 at stage 1"])
+    ranks[1] = move_before(ranks[1], Op(W, 0), Op(B, 0))  # the first W: the W order stays right
+    rejects(validate, sched.with_ranks(ranks), match=["rank 1", "W0", "input gradient of microbatch 0 at stage 1"])
 
 
 # (b) channels: fine for the compute DAG, wrong for rendezvous p2p ------------------------------
@@ -259,3 +259,52 @@ def test_infinite_memory_limit_is_no_limit_or_a_clean_error(name):
         assert one_sentence(str(exc))
         return
     validate(sched)
+
+
+# (d) each chunk's W ops in microbatch order (TransformerEngine's first-microbatch overwrite) ----
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from primus_megatron.schedules import info  # noqa: E402
+from primus_megatron.schedules.validation import check_w_order  # noqa: E402
+
+W_SCHEDULES = [n for n in names() if not info(n).needs_extra and generate(n, 2, 4).splits_backward]
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_swapping_two_w_ops_of_one_chunk_is_refused(data):
+    """Every registered schedule with W ops keeps each chunk's W ops in microbatch order on
+    every rank; swapping any two W ops of one chunk on one rank (a user-written schedule)
+    is refused by validate(), naming the rank, the chunk and the two microbatches."""
+    name = data.draw(st.sampled_from(W_SCHEDULES), label="schedule")
+    pp = data.draw(st.integers(2, 6), label="pp")
+    m = data.draw(st.integers(2, 3 * pp), label="microbatches")
+    sched = generate(name, pp, m)
+    check_w_order(sched)  # the registered schedule complies (validate() ran it too)
+    rank = data.draw(st.integers(0, pp - 1), label="rank")
+    chunk = data.draw(st.integers(0, sched.chunks_per_rank - 1), label="chunk")
+    ops = list(sched.ranks[rank])
+    ws = [i for i, op in enumerate(ops) if op.kind == W and op.chunk == chunk]
+    i, j = sorted(data.draw(st.lists(st.sampled_from(ws), min_size=2, max_size=2, unique=True), label="swap"))
+    ops[i], ops[j] = ops[j], ops[i]
+    ranks = [list(x) for x in sched.ranks]
+    ranks[rank] = ops
+    later, earlier = ops[i].mb, ops[j].mb
+    rejects(validate, sched.with_ranks(ranks),
+            match=[f"rank {rank} ", f"W of microbatch {later} before the W of microbatch {earlier} on chunk {chunk} "])
+
+
+def test_w_order_holds_for_user_written_schedules_too():
+    """A hand-written zb-h1-like order for pp=2, m=2 with W1 before W0 on rank 1 (its
+    dependencies are all satisfiable: only the W order is wrong)."""
+    from primus_megatron.schedules import Schedule
+
+    ranks = [[Op(F, 0), Op(F, 1), Op(B, 0), Op(B, 1), Op(W, 0), Op(W, 1)],
+             [Op(F, 0), Op(B, 0), Op(F, 1), Op(B, 1), Op(W, 1), Op(W, 0)]]
+    good = Schedule(name="hand", pp=2, microbatches=2, chunks_per_rank=1, placement="loop",
+                    ranks=tuple(tuple(r) for r in [ranks[0], ranks[1][:4] + [Op(W, 0), Op(W, 1)]]))
+    validate(good)
+    bad = good.with_ranks(ranks)
+    rejects(validate, bad, match=["rank 1 ", "W of microbatch 1 before the W of microbatch 0 on chunk 0 (stage 1)"])

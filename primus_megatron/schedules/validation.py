@@ -1,7 +1,8 @@
-"""Validation: completeness, dependency order, memory, and hang-freedom.
+"""Validation: completeness, W order, dependency order, memory, and hang-freedom.
 
 `validate` compiles the schedule once (`compiled`: every op a compute op with
-a microbatch and chunk in range), checks that it is complete, runs it under
+a microbatch and chunk in range), checks that it is complete and that each
+chunk's W ops run in microbatch order (`check_w_order`), runs it under
 unit costs (the order is satisfiable: no rank waits forever), checks its
 peak memory, lowers it to sends and receives and proves those cannot hang
 (`rendezvous`).
@@ -21,7 +22,7 @@ from .lowering import Lowered, lower
 from .rendezvous import check_channels
 from .simulation import end_times, peak_memory
 
-__all__ = ["check_channels", "check_complete", "check_memory", "validate"]
+__all__ = ["check_channels", "check_complete", "check_memory", "check_w_order", "validate"]
 
 _KIND, _STAGE = attrgetter("kind"), attrgetter("stage")
 
@@ -83,6 +84,35 @@ def _raise_missing(compiled: Compiled, forward_only: bool) -> None:
                 raise ScheduleError(f"rank {rank} must run B and W, or BW, for microbatch {mb} at stage {stage}, but runs {got}")
 
 
+def check_w_order(schedule: Schedule) -> None:
+    """On every rank, each chunk's W ops run in microbatch order.
+
+    Why: megatron passes `is_first_microbatch=True` to a TransformerEngine layer's
+    first forward of a step, and that microbatch's weight-gradient GEMM then
+    overwrites `main_grad` instead of adding to it (TE v2.11 `module/linear.py`
+    834-838, `accumulate = not is_first_microbatch` with fuse_wgrad_accumulation);
+    megatron resets the flag every step under FP8/FP4 (megatron-core 0.16.1
+    `pipeline_parallel/schedules.py:404-405`). The W of microbatch 0 must be the
+    chunk's first, and a rank that keeps microbatch order keeps it for every
+    layer. Raises naming the rank, the chunk and the two microbatches of the
+    first W that runs ahead of a smaller microbatch's."""
+    for r, ops in enumerate(schedule.ranks):
+        per_chunk: dict[int, list[int]] = {}
+        for op in ops:
+            if op.kind == W:
+                per_chunk.setdefault(op.chunk, []).append(op.mb)
+        for chunk, mbs in sorted(per_chunk.items()):
+            in_order = sorted(mbs)
+            if mbs == in_order:
+                continue
+            i = next(i for i, (mb, want) in enumerate(zip(mbs, in_order)) if mb != want)
+            stage = schedule.stage_table[r][chunk]
+            raise ScheduleError(f"rank {r} runs the W of microbatch {mbs[i]} before the W of microbatch "
+                                f"{in_order[i]} on chunk {chunk} (stage {stage}): each chunk's W ops must run in "
+                                f"microbatch order, since the first microbatch's weight-gradient GEMM of a "
+                                f"TransformerEngine layer overwrites main_grad")
+
+
 def check_memory(schedule: Schedule, costs: Optional[Costs], memory_limit: Optional[float]) -> list[float]:
     """Per-rank peak activation memory; raises if a rank exceeds `memory_limit`."""
     sc = (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
@@ -99,6 +129,7 @@ def check_memory(schedule: Schedule, costs: Optional[Costs], memory_limit: Optio
 def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit: Optional[float] = None) -> Lowered:
     """Run every check; return the lowered schedule that passed them."""
     check_complete(schedule)
+    check_w_order(schedule)
     ends = end_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))
     check_memory(schedule, costs, memory_limit)
     lowered = lower(schedule, ends)
