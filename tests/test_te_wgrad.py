@@ -410,6 +410,175 @@ def s_refusals(te):
     assert te_wgrad.prepare_step([ddp], splitting=False) == 0
 
 
+class _OlderTE:
+    """The stand-in made into an older TransformerEngine for the duration of a `with`, by
+    taking away what that release lacks (the stand-in's package stays as it is):
+
+    * "2.6": no `register_wgrad_accumulation_and_reduce_hooks` / `wgrad_accumulation_and_reduce_hooks`
+      on the base module (TE v2.7 base.py:608 and 1410 added them; v2.6 base.py has neither);
+    * "1.x": also no `WeightGradStore` (v2.3 _common.py:222 added it), no `delay_wgrad_compute`
+      constructor argument (v2.3 linear.py:906, layernorm_linear.py:1045) and no `wgrad_store` on
+      a layer (v2.3 base.py); ROCm's TransformerEngine 1.11 (branch ifu_release_v1.11) is such a build.
+    """
+
+    def __init__(self, te, release: str) -> None:
+        self.te, self.release, self.undo = te, release, []
+
+    def _set(self, obj, name, value) -> None:
+        had = name in vars(obj)
+        old = vars(obj).get(name)
+        self.undo.append(lambda: setattr(obj, name, old) if had else delattr(obj, name))
+        if value is _DELETE:
+            delattr(obj, name)
+        else:
+            setattr(obj, name, value)
+
+    def __enter__(self):
+        from transformer_engine.pytorch.module import _common, base
+
+        cls = base.TransformerEngineBaseModule
+        self._set(cls, "register_wgrad_accumulation_and_reduce_hooks", _DELETE)
+        init = cls.__init__
+
+        def base_init(module, *a, **kw):
+            init(module, *a, **kw)
+            del module.wgrad_accumulation_and_reduce_hooks
+
+        self._set(cls, "__init__", base_init)
+        if self.release == "1.x":
+            self._set(_common, "WeightGradStore", _DELETE)
+            for name in ("Linear", "LayerNormLinear"):
+                new = getattr(self.te, name)
+
+                class Old(new):  # a constructor without delay_wgrad_compute, a layer without wgrad_store
+                    def __init__(self, in_features, out_features, bias=True, **kw):
+                        super().__init__(in_features, out_features, bias, **kw)
+                        del self.wgrad_store
+
+                    def forward(self, *args, **kwargs):  # the stand-in's forward hands autograd no store
+                        object.__setattr__(self, "wgrad_store", None)
+                        try:
+                            return super().forward(*args, **kwargs)
+                        finally:
+                            object.__delattr__(self, "wgrad_store")
+
+                Old.__name__ = name
+                self._set(self.te, name, Old)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for undo in reversed(self.undo):
+            undo()
+
+
+_DELETE = object()
+
+
+def s_capability_older_te(te):
+    """A TE that cannot defer weight gradients is refused in one sentence naming what to upgrade
+    and which schedules run without it, when a schedule with W ops routes its layers; a schedule
+    without W ops (build_model with 1f1b, steps that do not split) never touches TE's store
+    and trains on it exactly."""
+    import primus_megatron as pm
+    from primus_megatron.runtime import te_wgrad
+
+    for release, lacks in (("2.6", "register_wgrad_accumulation_and_reduce_hooks (TransformerEngine 2.7"),
+                           ("1.x", "WeightGradStore (TransformerEngine 2.3")):
+        with _OlderTE(te, release):
+            net = torch.nn.Sequential(te.Linear(8, 8), te.LayerNormLinear(8, 4))
+            assert not hasattr(net[0], "wgrad_accumulation_and_reduce_hooks")
+            assert (release == "1.x") != hasattr(net[0], "wgrad_store")
+            problem = te_wgrad.support_problem("pipeline schedule 'zbv'")
+            for needle in ("cannot defer weight gradients to the W ops of pipeline schedule 'zbv'", lacks,
+                           "upgrade TransformerEngine to 2.7 or newer",
+                           "or use a schedule without W (1f1b, interleaved-1f1b), which runs on any TransformerEngine"):
+                assert needle in problem, (needle, problem)
+            assert "\n" not in problem
+            _raises(te_wgrad.TESupportError, lacks, lambda: te_wgrad.enable(net, what="pipeline schedule 'zbv'"))
+            _raises(te_wgrad.TESupportError, lacks, lambda: te_wgrad.prepare_step([net], splitting=True))
+            assert not any(te_wgrad.is_routed(m) for m in net.modules())
+            # without W ops: build_model leaves the layers alone, steps never route them, plain autograd trains
+            built = pm.build_model(lambda pre_process, post_process, vp_stage: copy.deepcopy(net), schedule="1f1b",
+                                   pp=2, rank=0)
+            assert te_wgrad.prepare_step(built, splitting=False) == 0
+            assert not any(te_wgrad.is_routed(m) for m in built[0].modules())
+            _raises(te_wgrad.TESupportError, lacks,
+                    lambda: pm.build_model(lambda pre_process, post_process, vp_stage: copy.deepcopy(net),
+                                           schedule="zb-h1", pp=2, rank=0))
+            xs = _inputs(2, seed=7)
+            expected = _reference_grads(built[0], xs)
+            for x in xs:
+                _loss(built[0](x)).backward()
+            for name, p in built[0].named_parameters():
+                _close(p.grad, expected[name], f"TE {release}, no W: {name}")
+    assert te_wgrad.support_problem("pipeline schedule 'zbv'") is None  # the stand-in itself: TE 2.11
+
+
+def s_debug_mode_and_userbuffers_refused(te):
+    """TE's debug mode raises for a delayed layer's every forward (v2.11 base.py:1533-1535,
+    "Delayed wgrad compute is not supported in debug mode"; TEDebugState.debug_enabled is set at
+    the first module's construction, debug/pytorch/debug_state.py:20-40): refused when routing.
+    A layer overlapping its backward with userbuffers (v2.11 linear.py:1147-1158 / 1164 set
+    ub_bulk_dgrad, ub_bulk_wgrad and ub_overlap_ag_dgrad on the module) is refused by name:
+    TE raises for bulk wgrad with a delayed GEMM (linear.py:889-898) and puts userbuffers
+    views for the others (linear.py:659-665)."""
+    import types
+
+    from primus_megatron.runtime import te_wgrad
+
+    name = "transformer_engine.debug.pytorch.debug_state"
+    state = types.ModuleType(name)
+    state.TEDebugState = type("TEDebugState", (), {"debug_enabled": True})
+    sys.modules[name] = state
+    try:
+        net = torch.nn.Sequential(te.Linear(4, 4))
+        _raises(te_wgrad.TESupportError, "debug mode", lambda: te_wgrad.enable(net))
+        assert not te_wgrad.is_routed(net[0])
+        state.TEDebugState.debug_enabled = None  # debug_state.py:48 (_reset): off
+        assert te_wgrad.enable(net) == 1
+    finally:
+        del sys.modules[name]
+    for flag in ("ub_bulk_wgrad", "ub_bulk_dgrad", "ub_overlap_ag_dgrad"):
+        net = torch.nn.Sequential(te.Linear(4, 4), te.LayerNormLinear(4, 4))
+        setattr(net[1], flag, True)
+        _raises(te_wgrad.TESupportError, f"TransformerEngine layer 1 overlaps its backward with userbuffers communication ({flag},",
+                lambda: te_wgrad.enable(net))
+        setattr(net[1], flag, False)
+        assert te_wgrad.enable(net) == 2
+
+
+def s_held_until_w_is_counted(te):
+    """What the planner's measured memory counts as held from B to W (store.held, read by the
+    runtime profiler) is every tensor TE hands `put`: under sequence parallelism that is the
+    all-gathered input (v2.11 linear.py:649-672 gathers `inputmat_total`, 899 puts it; the
+    stand-in has no tensor parallelism, so here it is the input itself) and the grad_output
+    (gathered for row-parallel layers, base.py grad_output_preprocess)."""
+    from primus_megatron.runtime import te_wgrad
+
+    net = _Net(te)
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    put = []
+    for layer in (net.a, net.b, net.c):
+        routed_put = layer.wgrad_store.put
+
+        def spy(tensor_list, func, routed_put=routed_put):
+            put.extend(t for t in tensor_list if torch.is_tensor(t))
+            routed_put(tensor_list, func)
+
+        layer.wgrad_store.put = spy
+    store.held = []
+    try:
+        out = net(_inputs(1)[0])
+        with store.capture((0, 0)):
+            _loss(out).backward()
+        held = {t.untyped_storage().data_ptr() for t in store.held}
+        assert len(put) == 6 and all(t.untyped_storage().data_ptr() in held for t in put)
+        store.run((0, 0))
+    finally:
+        store.held = None
+
+
 def _raises(exc_type, needle: str, fn) -> None:
     try:
         fn()
@@ -420,7 +589,8 @@ def _raises(exc_type, needle: str, fn) -> None:
 
 
 SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, s_ddp_hooks_once_per_w_fused,
-             s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals]
+             s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals, s_capability_older_te,
+             s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted]
 
 
 def scenarios_body(rank, case):

@@ -56,8 +56,8 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
     the schedule group always, and, where the namespace has them, the pipeline
     size, the layer split, the microbatch count (global batch / micro batch /
     data parallel) and the options that cannot combine with deferred weight
-    gradients. Pure Python unless --fp8-format asks whether TransformerEngine
-    can split the weight gradient."""
+    gradients. Pure Python unless the model has TransformerEngine layers and the
+    schedule W ops: then the installed TE is asked whether it can defer them."""
     name = getattr(args, "pipeline_schedule", None)
     if name is None:
         return None
@@ -96,7 +96,8 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
         if pp is not None and pp < 2:
             return f"--pipeline-schedule auto needs --pipeline-model-parallel-size >= 2, got {pp}"
         # profiled with a 1-chunk schedule that has W ops; the candidates are those the split fits
-        return check_layer_split(args, pp, 1, "--pipeline-schedule auto", w_ops=True)
+        return (check_layer_split(args, pp, 1, "--pipeline-schedule auto", w_ops=True)
+                or check_te_support(args, "auto"))
     pp = getattr(args, "pipeline_model_parallel_size", None)
     if pp is not None and pp < 2:
         return (f"--pipeline-schedule {entry.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
@@ -236,53 +237,39 @@ def splits_weight_gradients(entry: registry.ScheduleInfo) -> bool:
     return generate(entry.name, 2, 4, validate=False).splits_backward
 
 
-def te_weight_gradient_split() -> Optional[str]:
-    """None when TransformerEngine's linear layers can defer their weight
-    gradient to W (runtime/te_wgrad.py); otherwise why not (half a sentence).
-
-    Needed: a backward that hands its wgrad GEMM to `wgrad_store.put` when the
-    store says so (TE >= 2.3, the release that added `delay_wgrad_compute`), and
-    `register_wgrad_accumulation_and_reduce_hooks`, through which megatron's DDP
-    hooks a delayed layer (TE >= 2.7)."""
-    try:
-        import transformer_engine.pytorch as te  # noqa: F401
-    except Exception:
-        return "TransformerEngine is not installed"
-    import inspect
-
-    version = getattr(__import__("transformer_engine"), "__version__", "?")
-    try:
-        params = inspect.signature(te.Linear.__init__).parameters
-    except (AttributeError, TypeError, ValueError):
-        params = {}
-    if "delay_wgrad_compute" not in params:
-        return f"TransformerEngine {version} cannot delay weight gradients (its layers have no delay_wgrad_compute)"
-    if not callable(getattr(te.Linear, "register_wgrad_accumulation_and_reduce_hooks", None)):
-        return (f"TransformerEngine {version} cannot hand delayed weight gradients to megatron's DDP (its layers have "
-                f"no register_wgrad_accumulation_and_reduce_hooks; TransformerEngine 2.7 or newer has it)")
-    return None
-
-
 NO_W = "a schedule without W (1f1b, interleaved-1f1b)"
+
+
+def _uses_te(args: argparse.Namespace) -> bool:
+    """Megatron-LM builds TransformerEngine layers (its default --transformer-impl); our
+    examples/pretrain_gpt.py has no such option and builds megatron-core's local layers."""
+    return getattr(args, "transformer_impl", "local") == "transformer_engine"
+
+
+def check_te_support(args: argparse.Namespace, schedule: str) -> Optional[str]:
+    """For a schedule with W ops over TransformerEngine layers: can the installed TE defer
+    weight gradients (runtime/te_wgrad.py support_problem: its API, its debug mode)? One
+    sentence or None; None without TE layers or without TE."""
+    if not _uses_te(args):
+        return None
+    from ..runtime.te_wgrad import support_problem
+
+    return support_problem(f"--pipeline-schedule {schedule}")
 
 
 def check_deferred_wgrad_args(args: argparse.Namespace, entry: registry.ScheduleInfo) -> Optional[str]:
     """Options that cannot combine with the schedule's deferred weight
-    gradients (or its placement), with what to do instead; None if fine."""
+    gradients (or its placement), with what to do instead, and a TransformerEngine
+    that cannot defer them; None if fine. A schedule without W ops never touches
+    TE's weight-gradient store: any TE runs it."""
     from ..runtime.unsupported import refusal_for
 
     splits = splits_weight_gradients(entry)
     problem = refusal_for(args, schedule=entry.name, splits_backward=splits, v_placement=entry.placement == V,
-                          uses_te=getattr(args, "transformer_impl", "local") == "transformer_engine")
+                          uses_te=_uses_te(args))
     if problem or not splits:
         return problem
-    fp8 = getattr(args, "fp8", None)
-    if fp8:
-        why = te_weight_gradient_split()
-        if why is not None:
-            return (f"--fp8-format {fp8} with --pipeline-schedule {entry.name} needs TransformerEngine layers that "
-                    f"split the weight gradient (delay_wgrad_compute) and {why}: drop --fp8-format, or use {NO_W}")
-    return None
+    return check_te_support(args, entry.name)
 
 
 def parse_costs(text: str):

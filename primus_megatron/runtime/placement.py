@@ -161,10 +161,12 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
     model-provider contract (keyword arguments). Chunk c holds global stage
     `stage_of(placement, pp, rank, c)`; pre_process is set on stage 0 and
     post_process on the last stage. With V placement and tied embeddings,
-    rank 0's output layer shares the embedding Parameter. TransformerEngine
-    layers are routed to our weight-gradient store (`te_wgrad.enable`): wrap
-    the chunks in megatron's DistributedDataParallel with
+    rank 0's output layer shares the embedding Parameter. For a schedule with W
+    ops, TransformerEngine layers are routed to our weight-gradient store
+    (`te_wgrad.enable`, which refuses a TE that cannot defer them in one
+    sentence): wrap the chunks in megatron's DistributedDataParallel with
     `DistributedDataParallelConfig(delay_wgrad_compute=True)` when they hold any.
+    A schedule without W ops leaves them TE's own (any TE runs it).
 
     The layer split is megatron's, even or uneven (see the module doc), under
     every placement. Given `config` (the provider's TransformerConfig) or
@@ -205,7 +207,8 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
                              vp_stage=c if nchunks > 1 else None)
             chunk.pipeline_stage, chunk.pipeline_num_stages = stage, n
             _check_layers(chunk, stage, pp, nchunks, what)
-            te_wgrad.enable(chunk)  # TransformerEngine layers defer into our store (no-op without TE)
+            if w_ops:  # TransformerEngine layers defer into our store (no-op without TE); without W they stay TE's
+                te_wgrad.enable(chunk, what=f"pipeline schedule {name!r}")
             model.append(chunk)
     if placement == S.V and rank == 0:
         _tie_embeddings(model)

@@ -104,6 +104,120 @@ def _te_classes() -> Optional[tuple[type, tuple[type, ...]]]:
     return TransformerEngineBaseModule, (te.Linear, te.LayerNormLinear)
 
 
+NO_W = "a schedule without W (1f1b, interleaved-1f1b)"
+
+# The TransformerEngine API a routed layer needs, each with the first release that has it
+# (checked in TE's source at tags v2.3, v2.6, v2.7, v2.11): a backward that hands its
+# wgrad GEMM to `wgrad_store.put` when the store says so and the store class itself
+# (`_common.py` WeightGradStore, v2.3: 222; v2.11: 189; the constructors' `delay_wgrad_compute`
+# argument, v2.3 linear.py:906), and the layer hooks through which megatron's DDP
+# registers a delayed layer (`register_wgrad_accumulation_and_reduce_hooks`, v2.7
+# base.py:1410; absent in v2.6).
+REQUIRED = (
+    ("WeightGradStore", "2.3"),
+    ("delay_wgrad_compute", "2.3"),
+    ("register_wgrad_accumulation_and_reduce_hooks", "2.7"),
+)
+UPGRADE_TO = "2.7"
+# Userbuffers overlaps a routed layer cannot have: with bulk wgrad overlap TE raises
+# NotImplementedError for a delayed GEMM (v2.11 linear.py:889-898, layernorm_linear.py:904-913);
+# with bulk dgrad overlap (the input all-gather, linear.py:659-665, layernorm_linear.py:680) or
+# the row-parallel grad_output all-gather (base.py grad_output_preprocess, ub_overlap_ag) the
+# tensors handed to `put` live in a shared userbuffers buffer that later layers' backward
+# overwrites before W.
+UB_BACKWARD_OVERLAPS = ("ub_bulk_wgrad", "ub_bulk_dgrad", "ub_overlap_ag_dgrad")
+
+
+def te_version() -> str:
+    te = sys.modules.get("transformer_engine")
+    return str(getattr(te, "__version__", "?"))
+
+
+def missing_api() -> Optional[tuple[str, str]]:
+    """(what, since which TE release) the imported TransformerEngine lacks to defer a
+    weight gradient to W, or None when it has everything (feature checks, not versions)."""
+    import inspect
+
+    import transformer_engine.pytorch as te
+
+    try:
+        from transformer_engine.pytorch.module import _common
+    except ImportError:
+        _common = None
+    have = {"WeightGradStore": _common is not None and hasattr(_common, "WeightGradStore")}
+    params = set()
+    for cls in (te.Linear, te.LayerNormLinear):
+        try:
+            params.add("delay_wgrad_compute" in inspect.signature(cls.__init__).parameters)
+        except (TypeError, ValueError):
+            params.add(False)
+    have["delay_wgrad_compute"] = params == {True}
+    base = _te_base_class()
+    have["register_wgrad_accumulation_and_reduce_hooks"] = base is not None and callable(
+        getattr(base, "register_wgrad_accumulation_and_reduce_hooks", None))
+    for what, since in REQUIRED:
+        if not have[what]:
+            return what, since
+    return None
+
+
+def _te_base_class():
+    try:
+        from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
+    except ImportError:
+        return None
+    return TransformerEngineBaseModule
+
+
+def debug_mode() -> bool:
+    """Whether TE's debug mode (nvidia-dlframework-inspect) is on: TE then raises for every
+    delayed layer's forward ("Delayed wgrad compute is not supported in debug mode",
+    v2.11 base.py:1533-1535). TE decides it when its first module is built
+    (debug_state.py TEDebugState.initialize)."""
+    state = sys.modules.get("transformer_engine.debug.pytorch.debug_state")
+    if state is not None and getattr(getattr(state, "TEDebugState", None), "debug_enabled", None):
+        return True
+    inspect_api = sys.modules.get("nvdlfw_inspect.api")
+    return getattr(inspect_api, "DEBUG_MANAGER", None) is not None
+
+
+def support_problem(schedule: str) -> Optional[str]:
+    """One sentence on why the installed TransformerEngine cannot run `schedule`'s W ops
+    (a phrase such as "--pipeline-schedule zbv"), or None. Imports TE if it is installed;
+    None without it (no TE layer can exist then)."""
+    if not te_importable():
+        return None
+    missing = missing_api()
+    if missing is not None:
+        what, since = missing
+        return (f"TransformerEngine {te_version()} cannot defer weight gradients to the W ops of {schedule}: it has "
+                f"no {what} (TransformerEngine {since} added it); upgrade TransformerEngine to {UPGRADE_TO} or "
+                f"newer, or use {NO_W}, which runs on any TransformerEngine")
+    if debug_mode():
+        return (f"TransformerEngine's debug mode (nvidia-dlframework-inspect) refuses delayed weight gradients "
+                f"(module/base.py: \"Delayed wgrad compute is not supported in debug mode\"), which {schedule} "
+                f"needs: turn the debug mode off, or use {NO_W}")
+    return None
+
+
+def te_importable() -> bool:
+    try:
+        import transformer_engine.pytorch  # noqa: F401
+    except Exception:  # noqa: BLE001 - not installed, or a broken install that builds no layers
+        return False
+    return True
+
+
+class TESupportError(ValueError):
+    """The installed TransformerEngine, or a setting of a layer, cannot defer weight gradients (one sentence)."""
+
+
+def _require_support(where: str) -> None:
+    problem = support_problem(where)
+    if problem:
+        raise TESupportError(problem)
+
+
 class _Work:
     """One layer's deferred weight-gradient GEMM and its delivery."""
 
@@ -215,6 +329,13 @@ def is_routed(layer: torch.nn.Module) -> bool:
 
 
 def _route(layer: torch.nn.Module, name: str) -> None:
+    overlaps = [flag for flag in UB_BACKWARD_OVERLAPS if getattr(layer, flag, False)]
+    if overlaps:
+        raise TESupportError(f"TransformerEngine layer {name or type(layer).__name__} overlaps its backward with "
+                             f"userbuffers communication ({', '.join(overlaps)}, from --tp-comm-overlap), which "
+                             f"cannot delay its weight gradient to W (TransformerEngine raises for bulk wgrad overlap "
+                             f"and gathers into a shared buffer that later layers overwrite for the others): build it "
+                             f"without --tp-comm-overlap, or use {NO_W}")
     if len(layer.weight_names) != 1:
         raise ValueError(f"TransformerEngine layer {name or type(layer).__name__} splits its weight into "
                          f"{len(layer.weight_names)} parameters (parameters_split): its weight gradient cannot be "
@@ -241,22 +362,31 @@ def _refuse_other(layer: torch.nn.Module, name: str) -> None:
                          f"gradient is then computed in B)")
 
 
-def enable(module: torch.nn.Module) -> int:
+def enable(module: torch.nn.Module, *, what: str = "a schedule with W ops") -> int:
     """Route the weight gradients of the TE Linear / LayerNormLinear layers in
-    `module` to primus_megatron's store. Call on each model chunk after it is
-    built and before megatron's DistributedDataParallel wraps it, and build
-    that with `DistributedDataParallelConfig(delay_wgrad_compute=True)`.
-    Idempotent; returns how many layers are routed. No-op without TE."""
+    `module` to primus_megatron's store. Call on each model chunk of a schedule
+    with W ops after it is built and before megatron's DistributedDataParallel
+    wraps it, and build that with `DistributedDataParallelConfig(delay_wgrad_compute=True)`;
+    a schedule without W ops needs none of this (its layers stay TE's own).
+    Idempotent; returns how many layers are routed. No-op without TE.
+
+    Raises TESupportError (one sentence, naming `what`, e.g. "--pipeline-schedule zbv")
+    when the installed TE cannot defer weight gradients (missing API, debug mode)
+    or a layer overlaps its backward with userbuffers."""
     classes = _te_classes()
     if classes is None:
         return 0
     base, split = classes
     count = 0
+    checked = False
     for name, layer in module.named_modules():
         if not isinstance(layer, base):
             continue
         if isinstance(layer, split):
             if not is_routed(layer):
+                if not checked:
+                    _require_support(what)
+                    checked = True
                 _route(layer, name)
             count += 1
         else:
@@ -301,6 +431,7 @@ def prepare_step(model: Sequence[torch.nn.Module], *, splitting: bool) -> int:
         return 0
     base, split = classes
     count = 0
+    checked = False
     for c, chunk in enumerate(model):
         ddp_config = _ddp_config(chunk)
         for name, layer in chunk.named_modules():
@@ -315,6 +446,9 @@ def prepare_step(model: Sequence[torch.nn.Module], *, splitting: bool) -> int:
                 delayed_by_te = store is not None and store.delay_wgrad_compute()
                 if not (splitting or delayed_by_te):
                     continue  # an ordinary undelayed layer in a step without W ops
+                if not checked:
+                    _require_support("a schedule with W ops" if splitting else "a layer built with TE's own delay")
+                    checked = True
                 if ddp_config is not None and not delayed_by_te and _trainable_params(layer):
                     raise ValueError(f"TransformerEngine layer {where} cannot defer its weight gradient: its chunk "
                                      f"was wrapped in megatron's DistributedDataParallel before "

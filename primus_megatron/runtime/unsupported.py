@@ -18,10 +18,11 @@ class Rule:
     field: str
     refuses: Callable[[Any, "Setting"], bool]  # (value, setting) -> refused?
     why: str
+    flag: Optional[str] = None  # Megatron-LM's option when it is not --<field> (e.g. --fp8-format for fp8)
 
     @property
     def option(self) -> str:
-        return "--" + self.field.replace("_", "-")
+        return self.flag or "--" + self.field.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,53 @@ def _cuda_graphs(value: Any, s: Setting) -> bool:
     return value not in (None, "none") or bool(s.get("enable_cuda_graph")) or bool(s.get("external_cuda_graph"))
 
 
+# TransformerEngine versions on which FP8 (and FP4) training with W ops was verified on a GPU
+# (tests/test_gpu_te.py: losses and gradients equal megatron's own schedule). Under FP8 megatron
+# resets is_first_microbatch every step, so each chunk's first W overwrites main_grad (safe only
+# in microbatch order, which validate() enforces), and TE computes the bias gradient in B. No
+# GPU run has verified it yet: add a version here when one does.
+FP8_VERIFIED_TE_VERSIONS: frozenset[str] = frozenset()
+
+
+def installed_te_version() -> Optional[str]:
+    """The TransformerEngine version, without importing it (None when not installed)."""
+    import sys
+
+    te = sys.modules.get("transformer_engine")
+    if te is not None and getattr(te, "__version__", None):
+        return str(te.__version__)
+    try:
+        from importlib import metadata
+
+        return metadata.version("transformer_engine")
+    except Exception:  # noqa: BLE001 - not installed (or no metadata): nothing verified
+        return None
+
+
+def _low_precision_with_w(value: Any, s: Setting) -> bool:
+    return bool(value) and s.splits_backward and s.uses_te is not False \
+        and installed_te_version() not in FP8_VERIFIED_TE_VERSIONS
+
+
+def _userbuffers_backward(value: Any, s: Setting) -> bool:
+    """--tp-comm-overlap with TE layers: the bulk wgrad overlap (on by default) makes TE raise for a
+    delayed GEMM; the bulk dgrad / grad_output all-gather overlaps hand the delayed GEMM tensors in a
+    shared userbuffers buffer (runtime/te_wgrad.py UB_BACKWARD_OVERLAPS)."""
+    return bool(value) and s.splits_backward and s.uses_te is not False
+
+
+LOW_PRECISION_WHY = ("deferred weight gradients under low precision are not yet verified on a GPU for this "
+                     "TransformerEngine (runtime/unsupported.py FP8_VERIFIED_TE_VERSIONS lists the verified ones); "
+                     "use a schedule without W ops (1f1b, interleaved-1f1b)")
+
 RULES: tuple[Rule, ...] = (
+    Rule("fp8", _low_precision_with_w, LOW_PRECISION_WHY, flag="--fp8-format"),
+    Rule("fp4", _low_precision_with_w, LOW_PRECISION_WHY, flag="--fp4-format"),
+    Rule("tp_comm_overlap", _userbuffers_backward,
+         "TransformerEngine's userbuffers overlap of the backward either refuses a delayed weight gradient (bulk "
+         "wgrad overlap: NotImplementedError in module/linear.py and layernorm_linear.py) or gathers the tensors the "
+         "delayed GEMM reads into a shared buffer that later layers overwrite before W (bulk dgrad and grad-output "
+         "all-gather overlap); use a schedule without W ops (1f1b, interleaved-1f1b)"),
     Rule("defer_embedding_wgrad_compute", _truthy,
          "megatron computes the deferred output-layer weight gradient at the end of its own schedules "
          "(finish_embedding_wgrad_compute); the W ops of ours defer weight gradients already"),
