@@ -41,6 +41,24 @@ TEGroupedMLP) and `LayerNormMLP` are not split: their weight gradients stay in
 B, like megatron's norms and biases; one built with TE's own delay is refused,
 since nothing would run its `backward_dw`.
 
+Only schedules with W ops route layers (`build_model` calls `enable` for them
+only): `1f1b` / `interleaved-1f1b` leave TE's layers and store alone and run
+on any TE. Before the first layer is routed, `support_problem` asks the
+installed TE for the API above (feature checks: `WeightGradStore` and
+`delay_wgrad_compute` since v2.3, the DDP layer hooks since v2.7) and for its
+debug mode, and `_route` refuses a layer whose backward uses userbuffers
+(UB_BACKWARD_OVERLAPS); Megatron-LM's start-up check asks the same
+(megatron_lm/args.py), and runtime/unsupported.py refuses FP8/FP4 and
+`--tp-comm-overlap` with W ops over TE layers.
+
+Memory held until W: under sequence parallelism TE hands `put` the
+all-gathered input (and, for a row-parallel layer, the gathered grad_output),
+so it keeps them from B to W where megatron's own layers keep the 1/tp shard
+and gather again in W. We count it rather than re-gather: `put` records every
+tensor it is given as held by that W (`store.defer(tensors=...)`), which the
+runtime profiler reads into the measured `mem_b` / `mem_w` the planner
+simulates.
+
 Everything here is a no-op unless `transformer_engine.pytorch` is imported.
 
 Sources. TransformerEngine v2.11 (commit c188b533), lines in
@@ -302,6 +320,8 @@ class DeferringWgradStore:
                            "(primus_megatron.runtime.te_wgrad.enable); they cannot be made undelayed again")
 
     def put(self, tensor_list: list, func: Callable) -> None:
+        # the tensors are held until W (under sequence parallelism TE's gathered input / grad_output):
+        # counted as such for the measured mem_b / mem_w the planner simulates (module doc)
         work = _Work(self.layer, tensor_list, func)
         store = get_store()
         if store.capturing:  # a B op: its W runs the work
