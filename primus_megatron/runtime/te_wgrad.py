@@ -199,22 +199,23 @@ def debug_mode() -> bool:
     return getattr(inspect_api, "DEBUG_MANAGER", None) is not None
 
 
-def support_problem(schedule: str) -> Optional[str]:
-    """One sentence on why the installed TransformerEngine cannot run `schedule`'s W ops
-    (a phrase such as "--pipeline-schedule zbv"), or None. Imports TE if it is installed;
-    None without it (no TE layer can exist then)."""
+def support_problem(schedule: Optional[str] = None) -> Optional[str]:
+    """One sentence on why the installed TransformerEngine cannot run the W ops of
+    `schedule` (a phrase such as "--pipeline-schedule zbv"; None: a schedule with W ops),
+    or None. Imports TE if it is installed; None without it (no TE layer can exist then)."""
     if not te_importable():
         return None
+    w_ops = f"the W ops of {schedule}" if schedule else "W ops"
     missing = missing_api()
     if missing is not None:
         what, since = missing
-        return (f"TransformerEngine {te_version()} cannot defer weight gradients to the W ops of {schedule}: it has "
-                f"no {what} (TransformerEngine {since} added it); upgrade TransformerEngine to {UPGRADE_TO} or "
-                f"newer, or use {NO_W}, which runs on any TransformerEngine")
+        return (f"TransformerEngine {te_version()} cannot defer weight gradients to {w_ops}: it has no {what} "
+                f"(TransformerEngine {since} added it); upgrade TransformerEngine to {UPGRADE_TO} or newer, or use "
+                f"{NO_W}, which runs on any TransformerEngine")
     if debug_mode():
         return (f"TransformerEngine's debug mode (nvidia-dlframework-inspect) refuses delayed weight gradients "
-                f"(module/base.py: \"Delayed wgrad compute is not supported in debug mode\"), which {schedule} "
-                f"needs: turn the debug mode off, or use {NO_W}")
+                f"(module/base.py: \"Delayed wgrad compute is not supported in debug mode\"), which {w_ops} need: "
+                f"turn the debug mode off, or use {NO_W}")
     return None
 
 
@@ -230,8 +231,8 @@ class TESupportError(ValueError):
     """The installed TransformerEngine, or a setting of a layer, cannot defer weight gradients (one sentence)."""
 
 
-def _require_support(where: str) -> None:
-    problem = support_problem(where)
+def _require_support(schedule: Optional[str]) -> None:
+    problem = support_problem(schedule)
     if problem:
         raise TESupportError(problem)
 
@@ -382,7 +383,7 @@ def _refuse_other(layer: torch.nn.Module, name: str) -> None:
                          f"gradient is then computed in B)")
 
 
-def enable(module: torch.nn.Module, *, what: str = "a schedule with W ops") -> int:
+def enable(module: torch.nn.Module, *, what: Optional[str] = None) -> int:
     """Route the weight gradients of the TE Linear / LayerNormLinear layers in
     `module` to primus_megatron's store. Call on each model chunk of a schedule
     with W ops after it is built and before megatron's DistributedDataParallel
@@ -467,7 +468,7 @@ def prepare_step(model: Sequence[torch.nn.Module], *, splitting: bool) -> int:
                 if not (splitting or delayed_by_te):
                     continue  # an ordinary undelayed layer in a step without W ops
                 if not checked:
-                    _require_support("a schedule with W ops" if splitting else "a layer built with TE's own delay")
+                    _require_support(None)
                     checked = True
                 if ddp_config is not None and not delayed_by_te and _trainable_params(layer):
                     raise ValueError(f"TransformerEngine layer {where} cannot defer its weight gradient: its chunk "
