@@ -228,3 +228,17 @@ def test_a_failed_step_leaves_nothing_for_the_next_steps_w():
     with pytest.raises(Exception):
         executor.run_step(Lowered(), 0, None, None)
     assert store.pending((0, 0)) == 0 and not store.splitting
+
+
+def test_megatrons_transformer_engine_wrappers_count_as_transformer_engine_layers():
+    """megatron's TELinear & co. live in megatron.core.extensions.transformer_engine and derive
+    from TE's classes: the refusals that depend on TE layers (FP8, --tp-comm-overlap, context
+    parallelism) must see them (megatron-core 0.16.1 extensions/transformer_engine.py:470,
+    `class TELinear(te.pytorch.Linear)`)."""
+    from primus_megatron.runtime.forward_backward import uses_transformer_engine
+
+    te_linear = type("Linear", (torch.nn.Module,), {"__module__": "transformer_engine.pytorch.module.linear"})
+    wrapper = type("TELinear", (te_linear,), {"__module__": "megatron.core.extensions.transformer_engine"})
+    chunk = torch.nn.Sequential(torch.nn.Linear(2, 2), wrapper())
+    assert uses_transformer_engine([torch.nn.Sequential(torch.nn.Linear(2, 2)), chunk])
+    assert not uses_transformer_engine([torch.nn.Sequential(torch.nn.Linear(2, 2))])

@@ -296,10 +296,18 @@ class UnsupportedSetting(ValueError):
     before any of them waits on another)."""
 
 
+def uses_transformer_engine(chunks: list) -> bool:
+    """Whether a chunk holds a TransformerEngine module. megatron's wrappers (TELinear,
+    TELayerNormColumnParallelLinear, ... in megatron.core.extensions.transformer_engine)
+    subclass TE's classes: look at every class a module derives from, not only its own."""
+    return any(cls.__module__.startswith("transformer_engine")
+               for c in chunks for m in c.modules() for cls in type(m).__mro__)
+
+
 def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule) -> None:
     from .unsupported import refusal_for
 
-    uses_te = any(type(m).__module__.startswith("transformer_engine") for c in chunks for m in c.modules())
+    uses_te = uses_transformer_engine(chunks)
     ddp_configs = tuple(c.ddp_config for c in chunks if getattr(c, "ddp_config", None) is not None)
     problem = refusal_for(config, schedule=sched.name, splits_backward=sched.splits_backward,
                           v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs)
