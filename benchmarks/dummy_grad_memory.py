@@ -214,7 +214,6 @@ def main() -> None:
             ["TE's own get_dummy_wgrad cache (not ours)", _mib(before["te_own"]), _mib(after["te_own"])]]
     argv = [a for a in sys.argv[1:] if a not in ("--no-markdown",) and not a.startswith("--markdown")]
     text = "\n".join([
-        SECTION, "",
         C.command_block(C.command_line("benchmarks/dummy_grad_memory.py", argv)),
         f"Output layer {args.vocab} x {args.hidden} in bf16 (one weight: {_mib(weight)}), fp32 main_grad, "
         f"{args.tokens} tokens per microbatch. Bytes of tensors alive after one step that were not alive "
