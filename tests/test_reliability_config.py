@@ -331,15 +331,21 @@ def megatron_lm_args(**values) -> argparse.Namespace:
     return args
 
 
-@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c["megatron"] and not c.get("validate_args_only")])
-def test_megatron_lm_check_names_the_problem(name, monkeypatch):
+def _pretend_transformer_engine_2_6(name: str, monkeypatch) -> None:
+    """For the case of that name: what te_wgrad finds in TE 2.6 (its WeightGradStore and
+    delay_wgrad_compute, no DDP layer hooks; tests/test_te_wgrad.py checks the finding itself
+    against the stand-in made into 2.6)."""
     from primus_megatron.runtime import te_wgrad
 
-    if name == "TransformerEngine that cannot defer weight gradients":  # what te_wgrad says of TE 2.6
-        monkeypatch.setattr(te_wgrad, "missing_api",
-                            lambda: ("register_wgrad_accumulation_and_reduce_hooks", "2.7"))
+    if name == "TransformerEngine that cannot defer weight gradients":
+        monkeypatch.setattr(te_wgrad, "missing_api", lambda: ("register_wgrad_accumulation_and_reduce_hooks", "2.7"))
         monkeypatch.setattr(te_wgrad, "te_version", lambda: "2.6.0")
         monkeypatch.setattr(te_wgrad, "te_importable", lambda: True)
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c["megatron"] and not c.get("validate_args_only")])
+def test_megatron_lm_check_names_the_problem(name, monkeypatch):
+    _pretend_transformer_engine_2_6(name, monkeypatch)
     message = check_schedule_args(megatron_lm_args(**CASES[name]["megatron"]))
     assert message is not None and "\n" not in message
     for needle in CASES[name]["megatron_needles"]:
@@ -382,9 +388,12 @@ def megatron_lm_installed(monkeypatch):
 @pytest.mark.parametrize("name", ["unknown schedule", "V layers do not split into 2 x pp",
                                   "memory limit below v-min's", "full recompute with W ops",
                                   "costs not F,B,W under auto", "post-validation without a schedule",
+                                  "FP8 with W ops", "TransformerEngine that cannot defer weight gradients",
                                   *[n for n, c in CASES.items() if c.get("split") and c["megatron"]]])
-def test_megatron_lm_validate_args_refuses_with_one_line_and_status_2(name, megatron_lm_installed, capsys):
+def test_megatron_lm_validate_args_refuses_with_one_line_and_status_2(name, megatron_lm_installed, capsys,
+                                                                      monkeypatch):
     initialize, calls = megatron_lm_installed
+    _pretend_transformer_engine_2_6(name, monkeypatch)
     args = megatron_lm_args(**{"num_virtual_stages_per_pipeline_rank": None,
                                "num_layers_per_virtual_pipeline_stage": None, **CASES[name]["megatron"]})
     with pytest.raises(SystemExit) as exc:
