@@ -65,6 +65,24 @@ def test_validation_sees_a_registered_generator(scratch_registry):
     assert generate(BROKEN, 2, 1, validate=False).ranks[0] == (Op(BW, 0), Op(F, 0))
 
 
+def test_a_registered_generator_must_keep_each_chunks_w_ops_in_microbatch_order(scratch_registry):
+    """validate()'s W-order rule holds for a registered schedule as for the built-ins: here the
+    last rank runs its W ops newest first (every dependency is satisfiable)."""
+    from primus_megatron.schedules.ir import B, W
+
+    @register(BROKEN)
+    def w_reversed(pp, microbatches, **_):
+        ranks = [[Op(F, i) for i in range(microbatches)] + [Op(B, i) for i in range(microbatches)]
+                 + [Op(W, i) for i in range(microbatches)] for _ in range(pp)]
+        ranks[-1][2 * microbatches:] = [Op(W, i) for i in reversed(range(microbatches))]
+        return ranks
+
+    with pytest.raises(ScheduleError, match=r"^rank 2 runs the W of microbatch 3 before the W of microbatch 0 on "
+                                            r"chunk 0 \(stage 2\): each chunk's W ops must run in microbatch order"):
+        generate(BROKEN, 3, 4)
+    validate(generate(BROKEN, 3, 1))  # one microbatch: nothing to order
+
+
 def test_registration_options_reach_generate(scratch_registry):
     seen = {}
 
