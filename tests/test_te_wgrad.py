@@ -541,7 +541,8 @@ def s_debug_mode_and_userbuffers_refused(te):
     for flag in ("ub_bulk_wgrad", "ub_bulk_dgrad", "ub_overlap_ag_dgrad"):
         net = torch.nn.Sequential(te.Linear(4, 4), te.LayerNormLinear(4, 4))
         setattr(net[1], flag, True)
-        _raises(te_wgrad.TESupportError, f"TransformerEngine layer 1 overlaps its backward with userbuffers communication ({flag},",
+        _raises(te_wgrad.TESupportError,
+                f"TransformerEngine layer 1 overlaps its backward with userbuffers communication ({flag},",
                 lambda: te_wgrad.enable(net))
         setattr(net[1], flag, False)
         assert te_wgrad.enable(net) == 2
