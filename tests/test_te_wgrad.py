@@ -527,17 +527,23 @@ def s_debug_mode_and_userbuffers_refused(te):
     from primus_megatron.runtime import te_wgrad
 
     name = "transformer_engine.debug.pytorch.debug_state"
-    state = types.ModuleType(name)
-    state.TEDebugState = type("TEDebugState", (), {"debug_enabled": True})
+    state = sys.modules.get(name)  # real TE has it (base.py imports TEDebugState); the stand-in does not
+    if state is None:
+        state = types.ModuleType(name)
+        state.TEDebugState = type("TEDebugState", (), {"debug_enabled": None})
+    real, before = sys.modules.get(name), state.TEDebugState.debug_enabled
     sys.modules[name] = state
     try:
         net = torch.nn.Sequential(te.Linear(4, 4))
+        state.TEDebugState.debug_enabled = True  # what TEDebugState.initialize() sets (debug_state.py:40)
         _raises(te_wgrad.TESupportError, "debug mode", lambda: te_wgrad.enable(net))
         assert not te_wgrad.is_routed(net[0])
         state.TEDebugState.debug_enabled = None  # debug_state.py:48 (_reset): off
         assert te_wgrad.enable(net) == 1
     finally:
-        del sys.modules[name]
+        state.TEDebugState.debug_enabled = before
+        if real is None:
+            del sys.modules[name]
     for flag in ("ub_bulk_wgrad", "ub_bulk_dgrad", "ub_overlap_ag_dgrad"):
         net = torch.nn.Sequential(te.Linear(4, 4), te.LayerNormLinear(4, 4))
         setattr(net[1], flag, True)
