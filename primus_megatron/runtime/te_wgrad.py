@@ -114,12 +114,13 @@ def _te_classes() -> Optional[tuple[type, tuple[type, ...]]]:
         return None
     try:
         import transformer_engine.pytorch as te
-        from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
-    except Exception:  # a broken or partial install builds no layers either
+        base = _te_base_class()
+        split = (te.Linear, te.LayerNormLinear)
+    except Exception:  # noqa: BLE001 - a broken or partial install builds no layers either
         return None
     # megatron's TELinear / TEColumnParallelLinear / TERowParallelLinear derive from Linear,
     # TELayerNormColumnParallelLinear from LayerNormLinear
-    return TransformerEngineBaseModule, (te.Linear, te.LayerNormLinear)
+    return (base, split) if base is not None else None
 
 
 NO_W = "a schedule without W (1f1b, interleaved-1f1b)"
@@ -179,7 +180,7 @@ def missing_api() -> Optional[tuple[str, str]]:
     return None
 
 
-def _te_base_class():
+def _te_base_class() -> Optional[type]:
     try:
         from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
     except ImportError:
