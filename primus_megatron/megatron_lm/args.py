@@ -303,8 +303,8 @@ def parse_costs(text: str):
     from ..schedules import Costs, ScheduleError
     from ..schedules.costs import memory_model
 
-    form = (f"--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, optionally followed by "
-            f"{', '.join(n + '=X' for n in COST_NAMES)}, got {text!r}")
+    form = (f"--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, got {text!r} (named entries may follow: "
+            f"{', '.join(n + '=X' for n in COST_NAMES)})")
     positional, named = [], {}
     for part in (p.strip() for p in text.split(",")):
         key, eq, value = part.partition("=")
