@@ -17,7 +17,10 @@ its rank is free and its input has arrived, `comm` later across ranks):
 * the W left over run last.
 
 Its free parameters (`Knobs`) are searched by trying every combination;
-`candidates` hands them to `variants.best_of` with the rest of zb-auto's.
+`candidates` hands them to `variants.best_of` with the rest of zb-auto's. A run
+records which knobs decided anything (`_Placement.decided`): a combination that
+differs from one already run only in knobs that decided nothing there places
+every op the same way, so it is not run again.
 Everything is computed as it is placed, so an order comes back scored
 (`listsched.Scored`). Per-stage costs and p2p latencies are honoured; memory is
 the cost model's (what F, B and W add), bounded by the limit.
@@ -55,14 +58,29 @@ KNOBS = tuple(Knobs(*flags) for flags in itertools.product((True, False), repeat
 
 
 def candidates(pp: int, m: int, sc: StageCosts, memory_limit: Optional[float]) -> list:
-    """(name, candidate) per combination of the knobs, for `variants.best_of`."""
-    return [(f"paper heuristic {k}", lambda k=k: paper_order(pp, m, sc, memory_limit, k)) for k in KNOBS]
+    """(name, candidate) per combination of the knobs, for `variants.best_of` (which builds
+    them in turn): a combination whose order an earlier run already gave returns that."""
+    done: list[tuple[Knobs, Scored, frozenset]] = []  # (knobs, result, the knobs that decided something)
+
+    def build(k: Knobs) -> Scored:
+        for ran, result, decided in done:
+            if all(a == b or name not in decided for name, a, b in zip(Knobs._fields, k, ran)):
+                return result
+        run = _place(pp, m, sc, memory_limit, k)
+        done.append((k, run.result(), frozenset(run.decided)))
+        return done[-1][1]
+
+    return [(f"paper heuristic {k}", lambda k=k: build(k)) for k in KNOBS]
 
 
-@gc_paused
 def paper_order(pp: int, m: int, sc: StageCosts, memory_limit: Optional[float], knobs: Knobs) -> Scored:
     """Each rank's order under the heuristic (module doc) and its score; ScheduleError
     where the memory limit leaves a rank no op it may run."""
+    return _place(pp, m, sc, memory_limit, knobs).result()
+
+
+@gc_paused
+def _place(pp: int, m: int, sc: StageCosts, memory_limit: Optional[float], knobs: Knobs) -> "_Placement":
     run = _Placement(pp, m, sc, memory_limit)
     run.warm_up(knobs)
     for mb in range(1, m):
@@ -70,7 +88,7 @@ def paper_order(pp: int, m: int, sc: StageCosts, memory_limit: Optional[float], 
     for j in range(pp):
         while run.w[j] < m:
             run.put(j, W)
-    return run.result()
+    return run
 
 
 class _Placement:
@@ -90,6 +108,7 @@ class _Placement:
         self.most_idle = 0.0  # max(idle): idle times only grow
         self.end = {F: [[0.0] * m for _ in range(pp)], B: [[0.0] * m for _ in range(pp)]}
         self.out: list[list[Op]] = [[] for _ in range(pp)]
+        self.decided: set[str] = set()  # the knobs whose setting changed a placement in this run
 
     def arrival(self, j: int, kind: str, mb: int) -> float:
         """When the input of `kind` for microbatch `mb` reaches rank j (0.0 if it needs none from
@@ -134,30 +153,18 @@ class _Placement:
             self.put(j, W)
         if self.w[j] < self.b[j] and self.free[j] < ready - EPS:
             short = ready - self.free[j] <= self.most_idle - self.idle[j] + EPS
+            if short:
+                self.decided.add("fill_short_waits")
             if knobs.fill_short_waits or not short:
                 self.put(j, W)
 
     def warm_up(self, knobs: Knobs) -> None:
-        pp, m = self.pp, self.m
+        pp = self.pp
         for j in range(pp):
             self.put(j, F)
-        extra = [0] * pp
-        # When rank j's first gradient could arrive: from the last rank back, each B after
-        # the F its rank runs first (estimated back to back from its first F's end).
-        grad = self.end[F][pp - 1][0] + self.dur[B][pp - 1]
-        for j in range(pp - 2, -1, -1):
-            mem, busy = self.mem[j], self.free[j]
-            arrives = grad + self.comm[j + 1]
-            while self.f[j] + extra[j] < m and mem + self.grow[F][j] <= self.limit:
-                if (busy + self.dur[F][j] > arrives + EPS) if knobs.warmup_to_arrival else (busy >= arrives - EPS):
-                    break
-                mem += self.grow[F][j]
-                busy += self.dur[F][j]
-                extra[j] += 1
-            grad = max(busy, arrives) + self.dur[B][j]
-        for j in range(1, pp):  # rank j runs fewer warm-up F than rank j - 1
-            while extra[j] > 0 and extra[j] >= extra[j - 1] and self.f[j] + extra[j] < m:
-                extra[j] -= 1
+        extra = self._warm_up_depths(knobs.warmup_to_arrival)
+        if extra != self._warm_up_depths(not knobs.warmup_to_arrival):
+            self.decided.add("warmup_to_arrival")
         for j in range(pp):  # in pipeline order, so each F's input is placed before it
             for _ in range(extra[j]):
                 self.make_room(j, F)
@@ -166,9 +173,31 @@ class _Placement:
             self.make_room(j, B)
             self.put(j, B)
 
+    def _warm_up_depths(self, to_arrival: bool) -> list[int]:
+        """F each rank adds to its warm-up after microbatch 0's (module doc)."""
+        pp, m = self.pp, self.m
+        extra = [0] * pp
+        # When rank j's first gradient could arrive: from the last rank back, each B after
+        # the F its rank runs first (estimated back to back from its first F's end).
+        grad = self.end[F][pp - 1][0] + self.dur[B][pp - 1]
+        for j in range(pp - 2, -1, -1):
+            mem, busy = self.mem[j], self.free[j]
+            arrives = grad + self.comm[j + 1]
+            while self.f[j] + extra[j] < m and mem + self.grow[F][j] <= self.limit:
+                if (busy + self.dur[F][j] > arrives + EPS) if to_arrival else (busy >= arrives - EPS):
+                    break
+                mem += self.grow[F][j]
+                busy += self.dur[F][j]
+                extra[j] += 1
+            grad = max(busy, arrives) + self.dur[B][j]
+        for j in range(1, pp):  # rank j runs fewer warm-up F than rank j - 1
+            while extra[j] > 0 and extra[j] >= extra[j - 1] and self.f[j] + extra[j] < m:
+                extra[j] -= 1
+        return extra
+
     def steady(self, mb: int, knobs: Knobs) -> None:
         pp, m = self.pp, self.m
-        take = [self.f[j] < m and not (knobs.yield_to_b and self._yields(j)) for j in range(pp)]
+        take = [self.f[j] < m and not (self._yields(j) and knobs.yield_to_b) for j in range(pp)]
         for j in range(pp - 2, -1, -1):
             take[j] = take[j] and take[j + 1]
         for j in range(pp):
@@ -198,6 +227,7 @@ class _Placement:
             return False
         nxt = self.free[j + 1] + self.dur[F][j + 1] + self.dur[B][j + 1] + self.comm[j + 1]
         if self.free[j] >= nxt - EPS:
+            self.decided.add("yield_to_b")
             return True
         extra_w, mem, w = 0.0, self.mem[j] + self.grow[F][j], self.w[j]
         while mem > self.limit and w < self.b[j]:
@@ -206,7 +236,10 @@ class _Placement:
             w += 1
         if self.free[j] + self.dur[F][j] + extra_w <= nxt + EPS:
             return False
-        return nxt - self.free[j] <= self.most_idle - self.idle[j] + EPS
+        if nxt - self.free[j] <= self.most_idle - self.idle[j] + EPS:
+            self.decided.add("yield_to_b")
+            return True
+        return False
 
     def result(self) -> Scored:
         spans = [(0.0 if first is None else first, end) for first, end in zip(self.first, self.free)]
