@@ -10,10 +10,11 @@ its rank is free and its input has arrived, `comm` later across ranks):
 * steady state, one microbatch at a time: an F on every rank that still has one
   (rank r only if every later rank takes one too), then that microbatch's B on
   every rank from the last back. Before each F or B a rank runs its oldest
-  pending W when memory demands it, when the W fits in the time the op would
-  wait for its input anyway, or when the op would wait less than the pipeline's
-  largest idle time so far (a W there delays nothing that matters); rank 0 runs
-  every pending W before its B once it has no F left;
+  pending W while memory demands it or while the W ends before the op's input
+  arrives; then one more into what is left of the wait (it may end after the
+  input arrives), unless that wait is short (no longer than the pipeline's
+  largest idle time so far beyond this rank's own) and the knobs say leave it;
+  rank 0 runs every pending W before its B once it has no F left;
 * the W left over run last.
 
 Its free parameters (`Knobs`) are searched by trying every combination;
@@ -28,7 +29,6 @@ the cost model's (what F, B and W add), bounded by the limit.
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from typing import NamedTuple, Optional
 
 from .costs import StageCosts
