@@ -120,21 +120,41 @@ class _Placement:
         return 0.0
 
     def put(self, j: int, kind: str) -> None:
-        counts = self.f if kind == F else self.b if kind == B else self.w
-        mb = counts[j]
-        start = max(self.free[j], self.arrival(j, kind, mb))
+        """Place the rank's next op of `kind`: it starts when the rank is free and its input has
+        arrived (`arrival`; written out here, the planner's hottest loop)."""
+        free = self.free[j]
+        if kind == F:
+            counts = self.f
+            mb = counts[j]
+            start = free
+            if j > 0:
+                ready = self.end[F][j - 1][mb] + self.comm[j - 1]
+                if ready > start:
+                    start = ready
+        elif kind == B:
+            counts = self.b
+            mb = counts[j]
+            start = free
+            if j < self.pp - 1:
+                ready = self.end[B][j + 1][mb] + self.comm[j + 1]
+                if ready > start:
+                    start = ready
+        else:
+            counts = self.w
+            mb = counts[j]
+            start = free
         if self.first[j] is None:
             self.first[j] = start
-        elif self.f[j]:
-            self.idle[j] += start - self.free[j]
-            if self.idle[j] > self.most_idle:
-                self.most_idle = self.idle[j]
+        elif start > free and self.f[j]:
+            idle = self.idle[j] = self.idle[j] + (start - free)
+            if idle > self.most_idle:
+                self.most_idle = idle
         end = self.free[j] = start + self.dur[kind][j]
         if kind != W:
             self.end[kind][j][mb] = end
-        self.mem[j] += self.grow[kind][j]
-        if self.mem[j] > self.peak[j]:
-            self.peak[j] = self.mem[j]
+        mem = self.mem[j] = self.mem[j] + self.grow[kind][j]
+        if mem > self.peak[j]:
+            self.peak[j] = mem
         counts[j] = mb + 1
         self.out[j].append(new_op((kind, mb, 0)))
 
