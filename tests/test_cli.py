@@ -133,3 +133,19 @@ def test_pipeline_costs_carry_the_memory_model():
         with pytest.raises(ValueError, match="--pipeline-costs") as info:
             parse_costs(bad)
         assert needle in str(info.value), (bad, str(info.value))
+
+
+def test_compare_under_post_validation_plans_and_measures_the_span(capsys):
+    """compare --post-validation: every schedule planned for the run's objective, and the distance
+    to the optimum in the longest per-rank span (the ILP solved for it): zb-optimal is the
+    reference, so its own distance is +0.0%."""
+    pytest.importorskip("highspy")
+    argv = ["--pp", "2", "-m", "2", "--cost-b", "1.5", "--cost-w", "0.5", "--mem-w", "-0.4", "--memory-limit", "3",
+            "--time-limit", "5", "--post-validation"]
+    out = run(capsys, "compare", *argv)
+    assert "planned for post-validation" in out.splitlines()[0] and "vs optimum: longest per-rank span" in out
+    table = rows(out)
+    costs = S.Costs(b=1.5, w=0.5, mem_b=-0.6, mem_w=-0.4)
+    auto = S.simulate(S.generate("zb-auto", 2, 2, costs=costs, memory_limit=3, post_validation=True), costs)
+    assert float(table["zb-auto"][3]) == pytest.approx(auto.bubble_async, abs=1e-4)
+    assert " ".join(table["zb-optimal"][6:]) == "+0.0%"

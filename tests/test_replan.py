@@ -194,3 +194,24 @@ def test_the_runner_plans_for_the_runs_objective():
     assert sync.ranks == S.generate("zb-auto", 8, 32, costs=costs, memory_limit=16.0).ranks
     assert max(S.simulate(post, costs).span) < max(S.simulate(sync, costs).span)
     assert S.simulate(sync, costs).makespan <= S.simulate(post, costs).makespan
+
+
+@needs_megatron
+@pytest.mark.parametrize("post", [False, True])
+def test_both_training_entry_points_plan_for_the_runs_objective(post):
+    """examples/pretrain_gpt.py (train/pretrain.py) and Megatron-LM's plugin hand
+    --optimizer-post-validation and --pipeline-costs (memory model included) to the runner."""
+    import argparse
+
+    from primus_megatron.megatron_lm import plugin
+    from primus_megatron.train import pretrain
+
+    args = argparse.Namespace(pipeline_schedule="zb-auto", pipeline_costs="1,1.2,0.7,0.05,mem-w=-0.4",
+                              pipeline_memory_limit=8.0, pipeline_chunks=None, pipeline_chunks_resolved=1,
+                              pipeline_p2p_timeout=60.0, pipeline_profile_steps=3, pipeline_profile_out=None,
+                              optimizer_post_validation=post, deterministic_mode=False)
+    expected = S.generate("zb-auto", 4, 6, costs=S.Costs(f=1, b=1.2, w=0.7, comm=0.05, mem_b=-0.6, mem_w=-0.4),
+                          memory_limit=8.0, post_validation=post)
+    for runner in (pretrain.forward_backward_func(args), plugin.forward_backward_func_for(args)):
+        assert runner.post_validation is post
+        assert runner.costs.mem_w == -0.4 and runner.plan(4, 6)[0].ranks == expected.ranks
