@@ -116,7 +116,8 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
         "memory model", "activation memory each op adds, in units of what an F adds (F adds 1): the two sum to -1. "
                         "Give one and the other follows. Default: B frees nothing and W frees it all (-1). The "
                         "paper's model (and what the runtime measures): B frees all but what the weight gradient "
-                        "needs, W frees that; per layer, W keeps 32sbh of the sb(34h+5as) an F adds")
+                        "needs, W frees that; per transformer layer the weight gradient keeps 32sbh of the "
+                        "sb(34h+5as) an F adds (about --mem-w -0.4)")
     memory.add_argument("--mem-b", type=_memory_delta, default=None, metavar="MB",
                         help="memory a B adds (negative: frees); default 0, or -1 - MW")
     memory.add_argument("--mem-w", type=_memory_delta, default=None, metavar="MW",
