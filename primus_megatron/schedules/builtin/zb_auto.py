@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from ..auto_heuristic import candidates as paper_candidates
 from ..costs import StageCosts
 from ..errors import ScheduleError
-from ..auto_heuristic import candidates as paper_candidates
 from ..ir import B, BW, F, LOOP, Op
 from ..listsched import Policy, RankState, list_schedule_scored
 from ..registry import register
@@ -65,7 +65,7 @@ def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Opti
                    post_validation=post_validation)
 
 
-# Ops (pp x microbatches per run) the list-scheduled candidates may take in all: every warm-up
+# Ops the list-scheduled candidates may take in all (pp x microbatches per run): every warm-up
 # depth while they are few, evenly spread ones on large pipelines, so that the planner stays
 # under a second at pp=32, m=256 (benchmarks/planner_speed.py). There the paper's heuristic and
 # the handcrafted orders won or tied every case tried (random costs, pp 4-12, limits p to 2p).
