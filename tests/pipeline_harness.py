@@ -342,7 +342,8 @@ def memory_body(rank, world_case):
         costs, summary = runner.measured
         plan = runner.plan(pp, m)[0]
         predicted = S.simulate(plan, costs).peak_memory[rank] * summary["unit_bytes"]
-        out[name] = {"measured": runner.last_step.peak_activation_bytes, "predicted": predicted}
+        out[name] = {"measured": runner.last_step.peak_activation_bytes, "predicted": predicted,
+                     "costs": costs}
     return out
 
 

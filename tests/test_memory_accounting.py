@@ -45,3 +45,16 @@ def test_v_half_and_v_min_use_less_memory_than_1f1b(measured, name, units):
     baseline = max(r["1f1b"]["measured"] for r in measured)
     assert peak < baseline
     assert peak <= (units / PP + 0.10) * baseline, f"{name}: {peak / baseline:.3f} of 1F1B"
+
+
+@pytest.mark.parametrize("name", ["zb-h1", "zb-h2", "zbv"])
+def test_measured_memory_is_b_freeing_all_but_the_weight_gradients_share(measured, name):
+    """The profiler's per-op memory (what the re-plans of zb-auto, auto and the V schedules are
+    planned under, tests/test_replan.py) is the zero-bubble paper's model, not today's default:
+    B frees part of an F's activations, W the rest (what the deferred closures held)."""
+    from primus_megatron.schedules.balance import wgrad_memory
+
+    costs = measured[0][name]["costs"]
+    share = wgrad_memory(costs)
+    assert 0.05 < share < 0.95, (name, share)
+    assert all(b < 0 for b in costs.mem_b) and all(w < 0 for w in costs.mem_w), (costs.mem_b, costs.mem_w)

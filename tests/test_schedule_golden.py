@@ -14,9 +14,11 @@ on purpose: they pin today's behaviour; they do not claim that it is right
 SHA-256 of the `repr` of what a case computes (floats in full precision).
 Regenerate only for an intended behaviour change, and say so in the commit
 (so far: the cost-aware V schedules, whose zbv / v-half / v-min orders under
-unequal costs are faster or now exist under memory limits they refused; and
+unequal costs are faster or now exist under memory limits they refused;
 validate()'s W-order check, issue 27, which names 15 broken cases' first
-problem as a W ahead of a smaller microbatch's on its chunk):
+problem as a W ahead of a smaller microbatch's on its chunk; and issue 29,
+zb-auto trying the paper's own heuristic too: 17 zb-auto cases, 2 of them at the
+default limit, each now a strictly better (makespan, span, peak memory)):
 
     python tests/test_schedule_golden.py > /tmp/golden.txt
 """
@@ -1420,7 +1422,7 @@ gen/zb-auto/pp2/m4/b2comm/limit1.0/chunksNone 2f40f73eaa0c0b94
 gen/zb-auto/pp2/m4/b2comm/limit2.5/chunksNone f4211df854452441
 gen/zb-auto/pp2/m4/b2comm/limitNone/chunksNone f4211df854452441
 gen/zb-auto/pp2/m4/memb/limit1.0/chunksNone 441b206dcbff0e82
-gen/zb-auto/pp2/m4/memb/limit2.5/chunksNone 03a1fde250b94359
+gen/zb-auto/pp2/m4/memb/limit2.5/chunksNone f0fc0447f54279bd
 gen/zb-auto/pp2/m4/memb/limitNone/chunksNone 03a1fde250b94359
 gen/zb-auto/pp2/m4/mixed/limit1.0/chunksNone 7d87afc6171f9a53
 gen/zb-auto/pp2/m4/mixed/limit2.5/chunksNone 30bbd792730fa095
@@ -1435,7 +1437,7 @@ gen/zb-auto/pp3/m5/b2comm/limit1.5/chunksNone cae91478c15987c7
 gen/zb-auto/pp3/m5/b2comm/limit3.75/chunksNone 640ba8ac07344410
 gen/zb-auto/pp3/m5/b2comm/limitNone/chunksNone 640ba8ac07344410
 gen/zb-auto/pp3/m5/memb/limit1.5/chunksNone 07189e4d882e6507
-gen/zb-auto/pp3/m5/memb/limit3.75/chunksNone f2de3fcc32033cf4
+gen/zb-auto/pp3/m5/memb/limit3.75/chunksNone 2f37bac81eaec39c
 gen/zb-auto/pp3/m5/memb/limitNone/chunksNone f2de3fcc32033cf4
 gen/zb-auto/pp3/m5/mixed/limit1.5/chunksNone 5e951440640dba2d
 gen/zb-auto/pp3/m5/mixed/limit3.75/chunksNone d8e30d6fe26ed574
@@ -1447,24 +1449,24 @@ gen/zb-auto/pp3/m5/unit/limit1.5/chunksNone 2fc064f0fde9ffbb
 gen/zb-auto/pp3/m5/unit/limit3.75/chunksNone d1180a944b0833e2
 gen/zb-auto/pp3/m5/unit/limitNone/chunksNone d1180a944b0833e2
 gen/zb-auto/pp4/m8/b2comm/limit2.0/chunksNone ca77a64b3b188fc1
-gen/zb-auto/pp4/m8/b2comm/limit5.0/chunksNone 6adc80fe75018f1b
+gen/zb-auto/pp4/m8/b2comm/limit5.0/chunksNone c9f4d509dd012505
 gen/zb-auto/pp4/m8/b2comm/limitNone/chunksNone 6adc80fe75018f1b
 gen/zb-auto/pp4/m8/memb/limit2.0/chunksNone 94a35b88f3254255
 gen/zb-auto/pp4/m8/memb/limit5.0/chunksNone 0ddbc3edb54c05b8
 gen/zb-auto/pp4/m8/memb/limitNone/chunksNone 004ca81476b57e3c
 gen/zb-auto/pp4/m8/mixed/limit2.0/chunksNone 165b8bff74f8a08e
-gen/zb-auto/pp4/m8/mixed/limit5.0/chunksNone 82ba73cfea538de0
+gen/zb-auto/pp4/m8/mixed/limit5.0/chunksNone 4d066f0f5a400fe8
 gen/zb-auto/pp4/m8/mixed/limitNone/chunksNone 82ba73cfea538de0
 gen/zb-auto/pp4/m8/ranks/limit2.0/chunksNone 8ce875f3f29023c5
-gen/zb-auto/pp4/m8/ranks/limit5.0/chunksNone f92be6dae22b39a2
-gen/zb-auto/pp4/m8/ranks/limitNone/chunksNone f92be6dae22b39a2
+gen/zb-auto/pp4/m8/ranks/limit5.0/chunksNone 3c0d10eb61434eea
+gen/zb-auto/pp4/m8/ranks/limitNone/chunksNone dd750f4cc2b62fee
 gen/zb-auto/pp4/m8/unit/limit2.0/chunksNone c4f640aa402255d7
 gen/zb-auto/pp4/m8/unit/limit5.0/chunksNone 5aa2a22bb82e2811
 gen/zb-auto/pp4/m8/unit/limitNone/chunksNone 52333f31e86aaa2c
 gen/zb-auto/pp5/m3/b2comm/limit2.5/chunksNone ff9e1ff413e4ef21
 gen/zb-auto/pp5/m3/b2comm/limit6.25/chunksNone 7056c1a3d1575c96
 gen/zb-auto/pp5/m3/b2comm/limitNone/chunksNone 7056c1a3d1575c96
-gen/zb-auto/pp5/m3/memb/limit2.5/chunksNone 6647624f02a1dd4f
+gen/zb-auto/pp5/m3/memb/limit2.5/chunksNone 52ac1393ae778225
 gen/zb-auto/pp5/m3/memb/limit6.25/chunksNone f0c4e5dc03754909
 gen/zb-auto/pp5/m3/memb/limitNone/chunksNone f0c4e5dc03754909
 gen/zb-auto/pp5/m3/mixed/limit2.5/chunksNone 257c17f02e3876fa
@@ -1477,33 +1479,33 @@ gen/zb-auto/pp5/m3/unit/limit2.5/chunksNone 3700b07f3cabfc7a
 gen/zb-auto/pp5/m3/unit/limit6.25/chunksNone 4c16a69f0400cd09
 gen/zb-auto/pp5/m3/unit/limitNone/chunksNone 4c16a69f0400cd09
 gen/zb-auto/pp6/m13/b2comm/limit3.0/chunksNone 2f3617f9e1b0e8ce
-gen/zb-auto/pp6/m13/b2comm/limit7.5/chunksNone 2bfad9c2b9cf7cee
+gen/zb-auto/pp6/m13/b2comm/limit7.5/chunksNone 5f48a6db85098e65
 gen/zb-auto/pp6/m13/b2comm/limitNone/chunksNone 2bfad9c2b9cf7cee
 gen/zb-auto/pp6/m13/memb/limit3.0/chunksNone 4200ba8be0201123
-gen/zb-auto/pp6/m13/memb/limit7.5/chunksNone de5d3ac7eb868b7b
+gen/zb-auto/pp6/m13/memb/limit7.5/chunksNone 4939fb07a8f00a3c
 gen/zb-auto/pp6/m13/memb/limitNone/chunksNone 8f102c6cf8d70e02
 gen/zb-auto/pp6/m13/mixed/limit3.0/chunksNone e795fa553b018fd7
-gen/zb-auto/pp6/m13/mixed/limit7.5/chunksNone 42a02b0b7c00630b
+gen/zb-auto/pp6/m13/mixed/limit7.5/chunksNone b6ee1e44e5f619f9
 gen/zb-auto/pp6/m13/mixed/limitNone/chunksNone 42a02b0b7c00630b
 gen/zb-auto/pp6/m13/ranks/limit3.0/chunksNone e980e5cc0e572e59
-gen/zb-auto/pp6/m13/ranks/limit7.5/chunksNone de53f4504ac66321
+gen/zb-auto/pp6/m13/ranks/limit7.5/chunksNone 48265932c539f5bc
 gen/zb-auto/pp6/m13/ranks/limitNone/chunksNone de53f4504ac66321
 gen/zb-auto/pp6/m13/unit/limit3.0/chunksNone 4712021ce8218062
-gen/zb-auto/pp6/m13/unit/limit7.5/chunksNone abf44c23cc27f9f4
+gen/zb-auto/pp6/m13/unit/limit7.5/chunksNone 17acb54a94bda3e7
 gen/zb-auto/pp6/m13/unit/limitNone/chunksNone abf44c23cc27f9f4
-gen/zb-auto/pp8/m24/b2comm/limit10.0/chunksNone b4b2e3e807382951
+gen/zb-auto/pp8/m24/b2comm/limit10.0/chunksNone 41595428ec4e5802
 gen/zb-auto/pp8/m24/b2comm/limit4.0/chunksNone 1643455c03a428a9
 gen/zb-auto/pp8/m24/b2comm/limitNone/chunksNone b4b2e3e807382951
 gen/zb-auto/pp8/m24/memb/limit10.0/chunksNone 93bd1dda9a7fb557
 gen/zb-auto/pp8/m24/memb/limit4.0/chunksNone 5849c2710370b9a0
 gen/zb-auto/pp8/m24/memb/limitNone/chunksNone 88052a0de7aaec85
-gen/zb-auto/pp8/m24/mixed/limit10.0/chunksNone 3d776264fa96188c
+gen/zb-auto/pp8/m24/mixed/limit10.0/chunksNone 6644b576b4f1e15b
 gen/zb-auto/pp8/m24/mixed/limit4.0/chunksNone f471a69592fd2562
 gen/zb-auto/pp8/m24/mixed/limitNone/chunksNone 3d776264fa96188c
-gen/zb-auto/pp8/m24/ranks/limit10.0/chunksNone 5a3a16a612308ccd
+gen/zb-auto/pp8/m24/ranks/limit10.0/chunksNone ea914fb4199d0f61
 gen/zb-auto/pp8/m24/ranks/limit4.0/chunksNone 278ab5e617094af8
-gen/zb-auto/pp8/m24/ranks/limitNone/chunksNone 5a3a16a612308ccd
-gen/zb-auto/pp8/m24/unit/limit10.0/chunksNone 800241e48c6898fd
+gen/zb-auto/pp8/m24/ranks/limitNone/chunksNone bb8302d3ac215387
+gen/zb-auto/pp8/m24/unit/limit10.0/chunksNone 2f21b4edeaeba86b
 gen/zb-auto/pp8/m24/unit/limit4.0/chunksNone 22e9221cfe7f3638
 gen/zb-auto/pp8/m24/unit/limitNone/chunksNone 0b12bfcca7eeca39
 gen/zb-h1/pp2/m1/b2comm/limitNone/chunksNone daaabc2bf81425c6

@@ -179,3 +179,25 @@ def test_default_limit_is_one_f_one_b_s_memory_on_an_uneven_split():
     assert max(one_f_one_b.peak_memory) > 2.0 + EPS  # the case this is about
     assert max(auto.peak_memory) <= max(one_f_one_b.peak_memory) + EPS
     assert auto.makespan <= h1.makespan + EPS
+
+
+@settings(max_examples=int(20 * SCALE))
+@given(data=st.data())
+def test_each_objective_gets_the_better_plan_by_its_own_measure(data):
+    """Planned for post-validation (the longest span) or for a barrier (the makespan) from the same
+    candidates under the same limit: each plan is at least as good as the other by its own measure,
+    and the post-validation plan never spans longer than zb-h1's / zb-h2's where they fit."""
+    p = data.draw(st.integers(2, 8), label="pp")
+    m = data.draw(st.integers(1, 24), label="m")
+    costs = data.draw(time_costs(p), label="costs")
+    kept = data.draw(st.sampled_from([1.0, 0.4, 0.2]), label="W's share")
+    costs = Costs(f=costs.f, b=costs.b, w=costs.w, comm=costs.comm, mem_b=-(1 - kept), mem_w=-kept)
+    limit = data.draw(st.sampled_from([p, 1.5 * p, 2 * p]), label="limit")
+    post = simulate(generate("zb-auto", p, m, costs=costs, memory_limit=limit, post_validation=True), costs)
+    sync = simulate(generate("zb-auto", p, m, costs=costs, memory_limit=limit), costs)
+    assert max(post.span) <= max(sync.span) + EPS and sync.makespan <= post.makespan + EPS
+    assert post.max_peak_memory <= limit + EPS
+    for name in ("zb-h1", "zb-h2"):
+        fixed = simulate(generate(name, p, m, costs=costs), costs)
+        if fixed.max_peak_memory <= limit + EPS:
+            assert max(post.span) <= max(fixed.span) + EPS, name
