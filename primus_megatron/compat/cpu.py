@@ -113,6 +113,19 @@ _PROXIED_MODULES = (
 )
 
 
+def _te_extension() -> tuple:
+    """megatron-core's TransformerEngine wrappers, when a TransformerEngine that runs on CPU is
+    installed (the tests' stand-in): they pass ``device=torch.cuda.current_device()`` to TE's
+    constructors unless --use-cpu-initialization (extensions/transformer_engine.py:305)."""
+    if importlib.util.find_spec("transformer_engine") is None:
+        return ()
+    try:
+        import transformer_engine.pytorch  # noqa: F401
+    except Exception:  # a real TE without its CUDA libraries: megatron-core does not use it either
+        return ()
+    return ("megatron.core.extensions.transformer_engine",)
+
+
 def _cpu_device(device):
     """Map a CUDA device spec (``"cuda"``, ``"cuda:1"``, an int, a cuda device) to CPU."""
     if device is None:
@@ -544,7 +557,7 @@ def enable(training=False):
     if _enabled:
         return
     proxy = _TorchOnCpu()
-    for module_name in _PROXIED_MODULES:
+    for module_name in _PROXIED_MODULES + _te_extension():
         importlib.import_module(module_name).torch = proxy
     _patch_memory_buffer()
     _patch_rng()
