@@ -11,6 +11,7 @@ used, with its delayed-weight-gradient protocol (hooks on the layer).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
@@ -212,10 +213,12 @@ def _ddp(net, *, fuse: bool, delay_config: bool = True):
     return DistributedDataParallel(config, ddp_config, net)
 
 
-def _ddp_steps(te, fuse: bool):
+def _ddp_steps(te, fuse: bool, fp8: bool = False):
     """Two training steps of B0 B1 W0 W1 (W after a later B, as zero-bubble schedules run
     them) under megatron's DDP with overlapped reduce; sync only during the last B and
-    the last W, as the executor's GradSync opens it."""
+    the last W, as the executor's GradSync opens it. With `fp8` (the stand-in's emulated FP8
+    device) TE computes the GEMM biases' gradients in B, yet DDP's hook for them sits on the
+    layer and fires in W: B0 and B1 fill .grad, W0's hook moves it and W1's finds it empty."""
     from primus_megatron.runtime import te_wgrad
 
     torch.manual_seed(3)
@@ -237,7 +240,8 @@ def _ddp_steps(te, fuse: bool):
             store.clear()
             del log[:]
             xs = _inputs(2, seed=seed)
-            outs = [ddp(x) for x in xs]
+            with _fp8(te, fp8):
+                outs = [ddp(x) for x in xs]
             for label, run in (("B0", lambda: _b(store, outs, 0)), ("B1", lambda: _b(store, outs, 1)),
                                ("W0", lambda: store.run((0, 0))), ("W1", lambda: store.run((1, 0)))):
                 phase[0] = label
@@ -282,6 +286,98 @@ def s_ddp_hooks_once_per_w(te):
 
 def s_ddp_hooks_once_per_w_fused(te):
     _ddp_steps(te, fuse=True)
+
+
+# -- what TE does differently under FP8, on the stand-in's emulated FP8 device ---------------------
+
+@contextlib.contextmanager
+def _fp8(te, enabled: bool = True):
+    """Forwards under TE's fp8_autocast on the stand-in's emulated FP8 device (exact values:
+    tests/te_standin/transformer_engine/pytorch/quantization.py)."""
+    if not enabled:
+        yield
+        return
+    from transformer_engine.pytorch.quantization import emulate_fp8_device
+
+    with emulate_fp8_device(), te.fp8_autocast(enabled=True):
+        yield
+
+
+def _recording_puts():
+    """Record what TE's backwards hand the routed stores' put (the tensor lists)."""
+    from primus_megatron.runtime import te_wgrad
+
+    handed, put = [], te_wgrad.DeferringWgradStore.put
+
+    def recording(self, tensor_list, func):
+        handed.append(list(tensor_list))
+        return put(self, tensor_list, func)
+
+    te_wgrad.DeferringWgradStore.put = recording
+    return handed, lambda: setattr(te_wgrad.DeferringWgradStore, "put", put)
+
+
+def _buffers(item) -> list:
+    """An item handed to put as the tensors it keeps: itself, or a quantized storage's data."""
+    if isinstance(item, torch.Tensor):
+        return [item]
+    return [t for t in item.get_data_tensors() if t is not None]
+
+
+def _storage_bytes(tensors) -> int:
+    seen = {}
+    for t in tensors:
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def s_fp8_bias_gradient_in_b_and_quantized_puts(te):
+    """Under FP8, TE computes a GEMM bias's gradient in B (base.py grad_output_preprocess, TE
+    v2.11 lines 1099-1195) and its wgrad closure returns no bias gradient (linear.py 867); the
+    input and grad_output it hands put are Float8TensorStorage objects (not torch.Tensor). Our W
+    must add only the weight gradient (each bias counted once), and our held-memory accounting
+    must count the storages' buffers."""
+    from primus_megatron.runtime import te_wgrad
+
+    torch.manual_seed(6)
+    net = _Net(te)
+    plain = copy.deepcopy(net)
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    xs = _inputs(2, seed=7)
+    with _fp8(te):
+        outs = [net(x) for x in xs]
+    assert all(layer.fp8 for layer in (net.a, net.b, net.c))
+    handed, restore = _recording_puts()
+    try:
+        for mb in (0, 1):
+            store.held = []
+            with store.capture((mb, 0)):
+                _loss(outs[mb]).backward()
+            held, store.held = store.held, None
+            items = [item for tensor_list in handed for item in tensor_list]
+            assert items and not any(isinstance(item, torch.Tensor) for item in items), \
+                [type(item).__name__ for item in items]
+            kept = [t for item in items for t in _buffers(item)]
+            assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
+            del handed[:]
+    finally:
+        restore()
+    params = dict(net.named_parameters())
+    for name in ("a.bias", "b.bias", *IN_B):
+        assert params[name].grad is not None, f"{name}: no gradient in B under FP8"
+    for name in ("a.weight", "b.weight", "c.weight"):
+        assert params[name].grad is None, f"{name} got a gradient in B"
+    store.run((1, 0))
+    store.run((0, 0))
+    store.assert_empty()
+    expected = _reference_grads(plain, xs)
+    for name, p in params.items():
+        _close(p.grad, expected[name], name)
+
+
+def s_fp8_ddp_hooks_once_per_w(te):
+    _ddp_steps(te, fuse=True, fp8=True)
 
 
 def s_backward_outside_b_runs_when_it_ends(te):
@@ -399,6 +495,7 @@ def _raises(exc_type, needle: str, fn) -> None:
 
 
 SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, s_ddp_hooks_once_per_w_fused,
+             s_fp8_bias_gradient_in_b_and_quantized_puts, s_fp8_ddp_hooks_once_per_w,
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals]
 
 

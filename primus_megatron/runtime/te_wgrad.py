@@ -199,7 +199,7 @@ class DeferringWgradStore:
         work = _Work(self.layer, tensor_list, func)
         store = get_store()
         if store.capturing:  # a B op: its W runs the work
-            store.defer(work, tensors=tuple(t for t in _flatten(tensor_list) if isinstance(t, torch.Tensor)))
+            store.defer(work, tensors=_held_tensors(tensor_list))
         else:  # a BW op, megatron's own schedule, plain use: run when this backward ends
             torch.autograd.Variable._execution_engine.queue_callback(work)
 
@@ -216,6 +216,22 @@ def _flatten(items) -> list:
     for x in items:
         out.extend(_flatten(x) if isinstance(x, (list, tuple)) else [x])
     return out
+
+
+def _held_tensors(tensor_list: list) -> tuple:
+    """The tensors a put keeps alive until its W (for the memory accounting). Under FP8, TE hands
+    `put` its quantized storages (`Float8TensorStorage`, `MXFP8TensorStorage`, ...: not
+    torch.Tensor, TE v2.11 `pytorch/tensor/storage/`), whose buffers are `get_data_tensors()`
+    (row-wise and column-wise data; None when that usage was dropped)."""
+    held = []
+    for item in _flatten(tensor_list):
+        if isinstance(item, torch.Tensor):
+            held.append(item)
+        elif callable(getattr(item, "get_data_tensors", None)):
+            data = item.get_data_tensors()
+            held.extend(t for t in _flatten(data if isinstance(data, (list, tuple)) else [data])
+                        if isinstance(t, torch.Tensor))
+    return tuple(held)
 
 
 def is_routed(layer: torch.nn.Module) -> bool:

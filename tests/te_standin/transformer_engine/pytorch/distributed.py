@@ -164,8 +164,9 @@ def gather_along_first_dim(inp, process_group, async_op: bool = False, quantizer
             inp = quantizer(inp)
         return inp, None
     data = _high_precision(inp).contiguous()
-    out = torch.empty((data.shape[0] * world_size, *data.shape[1:]), dtype=data.dtype, device=data.device)
-    torch.distributed.all_gather_into_tensor(out, data, group=process_group)
+    parts = [torch.empty_like(data) for _ in range(world_size)]
+    torch.distributed.all_gather(parts, data, group=process_group)  # gloo: no all_gather_into_tensor
+    out = torch.cat(parts, dim=0)
     if quantizer is not None:
         out = quantizer(out)
     return out, (_Done() if async_op else None)

@@ -48,6 +48,8 @@ def linear_backward_gemms(ctx, grad_output: torch.Tensor, inputmat, weight: torc
     if ctx.requires_wgrad and ctx.fuse_wgrad_accumulation:
         weight.main_grad = main_grad
     q = ctx.quantizers
+    if q is not None:  # linear.py 556-561: both usages of the quantized gradient (dgrad and wgrad GEMMs)
+        q.grad_output.set_usage(rowwise=True, columnwise=True)
     grad_output, grad_bias = TransformerEngineBaseModule.grad_output_preprocess(
         ctx, grad_output, ctx.parallel_mode == "row", q.grad_output if q is not None else None)
 
