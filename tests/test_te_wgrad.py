@@ -1,7 +1,11 @@
 """TransformerEngine layers with their weight gradients deferred to W ops
 (primus_megatron.runtime.te_wgrad), on CPU against tests/te_standin: a
 stand-in reproducing TE v2.11's WeightGradStore, Linear / LayerNormLinear
-backward and base-module hooks (see its package docstring).
+backward and base-module hooks (see its package docstring), including what TE does
+differently under FP8 (the bias gradient in B, quantized storages handed to `put`, on the
+stand-in's emulated FP8 device) and with tensor / sequence parallelism (two ranks: the
+gathered input and grad_output kept until W, the input gradient reduce-scattered or
+all-reduced in B).
 
 The stand-in is importable as `transformer_engine` only inside the processes
 these tests spawn, and only after megatron-core was imported there, so
@@ -500,11 +504,15 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
 
 
 def scenarios_body(rank, case):
+    """Two tensor-parallel ranks (one spawn for every scenario: the imports dominate): both run
+    the tensor-parallel scenarios (tp_body), then rank 0 runs the single-layer ones."""
     try:
         te = _load_standin()
     except RuntimeError as exc:
         return {"skip": str(exc)}
-    out = {}
+    out = tp_body(rank, te)
+    if rank != 0:
+        return out
     for fn in SCENARIOS:
         try:
             fn(te)
@@ -515,8 +523,13 @@ def scenarios_body(rank, case):
 
 
 @pytest.fixture(scope="module")
-def scenario_results():
-    return _run_spawned(scenarios_body, {})[0]
+def scenario_ranks():
+    return _run_spawned(scenarios_body, {"tp": 2, "pp": 1}, world=2)
+
+
+@pytest.fixture(scope="module")
+def scenario_results(scenario_ranks):
+    return scenario_ranks[0]
 
 
 @pytest.mark.parametrize("name", [fn.__name__ for fn in SCENARIOS])
@@ -532,6 +545,74 @@ def test_without_transformer_engine_everything_is_a_no_op():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     assert te_wgrad.enable(model) == 0
     assert te_wgrad.prepare_step([model], splitting=True) == 0
+
+
+# -- tensor parallelism: TE's column / row parallel layers, with and without sequence parallelism ------
+
+def tp_body(rank, te) -> dict:
+    """Two tensor-parallel ranks: TE's LayerNormLinear (column parallel) then Linear (row parallel,
+    bias added after the reduction), deferred (B0 B1 W1 W0) against the same layers undelayed.
+    TE v2.11 (linear.py 205-226, 645-760; layernorm_linear.py 200-260; base.py 1118-1130): with
+    sequence parallelism the column layer all-gathers its input for the GEMM, saves the shard and
+    gathers it again in B for the wgrad GEMM, reduce-scatters its input gradient; the row layer
+    reduce-scatters its output and all-gathers grad_output in B; without it, the column layer
+    all-reduces its input gradient and the row layer its output. What put keeps until W is the
+    gathered input and the gathered grad_output: full-sequence tensors, not the shards."""
+    from megatron.core import parallel_state
+
+    from primus_megatron.runtime import te_wgrad
+
+    group, tp = parallel_state.get_tensor_model_parallel_group(), 2
+    s, b, h, ffn = 6, 3, 8, 16
+    out = {}
+    for sp in (True, False):
+        try:
+            torch.manual_seed(10 + rank)  # each rank its own shards
+
+            def build():
+                kw = dict(sequence_parallel=sp, tp_group=group, tp_size=tp)
+                return torch.nn.ModuleDict({"fc1": te.LayerNormLinear(h, ffn, bias=True, parallel_mode="column", **kw),
+                                            "fc2": te.Linear(ffn, h, bias=True, parallel_mode="row", **kw)})
+
+            net, plain = build(), build()
+            plain.load_state_dict(net.state_dict())
+            te_wgrad.enable(net)
+
+            def forward(model, x):
+                return model["fc2"](torch.nn.functional.gelu(model["fc1"](x)))
+
+            gen = torch.Generator().manual_seed(20)  # the full sequence, the same on both ranks
+            full = [torch.randn(s, b, h, generator=gen) for _ in range(2)]
+            xs = [x.chunk(tp)[rank].contiguous() if sp else x for x in full]
+            store = _fresh_store()
+            outs = [forward(net, x) for x in xs]
+            held_shapes = []
+            for mb in (0, 1):
+                store.held = []
+                with store.capture((mb, 0)):
+                    _loss(outs[mb]).backward()
+                held_shapes.append(sorted(tuple(t.shape) for t in store.held))
+                store.held = None
+            for mb in (1, 0):
+                store.run((mb, 0))
+            store.assert_empty()
+            expected_held = sorted([(s * b, h), (s * b, ffn // tp), (s * b, ffn // tp), (s * b, h)])
+            assert held_shapes == [expected_held] * 2, (held_shapes, expected_held)
+            for x in xs:
+                _loss(forward(plain, x)).backward()
+            got, want = dict(net.named_parameters()), dict(plain.named_parameters())
+            for name in want:
+                _close(got[name].grad, want[name].grad, f"sp={sp} rank {rank} {name}")
+            out[f"sp={sp}"] = None
+        except Exception as exc:
+            out[f"sp={sp}"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}"
+    return out
+
+
+@pytest.mark.parametrize("sp", [True, False])
+def test_tensor_parallel_te_layers_defer_exactly(scenario_ranks, sp):
+    for rank, result in enumerate(scenario_ranks):
+        assert result[f"sp={sp}"] is None, f"rank {rank}: {result[f'sp={sp}']}"
 
 
 # -- end to end: GPTModel with TE-style layers, pp=2, our schedules vs megatron's 1F1B ---------------
