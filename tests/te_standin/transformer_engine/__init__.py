@@ -20,7 +20,7 @@ There is no FP8 on CPU: the stand-in answers as TE does on a device without FP8 
 (``fp8_autocast(enabled=True)`` fails TE's own assertion). What it does not reproduce raises
 NotImplementedError naming the stand-in, never a silent fallback. The version comes from the
 distribution metadata beside this package (``transformer_engine-2.11.0.dist-info``), as TE's
-``__init__.py`` reads it (line 72).
+``__init__.py`` reads it (line 67).
 
 Never importable by the test session itself: tests put ``tests/te_standin`` first on the
 PYTHONPATH of the processes they start only (megatron-core decides at import whether

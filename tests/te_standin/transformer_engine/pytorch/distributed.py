@@ -1,7 +1,7 @@
 """Stand-in for TE v2.11 ``pytorch/distributed.py`` (commit c188b533): the RNG tracker
 (``CudaRNGStatesTracker``, lines 776-884), ``activation_recompute_forward`` (228-263),
 ``checkpoint`` (623-773, not reproduced: it raises), and the tensor-parallel collectives the
-linear layers use (``gather_along_first_dim`` 1586-1720, ``reduce_scatter_along_first_dim``
+linear layers use (``gather_along_first_dim`` 1586-1740, ``reduce_scatter_along_first_dim``
 887-907, ``allreduce`` 1884-1898), in plain torch.distributed (gloo on CPU: a reduce-scatter is
 an all-reduce and a slice, with the same result). A quantized input is gathered as its high-
 precision data and quantized again (tensor/float8_tensor.py keeps the data exact)."""
@@ -154,7 +154,7 @@ class _Done:
 
 
 def gather_along_first_dim(inp, process_group, async_op: bool = False, quantizer=None):
-    """All-gather along the first dimension (TE lines 1586-1720). With a quantizer the result is
+    """All-gather along the first dimension (TE lines 1586-1740). With a quantizer the result is
     quantized (TE gathers the FP8 data; here the high-precision data, the same numbers)."""
     from ..pytorch.quantized_tensor import QuantizedTensorStorage
 

@@ -45,7 +45,7 @@ def check_mxfp8_support() -> Tuple[bool, str]:
 
 
 def check_nvfp4_support() -> Tuple[bool, str]:
-    return False, "Device compute capability 10.0 or higher required for NVFP4 execution."  # TE 77
+    return False, "Device compute capability 10.0 or higher required for NVFP4 execution."  # TE 76
 
 
 def check_fp8_block_scaling_support() -> Tuple[bool, str]:

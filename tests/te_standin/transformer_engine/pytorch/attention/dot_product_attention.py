@@ -1,8 +1,8 @@
 """Stand-in for TE v2.11 ``DotProductAttention`` (commit c188b533,
-``pytorch/attention/dot_product_attention/dot_product_attention.py``: constructor lines 318-530
+``pytorch/attention/dot_product_attention/dot_product_attention.py``: constructor lines 318-490
 with TE's signature, forward 799-1600), computed as TE's unfused backend computes it
-(``backends.py`` ``UnfusedDotProductAttention.forward``, lines 250-520: scores = alpha * Q K^T by
-baddbmm, the full mask of ``utils.get_full_mask``, masked fill with -10000.0
+(``backends.py`` ``UnfusedDotProductAttention.forward``, lines 250-590: scores = alpha * Q K^T by
+baddbmm (423), the full mask of ``dot_product_attention/utils.py`` ``get_full_mask`` (1223-1374), masked fill with -10000.0
 (``pytorch/utils.py`` ``attention_mask_func`` 72-77), softmax in fp32 for 16-bit inputs
 (``softmax.py`` ``forward_torch_softmax`` 248-278), dropout under the RNG tracker's fork, context
 = P V, returned as [s, b, h*d] for ``sbhd``). On a GPU TE would pick its flash or cuDNN backend
@@ -68,7 +68,7 @@ class DotProductAttention(TransformerEngineBaseModule):
         assert num_attention_heads % self.num_gqa_groups == 0, \
             "The number of attention heads must be divisible by the number of GQA groups!"
         self.rng_states_tracker = None
-        if sequence_parallel or get_rng_state_tracker is None:  # lines 376-381
+        if sequence_parallel or get_rng_state_tracker is None:  # lines 383-388
             self.attention_dropout_ctx = nullcontext
         else:
             self.rng_states_tracker = get_rng_state_tracker()
@@ -102,7 +102,7 @@ class DotProductAttention(TransformerEngineBaseModule):
                 core_attention_bias: Optional[torch.Tensor] = None, alibi_slopes=None, fast_zero_fill: bool = True,
                 inference_params=None, pad_between_seqs: Optional[bool] = None, fp8_output: Optional[bool] = False,
                 num_splits: Optional[int] = 1) -> torch.Tensor:
-        # the checks of lines 1040-1085
+        # the checks of lines 1040-1079 (TE asserts CUDA tensors first, 1041-1043)
         assert query_layer.dtype == key_layer.dtype == value_layer.dtype, \
             "Queries, keys and values must have the same data type!"
         assert key_layer.shape[:-1] == value_layer.shape[:-1], \
@@ -143,10 +143,10 @@ class DotProductAttention(TransformerEngineBaseModule):
             q, k, v = (x.transpose(0, 1) for x in (q, k, v))
         sq, b, np_, hn = q.shape
         sk = k.shape[0]
-        if k.shape[2] != np_:  # GQA (backends.py 340-350)
+        if k.shape[2] != np_:  # GQA (backends.py 360-372)
             k = k.repeat_interleave(np_ // k.shape[2], dim=2)
             v = v.repeat_interleave(np_ // v.shape[2], dim=2)
-        # scores [b, np, sq, sk] = scale * Q K^T (backends.py 352-395)
+        # scores [b, np, sq, sk] = scale * Q K^T (backends.py 374-430)
         scores = torch.baddbmm(torch.empty(b * np_, sq, sk, dtype=q.dtype, device=q.device),
                                q.reshape(sq, b * np_, -1).transpose(0, 1),
                                k.reshape(sk, b * np_, -1).transpose(0, 1).transpose(1, 2),

@@ -1,8 +1,8 @@
 """Stand-in for TE v2.11 ``pytorch/module/base.py`` (commit c188b533): ``get_dummy_wgrad``
-(lines 79-92), ``TransformerEngineBaseModule`` (601-1600: construction state 604-641, extra
-state 806-923, activation dtype 925-944, TP group 946-957, ``prepare_forward`` 1028-1079,
-``grad_output_preprocess`` 1099-1195, parameter registration and initialisation 1197-1317,
-the weight-gradient API 1463-1502, ``is_debug_iter`` 1503-1537), in plain torch on CPU.
+(lines 79-92), ``TransformerEngineBaseModule`` (601-1600: construction state 604-631, extra
+state 806-923, activation dtype 925-944, TP group 946-957, ``init_fp8_metadata`` 971-1026,
+``prepare_forward`` 1028-1079, ``grad_output_preprocess`` 1099-1195, parameter registration
+and initialisation 1197-1317, the weight-gradient API 1463-1502, ``is_debug_iter`` 1503-1537), in plain torch on CPU.
 
 Not reproduced: FP8 metadata of delayed scaling (amax histories; the emulated FP8 of
 quantization.py needs none), userbuffers, FSDP, CPU offload, TE's debug tooling (nvdlfw_inspect
@@ -41,17 +41,24 @@ class _ParameterInitMeta:
         self.fp8_meta_index = fp8_meta_index
 
 
+def cpu_device(device):
+    """Where a stand-in module puts its parameters: TE's default (and megatron-core's
+    ``torch.cuda.current_device()``) is a CUDA device; on CPU, the CPU ("meta" is kept)."""
+    if device is None or isinstance(device, int) or torch.device(device).type == "cuda":
+        return torch.device("cpu")
+    return torch.device(device)
+
+
 class _Quantizers:
-    """The emulated FP8 quantizers of one module (TE builds them from the recipe in
-    ``init_fp8_metadata``/``set_meta_tensor``, lines 706-1026): input, weight and grad_output."""
+    """The emulated FP8 quantizers of one module's input and grad_output (TE builds them from the
+    recipe in ``init_fp8_metadata`` / ``set_meta_tensor``, lines 706-1026; ``linear.py``
+    ``_get_quantizers`` 1482-1507 marks both internal: they return storages, not tensors)."""
 
     def __init__(self) -> None:
         from ..tensor.float8_tensor import Float8Quantizer
 
-        self.input, self.weight, self.grad_output = Float8Quantizer(), Float8Quantizer(), Float8Quantizer()
-        for q in (self.input, self.grad_output):
-            q.internal = True  # TE linear.py _get_quantizers: input and grad_output quantizers are internal
-        self.weight.internal = True
+        self.input, self.grad_output = Float8Quantizer(), Float8Quantizer()
+        self.input.internal = self.grad_output.internal = True
 
 
 class TransformerEngineBaseModule(torch.nn.Module):
@@ -159,7 +166,7 @@ class TransformerEngineBaseModule(torch.nn.Module):
         yield inp
 
     def is_debug_iter(self) -> bool:
-        return False  # TE's debug state is off without nvdlfw_inspect (lines 1503-1510)
+        return False  # TE's debug state is off without nvdlfw_inspect (lines 1507-1509)
 
     # --- backward helper (TE 1099-1195) ---
     @staticmethod
@@ -173,11 +180,11 @@ class TransformerEngineBaseModule(torch.nn.Module):
             if gather_grad_output:
                 grad_output, _ = gather_along_first_dim(grad_output, ctx.tp_group)
             return grad_output, None
-        if gather_grad_output:  # FP8 with all-gather: unfused bgrad on the local gradient (TE 1138-1163)
+        if gather_grad_output:  # FP8 with all-gather: unfused bgrad on the local gradient (TE 1129-1161)
             grad_bias = grad_output.view(-1, grad_output.shape[-1]).sum(dim=0) if ctx.use_bias else None
             grad_output, _ = gather_along_first_dim(grad_output, ctx.tp_group, quantizer=quantizer)
             return grad_output, grad_bias
-        grad_bias = None  # FP8 without all-gather: bgrad fused with the cast (TE 1175-1194)
+        grad_bias = None  # FP8 without all-gather: bgrad fused with the cast (TE 1174-1195)
         if ctx.use_bias:
             grad_bias = grad_output.view(-1, grad_output.shape[-1]).sum(dim=0)
         if not isinstance(grad_output, QuantizedTensorStorage):

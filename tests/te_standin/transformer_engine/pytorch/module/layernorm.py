@@ -11,6 +11,8 @@ from typing import Optional
 
 import torch
 
+from .base import cpu_device
+
 
 class _Norm(torch.nn.Module):
     _has_bias = True
@@ -33,7 +35,7 @@ class _Norm(torch.nn.Module):
                 raise RuntimeError("Both `dtype` and `params_dtype` (deprecated) kwargs are provided")
             dtype = params_dtype
         dtype = torch.get_default_dtype() if dtype is None else dtype
-        device = "cpu" if device in (None, "cuda") or isinstance(device, int) else device  # CPU stand-in
+        device = cpu_device(device)
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.normalized_shape, self.eps, self.zero_centered_gamma = shape, eps, zero_centered_gamma
         self.sequence_parallel = sequence_parallel

@@ -1,6 +1,6 @@
 """Stand-in for TE v2.11 ``pytorch/module/layernorm_linear.py`` (commit c188b533):
 ``LayerNormLinear`` (constructor lines 1135-1419 with TE's signature, ``reset_parameters``
-1436-1460, forward 1464-1620) and ``_LayerNormLinear`` (forward 92-545, backward 547-1030), in
+1437-1460, forward 1464-1620) and ``_LayerNormLinear`` (forward 92-540, backward 542-1034), in
 plain torch on CPU: the norm (LayerNorm / RMSNorm, ``zero_centered_gamma``), the normalised input
 all-gathered for a column-parallel sequence-parallel layer (kept for the delayed GEMM:
 ``put([ln_out_total, grad_output], wgrad_gemm)``, line 914), the GEMMs of _gemms.py, and the
@@ -16,7 +16,7 @@ from ..distributed import gather_along_first_dim, get_distributed_world_size, se
 from ..quantized_tensor import prepare_for_saving, restore_from_saved
 from ._common import WeightGradStore
 from ._gemms import gemm_forward, linear_backward_gemms, save_linear_context
-from .base import TransformerEngineBaseModule
+from .base import TransformerEngineBaseModule, cpu_device
 from .linear import GemmParallelModes, divide
 
 
@@ -40,7 +40,7 @@ class _LayerNormLinear(torch.autograd.Function):
         if fp8:
             quantizers.input.set_usage(rowwise=True, columnwise=weight.requires_grad)
             ln_out = quantizers.input(ln_out)
-        if parallel_mode == "column" and sequence_parallel:  # lines 200-260: the normalised input gathered
+        if parallel_mode == "column" and sequence_parallel:  # lines 246-283: the normalised input gathered
             ln_out_total, _ = gather_along_first_dim(ln_out, tp_group)
         else:
             ln_out_total = ln_out
@@ -65,8 +65,8 @@ class _LayerNormLinear(torch.autograd.Function):
     def backward(ctx, grad_output):
         inputmat, ln_weight, ln_bias, ln_out, weight, bias = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
         ctx.tensor_objects = None
-        wgrad, d_ln_out, grad_bias = linear_backward_gemms(ctx, grad_output, ln_out, weight, bias, None)
-        # the norm's gradients (TE: tex.layernorm_bwd / rmsnorm_bwd, lines 960-1000), here by autograd on a
+        wgrad, d_ln_out, grad_bias = linear_backward_gemms(ctx, grad_output, ln_out, weight, bias)
+        # the norm's gradients (TE: tex.layernorm_bwd / rmsnorm_bwd, lines 965-990), here by autograd on a
         # recomputation of the norm from its saved input
         with torch.enable_grad():
             xr = inputmat.detach().requires_grad_(True)
@@ -92,7 +92,7 @@ class LayerNormLinear(TransformerEngineBaseModule):
                  ub_name: Optional[str] = None, delay_wgrad_compute: bool = False,
                  symmetric_ar_type: Optional[str] = None, name: str = None) -> None:
         super().__init__()
-        device = "cpu" if device in ("cuda", None) or isinstance(device, int) else device  # CPU stand-in
+        device = cpu_device(device)
         params_dtype = torch.get_default_dtype() if params_dtype is None else params_dtype
         self.in_features, self.out_features = in_features, out_features
         self.fuse_wgrad_accumulation = fuse_wgrad_accumulation
@@ -106,7 +106,7 @@ class LayerNormLinear(TransformerEngineBaseModule):
         self.return_layernorm_output = False
         self.zero_centered_gamma = zero_centered_gamma
         self.symmetric_ar_type = symmetric_ar_type
-        self.wgrad_store = WeightGradStore(delay_wgrad_compute, ub_bulk_wgrad)  # line 1183
+        self.wgrad_store = WeightGradStore(delay_wgrad_compute, ub_bulk_wgrad)  # line 1184
         self.name = name
         if tp_group is None:
             self.tp_size = tp_size
@@ -125,7 +125,7 @@ class LayerNormLinear(TransformerEngineBaseModule):
         if ub_overlap_ag or ub_overlap_rs or ub_overlap_rs_dgrad or ub_bulk_dgrad:
             raise NotImplementedError("the TransformerEngine stand-in has no userbuffers (tensor-parallel "
                                       "communication overlap)")
-        self.ub_bulk_wgrad = self.parallel_mode == "column" and self.sequence_parallel and ub_bulk_wgrad  # 1221-1226
+        self.ub_bulk_wgrad = self.parallel_mode == "column" and self.sequence_parallel and ub_bulk_wgrad  # 1218-1223
         self.ub_name = ub_name
         if parameters_split is not None:
             raise NotImplementedError("the TransformerEngine stand-in does not split a LayerNormLinear's parameters")
@@ -149,9 +149,9 @@ class LayerNormLinear(TransformerEngineBaseModule):
                 init_fn=lambda t: torch.nn.init.zeros_(t))
         else:
             self.bias = torch.Tensor().to(dtype=params_dtype, device=device)
-        self.reset_parameters(defer_init=device == "meta")
+        self.reset_parameters(defer_init=device.type == "meta")
         self.gemm_bias_unfused_add = self.parallel_mode == "row" and self.apply_bias  # lines 1388-1393
-        self._mark_delayed_params()  # lines 1403-1406
+        self._mark_delayed_params()  # lines 1402-1406
 
     def reset_parameters(self, defer_init=False):
         super().reset_parameters(defer_init=defer_init)

@@ -1,6 +1,6 @@
 """Stand-in for TE v2.11 ``pytorch/module/linear.py`` (commit c188b533): ``Linear`` (constructor
-lines 1072-1310 with TE's signature, forward 1347-1485) and ``_Linear`` (forward 88-480, backward
-497-980 in _gemms.py), in plain torch on CPU: tensor parallelism (column / row, sequence
+lines 1072-1310 with TE's signature, forward 1347-1481) and ``_Linear`` (forward 88-493, backward
+495-983 in _gemms.py), in plain torch on CPU: tensor parallelism (column / row, sequence
 parallel: the all-gather of the input, the reduce-scatter or all-reduce of the output and of the
 input gradient), ``fuse_wgrad_accumulation`` into ``main_grad`` with ``is_first_microbatch``,
 ``delay_wgrad_compute`` through ``wgrad_store``, and the emulated FP8 of quantization.py (the
@@ -18,7 +18,7 @@ from ..quantization import FP8GlobalStateManager
 from ..quantized_tensor import prepare_for_saving, restore_from_saved
 from ._common import WeightGradStore
 from ._gemms import gemm_forward, linear_backward_gemms, reduce_row_output, save_linear_context
-from .base import TransformerEngineBaseModule
+from .base import TransformerEngineBaseModule, cpu_device
 
 GemmParallelModes = ("row", "column", None)  # TE constants.py
 
@@ -36,19 +36,19 @@ class _Linear(torch.autograd.Function):
         out_features, in_features = weight.shape
         assert inp.shape[-1] == in_features, "GEMM not possible"
         inputmat = inp.reshape(-1, in_features).to(activation_dtype)
-        if fp8:  # linear.py 176-200: the input quantized (the same values here)
+        if fp8:  # lines 175-205: the input quantized (the same values here)
             quantizers.input.set_usage(rowwise=True, columnwise=weight.requires_grad)
             inputmat = quantizers.input(inputmat)
-        if parallel_mode == "column" and sequence_parallel:  # linear.py 205-225
+        if parallel_mode == "column" and sequence_parallel:  # lines 212-221
             inputmat_total, _ = gather_along_first_dim(inputmat, tp_group)
         else:
             inputmat_total = inputmat
         out = gemm_forward(weight, inputmat_total, bias, activation_dtype)
         out = reduce_row_output(out, parallel_mode, tp_size, sequence_parallel, tp_group)
-        if ctx is not None:  # linear.py 355-470: the local (not gathered) input is saved
+        if ctx is not None:  # lines 376-486: the local (not gathered) input is saved
             saved = inputmat if weight.requires_grad else None
             if fp8 and saved is not None and not (parallel_mode == "column" and sequence_parallel):
-                saved.update_usage(rowwise_usage=False, columnwise_usage=True)  # lines 380-395: for the wgrad GEMM
+                saved.update_usage(rowwise_usage=False, columnwise_usage=True)  # lines 388-400: for the wgrad GEMM
             tensors, ctx.tensor_objects = prepare_for_saving(saved, weight, bias)
             ctx.save_for_backward(*tensors)
             save_linear_context(ctx, weight=weight, is_first_microbatch=is_first_microbatch, fp8=fp8,
@@ -64,7 +64,7 @@ class _Linear(torch.autograd.Function):
     def backward(ctx, grad_output):
         inputmat, weight, bias = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
         ctx.tensor_objects = None
-        wgrad, dgrad, grad_bias = linear_backward_gemms(ctx, grad_output, inputmat, weight, bias, None)
+        wgrad, dgrad, grad_bias = linear_backward_gemms(ctx, grad_output, inputmat, weight, bias)
         return wgrad, dgrad.view(ctx.inp_shape) if ctx.requires_dgrad else None, grad_bias, None
 
 
@@ -81,7 +81,7 @@ class Linear(TransformerEngineBaseModule):
                  symmetric_ar_type: Optional[str] = None, save_original_input: bool = False,
                  name: Optional[str] = None) -> None:
         super().__init__()
-        device = "cpu" if device in ("cuda", None) or (isinstance(device, int)) else device  # CPU stand-in
+        device = cpu_device(device)
         params_dtype = torch.get_default_dtype() if params_dtype is None else params_dtype
         self.in_features, self.out_features = in_features, out_features
         self.fuse_wgrad_accumulation = fuse_wgrad_accumulation
@@ -93,7 +93,7 @@ class Linear(TransformerEngineBaseModule):
         self.symmetric_ar_type = symmetric_ar_type
         self.save_original_input = save_original_input
         self.name = name
-        self.wgrad_store = WeightGradStore(delay_wgrad_compute, ub_bulk_wgrad)  # line 1112
+        self.wgrad_store = WeightGradStore(delay_wgrad_compute, ub_bulk_wgrad)  # line 1115
         if tp_group is None:
             self.tp_size = tp_size
             if tp_size == 1:
@@ -111,7 +111,7 @@ class Linear(TransformerEngineBaseModule):
         if ub_overlap_ag or ub_overlap_rs or ub_overlap_rs_dgrad or ub_bulk_dgrad:
             raise NotImplementedError("the TransformerEngine stand-in has no userbuffers (tensor-parallel "
                                       "communication overlap)")
-        # linear.py 1139-1143: bulk wgrad overlap only for a column-parallel sequence-parallel layer
+        # lines 1153-1158: bulk wgrad overlap only for a column-parallel sequence-parallel layer
         self.ub_bulk_wgrad = self.parallel_mode == "column" and self.sequence_parallel and ub_bulk_wgrad
         self.ub_name = ub_name
         if parameters_split is not None:
@@ -126,13 +126,13 @@ class Linear(TransformerEngineBaseModule):
                 init_fn=lambda t: torch.nn.init.zeros_(t))  # init_method_constant(0.0)
         else:
             self.bias = torch.Tensor().to(dtype=params_dtype, device=device)
-        self.reset_parameters(defer_init=device == "meta")
-        # lines 1296-1301: a row-parallel layer adds its bias after the reduction
+        self.reset_parameters(defer_init=device.type == "meta")
+        # lines 1296-1302: a row-parallel layer adds its bias after the reduction
         self.gemm_bias_unfused_add = self.parallel_mode == "row" and self.apply_bias
-        self._mark_delayed_params()  # lines 1303-1306
+        self._mark_delayed_params()  # lines 1305-1309
 
     def reset_parameters(self, defer_init=False):
-        """lines 1324-1345: the tensor-parallel attributes megatron-core reads."""
+        """lines 1325-1345: the tensor-parallel attributes megatron-core reads."""
         super().reset_parameters(defer_init=defer_init)
         if not defer_init:
             set_tensor_model_parallel_attributes(self.weight, True, 1 if self.parallel_mode == "row" else 0, 1)

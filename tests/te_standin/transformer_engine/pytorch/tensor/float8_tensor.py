@@ -1,7 +1,7 @@
 """Stand-in for TE v2.11 ``pytorch/tensor/float8_tensor.py`` (commit c188b533): the quantizers of
 the per-tensor recipes (``Float8Quantizer`` for delayed scaling, ``Float8CurrentScalingQuantizer``),
 emulated (storage/float8_tensor_storage.py: exact values). A module's own quantizers are
-``internal`` (TE ``linear.py`` ``_get_quantizers`` sets it) and return a ``Float8TensorStorage``;
+``internal`` (TE ``linear.py`` ``_get_quantizers``, lines 1482-1507, sets it) and return a ``Float8TensorStorage``;
 a non-internal one would return a ``Float8Tensor`` (a torch.Tensor subclass), which the
 stand-in does not make."""
 from __future__ import annotations
