@@ -9,22 +9,36 @@ time), each module citing the TE file and lines it follows:
 
 * the weight-gradient API: ``pytorch/module/_common.py`` ``WeightGradStore``,
   ``pytorch/module/base.py`` (``wgrad_store``, hooks, ``backward_dw``, ``get_dummy_wgrad``);
-* ``Linear`` / ``LayerNormLinear`` (forward, backward, the wgrad GEMM closure and what it
-  hands ``put``), ``LayerNorm`` / ``RMSNorm``, ``DotProductAttention`` (TE's unfused
-  backend), ``GroupedLinear`` (constructor), ``_SplitAlongDim``;
-* ``pytorch/quantization.py`` (``FP8GlobalStateManager``, ``fp8_autocast``), ``common/recipe``,
-  ``pytorch/distributed.py`` (``CudaRNGStatesTracker``, ``checkpoint``,
-  ``activation_recompute_forward``), ``pytorch/quantized_tensor.py``.
+* ``Linear`` / ``LayerNormLinear`` with TE's constructor signatures (forward, backward, the wgrad
+  GEMM closure and what it hands ``put``; column / row tensor parallelism with and without
+  sequence parallelism), ``LayerNorm`` / ``RMSNorm``, ``DotProductAttention`` (the math of TE's
+  unfused backend), ``GroupedLinear`` (constructor and weight-gradient API only);
+* ``pytorch/quantization.py`` (``FP8GlobalStateManager``, ``autocast``, ``fp8_autocast``, the
+  support checks), ``common/recipe``, ``pytorch/distributed.py`` (``CudaRNGStatesTracker``,
+  ``activation_recompute_forward``, the tensor-parallel collectives), ``cpp_extensions``
+  ``general_gemm``, ``pytorch/quantized_tensor.py`` and ``Float8TensorStorage``.
 
 There is no FP8 on CPU: the stand-in answers as TE does on a device without FP8 support
-(``fp8_autocast(enabled=True)`` fails TE's own assertion). What it does not reproduce raises
-NotImplementedError naming the stand-in, never a silent fallback. The version comes from the
-distribution metadata beside this package (``transformer_engine-2.11.0.dist-info``), as TE's
-``__init__.py`` reads it (line 67).
+(``fp8_autocast(enabled=True)`` fails TE's own assertion). For tests,
+``pytorch.quantization.emulate_fp8_device()`` makes it answer as an FP8 device: TE's FP8 code
+paths then run (the bias gradient in B, quantized storages handed to ``put``) with exact values.
+What it does not reproduce raises NotImplementedError naming the stand-in, never a silent
+fallback. The version comes from the distribution metadata beside this package
+(``transformer_engine-2.11.0.dist-info``), as TE's ``__init__.py`` reads it (line 67).
 
-Never importable by the test session itself: tests put ``tests/te_standin`` first on the
-PYTHONPATH of the processes they start only (megatron-core decides at import whether
-TransformerEngine is installed).
+Absent on purpose (megatron-core imports these under ``try`` and falls back, or a dense GPT never
+reaches them): ``pytorch.optimizers`` (megatron-core then uses torch's Adam: the optimizer is not
+part of the layer spec), ``cpu_offload``, fused RoPE (``attention.rope``), ``Fp8Padding``,
+``permutation`` (MoE), ``cross_entropy``, ``tensor.utils`` (FP8 parameter gathers),
+``module.base.get_workspace``, TE's ``checkpoint`` (raises), the operation fuser ``ops`` (its
+class names exist for megatron-core's annotations; building one raises) and the MoE ``router``
+(raises). TE 2.11 has no ``attention._SplitAlongDim``, so megatron-core's ``SplitAlongDim`` is
+None with it as with this.
+
+Never importable by the test session itself: tests put ``tests/te_standin`` on the path of the
+processes they start only (megatron-core decides at import whether TransformerEngine is
+installed): megatron_lm_harness.run(te=True), test_te_wgrad.py's spawned ranks,
+test_te_standin_conformance.py's subprocess.
 """
 from importlib import metadata
 
