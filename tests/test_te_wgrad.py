@@ -384,6 +384,24 @@ def s_fp8_ddp_hooks_once_per_w(te):
     _ddp_steps(te, fuse=True, fp8=True)
 
 
+def s_debug_mode_refuses_routed_layers(te):
+    """TE's debug mode (nvdlfw_inspect) refuses a layer with delayed weight gradients in its forward
+    (TE v2.11 base.py is_debug_iter, lines 1533-1535): a layer routed to our W ops says so in its
+    first forward, which is why schedules with W ops must refuse debug mode before any rank starts."""
+    from transformer_engine.debug.pytorch.debug_state import TEDebugState
+
+    from primus_megatron.runtime import te_wgrad
+
+    net = _Net(te)
+    te_wgrad.enable(net)
+    TEDebugState.debug_enabled = True
+    try:
+        _raises(RuntimeError, "Delayed wgrad compute is not supported in debug mode.", lambda: net(_inputs(1)[0]))
+    finally:
+        TEDebugState.debug_enabled = None
+    net(_inputs(1)[0])  # debug mode off: the routed layers run
+
+
 def s_backward_outside_b_runs_when_it_ends(te):
     """BW ops and megatron's own schedules: no capture; the work runs as that backward ends."""
     from primus_megatron.runtime import te_wgrad
@@ -499,7 +517,7 @@ def _raises(exc_type, needle: str, fn) -> None:
 
 
 SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, s_ddp_hooks_once_per_w_fused,
-             s_fp8_bias_gradient_in_b_and_quantized_puts, s_fp8_ddp_hooks_once_per_w,
+             s_fp8_bias_gradient_in_b_and_quantized_puts, s_fp8_ddp_hooks_once_per_w, s_debug_mode_refuses_routed_layers,
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals]
 
 

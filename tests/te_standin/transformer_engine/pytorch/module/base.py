@@ -5,8 +5,9 @@ state 806-923, activation dtype 925-944, TP group 946-957, ``init_fp8_metadata``
 and initialisation 1197-1317, the weight-gradient API 1463-1502, ``is_debug_iter`` 1503-1537), in plain torch on CPU.
 
 Not reproduced: FP8 metadata of delayed scaling (amax histories; the emulated FP8 of
-quantization.py needs none), userbuffers, FSDP, CPU offload, TE's debug tooling (nvdlfw_inspect
-is never active here, so ``is_debug_iter`` is False as in TE without it)."""
+quantization.py needs none), userbuffers, FSDP, CPU offload, TE's debug quantizers (debug mode
+itself is: ``debug/pytorch/debug_state.py``; with it on, a delayed layer's forward raises TE's
+sentence)."""
 from __future__ import annotations
 
 import pickle
@@ -80,6 +81,10 @@ class TransformerEngineBaseModule(torch.nn.Module):
         self.wgrad_accumulation_and_reduce_hooks = []
         self.wgrad_store = None
         self._quantizers: Optional[_Quantizers] = None
+        from ...debug.pytorch.debug_state import TEDebugState
+
+        if not TEDebugState.debug_enabled:  # TE lines 630-631
+            TEDebugState.initialize()
 
     # --- construction helpers (TE 946-957, 1081-1097, 1197-1317) ---
     def set_tensor_parallel_group(self, tp_group) -> None:
@@ -166,7 +171,15 @@ class TransformerEngineBaseModule(torch.nn.Module):
         yield inp
 
     def is_debug_iter(self) -> bool:
-        return False  # TE's debug state is off without nvdlfw_inspect (lines 1507-1509)
+        """TE lines 1503-1537: off unless debug mode is on (nvdlfw_inspect; here TEDebugState set by a
+        test), and then a layer with delayed weight gradients is refused in its forward (1533-1536)."""
+        from ...debug.pytorch.debug_state import TEDebugState
+
+        if not TEDebugState.debug_enabled:
+            return False
+        if self.wgrad_store is not None and self.wgrad_store.delay_wgrad_compute():
+            raise RuntimeError("Delayed wgrad compute is not supported in debug mode.")
+        raise NotImplementedError("the TransformerEngine stand-in does not reproduce TE's debug quantizers")
 
     # --- backward helper (TE 1099-1195) ---
     @staticmethod
