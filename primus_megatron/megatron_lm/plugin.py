@@ -340,13 +340,15 @@ def _install_stage_builder() -> None:
 
 def _cpu_args(args) -> None:
     """CPU mode (a dry run of a GPU command line): gloo instead of NCCL, megatron's local
-    layers instead of TransformerEngine's unless a TransformerEngine that runs on CPU is
-    installed (megatron-core imported its layers: the tests' stand-in, tests/te_standin), no
-    persistent layer norm (apex); said once."""
+    layers instead of TransformerEngine's unless the installed TransformerEngine runs on CPU (the
+    tests' stand-in, tests/te_standin; a real TE needs CUDA), no persistent layer norm (apex);
+    said once."""
     import os
 
     settings = [("distributed_backend", "gloo"), ("no_persist_layer_norm", True)]
-    if not (getattr(args, "transformer_impl", None) == "transformer_engine" and _te_layers_importable()):
+    from ..compat.cpu import transformer_engine_runs_on_cpu
+
+    if not (getattr(args, "transformer_impl", None) == "transformer_engine" and transformer_engine_runs_on_cpu()):
         settings.insert(1, ("transformer_impl", "local"))
     changed = []
     for name, value in settings:
@@ -356,16 +358,6 @@ def _cpu_args(args) -> None:
     args.cpu = True
     if changed and os.environ.get("RANK", "0") == "0":
         print(f"CPU mode: {', '.join(changed)} (TransformerEngine, apex and NCCL do not run on CPU)", flush=True)
-
-
-def _te_layers_importable() -> bool:
-    """Whether megatron-core's TransformerEngine layers can be built in this process: TE imported
-    (a real TE needs CUDA: on a machine without it the import fails and CPU mode uses local layers)."""
-    try:
-        import transformer_engine.pytorch  # noqa: F401
-    except Exception:  # ImportError, or a TE whose CUDA libraries are missing
-        return False
-    return True
 
 
 def _microbatches(args, what: str) -> tuple[int, int]:
