@@ -14,7 +14,10 @@ first step ("wrapped in megatron's DistributedDataParallel before te_wgrad.enabl
 
 What must hold, as in test_megatron_lm_e2e.py: the numbers Megatron-LM logs (lm loss and grad
 norm of every iteration, validation and test losses) are identical, as printed, to those of
-Megatron's own 1F1B on the same configuration with the same TE layers:
+Megatron's own 1F1B on the same configuration with the same TE layers, in bf16 (the default
+GPU run of examples/slurm/pretrain_gpt.sbatch; there a gradient's summation order shows: a
+returned bias, megatron's skip_bias_add, whose DDP hook sat on the layer summed several
+microbatches in .grad before main_grad, and the third iteration's loss differed):
 
 * pp=2, tied embeddings, gradient-accumulation fusion on (TE fuses the weight gradient into
   main_grad): zb-h1 (loop placement), zbv and v-min (V placement; every run starts from one
@@ -36,11 +39,14 @@ import megatron_lm_harness as H
 pytestmark = pytest.mark.megatron_lm
 
 ITERS = 3
+# bf16 as examples/slurm/pretrain_gpt.sbatch's default GPU run (Megatron-LM, TE layers, zbv): in bf16 the
+# order in which microbatches' gradients reach main_grad shows in the printed numbers
+BF16 = ["--bf16"]
 PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", str(ITERS),
-       "--eval-interval", str(ITERS)]  # 4 microbatches
+       "--eval-interval", str(ITERS), *BF16]  # 4 microbatches
 DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "--train-iters", str(ITERS),
           "--eval-interval", str(ITERS), "--untie-embeddings-and-output-weights", "--overlap-grad-reduce",
-          "--use-distributed-optimizer", "--overlap-param-gather"]  # 4 microbatches per data-parallel rank
+          "--use-distributed-optimizer", "--overlap-param-gather", *BF16]  # 4 microbatches per data-parallel rank
 PP2_SCHEDULES = ["zb-h1", "zbv", "v-min"]
 FIXED = ["--pipeline-profile-steps", "0"]  # equal-cost plans: the numbers cannot depend on a measured plan
 
@@ -54,7 +60,7 @@ def runs(megatron_lm_tree, tmp_path_factory):
         """One iteration of Megatron's own schedule with TE layers, saved: every pp=2 run loads it."""
         path = str(work / "start")
         H.run(tree, 2, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "1",
-                        "--eval-interval", "1000", "--save", path, "--save-interval", "1"], te=True)
+                        "--eval-interval", "1000", "--save", path, "--save-interval", "1", *BF16], te=True)
         return path
 
     @functools.lru_cache(maxsize=None)
@@ -86,7 +92,7 @@ def _check(ours: H.Result, own: H.Result) -> None:
     assert {w for _, w in ours.validation} >= {"validation set", "test set"}, H.tail(ours.log)
     for result in (ours, own):
         assert _arg(result, "transformer_impl") == "transformer_engine"  # kept in CPU mode: TE runs here
-        assert _arg(result, "gradient_accumulation_fusion") == "True"
+        assert _arg(result, "gradient_accumulation_fusion") == "True" and _arg(result, "bf16") == "True"
         assert _arg(result, "delay_wgrad_compute") == "False"  # not asked of Megatron-LM (it would refuse)
     assert ours.numbers() == own.numbers()
     assert len({ours.losses[1], ours.losses[ITERS]}) == 2, "the loss did not change while training"

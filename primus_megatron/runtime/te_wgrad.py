@@ -250,10 +250,23 @@ def _route(layer: torch.nn.Module, name: str) -> None:
         raise RuntimeError(f"TransformerEngine layer {name} holds {context.qsize()} weight gradients of its own "
                            f"delayed store: run its backward_dw() before routing it to primus_megatron")
     layer.wgrad_store = DeferringWgradStore(layer)
+    deferred = set(layer.weight_names) | (set(layer.bias_names) if _bias_in_gemm(layer) else set())
     for pname in (*layer.weight_names, *layer.bias_names):
         p = getattr(layer, pname, None)
         if isinstance(p, torch.nn.Parameter):
-            p.skip_backward_post_hook = True  # as TE's constructor marks a delayed layer's parameters
+            # DDP hooks a marked parameter on the layer (run by our W) instead of on its accumulator
+            p.skip_backward_post_hook = pname in deferred
+
+
+def _bias_in_gemm(layer: torch.nn.Module) -> bool:
+    """Whether the layer's bias is added in its GEMM, so that its gradient comes with the weight's
+    from the wgrad GEMM, in W (TE v2.11 linear.py 861, 1296-1302; layernorm_linear.py 876,
+    1388-1393). A bias the layer returns (megatron's skip_bias_add) or adds after a row-parallel
+    reduction gets its gradient from autograd in B: its DDP hook then stays on its accumulator and
+    fires in B, as under megatron's own schedule. (TE's own delayed constructor marks every bias,
+    linear.py 1305-1309; its grad-ready hook would then add several microbatches' .grad to
+    main_grad at once, in another order than megatron's own schedule: not bit-identical in bf16.)"""
+    return bool(getattr(layer, "apply_bias", False)) and not getattr(layer, "gemm_bias_unfused_add", False)
 
 
 def _refuse_other(layer: torch.nn.Module, name: str) -> None:
