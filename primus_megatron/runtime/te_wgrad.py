@@ -28,8 +28,9 @@ Why we do not use that store:
 Megatron's DDP (`DistributedDataParallelConfig.delay_wgrad_compute=True`)
 registers its grad-ready hook on the layer (`register_wgrad_accumulation_and_
 reduce_hooks`) instead of on the parameter's accumulator for parameters marked
-`skip_backward_post_hook`; `enable()` marks the layer's weights and biases as
-TE's constructor does when delayed. This is required: a TE backward always
+`skip_backward_post_hook`; `enable()` marks the layer's weight, and its bias when
+the GEMM adds it, as TE's constructor does when delayed (a bias the layer returns
+gets its gradient in B and keeps its hook: `_bias_in_gemm`). This is required: a TE backward always
 reaches the weight's accumulator (with a dummy gradient when fused, else
 None), so a per-parameter hook would fire in B. `prepare_step` refuses a model
 where DDP hooked them per parameter.
