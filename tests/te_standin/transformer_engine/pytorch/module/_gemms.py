@@ -57,6 +57,8 @@ def linear_backward_gemms(ctx, grad_output: torch.Tensor, inputmat, weight: torc
     if ctx.requires_wgrad and not ctx.fp8 and isinstance(inputmat, QuantizedTensorStorage):
         inputmat = inputmat.dequantize(dtype=ctx.activation_dtype)
     if ctx.backward_input_needs_gather:  # linear.py 649-672: re-gathered for the wgrad GEMM
+        if ctx.fp8:  # lines 651-658: only the column-wise data (the wgrad GEMM's)
+            q.input.set_usage(rowwise=False, columnwise=True)
         inputmat_total, _ = gather_along_first_dim(inputmat, ctx.tp_group,
                                                    quantizer=q.input if ctx.fp8 else None)
     else:
