@@ -15,7 +15,6 @@ import warnings
 from contextlib import contextmanager
 from typing import Optional, Tuple
 
-import torch
 
 from transformer_engine.common.recipe import (  # noqa: F401
     CustomRecipe, DelayedScaling, Float8BlockScaling, Float8CurrentScaling, Format, MXFP8BlockScaling,

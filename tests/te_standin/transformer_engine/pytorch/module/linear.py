@@ -14,7 +14,6 @@ from typing import Callable, Dict, Optional, Tuple, Union
 import torch
 
 from ..distributed import gather_along_first_dim, get_distributed_world_size, set_tensor_model_parallel_attributes
-from ..quantization import FP8GlobalStateManager
 from ..quantized_tensor import prepare_for_saving, restore_from_saved
 from ._common import WeightGradStore
 from ._gemms import gemm_forward, linear_backward_gemms, reduce_row_output, save_linear_context
