@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SNAPSHOTS = os.path.join(os.path.dirname(ROOT), "shared", "megatron-lm")
 PATCHES = os.path.join(ROOT, "patches")
+TE_STANDIN = os.path.join(ROOT, "tests", "te_standin")  # the `transformer_engine` of run(te=True) only
 
 
 def matching_tag(version: str = None) -> str:
@@ -179,16 +180,23 @@ def prepare(workdir: str, tag: str = None) -> str:
 
 
 def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
-        expect_ok: bool = True, launcher: str = None) -> Result:
+        expect_ok: bool = True, launcher: str = None, te: bool = False) -> Result:
     """pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log. The ranks are forked
     from this tree's import-once process, or started by torchrun (`launcher="torchrun"` or
-    PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`."""
+    PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`.
+
+    `te`: TransformerEngine layers (`--transformer-impl transformer_engine`), the test-only stand-in
+    (tests/te_standin) installed as the `transformer_engine` package for this run alone (first on
+    PYTHONPATH; those runs have an import-once process of their own)."""
     bindir, sitedir = (os.path.join(os.path.dirname(tree), d) for d in ("bin", "site"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "TORCHELASTIC_"))}
     env.update(PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), env.get("PATH", "")]),
-               PYTHONPATH=os.pathsep.join([ROOT, sitedir, env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+               PYTHONPATH=os.pathsep.join([*([TE_STANDIN] if te else []), ROOT, sitedir,
+                                           env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                OMP_NUM_THREADS="1", CUDA_DEVICE_MAX_CONNECTIONS="1", PYTHONWARNINGS="ignore")
-    argv = [*(["--cpu"] if cpu_flag else []), *TINY, *args]
+    tiny = [*TINY[:TINY.index("--transformer-impl")], "--transformer-impl", "transformer_engine",
+            *TINY[TINY.index("--transformer-impl") + 2:]] if te else TINY
+    argv = [*(["--cpu"] if cpu_flag else []), *tiny, *args]
     if (launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" else "fork")) == "torchrun":
         code, out = _torchrun(tree, nproc, argv, env, timeout)
     else:
@@ -255,9 +263,10 @@ _FORKS: dict = {}
 
 def _forked(tree: str, nproc: int, argv: list, env: dict, timeout: float):
     """(exit status or None on time-out, output) of a run forked from the tree's import-once process."""
-    forks = _FORKS.get(tree)
+    key = (tree, env["PYTHONPATH"])  # what the process imported depends on its path (the TE stand-in)
+    forks = _FORKS.get(key)
     if forks is None or forks.proc.poll() is not None:
-        forks = _FORKS[tree] = _Forks(tree, env)
+        forks = _FORKS[key] = _Forks(tree, env)
     log = os.path.join(os.path.dirname(tree), "run.log")
     forks.proc.stdin.write((json.dumps({"argv": argv, "nproc": nproc, "env": env, "log": log}) + "\n").encode())
     forks.proc.stdin.flush()

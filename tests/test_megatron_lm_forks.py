@@ -62,6 +62,12 @@ def _envs(log: str) -> list:
                   key=lambda e: int(e["RANK"]))
 
 
+def _forks_of(tree):
+    """The import-once process serving `tree` (keyed by tree and PYTHONPATH in the harness)."""
+    (forks,) = [f for (t, _), f in H._FORKS.items() if t == tree]
+    return forks
+
+
 def test_each_rank_gets_torchruns_environment_and_runs_pretrain_gpt_as_main(tree):
     result = H.run(tree, 3, ["--do", "ok"], cpu_flag=False)
     envs = _envs(result.log)
@@ -71,10 +77,10 @@ def test_each_rank_gets_torchruns_environment_and_runs_pretrain_gpt_as_main(tree
     assert len({e["MASTER_PORT"] for e in envs}) == 1 and envs[0]["MASTER_ADDR"] == "127.0.0.1"
     assert all(e["TORCHELASTIC_RUN_ID"] and e["OMP_NUM_THREADS"] == "1" for e in envs)
     assert all(e["argv0"] == "pretrain_gpt.py" and e["imported_once"] for e in envs)
-    forks = H._FORKS[tree]
+    forks = _forks_of(tree)
     again = H.run(tree, 2, ["--do", "ok"], cpu_flag=False)  # the same import-once process serves the next run
     assert again.returncode == 0 and [e["WORLD_SIZE"] for e in _envs(again.log)] == ["2", "2"]
-    assert H._FORKS[tree] is forks and forks.proc.poll() is None
+    assert _forks_of(tree) is forks and forks.proc.poll() is None
 
 
 def test_a_failing_rank_ends_the_others_and_gives_the_run_its_status(tree):
@@ -101,7 +107,7 @@ def test_a_run_past_its_time_limit_is_killed_whole(tree):
 
 def test_closing_leaves_no_process(tree):
     H.run(tree, 2, ["--do", "ok"], cpu_flag=False)
-    forks = H._FORKS[tree]
+    forks = _forks_of(tree)
     pid = forks.proc.pid
     forks.close()
     assert not _alive(pid)

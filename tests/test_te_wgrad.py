@@ -1,7 +1,11 @@
 """TransformerEngine layers with their weight gradients deferred to W ops
 (primus_megatron.runtime.te_wgrad), on CPU against tests/te_standin: a
 stand-in reproducing TE v2.11's WeightGradStore, Linear / LayerNormLinear
-backward and base-module hooks (see its package docstring).
+backward and base-module hooks (see its package docstring), including what TE does
+differently under FP8 (the bias gradient in B, quantized storages handed to `put`, on the
+stand-in's emulated FP8 device) and with tensor / sequence parallelism (two ranks: the
+gathered input and grad_output kept until W, the input gradient reduce-scattered or
+all-reduced in B).
 
 The stand-in is importable as `transformer_engine` only inside the processes
 these tests spawn, and only after megatron-core was imported there, so
@@ -11,6 +15,7 @@ used, with its delayed-weight-gradient protocol (hooks on the layer).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
@@ -212,10 +217,12 @@ def _ddp(net, *, fuse: bool, delay_config: bool = True):
     return DistributedDataParallel(config, ddp_config, net)
 
 
-def _ddp_steps(te, fuse: bool):
+def _ddp_steps(te, fuse: bool, fp8: bool = False):
     """Two training steps of B0 B1 W0 W1 (W after a later B, as zero-bubble schedules run
     them) under megatron's DDP with overlapped reduce; sync only during the last B and
-    the last W, as the executor's GradSync opens it."""
+    the last W, as the executor's GradSync opens it. With `fp8` (the stand-in's emulated FP8
+    device) TE computes the GEMM biases' gradients in B, yet DDP's hook for them sits on the
+    layer and fires in W: B0 and B1 fill .grad, W0's hook moves it and W1's finds it empty."""
     from primus_megatron.runtime import te_wgrad
 
     torch.manual_seed(3)
@@ -225,8 +232,9 @@ def _ddp_steps(te, fuse: bool):
     assert te_wgrad.enable(net) == 3  # before DDP: DDP then hooks the layers, not the parameters
     ddp = _ddp(net, fuse=fuse)
     te_wgrad.prepare_step([ddp], splitting=True)
-    for layer in (net.a, net.b, net.c):  # one DDP hook per weight and bias, on the layer
-        assert len(layer.wgrad_accumulation_and_reduce_hooks) == 2
+    # one DDP hook on the layer per weight and per bias added in the GEMM; c returns its bias (its
+    # gradient comes in B): that hook stays on the bias's accumulator, as under megatron's own schedule
+    assert [len(layer.wgrad_accumulation_and_reduce_hooks) for layer in (net.a, net.b, net.c)] == [2, 2, 1]
     log, phase = [], [""]
     restore = _instrument_ddp(log, phase)
     store = _fresh_store()
@@ -238,7 +246,8 @@ def _ddp_steps(te, fuse: bool):
             store.clear()
             del log[:]
             xs = _inputs(2, seed=seed)
-            outs = [ddp(x) for x in xs]
+            with _fp8(te, fp8):
+                outs = [ddp(x) for x in xs]
             for label, run in (("B0", lambda: _b(store, outs, 0)), ("B1", lambda: _b(store, outs, 1)),
                                ("W0", lambda: store.run((0, 0))), ("W1", lambda: store.run((1, 0)))):
                 phase[0] = label
@@ -257,10 +266,10 @@ def _ddp_steps(te, fuse: bool):
                 p = dict(net.named_parameters())[name]
                 assert p.grad is None or (fuse and name.endswith("weight")), f"{name}.grad left: {p.grad}"
             ready = [(ph, names[id(p)], last) for kind, ph, p, last in log if kind == "ready"]
-            for name in DEFERRED + ["c.bias"]:
+            for name in DEFERRED:
                 phases = [ph for ph, n, _ in ready if n == name]
                 assert phases == ["W0", "W1"], f"step {step}: {name} registered in {phases}, expected once per W"
-            for name in IN_B[:2]:
+            for name in IN_B:
                 phases = [ph for ph, n, _ in ready if n == name]
                 assert phases == ["B0", "B1"], f"step {step}: {name} registered in {phases}"
             counted = [(ph, n) for ph, n, last in ready if last]
@@ -303,6 +312,116 @@ def s_ddp_hooks_once_per_w(te):
 
 def s_ddp_hooks_once_per_w_fused(te):
     _ddp_steps(te, fuse=True)
+
+
+# -- what TE does differently under FP8, on the stand-in's emulated FP8 device ---------------------
+
+@contextlib.contextmanager
+def _fp8(te, enabled: bool = True):
+    """Forwards under TE's fp8_autocast on the stand-in's emulated FP8 device (exact values:
+    tests/te_standin/transformer_engine/pytorch/quantization.py)."""
+    if not enabled:
+        yield
+        return
+    from transformer_engine.pytorch.quantization import emulate_fp8_device
+
+    with emulate_fp8_device(), te.fp8_autocast(enabled=True):
+        yield
+
+
+def _recording_puts():
+    """Record what TE's backwards hand the routed stores' put (the tensor lists)."""
+    from primus_megatron.runtime import te_wgrad
+
+    handed, put = [], te_wgrad.DeferringWgradStore.put
+
+    def recording(self, tensor_list, func):
+        handed.append(list(tensor_list))
+        return put(self, tensor_list, func)
+
+    te_wgrad.DeferringWgradStore.put = recording
+    return handed, lambda: setattr(te_wgrad.DeferringWgradStore, "put", put)
+
+
+def _buffers(item) -> list:
+    """An item handed to put as the tensors it keeps: itself, or a quantized storage's data."""
+    if isinstance(item, torch.Tensor):
+        return [item]
+    return [t for t in item.get_data_tensors() if t is not None]
+
+
+def _storage_bytes(tensors) -> int:
+    seen = {}
+    for t in tensors:
+        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
+def s_fp8_bias_gradient_in_b_and_quantized_puts(te):
+    """Under FP8, TE computes a GEMM bias's gradient in B (base.py grad_output_preprocess, TE
+    v2.11 lines 1099-1195) and its wgrad closure returns no bias gradient (linear.py 867); the
+    input and grad_output it hands put are Float8TensorStorage objects (not torch.Tensor). Our W
+    must add only the weight gradient (each bias counted once), and our held-memory accounting
+    must count the storages' buffers."""
+    from primus_megatron.runtime import te_wgrad
+
+    torch.manual_seed(6)
+    net = _Net(te)
+    plain = copy.deepcopy(net)
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    xs = _inputs(2, seed=7)
+    with _fp8(te):
+        outs = [net(x) for x in xs]
+    assert all(layer.fp8 for layer in (net.a, net.b, net.c))
+    handed, restore = _recording_puts()
+    try:
+        for mb in (0, 1):
+            store.held = []
+            with store.capture((mb, 0)):
+                _loss(outs[mb]).backward()
+            held, store.held = store.held, None
+            items = [item for tensor_list in handed for item in tensor_list]
+            assert items and not any(isinstance(item, torch.Tensor) for item in items), \
+                [type(item).__name__ for item in items]
+            kept = [t for item in items for t in _buffers(item)]
+            assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
+            del handed[:]
+    finally:
+        restore()
+    params = dict(net.named_parameters())
+    for name in ("a.bias", "b.bias", *IN_B):
+        assert params[name].grad is not None, f"{name}: no gradient in B under FP8"
+    for name in ("a.weight", "b.weight", "c.weight"):
+        assert params[name].grad is None, f"{name} got a gradient in B"
+    store.run((1, 0))
+    store.run((0, 0))
+    store.assert_empty()
+    expected = _reference_grads(plain, xs)
+    for name, p in params.items():
+        _close(p.grad, expected[name], name)
+
+
+def s_fp8_ddp_hooks_once_per_w(te):
+    _ddp_steps(te, fuse=True, fp8=True)
+
+
+def s_debug_mode_refuses_routed_layers(te):
+    """TE's debug mode (nvdlfw_inspect) refuses a layer with delayed weight gradients in its forward
+    (TE v2.11 base.py is_debug_iter, lines 1533-1535): a layer routed to our W ops says so in its
+    first forward, which is why schedules with W ops must refuse debug mode before any rank starts."""
+    from transformer_engine.debug.pytorch.debug_state import TEDebugState
+
+    from primus_megatron.runtime import te_wgrad
+
+    net = _Net(te)
+    te_wgrad.enable(net)
+    TEDebugState.debug_enabled = True
+    try:
+        _raises(RuntimeError, "Delayed wgrad compute is not supported in debug mode.", lambda: net(_inputs(1)[0]))
+    finally:
+        TEDebugState.debug_enabled = None
+    net(_inputs(1)[0])  # debug mode off: the routed layers run
 
 
 def s_backward_outside_b_runs_when_it_ends(te):
@@ -596,16 +715,21 @@ def _raises(exc_type, needle: str, fn) -> None:
 
 
 SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, s_ddp_hooks_once_per_w_fused,
+             s_fp8_bias_gradient_in_b_and_quantized_puts, s_fp8_ddp_hooks_once_per_w, s_debug_mode_refuses_routed_layers,
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals, s_capability_older_te,
              s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted]
 
 
 def scenarios_body(rank, case):
+    """Two tensor-parallel ranks (one spawn for every scenario: the imports dominate): both run
+    the tensor-parallel scenarios (tp_body), then rank 0 runs the single-layer ones."""
     try:
         te = _load_standin()
     except RuntimeError as exc:
         return {"skip": str(exc)}
-    out = {}
+    out = tp_body(rank, te)
+    if rank != 0:
+        return out
     for fn in SCENARIOS:
         try:
             fn(te)
@@ -616,8 +740,13 @@ def scenarios_body(rank, case):
 
 
 @pytest.fixture(scope="module")
-def scenario_results():
-    return _run_spawned(scenarios_body, {})[0]
+def scenario_ranks():
+    return _run_spawned(scenarios_body, {"tp": 2, "pp": 1}, world=2)
+
+
+@pytest.fixture(scope="module")
+def scenario_results(scenario_ranks):
+    return scenario_ranks[0]
 
 
 @pytest.mark.parametrize("name", [fn.__name__ for fn in SCENARIOS])
@@ -633,6 +762,82 @@ def test_without_transformer_engine_everything_is_a_no_op():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     assert te_wgrad.enable(model) == 0
     assert te_wgrad.prepare_step([model], splitting=True) == 0
+
+
+# -- tensor parallelism: TE's column / row parallel layers, with and without sequence parallelism ------
+
+def tp_body(rank, te) -> dict:
+    """Two tensor-parallel ranks: TE's LayerNormLinear (column parallel) then Linear (row parallel,
+    bias added after the reduction), deferred (B0 B1 W1 W0) against the same layers undelayed.
+    TE v2.11 (linear.py 205-226, 645-760; layernorm_linear.py 200-260; base.py 1118-1130): with
+    sequence parallelism the column layer all-gathers its input for the GEMM, saves the shard and
+    gathers it again in B for the wgrad GEMM, reduce-scatters its input gradient; the row layer
+    reduce-scatters its output and all-gathers grad_output in B; without it, the column layer
+    all-reduces its input gradient and the row layer its output. What put keeps until W is the
+    gathered input and the gathered grad_output: full-sequence tensors, not the shards."""
+    from megatron.core import parallel_state
+
+    from primus_megatron.runtime import te_wgrad
+
+    group, tp = parallel_state.get_tensor_model_parallel_group(), 2
+    s, b, h, ffn = 6, 3, 8, 24  # every dimension of a held buffer tells which it is
+    out = {}
+    for sp, fp8 in ((True, False), (False, False), (True, True)):
+        variant = f"sp={sp}" + (" fp8" if fp8 else "")
+        try:
+            torch.manual_seed(10 + rank)  # each rank its own shards
+
+            def build():
+                kw = dict(sequence_parallel=sp, tp_group=group, tp_size=tp)
+                return torch.nn.ModuleDict({"fc1": te.LayerNormLinear(h, ffn, bias=True, parallel_mode="column", **kw),
+                                            "fc2": te.Linear(ffn, h, bias=True, parallel_mode="row", **kw)})
+
+            net, plain = build(), build()
+            plain.load_state_dict(net.state_dict())
+            te_wgrad.enable(net)
+
+            def forward(model, x):
+                return model["fc2"](torch.nn.functional.gelu(model["fc1"](x)))
+
+            gen = torch.Generator().manual_seed(20)  # the full sequence, the same on both ranks
+            full = [torch.randn(s, b, h, generator=gen) for _ in range(2)]
+            xs = [x.chunk(tp)[rank].contiguous() if sp else x for x in full]
+            store = _fresh_store()
+            with _fp8(te, fp8):
+                outs = [forward(net, x) for x in xs]
+            held_shapes = []
+            for mb in (0, 1):
+                store.held = []
+                with store.capture((mb, 0)):
+                    _loss(outs[mb]).backward()
+                held_shapes.append(sorted(tuple(t.shape) for t in store.held))
+                store.held = None
+            for mb in (1, 0):
+                store.run((mb, 0))
+            store.assert_empty()
+            # per microbatch, all full-sequence (s*b rows): fc1's gathered input and its grad_output, fc2's input
+            # and its gathered grad_output. Under FP8 (Float8TensorStorage, on a TN-only device) the inputs keep
+            # only their column-wise (transposed) data, the quantized grad_outputs both (the dgrad GEMM used the
+            # row-wise data in B; TE does not drop it: linear.py 577-583)
+            expected_held = sorted([(s * b, h), (s * b, ffn // tp), (s * b, ffn // tp), (s * b, h)] if not fp8 else
+                                   [(h, s * b), (s * b, ffn // tp), (ffn // tp, s * b),
+                                    (ffn // tp, s * b), (s * b, h), (h, s * b)])
+            assert held_shapes == [expected_held] * 2, (held_shapes, expected_held)
+            for x in xs:
+                _loss(forward(plain, x)).backward()
+            got, want = dict(net.named_parameters()), dict(plain.named_parameters())
+            for name in want:
+                _close(got[name].grad, want[name].grad, f"{variant} rank {rank} {name}")
+            out[variant] = None
+        except Exception as exc:
+            out[variant] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-2000:]}"
+    return out
+
+
+@pytest.mark.parametrize("variant", ["sp=True", "sp=False", "sp=True fp8"])
+def test_tensor_parallel_te_layers_defer_exactly(scenario_ranks, variant):
+    for rank, result in enumerate(scenario_ranks):
+        assert result[variant] is None, f"rank {rank}: {result[variant]}"
 
 
 # -- end to end: GPTModel with TE-style layers, pp=2, our schedules vs megatron's 1F1B ---------------

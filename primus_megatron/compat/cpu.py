@@ -113,6 +113,31 @@ _PROXIED_MODULES = (
 )
 
 
+@functools.lru_cache(maxsize=None)
+def transformer_engine_runs_on_cpu() -> bool:
+    """Whether the installed TransformerEngine runs its layers on CPU tensors: the tests' stand-in
+    (tests/te_standin) does; a real TE does not (TE v2.11 module/base.py asserts "TransformerEngine
+    needs CUDA." when a module is built, line 606, and for a CPU input, line 1049), nor does one
+    whose CUDA libraries are missing (its import fails). Probed with one tiny Linear (no random
+    initialisation: the probe leaves torch's generator as it was)."""
+    if importlib.util.find_spec("transformer_engine") is None:
+        return False
+    try:
+        import transformer_engine.pytorch as te
+
+        te.Linear(2, 2, device="cpu", params_dtype=torch.float32, init_method=lambda w: None)(torch.zeros(1, 2))
+    except Exception:  # noqa: BLE001 (any failure: not on CPU)
+        return False
+    return True
+
+
+def _te_extension() -> tuple:
+    """megatron-core's TransformerEngine wrappers, when a TransformerEngine that runs on CPU is
+    installed: they pass ``device=torch.cuda.current_device()`` to TE's constructors unless
+    --use-cpu-initialization (extensions/transformer_engine.py:305)."""
+    return ("megatron.core.extensions.transformer_engine",) if transformer_engine_runs_on_cpu() else ()
+
+
 def _cpu_device(device):
     """Map a CUDA device spec (``"cuda"``, ``"cuda:1"``, an int, a cuda device) to CPU."""
     if device is None:
@@ -544,7 +569,7 @@ def enable(training=False):
     if _enabled:
         return
     proxy = _TorchOnCpu()
-    for module_name in _PROXIED_MODULES:
+    for module_name in _PROXIED_MODULES + _te_extension():
         importlib.import_module(module_name).torch = proxy
     _patch_memory_buffer()
     _patch_rng()

@@ -8,6 +8,11 @@ With `--pipeline-schedule NAME` on the command line (added by
 * build the model chunks with the schedule's placement (a wrapper around the
   model provider given to `get_model`: pre/post-process and layers by global
   stage, the tied embedding shared on rank 0 under V);
+* under a schedule with W ops, route each chunk's TransformerEngine linear layers
+  to the W ops (`te_wgrad.enable`, before megatron's DDP wraps the chunk) and build
+  megatron's DistributedDataParallel around such a chunk with
+  `delay_wgrad_compute=True` (`--transformer-impl transformer_engine`, Megatron-LM's
+  default on GPUs);
 * set the virtual pipeline size to the schedule's chunks per rank before
   Megatron-LM validates its arguments (unless given);
 * under V, number layers by global stage everywhere megatron asks (also in
@@ -19,8 +24,9 @@ With `--pipeline-schedule NAME` on the command line (added by
   Megatron-LM's train_step, evaluate and logging read them.
 
 With `--cpu` (or `--distributed-backend gloo` without CUDA) it first turns on CPU
-mode (`compat.cpu.enable(training=True)`; gloo, local layers, no persistent layer
-norm), so the same command line dry-runs on CPU processes; with
+mode (`compat.cpu.enable(training=True)`; gloo, local layers unless a TransformerEngine
+that runs on CPU is installed, no persistent layer norm), so the same command line
+dry-runs on CPU processes; with
 `--optimizer-post-validation` Megatron-LM's optimizer steps are post-validated
 (megatron_lm/post_validation.py). Options that do not fit end the run before any
 process group exists: one sentence on rank 0, exit status 2.
@@ -113,10 +119,13 @@ def refuse_schedule_groups(pp_size=None, vp_size=None, schedule_pg_collection=No
 def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int, rank: int, chunks: int) -> Callable:
     """Wrap a model provider so chunk `vp_stage` is built as global stage
     stage_of(placement, pp, rank, vp_stage), whatever pre/post flags megatron passes."""
+    from ..runtime import te_wgrad
     from ..runtime.placement import _tie_embeddings, _untie_group, layer_placement, patch_float16_module
+    from .args import splits_weight_gradients
 
     built: list = []
     n = pp * chunks
+    w_ops = splits_weight_gradients(entry)
 
     @functools.wraps(provider)
     def wrapper(pre_process=True, post_process=True, vp_stage=None, **kwargs):
@@ -128,6 +137,8 @@ def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int,
             model = provider(pre_process=stage == 0, post_process=stage == n - 1,
                              **({"vp_stage": vp_stage} if vp_stage is not None else {}), **kwargs)
         model.pipeline_stage, model.pipeline_num_stages = stage, n
+        if w_ops:  # TransformerEngine layers defer their weight GEMM into our W ops (no-op without TE);
+            te_wgrad.enable(model)  # before megatron's DDP wraps the chunk (see _install_ddp_delay)
         built.append(model)
         if entry.placement == S.V and rank == 0 and len(built) == chunks:
             _tie_embeddings(built)  # before megatron wraps the chunks for data parallelism
@@ -221,7 +232,49 @@ def install() -> None:
     for module in validate_homes:
         module.validate_args = validate_args
     _install_stage_builder()  # core_v0.19.0 builds the model from its config container, not get_model
+    _install_ddp_delay()
     _INSTALLED = True
+
+
+def _install_ddp_delay() -> None:
+    """Megatron's DistributedDataParallel built around a chunk whose TransformerEngine layers
+    placed_provider routed to our W ops (te_wgrad.enable) gets `delay_wgrad_compute=True`, so that
+    it hooks those layers' grad-ready calls on the layer (run when the W op delivers) instead of
+    on the parameter's accumulator (which TE's backward reaches in B).
+
+    Megatron-LM cannot be asked for it: it copies --delay-wgrad-compute into both the DDP config
+    and the TransformerConfig, which refuses it without MoE communication overlap (megatron-core
+    transformer_config.py). Patched on the class, since Megatron-LM builds its DDP in several
+    places (core_v0.16.1 get_model; core_v0.19.0 wrap_model_chunks_with_ddp and its model
+    builders); the config given is not modified (a copy with the flag set). A chunk without
+    routed layers is wrapped as given."""
+    import dataclasses
+
+    from megatron.core.distributed import distributed_data_parallel as ddp_module
+
+    from ..runtime.te_wgrad import is_routed
+
+    cls = ddp_module.DistributedDataParallel
+    original = cls.__init__
+    if getattr(original, "_primus_delay", False):
+        return
+
+    @functools.wraps(original)
+    def __init__(self, *args, **kwargs):
+        names = ("config", "ddp_config", "module")
+        given = dict(zip(names, args), **{k: kwargs[k] for k in names if k in kwargs})
+        ddp_config, module = given.get("ddp_config"), given.get("module")
+        if ddp_config is not None and module is not None and not ddp_config.delay_wgrad_compute \
+                and any(is_routed(m) for m in module.modules()):
+            ddp_config = dataclasses.replace(ddp_config, delay_wgrad_compute=True)
+            if "ddp_config" in kwargs:
+                kwargs["ddp_config"] = ddp_config
+            else:
+                args = (*args[:1], ddp_config, *args[2:])
+        original(self, *args, **kwargs)
+
+    __init__._primus_delay = True
+    cls.__init__ = __init__
 
 
 def finish() -> None:
@@ -287,12 +340,18 @@ def _install_stage_builder() -> None:
 
 def _cpu_args(args) -> None:
     """CPU mode (a dry run of a GPU command line): gloo instead of NCCL, megatron's local
-    layers instead of TransformerEngine's, no persistent layer norm (apex); said once."""
+    layers instead of TransformerEngine's unless the installed TransformerEngine runs on CPU (the
+    tests' stand-in, tests/te_standin; a real TE needs CUDA), no persistent layer norm (apex);
+    said once."""
     import os
 
+    settings = [("distributed_backend", "gloo"), ("no_persist_layer_norm", True)]
+    from ..compat.cpu import transformer_engine_runs_on_cpu
+
+    if not (getattr(args, "transformer_impl", None) == "transformer_engine" and transformer_engine_runs_on_cpu()):
+        settings.insert(1, ("transformer_impl", "local"))
     changed = []
-    for name, value in (("distributed_backend", "gloo"), ("transformer_impl", "local"),
-                        ("no_persist_layer_norm", True)):
+    for name, value in settings:
         if getattr(args, name, value) != value:
             changed.append(f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}"))
         setattr(args, name, value)

@@ -28,8 +28,9 @@ Why we do not use that store:
 Megatron's DDP (`DistributedDataParallelConfig.delay_wgrad_compute=True`)
 registers its grad-ready hook on the layer (`register_wgrad_accumulation_and_
 reduce_hooks`) instead of on the parameter's accumulator for parameters marked
-`skip_backward_post_hook`; `enable()` marks the layer's weights and biases as
-TE's constructor does when delayed. This is required: a TE backward always
+`skip_backward_post_hook`; `enable()` marks the layer's weight, and its bias when
+the GEMM adds it, as TE's constructor does when delayed (a bias the layer returns
+gets its gradient in B and keeps its hook: `_bias_in_gemm`). This is required: a TE backward always
 reaches the weight's accumulator (with a dummy gradient when fused, else
 None), so a per-parameter hook would fire in B. `prepare_step` refuses a model
 where DDP hooked them per parameter.
@@ -327,7 +328,7 @@ class DeferringWgradStore:
         work = _Work(self.layer, tensor_list, func)
         store = get_store()
         if store.capturing:  # a B op: its W runs the work
-            store.defer(work, tensors=tuple(t for t in _flatten(tensor_list) if isinstance(t, torch.Tensor)))
+            store.defer(work, tensors=_held_tensors(tensor_list))
         else:  # a BW op, megatron's own schedule, plain use: run when this backward ends
             torch.autograd.Variable._execution_engine.queue_callback(work)
 
@@ -344,6 +345,22 @@ def _flatten(items) -> list:
     for x in items:
         out.extend(_flatten(x) if isinstance(x, (list, tuple)) else [x])
     return out
+
+
+def _held_tensors(tensor_list: list) -> tuple:
+    """The tensors a put keeps alive until its W (for the memory accounting). Under FP8, TE hands
+    `put` its quantized storages (`Float8TensorStorage`, `MXFP8TensorStorage`, ...: not
+    torch.Tensor, TE v2.11 `pytorch/tensor/storage/`), whose buffers are `get_data_tensors()`
+    (row-wise and column-wise data; None when that usage was dropped)."""
+    held = []
+    for item in _flatten(tensor_list):
+        if isinstance(item, torch.Tensor):
+            held.append(item)
+        elif callable(getattr(item, "get_data_tensors", None)):
+            data = item.get_data_tensors()
+            held.extend(t for t in _flatten(data if isinstance(data, (list, tuple)) else [data])
+                        if isinstance(t, torch.Tensor))
+    return tuple(held)
 
 
 def is_routed(layer: torch.nn.Module) -> bool:
@@ -369,10 +386,23 @@ def _route(layer: torch.nn.Module, name: str) -> None:
         raise RuntimeError(f"TransformerEngine layer {name} holds {context.qsize()} weight gradients of its own "
                            f"delayed store: run its backward_dw() before routing it to primus_megatron")
     layer.wgrad_store = DeferringWgradStore(layer)
+    deferred = set(layer.weight_names) | (set(layer.bias_names) if _bias_in_gemm(layer) else set())
     for pname in (*layer.weight_names, *layer.bias_names):
         p = getattr(layer, pname, None)
         if isinstance(p, torch.nn.Parameter):
-            p.skip_backward_post_hook = True  # as TE's constructor marks a delayed layer's parameters
+            # DDP hooks a marked parameter on the layer (run by our W) instead of on its accumulator
+            p.skip_backward_post_hook = pname in deferred
+
+
+def _bias_in_gemm(layer: torch.nn.Module) -> bool:
+    """Whether the layer's bias is added in its GEMM, so that its gradient comes with the weight's
+    from the wgrad GEMM, in W (TE v2.11 linear.py 861, 1296-1302; layernorm_linear.py 876,
+    1388-1393). A bias the layer returns (megatron's skip_bias_add) or adds after a row-parallel
+    reduction gets its gradient from autograd in B: its DDP hook then stays on its accumulator and
+    fires in B, as under megatron's own schedule. (TE's own delayed constructor marks every bias,
+    linear.py 1305-1309; its grad-ready hook would then add several microbatches' .grad to
+    main_grad at once, in another order than megatron's own schedule: not bit-identical in bf16.)"""
+    return bool(getattr(layer, "apply_bias", False)) and not getattr(layer, "gemm_bias_unfused_add", False)
 
 
 def _refuse_other(layer: torch.nn.Module, name: str) -> None:

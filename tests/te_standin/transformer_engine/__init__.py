@@ -1,28 +1,49 @@
-"""A CPU stand-in for TransformerEngine, for tests only.
+"""A CPU stand-in for TransformerEngine v2.11, for tests only.
 
-It reproduces, in our own code, the weight-gradient behaviour of
-TransformerEngine v2.11 (tag v2.11, commit c188b533cc3721ca9c6bbfd26148f5cf60108c25),
-the newest release megatron-core 0.16.1 accepts (its ``dev`` extra pins
-transformer-engine >=2.9.0a0,<2.12.0):
+TransformerEngine v2.11 (tag v2.11, commit c188b533cc3721ca9c6bbfd26148f5cf60108c25) is the
+newest release megatron-core 0.16.1 accepts (its ``dev`` extra pins transformer-engine
+>=2.9.0a0,<2.12.0). This package reproduces, in our own code and in plain torch on CPU, what
+Megatron-LM's TransformerEngine layer spec reaches in it (megatron-core 0.16.1 and 0.19.x,
+``megatron/core/extensions/transformer_engine.py`` and the modules that import TE at import
+time), each module citing the TE file and lines it follows:
 
-* ``pytorch/module/_common.py`` ``WeightGradStore``;
-* ``pytorch/module/base.py`` ``TransformerEngineBaseModule``:
-  ``wgrad_store``, ``register_wgrad_accumulation_and_reduce_hooks``,
-  ``need_backward_dw``, ``backward_dw``, ``get_dummy_wgrad``;
-* the backward of ``pytorch/module/linear.py`` ``Linear`` and
-  ``pytorch/module/layernorm_linear.py`` ``LayerNormLinear`` in bf16/fp32 (no
-  FP8, no userbuffers, tensor-parallel size 1): the wgrad GEMM closure
-  (accumulate into ``main_grad`` with ``fuse_wgrad_accumulation``, the bias
-  gradient fused into the GEMM), ``wgrad_store.put`` when delayed, and what the
-  backward hands autograd for the weight (a dummy with megatron's
-  ``grad_added_to_main_grad``, else None when fused);
-* the ``skip_backward_post_hook`` marking done by the constructors when
-  delayed.
+* the weight-gradient API: ``pytorch/module/_common.py`` ``WeightGradStore``,
+  ``pytorch/module/base.py`` (``wgrad_store``, hooks, ``backward_dw``, ``get_dummy_wgrad``);
+* ``Linear`` / ``LayerNormLinear`` with TE's constructor signatures (forward, backward, the wgrad
+  GEMM closure and what it hands ``put``; column / row tensor parallelism with and without
+  sequence parallelism), ``LayerNorm`` / ``RMSNorm``, ``DotProductAttention`` (the math of TE's
+  unfused backend), ``GroupedLinear`` (constructor and weight-gradient API only);
+* ``pytorch/quantization.py`` (``FP8GlobalStateManager``, ``autocast``, ``fp8_autocast``, the
+  support checks), ``common/recipe``, ``pytorch/distributed.py`` (``CudaRNGStatesTracker``,
+  ``activation_recompute_forward``, the tensor-parallel collectives), ``cpp_extensions``
+  ``general_gemm``, ``pytorch/quantized_tensor.py`` and ``Float8TensorStorage``.
 
-Never importable by the test session itself: tests put ``tests/te_standin`` on
-``sys.path`` of the processes they spawn only (megatron-core would otherwise
-believe TransformerEngine is installed). The source lines each piece follows
-are cited at the end of primus_megatron/runtime/te_wgrad.py's docstring.
+There is no FP8 on CPU: the stand-in answers as TE does on a device without FP8 support
+(``fp8_autocast(enabled=True)`` fails TE's own assertion). For tests,
+``pytorch.quantization.emulate_fp8_device()`` makes it answer as an FP8 device: TE's FP8 code
+paths then run (the bias gradient in B, quantized storages handed to ``put``) with exact values.
+What it does not reproduce raises NotImplementedError naming the stand-in, never a silent
+fallback. The version comes from the distribution metadata beside this package
+(``transformer_engine-2.11.0.dist-info``), as TE's ``__init__.py`` reads it (line 67).
+
+Absent on purpose (megatron-core imports these under ``try`` and falls back, or a dense GPT never
+reaches them): ``pytorch.optimizers`` (megatron-core then uses torch's Adam: the optimizer is not
+part of the layer spec), ``cpu_offload``, fused RoPE (``attention.rope``), ``Fp8Padding``,
+``permutation`` (MoE), ``cross_entropy``, ``tensor.utils`` (FP8 parameter gathers),
+``module.base.get_workspace``, TE's ``checkpoint`` (raises), the operation fuser ``ops`` (its
+class names exist for megatron-core's annotations; building one raises) and the MoE ``router``
+(raises). TE 2.11 has no ``attention._SplitAlongDim``, so megatron-core's ``SplitAlongDim`` is
+None with it as with this.
+
+Never importable by the test session itself: tests put ``tests/te_standin`` on the path of the
+processes they start only (megatron-core decides at import whether TransformerEngine is
+installed): megatron_lm_harness.run(te=True), test_te_wgrad.py's spawned ranks,
+test_te_standin_conformance.py's subprocess.
 """
+from importlib import metadata
 
-__version__ = "2.11.0"
+import transformer_engine.common  # noqa: F401  (TE's __init__.py:11)
+
+from . import pytorch  # noqa: F401  (TE's __init__.py:13-16)
+
+__version__ = str(metadata.version("transformer_engine"))

@@ -1,5 +1,6 @@
-"""Stand-in for ``transformer_engine.pytorch.module``."""
-
+"""Stand-in for ``transformer_engine.pytorch.module`` (TE v2.11)."""
+from .base import get_dummy_wgrad  # noqa: F401
 from .grouped_linear import GroupedLinear  # noqa: F401
+from .layernorm import LayerNorm, RMSNorm  # noqa: F401
 from .layernorm_linear import LayerNormLinear  # noqa: F401
 from .linear import Linear  # noqa: F401

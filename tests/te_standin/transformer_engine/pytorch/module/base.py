@@ -1,19 +1,30 @@
-"""Stand-in for TE v2.11 ``pytorch/module/base.py`` (commit c188b533): the
-base module's weight-gradient API (lines 600-630, 1463-1502) and
-``get_dummy_wgrad`` (lines 79-92), plus the weight-gradient half of the linear
-backwards, which TE writes out in each module (``linear.py`` 826-960,
-``layernorm_linear.py`` 846-1010) and which is the same in both."""
+"""Stand-in for TE v2.11 ``pytorch/module/base.py`` (commit c188b533): ``get_dummy_wgrad``
+(lines 79-92), ``TransformerEngineBaseModule`` (601-1600: construction state 604-631, extra
+state 806-923, activation dtype 925-944, TP group 946-957, ``init_fp8_metadata`` 971-1026,
+``prepare_forward`` 1028-1079, ``grad_output_preprocess`` 1099-1195, parameter registration
+and initialisation 1197-1317, the weight-gradient API 1463-1502, ``is_debug_iter`` 1503-1537), in plain torch on CPU.
+
+Not reproduced: FP8 metadata of delayed scaling (amax histories; the emulated FP8 of
+quantization.py needs none), userbuffers, FSDP, CPU offload, TE's debug quantizers (debug mode
+itself is: ``debug/pytorch/debug_state.py``; with it on, a delayed layer's forward raises TE's
+sentence)."""
 from __future__ import annotations
 
+import pickle
+from contextlib import contextmanager
 from typing import Callable, Optional
 
 import torch
+
+from ..distributed import gather_along_first_dim
+from ..quantization import FP8GlobalStateManager
+from ..quantized_tensor import QuantizedTensorStorage
 
 _dummy_wgrads: dict = {}
 
 
 def get_dummy_wgrad(shape: list, dtype: torch.dtype, zero: bool = False) -> torch.Tensor:
-    """One cached uninitialised tensor per (shape, dtype); zeroed on request; returned detached."""
+    """TE lines 79-92: one cached uninitialised tensor per (shape, dtype), zeroed on request."""
     assert len(shape) == 2
     key = (shape[0], shape[1], dtype)
     if key not in _dummy_wgrads:
@@ -23,12 +34,177 @@ def get_dummy_wgrad(shape: list, dtype: torch.dtype, zero: bool = False) -> torc
     return _dummy_wgrads[key].detach()
 
 
+class _ParameterInitMeta:
+    def __init__(self, init_fn: Optional[Callable] = None, get_rng_state_tracker: Optional[Callable] = None,
+                 fp8_meta_index: Optional[int] = None) -> None:
+        self.init_fn = init_fn if init_fn is not None else (lambda w: torch.nn.init.normal_(w, mean=0.0, std=0.023))
+        self.get_rng_state_tracker = get_rng_state_tracker
+        self.fp8_meta_index = fp8_meta_index
+
+
+def cpu_device(device):
+    """Where a stand-in module puts its parameters: TE's default (and megatron-core's
+    ``torch.cuda.current_device()``) is a CUDA device; on CPU, the CPU ("meta" is kept)."""
+    if device is None or isinstance(device, int) or torch.device(device).type == "cuda":
+        return torch.device("cpu")
+    return torch.device(device)
+
+
+class _Quantizers:
+    """The emulated FP8 quantizers of one module's input and grad_output (TE builds them from the
+    recipe in ``init_fp8_metadata`` / ``set_meta_tensor``, lines 706-1026; ``linear.py``
+    ``_get_quantizers`` 1482-1507 marks both internal: they return storages, not tensors)."""
+
+    def __init__(self) -> None:
+        from ..tensor.float8_tensor import Float8Quantizer
+
+        self.input, self.grad_output = Float8Quantizer(), Float8Quantizer()
+        self.input.internal = self.grad_output.internal = True
+
+
 class TransformerEngineBaseModule(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.wgrad_accumulation_and_reduce_hooks: list[Callable[[], None]] = []
+        self.name = None
+        self.fp8_initialized = False
+        self.fp8 = False
+        self.fp8_calibration = False
+        self.fp8_meta = {"fp8_checkpoint": False, "fp8_group": None}
+        self.tp_group = None
+        self.tp_size = 1
+        self.sequence_parallel = False
+        self.param_init_meta = {}
+        self.primary_weights_in_fp8 = FP8GlobalStateManager.with_fp8_parameters()
+        if self.primary_weights_in_fp8:
+            raise NotImplementedError("the TransformerEngine stand-in has no quantized (FP8) parameters")
+        self.activation_dtype: Optional[torch.dtype] = None
+        self.wgrad_accumulation_and_reduce_hooks = []
         self.wgrad_store = None
+        self._quantizers: Optional[_Quantizers] = None
+        from ...debug.pytorch.debug_state import TEDebugState
 
+        if not TEDebugState.debug_enabled:  # TE lines 630-631
+            TEDebugState.initialize()
+
+    # --- construction helpers (TE 946-957, 1081-1097, 1197-1317) ---
+    def set_tensor_parallel_group(self, tp_group) -> None:
+        self.tp_group = tp_group
+        self.tp_group_initialized = True
+
+    def set_nccl_overlap_warning_if_tp(self) -> None:
+        pass  # a CUDA_DEVICE_MAX_CONNECTIONS warning in TE; nothing to overlap on CPU
+
+    def register_parameter(self, name, param, **kwargs):
+        super().register_parameter(name, param)
+        if hasattr(self, "param_init_meta") and name not in self.param_init_meta:
+            self.param_init_meta[name] = _ParameterInitMeta(**kwargs)
+
+    def reset_parameters(self, defer_init: Optional[bool] = False) -> None:
+        if defer_init:
+            return
+        for name, param in self.named_parameters(recurse=False):
+            meta = self.param_init_meta[name]
+            if meta.get_rng_state_tracker is None:
+                meta.init_fn(param)
+            else:
+                tracker_name = getattr(self, "rng_tracker_name", None)
+                with (meta.get_rng_state_tracker().fork(tracker_name) if tracker_name
+                      else meta.get_rng_state_tracker().fork()):
+                    meta.init_fn(param)
+            setattr(self, name, torch.nn.Parameter(param))
+
+    # --- extra state (TE 806-923): an empty uint8 tensor unless FP8 state is kept ---
+    def get_extra_state(self) -> torch.Tensor:
+        if not (self.fp8_meta["fp8_checkpoint"] or self.fp8 or self.fp8_calibration):
+            return torch.empty(0, dtype=torch.uint8)
+        state = {"recipe": self.fp8_meta.get("recipe"), "extra_fp8_variables": {
+            k: v for k, v in self.fp8_meta.items() if isinstance(v, (bool, int, float, str, tuple, list))}}
+        return torch.frombuffer(bytearray(pickle.dumps(state)), dtype=torch.uint8)
+
+    def set_extra_state(self, state) -> None:
+        if state is None or (isinstance(state, torch.Tensor) and state.numel() == 0):
+            return
+        if not isinstance(state, torch.Tensor):
+            raise RuntimeError("Unsupported checkpoint format.")
+        state = pickle.loads(state.detach().cpu().numpy().tobytes())
+        if state is not None:
+            self.fp8_meta.update(state["extra_fp8_variables"])
+            self.fp8_meta["recipe"] = state["recipe"]
+
+    # --- forward preparation (TE 925-944, 971-1079) ---
+    def set_activation_dtype(self, inp: torch.Tensor) -> None:
+        if torch.is_autocast_enabled("cpu"):
+            self.activation_dtype = torch.get_autocast_dtype("cpu")
+            return
+        if self.activation_dtype == inp.dtype:
+            return
+        if not getattr(self, "allow_different_data_and_param_types", False):
+            for name, param in self.named_parameters():
+                if param is not None:
+                    assert inp.dtype == param.dtype, (
+                        "Data types for parameters must match when outside of autocasted region. "
+                        f" Found input dtype: {inp.dtype} and {name!r} dtype: {param.dtype}")
+        self.activation_dtype = inp.dtype
+
+    def init_fp8_metadata(self, num_gemms: int = 1) -> None:
+        """TE 971-1026: the module follows the autocast state of its forward."""
+        self.fp8 = FP8GlobalStateManager.is_fp8_enabled()
+        self.fp8_calibration = FP8GlobalStateManager.is_fp8_calibration()
+        if self.fp8 or self.fp8_calibration:
+            self.fp8_meta["recipe"] = FP8GlobalStateManager.get_fp8_recipe()
+            if self._quantizers is None:
+                self._quantizers = _Quantizers()
+            self.fp8_initialized = True
+
+    @contextmanager
+    def prepare_forward(self, inp: torch.Tensor, num_gemms: int = 1, allow_non_contiguous: bool = False,
+                        allow_different_data_and_param_types: bool = False):
+        self.allow_different_data_and_param_types = allow_different_data_and_param_types
+        self.forwarded_at_least_once = True
+        # TE asserts inp.is_cuda ("TransformerEngine needs CUDA."); the stand-in runs on CPU
+        if self.tp_size > 1:
+            assert self.tp_group_initialized, "TP group not initialized."
+        self.set_activation_dtype(inp)
+        self.init_fp8_metadata(num_gemms=num_gemms)
+        if not allow_non_contiguous and not inp.is_contiguous():
+            inp = inp.contiguous()
+        yield inp
+
+    def is_debug_iter(self) -> bool:
+        """TE lines 1503-1537: off unless debug mode is on (nvdlfw_inspect; here TEDebugState set by a
+        test), and then a layer with delayed weight gradients is refused in its forward (1533-1536)."""
+        from ...debug.pytorch.debug_state import TEDebugState
+
+        if not TEDebugState.debug_enabled:
+            return False
+        if self.wgrad_store is not None and self.wgrad_store.delay_wgrad_compute():
+            raise RuntimeError("Delayed wgrad compute is not supported in debug mode.")
+        raise NotImplementedError("the TransformerEngine stand-in does not reproduce TE's debug quantizers")
+
+    # --- backward helper (TE 1099-1195) ---
+    @staticmethod
+    def grad_output_preprocess(ctx, grad_output: torch.Tensor, row_parallel_mode: bool, quantizer):
+        """Returns (grad_output for the GEMMs, bias gradient or None). Without FP8 (and debug) the
+        bias gradient is left to the wgrad GEMM (None here); under FP8 it is computed now, in B,
+        from the high-precision gradient, and grad_output is quantized."""
+        grad_output = grad_output.reshape((-1, grad_output.shape[-1])).contiguous()
+        gather_grad_output = row_parallel_mode and ctx.sequence_parallel
+        if not ctx.fp8 and not ctx.debug:
+            if gather_grad_output:
+                grad_output, _ = gather_along_first_dim(grad_output, ctx.tp_group)
+            return grad_output, None
+        if gather_grad_output:  # FP8 with all-gather: unfused bgrad on the local gradient (TE 1129-1161)
+            grad_bias = grad_output.view(-1, grad_output.shape[-1]).sum(dim=0) if ctx.use_bias else None
+            grad_output, _ = gather_along_first_dim(grad_output, ctx.tp_group, quantizer=quantizer)
+            return grad_output, grad_bias
+        grad_bias = None  # FP8 without all-gather: bgrad fused with the cast (TE 1174-1195)
+        if ctx.use_bias:
+            grad_bias = grad_output.view(-1, grad_output.shape[-1]).sum(dim=0)
+        if not isinstance(grad_output, QuantizedTensorStorage):
+            grad_output = quantizer(grad_output)
+        return grad_output, grad_bias
+
+    # --- the weight-gradient API (TE 1463-1502) ---
     def register_wgrad_accumulation_and_reduce_hooks(self, wgrad_accumulation_and_reduce_hook) -> None:
         self.wgrad_accumulation_and_reduce_hooks.append(wgrad_accumulation_and_reduce_hook)
 
@@ -36,9 +212,8 @@ class TransformerEngineBaseModule(torch.nn.Module):
         return self.wgrad_store is not None and self.wgrad_store.delay_wgrad_compute()
 
     def backward_dw(self) -> None:
-        """Run the oldest delayed weight gradient, as TE does: the weight's .grad is
-        replaced (not accumulated) when not fused, the bias's .grad set only when
-        empty, then every registered hook is called."""
+        """The oldest delayed weight gradient: the weight's .grad replaced when not fused, the
+        bias's .grad set only when empty, then every registered hook."""
         if not self.need_backward_dw():
             return
         (wgrad, bgrad), _ = self.wgrad_store.pop()
@@ -54,60 +229,8 @@ class TransformerEngineBaseModule(torch.nn.Module):
             hook()
 
     def _mark_delayed_params(self) -> None:
-        # What the constructors do when delayed (linear.py 1306-1309): DDP then hooks the module.
+        # what the constructors do when delayed (linear.py 1306-1309): DDP then hooks the module
         if self.wgrad_store.delay_wgrad_compute():
             for name, param in self.named_parameters():
                 if name in self.weight_names or name in self.bias_names:
                     param.skip_backward_post_hook = True
-
-
-def weight_grad_in_backward(ctx, weight: torch.Tensor, inputmat_total: torch.Tensor, grad_output: torch.Tensor,
-                            bias: Optional[torch.Tensor]):
-    """The weight-gradient part of TE's linear backwards (no FP8: the bias
-    gradient is fused into the wgrad GEMM, see base.py grad_output_preprocess).
-
-    Returns (what autograd gets for the weight, grad_bias for autograd)."""
-    main_grad = ctx.main_grad_func() if ctx.fuse_wgrad_accumulation else None
-    if ctx.fuse_wgrad_accumulation:
-        weight.main_grad = main_grad
-    if ctx.is_first_microbatch is not None:
-        accumulate = ctx.fuse_wgrad_accumulation and not ctx.is_first_microbatch
-    else:
-        accumulate = ctx.fuse_wgrad_accumulation
-    if getattr(weight, "overwrite_main_grad", False):
-        accumulate = False
-    fuse, activation_dtype = ctx.fuse_wgrad_accumulation, ctx.activation_dtype
-
-    def wgrad_gemm(x: torch.Tensor, dy: torch.Tensor):
-        # general_gemm(x, dy, layout="NT", out=main_grad|None, accumulate=..., bias=bias|None)
-        dw = dy.t().matmul(x)
-        db = dy.sum(dim=0) if bias is not None else None
-        if fuse:
-            if accumulate:
-                main_grad.add_(dw.to(main_grad.dtype))
-            else:
-                main_grad.copy_(dw)
-            dw = main_grad
-        else:
-            dw = dw.to(activation_dtype)
-        return dw, db
-
-    wgrad, grad_bias = None, None
-    if ctx.wgrad_store is not None and ctx.wgrad_store.delay_wgrad_compute():
-        ctx.wgrad_store.put([inputmat_total, grad_output], wgrad_gemm)
-    else:
-        wgrad, grad_bias = wgrad_gemm(inputmat_total, grad_output)
-    # "Handle custom DDP from mcore."
-    if fuse and hasattr(weight, "grad_added_to_main_grad"):
-        weight.grad_added_to_main_grad = True
-        wgrad = get_dummy_wgrad(list(weight.main_grad.shape), weight.dtype,
-                                zero=getattr(weight, "zero_out_wgrad", False))
-    elif fuse:
-        wgrad = None
-    return wgrad, grad_bias
-
-
-def save_main_grad_func(ctx, weight: torch.Tensor, fuse_wgrad_accumulation: bool) -> None:
-    # main_grad is read in backward, never saved (it is modified in place)
-    if fuse_wgrad_accumulation and weight.requires_grad:
-        ctx.main_grad_func = lambda: weight.main_grad

@@ -1,0 +1,232 @@
+"""The TransformerEngine stand-in's scenarios, run the same way against whichever
+`transformer_engine` this interpreter imports: the stand-in (tests/te_standin first on
+PYTHONPATH) or a real TransformerEngine (on a GPU). Used by tests/test_te_standin_conformance.py,
+which runs this file once per implementation and compares what each recorded.
+
+    python tests/te_conformance_cases.py OUT.pt
+
+Every case builds its layers from the same seeded CPU tensors (copied into the layer's
+parameters), feeds the same inputs (on CUDA when TE is real) and records, on CPU: outputs, the
+input gradient, what each parameter's .grad / main_grad holds after B, the delayed weight and
+bias gradients after backward_dw, facts (types handed to put, which gradients exist when), and
+for the refusals the exception type and message. fp32 throughout: on a GPU, TE's attention
+then takes its unfused backend, the function the stand-in computes.
+"""
+from __future__ import annotations
+
+import sys
+import traceback
+
+import torch
+
+CASES = ["linear_delayed", "linear_row_return_bias", "layernorm_linear_delayed", "rmsnorm_linear_zero_centered",
+         "fused_main_grad_first_microbatch", "dot_product_attention_causal_gqa", "norms",
+         "fp8_bias_gradient_in_b", "refusals"]
+
+
+def _device(te) -> str:
+    standin = getattr(te, "__file__", "").find("te_standin") >= 0
+    return "cpu" if standin else "cuda"
+
+
+def _seeded(*shape, seed: int) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _fill(layer, seed: int) -> None:
+    """Every floating parameter of `layer` from a seeded CPU tensor (norm weights near 1)."""
+    with torch.no_grad():
+        for i, (name, p) in enumerate(sorted(layer.named_parameters())):
+            value = _seeded(*p.shape, seed=seed + i) * 0.2
+            if "layer_norm_weight" in name or name == "weight" and p.dim() == 1:
+                value = value + (0.0 if getattr(layer, "zero_centered_gamma", False) else 1.0)
+            p.copy_(value.to(p.device, p.dtype))
+
+
+def _cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().clone()
+    return x
+
+
+def _grads(layer) -> dict:
+    return {name: _cpu(p.grad) for name, p in layer.named_parameters()}
+
+
+def _record_puts(layer) -> list:
+    """Wrap the layer's store's put to record the types it is handed."""
+    handed, put = [], layer.wgrad_store.put
+
+    def recording(tensor_list, func):
+        handed.append([(type(item).__name__, isinstance(item, torch.Tensor)) for item in tensor_list])
+        return put(tensor_list, func)
+
+    layer.wgrad_store.put = recording
+    return handed
+
+
+def _delayed_linear_case(te, layer, x_shape, seed: int, *, returns_bias=False) -> dict:
+    dev = _device(te)
+    _fill(layer, seed)
+    handed = _record_puts(layer) if layer.wgrad_store.delay_wgrad_compute() else []
+    x = _seeded(*x_shape, seed=seed + 100).to(dev).requires_grad_(True)
+    out = layer(x)
+    bias_out = None
+    if returns_bias:
+        out, bias_out = out
+    loss = (out.float() ** 2).sum() + (0 if bias_out is None else (out.float() * bias_out.float()).sum())
+    loss.backward()
+    rec = {"out": _cpu(out), "dgrad": _cpu(x.grad), "after_b": _grads(layer), "puts": handed,
+           "need_backward_dw": layer.need_backward_dw()}
+    layer.backward_dw()
+    rec["after_w"] = _grads(layer)
+    return rec
+
+
+def linear_delayed(te):
+    dev = _device(te)
+    layer = te.Linear(16, 12, bias=True, delay_wgrad_compute=True, device=dev, params_dtype=torch.float32)
+    return _delayed_linear_case(te, layer, (5, 3, 16), seed=1)
+
+
+def linear_row_return_bias(te):
+    dev = _device(te)
+    layer = te.Linear(16, 12, bias=True, return_bias=True, parallel_mode="row", delay_wgrad_compute=True,
+                      device=dev, params_dtype=torch.float32)
+    return _delayed_linear_case(te, layer, (5, 3, 16), seed=2, returns_bias=True)
+
+
+def layernorm_linear_delayed(te):
+    dev = _device(te)
+    layer = te.LayerNormLinear(16, 24, eps=1e-5, bias=True, delay_wgrad_compute=True, device=dev,
+                               params_dtype=torch.float32)
+    return _delayed_linear_case(te, layer, (5, 3, 16), seed=3)
+
+
+def rmsnorm_linear_zero_centered(te):
+    dev = _device(te)
+    layer = te.LayerNormLinear(16, 8, eps=1e-6, bias=False, normalization="RMSNorm", zero_centered_gamma=True,
+                               delay_wgrad_compute=True, device=dev, params_dtype=torch.float32)
+    return _delayed_linear_case(te, layer, (4, 2, 16), seed=4)
+
+
+def fused_main_grad_first_microbatch(te):
+    """fuse_wgrad_accumulation: B leaves main_grad alone (megatron's grad_added_to_main_grad set,
+    a dummy handed to autograd); W writes main_grad, overwriting on the first microbatch."""
+    dev = _device(te)
+    layer = te.Linear(16, 12, bias=True, fuse_wgrad_accumulation=True, delay_wgrad_compute=True, device=dev,
+                      params_dtype=torch.float32)
+    _fill(layer, 5)
+    layer.weight.main_grad = torch.full((12, 16), 7.0, device=dev)  # stale: the first microbatch overwrites it
+    layer.weight.grad_added_to_main_grad = False
+    rec = {}
+    for mb, first in enumerate((True, False)):
+        x = _seeded(4, 2, 16, seed=50 + mb).to(dev).requires_grad_(True)
+        (layer(x, is_first_microbatch=first).float() ** 2).sum().backward()
+        rec[f"main_grad_after_b{mb}"] = _cpu(layer.weight.main_grad)
+        rec[f"grad_added_to_main_grad_b{mb}"] = bool(layer.weight.grad_added_to_main_grad)
+        rec[f"dgrad{mb}"] = _cpu(x.grad)
+    layer.backward_dw()
+    rec["main_grad_after_w0"] = _cpu(layer.weight.main_grad)
+    layer.backward_dw()
+    rec["main_grad_after_w1"] = _cpu(layer.weight.main_grad)
+    rec["bias_grad"] = _cpu(layer.bias.grad)
+    return rec
+
+
+def dot_product_attention_causal_gqa(te):
+    dev = _device(te)
+    s, b, heads, groups, d = 6, 2, 4, 2, 8
+    attn = te.DotProductAttention(heads, d, num_gqa_groups=groups, attention_dropout=0.0, qkv_format="sbhd",
+                                  attn_mask_type="causal")
+    q = _seeded(s, b, heads, d, seed=60).to(dev).requires_grad_(True)
+    k = _seeded(s, b, groups, d, seed=61).to(dev).requires_grad_(True)
+    v = _seeded(s, b, groups, d, seed=62).to(dev).requires_grad_(True)
+    out = attn(q, k, v)
+    (out.float() ** 2).sum().backward()
+    return {"out": _cpu(out), "shape": tuple(out.shape), "dq": _cpu(q.grad), "dk": _cpu(k.grad), "dv": _cpu(v.grad)}
+
+
+def norms(te):
+    dev = _device(te)
+    rec = {}
+    for cls in ("LayerNorm", "RMSNorm"):
+        norm = getattr(te, cls)(16, eps=1e-5, device=dev, params_dtype=torch.float32)
+        _fill(norm, 70)
+        x = _seeded(3, 2, 16, seed=71).to(dev).requires_grad_(True)
+        out = norm(x)
+        (out ** 2).sum().backward()
+        rec[cls] = {"out": _cpu(out), "dgrad": _cpu(x.grad), "grads": _grads(norm),
+                    "params": sorted(n for n, _ in norm.named_parameters())}
+    return rec
+
+
+def fp8_bias_gradient_in_b(te):
+    """Under FP8 (a real FP8 device; the stand-in's emulated one) a delayed Linear gets its bias
+    gradient in B and hands put quantized storages. Values differ (FP8 rounds, the emulation does
+    not): recorded are facts and values for a loose comparison."""
+    from transformer_engine.pytorch import quantization
+
+    emulate = getattr(quantization, "emulate_fp8_device", None)
+    if emulate is None and not te.is_fp8_available():
+        return {"unavailable": "no FP8 on this device"}
+    import contextlib
+
+    from transformer_engine.common.recipe import DelayedScaling
+
+    dev = _device(te)
+    layer = te.Linear(32, 32, bias=True, delay_wgrad_compute=True, device=dev, params_dtype=torch.float32)
+    _fill(layer, 80)
+    handed = _record_puts(layer)
+    x = _seeded(16, 32, seed=81).to(dev).requires_grad_(True)
+    with (emulate() if emulate else contextlib.nullcontext()), te.fp8_autocast(enabled=True, fp8_recipe=DelayedScaling()):
+        out = layer(x)
+    (out.float() ** 2).sum().backward()
+    rec = {"bias_grad_after_b": layer.bias.grad is not None, "weight_grad_after_b": layer.weight.grad is not None,
+           "puts": handed, "out": _cpu(out), "bias_grad": _cpu(layer.bias.grad)}
+    layer.backward_dw()
+    rec["weight_grad"] = _cpu(layer.weight.grad)
+    return rec
+
+
+def refusals(te):
+    from transformer_engine.pytorch.module._common import WeightGradStore
+
+    dev = _device(te)
+    attempts = {
+        "store_delayed_with_ub_bulk_wgrad": lambda: WeightGradStore(True, True),
+        "store_put_undelayed": lambda: WeightGradStore(False).put([], None),
+        "store_pop_empty": lambda: WeightGradStore(True).pop(),
+        "linear_bad_parallel_mode": lambda: te.Linear(4, 4, parallel_mode="diagonal", device=dev),
+        "layernorm_linear_bad_normalization": lambda: te.LayerNormLinear(4, 4, normalization="BatchNorm", device=dev),
+        "attention_wrong_head_dim": lambda: te.DotProductAttention(2, 8, qkv_format="sbhd")(
+            *(torch.zeros(3, 1, 2, 4, device=dev) for _ in range(3))),
+        "backward_dw_undelayed_is_a_no_op": lambda: te.Linear(4, 4, device=dev).backward_dw(),
+    }
+    rec = {}
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            rec[name] = None
+        except Exception as exc:  # noqa: BLE001 (what raises is the record)
+            rec[name] = (type(exc).__name__, str(exc))
+    return rec
+
+
+def main(out_path: str) -> None:
+    import transformer_engine
+    import transformer_engine.pytorch as te
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    results = {"version": str(transformer_engine.__version__), "standin": _device(te) == "cpu"}
+    for name in CASES:
+        try:
+            results[name] = {"ok": globals()[name](te)}
+        except Exception as exc:  # noqa: BLE001
+            results[name] = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()[-3000:]}
+    torch.save(results, out_path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,102 @@
+"""Stand-in for TE v2.11 ``transformer_engine/common/recipe/__init__.py`` (commit c188b533):
+the FP8/FP4 formats (``Format``, lines 23-44) and the recipe dataclasses with the fields and
+predicates megatron-core uses (``Recipe`` 86-117, ``DelayedScaling`` 120-220,
+``Float8CurrentScaling`` 223-262, ``MXFP8BlockScaling`` 264-303, ``Float8BlockScaling``
+305-384, ``NVFP4BlockScaling`` 386-481, ``CustomRecipe`` 483-520). Building a recipe works on
+CPU as in TE; running one does not (quantization.py)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Callable, NamedTuple, Optional
+
+
+class _FormatHelper(NamedTuple):
+    max_fwd: float
+    max_bwd: float
+
+
+class Format(Enum):
+    E2M1 = _FormatHelper(max_fwd=6, max_bwd=6)
+    E4M3 = _FormatHelper(max_fwd=448, max_bwd=448)
+    E5M2 = _FormatHelper(max_fwd=57344, max_bwd=57344)
+    HYBRID = _FormatHelper(max_fwd=448, max_bwd=57344)
+
+
+class Recipe:
+    def nvfp4(self):
+        return isinstance(self, NVFP4BlockScaling)
+
+    def mxfp8(self):
+        return isinstance(self, MXFP8BlockScaling)
+
+    def delayed(self):
+        return isinstance(self, DelayedScaling)
+
+    def float8_current_scaling(self):
+        return isinstance(self, Float8CurrentScaling)
+
+    def float8_per_tensor_scaling(self):
+        return isinstance(self, (DelayedScaling, Float8CurrentScaling))
+
+    def float8_block_scaling(self):
+        return isinstance(self, Float8BlockScaling)
+
+    def custom(self):
+        return isinstance(self, CustomRecipe)
+
+
+@dataclass()
+class DelayedScaling(Recipe):
+    margin: int = 0
+    fp8_format: Format = Format.HYBRID
+    amax_history_len: int = 1024
+    amax_compute_algo: Any = "max"
+    scaling_factor_compute_algo: Optional[Callable] = None
+    reduce_amax: bool = True
+    fp8_dpa: bool = False
+    fp8_mha: bool = False
+
+    def __post_init__(self) -> None:
+        # TE line 208-209
+        assert self.fp8_format != Format.E5M2, "Pure E5M2 training is not supported."
+
+
+@dataclass()
+class Float8CurrentScaling(Recipe):
+    fp8_format: Format = Format.HYBRID
+    fp8_dpa: bool = False
+    fp8_mha: bool = False
+
+
+@dataclass()
+class MXFP8BlockScaling(Recipe):
+    margin: int = 0
+    fp8_format: Format = Format.E4M3
+    fp8_dpa: bool = False
+    fp8_mha: bool = False
+
+
+@dataclass()
+class Float8BlockScaling(Recipe):
+    fp8_format: Format = Format.E4M3
+    x_block_scaling_dim: int = 1
+    w_block_scaling_dim: int = 2
+    grad_block_scaling_dim: int = 1
+    fp8_dpa: bool = False
+    fp8_mha: bool = False
+
+
+@dataclass()
+class NVFP4BlockScaling(Recipe):
+    fp4_format: Format = Format.E2M1
+    fp8_format: Format = Format.E4M3
+    fp8_dpa: bool = False
+    fp8_mha: bool = False
+
+
+@dataclass()
+class CustomRecipe(Recipe):
+    qfactory: Callable[..., Any] = None
+    fp8_dpa: bool = False
+    fp8_mha: bool = False

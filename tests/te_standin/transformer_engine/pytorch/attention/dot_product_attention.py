@@ -1,0 +1,184 @@
+"""Stand-in for TE v2.11 ``DotProductAttention`` (commit c188b533,
+``pytorch/attention/dot_product_attention/dot_product_attention.py``: constructor lines 318-490
+with TE's signature, forward 799-1600), computed as TE's unfused backend computes it
+(``backends.py`` ``UnfusedDotProductAttention.forward``, lines 250-590: scores = alpha * Q K^T by
+baddbmm (423), the full mask of ``dot_product_attention/utils.py`` ``get_full_mask`` (1223-1374), masked fill with -10000.0
+(``pytorch/utils.py`` ``attention_mask_func`` 72-77), softmax in fp32 for 16-bit inputs
+(``softmax.py`` ``forward_torch_softmax`` 248-278), dropout under the RNG tracker's fork, context
+= P V, returned as [s, b, h*d] for ``sbhd``). On a GPU TE would pick its flash or cuDNN backend
+(the same function up to rounding). Supported here: ``qkv_format`` sbhd/bshd, mask types
+``no_mask``/``causal``/``padding``/``padding_causal`` (and ``arbitrary`` with a given mask), GQA,
+``no_bias``/``post_scale_bias``; anything else (thd, sliding windows, context parallelism,
+alibi, learnable softmax offsets, FP8 attention, KV caching) raises NotImplementedError."""
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import Callable, List, Optional, Tuple, Union
+
+import torch
+
+from ..distributed import get_distributed_world_size, set_all_rng_states
+from ..module.base import TransformerEngineBaseModule
+
+AttnMaskTypes = ("no_mask", "padding", "causal", "padding_causal", "causal_bottom_right",
+                 "padding_causal_bottom_right", "arbitrary")  # TE constants.py
+AttnTypes = ("self", "cross")
+
+
+def _not_reproduced(what: str) -> NotImplementedError:
+    return NotImplementedError(f"the TransformerEngine stand-in's DotProductAttention does not reproduce {what}")
+
+
+class DotProductAttention(TransformerEngineBaseModule):
+    def __init__(self, num_attention_heads: int, kv_channels: Union[int, Tuple[int, int]],
+                 num_gqa_groups: Optional[int] = None, attention_dropout: float = 0.0, qkv_format: str = "sbhd",
+                 attn_mask_type: str = "causal", window_size: Optional[Tuple[int, int]] = None,
+                 sequence_parallel: bool = False, tp_size: int = 1, get_rng_state_tracker: Optional[Callable] = None,
+                 tp_group=None, layer_number: Optional[int] = None, attention_type: str = "self",
+                 cp_group=None, cp_global_ranks: List[int] = None, cp_stream=None, cp_comm_type: str = "p2p",
+                 softmax_scale: Optional[float] = None, softmax_type: str = "vanilla",
+                 return_max_logit: Optional[bool] = False) -> None:
+        super().__init__()
+        self.qkv_format = qkv_format
+        attn_mask_type = attn_mask_type.replace(",", "_")
+        if attn_mask_type == "causal_padding":
+            attn_mask_type = "padding_causal"
+        self.attn_mask_type = attn_mask_type
+        if window_size is not None and tuple(window_size) not in ((-1, -1), (-1, 0)):
+            raise _not_reproduced("sliding-window attention")
+        if tp_group is None:
+            self.tp_size = tp_size
+            if tp_size == 1:
+                self.set_tensor_parallel_group(tp_group)
+        else:
+            self.tp_size = get_distributed_world_size(tp_group)
+            self.set_tensor_parallel_group(tp_group)
+        self.get_rng_state_tracker = get_rng_state_tracker
+        self.num_attention_heads = num_attention_heads
+        self.layer_number = 1 if layer_number is None else layer_number
+        if cp_group is not None and get_distributed_world_size(cp_group) > 1:
+            raise _not_reproduced("context parallelism")
+        self.cp_group, self.cp_global_ranks, self.cp_stream, self.cp_comm_type = (cp_group, cp_global_ranks,
+                                                                                  cp_stream, cp_comm_type)
+        self.hidden_size_per_attention_head_k = kv_channels if isinstance(kv_channels, int) else kv_channels[0]
+        self.hidden_size_per_attention_head_v = kv_channels if isinstance(kv_channels, int) else kv_channels[1]
+        self.num_gqa_groups = num_attention_heads if num_gqa_groups is None else num_gqa_groups
+        self.num_gqa_groups_per_partition = int(self.num_gqa_groups // self.tp_size)
+        assert num_attention_heads % self.num_gqa_groups == 0, \
+            "The number of attention heads must be divisible by the number of GQA groups!"
+        self.rng_states_tracker = None
+        if sequence_parallel or get_rng_state_tracker is None:  # lines 383-388
+            self.attention_dropout_ctx = nullcontext
+        else:
+            self.rng_states_tracker = get_rng_state_tracker()
+            set_all_rng_states(self.rng_states_tracker.get_states())
+            self.attention_dropout_ctx = self.rng_states_tracker.fork
+        if softmax_scale is None:
+            softmax_scale = 1.0 / math.sqrt(self.hidden_size_per_attention_head_k)
+        self.softmax_scale = softmax_scale
+        assert attention_type in AttnTypes, f"attention_type {attention_type} not supported"
+        self.attention_type = attention_type
+        self.attention_dropout = attention_dropout
+        self.dropout = torch.nn.Dropout(attention_dropout)
+        if softmax_type != "vanilla":
+            raise _not_reproduced(f"softmax_type={softmax_type!r}")
+        if return_max_logit:
+            raise _not_reproduced("return_max_logit")
+        self.softmax_type = softmax_type
+        self.return_max_logit = return_max_logit
+
+    def set_context_parallel_group(self, cp_group, cp_global_ranks, cp_stream, cp_comm_type="p2p") -> None:
+        if cp_group is not None and get_distributed_world_size(cp_group) > 1:
+            raise _not_reproduced("context parallelism")
+        self.cp_group, self.cp_global_ranks, self.cp_stream, self.cp_comm_type = (cp_group, cp_global_ranks,
+                                                                                  cp_stream, cp_comm_type)
+
+    def forward(self, query_layer: torch.Tensor, key_layer: torch.Tensor, value_layer: torch.Tensor,
+                attention_mask=None, qkv_format: str = None, cu_seqlens_q=None, cu_seqlens_kv=None,
+                cu_seqlens_q_padded=None, cu_seqlens_kv_padded=None, max_seqlen_q: int = None,
+                max_seqlen_kv: int = None, attn_mask_type: Optional[str] = None, window_size=None,
+                checkpoint_core_attention: bool = False, core_attention_bias_type: str = "no_bias",
+                core_attention_bias: Optional[torch.Tensor] = None, alibi_slopes=None, fast_zero_fill: bool = True,
+                inference_params=None, pad_between_seqs: Optional[bool] = None, fp8_output: Optional[bool] = False,
+                num_splits: Optional[int] = 1) -> torch.Tensor:
+        # the checks of lines 1040-1079 (TE asserts CUDA tensors first, 1041-1043)
+        assert query_layer.dtype == key_layer.dtype == value_layer.dtype, \
+            "Queries, keys and values must have the same data type!"
+        assert key_layer.shape[:-1] == value_layer.shape[:-1], \
+            "Keys and values must have the same batch size, sequence length and number of heads!"
+        assert query_layer.shape[-1] == key_layer.shape[-1], "Queries and keys must have the same head dimension!"
+        assert query_layer.shape[-1] == self.hidden_size_per_attention_head_k, (
+            f"Keys have head_dim = {query_layer.shape[-1]}, but expected head_dim ="
+            f" {self.hidden_size_per_attention_head_k}!")
+        assert value_layer.shape[-1] == self.hidden_size_per_attention_head_v, (
+            f"Values have head_dim = {value_layer.shape[-1]}, but expected head_dim ="
+            f" {self.hidden_size_per_attention_head_v}!")
+        assert key_layer.shape[-2] == self.num_gqa_groups_per_partition, (
+            f"Keys and values must have num_gqa_group = {self.num_gqa_groups_per_partition} heads! "
+            f"Found {key_layer.shape[-2]}.")
+        if attn_mask_type is None:
+            attn_mask_type = self.attn_mask_type
+        else:
+            attn_mask_type = attn_mask_type.replace(",", "_")
+            if attn_mask_type == "causal_padding":
+                attn_mask_type = "padding_causal"
+        assert attn_mask_type in AttnMaskTypes, f"Attention mask type {attn_mask_type} is not supported!"
+        qkv_format = self.qkv_format if qkv_format is None else qkv_format
+        assert qkv_format in ("sbhd", "bshd", "thd"), \
+            "DotProductAttention only supports qkv_format = {'sbhd', 'bshd', 'thd'}!"
+        if qkv_format == "thd":
+            raise _not_reproduced("qkv_format='thd'")
+        if "bottom_right" in attn_mask_type or (window_size is not None and tuple(window_size) != (-1, -1)):
+            raise _not_reproduced(f"attn_mask_type={attn_mask_type!r} / sliding windows")
+        if core_attention_bias_type not in ("no_bias", "post_scale_bias"):
+            raise _not_reproduced(f"core_attention_bias_type={core_attention_bias_type!r}")
+        if inference_params is not None or checkpoint_core_attention or fp8_output:
+            raise _not_reproduced("KV caching, checkpointed core attention or FP8 output")
+        if self.fp8 or self.fp8_calibration:
+            raise _not_reproduced("FP8 attention")
+
+        q, k, v = query_layer, key_layer, value_layer
+        if qkv_format == "bshd":
+            q, k, v = (x.transpose(0, 1) for x in (q, k, v))
+        sq, b, np_, hn = q.shape
+        sk = k.shape[0]
+        if k.shape[2] != np_:  # GQA (backends.py 360-372)
+            k = k.repeat_interleave(np_ // k.shape[2], dim=2)
+            v = v.repeat_interleave(np_ // v.shape[2], dim=2)
+        # scores [b, np, sq, sk] = scale * Q K^T (backends.py 374-430)
+        scores = torch.baddbmm(torch.empty(b * np_, sq, sk, dtype=q.dtype, device=q.device),
+                               q.reshape(sq, b * np_, -1).transpose(0, 1),
+                               k.reshape(sk, b * np_, -1).transpose(0, 1).transpose(1, 2),
+                               beta=0.0, alpha=self.softmax_scale).view(b, np_, sq, sk)
+        if core_attention_bias_type == "post_scale_bias":
+            assert core_attention_bias is not None, "core_attention_bias should not be None!"
+            scores = (scores + core_attention_bias).to(dtype=q.dtype)
+        mask = self._full_mask(attention_mask, attn_mask_type, sq, sk, q.device)
+        x = scores.float() if scores.dtype in (torch.float16, torch.bfloat16) else scores
+        if mask is not None and attn_mask_type != "no_mask":
+            x = x.masked_fill(mask, -10000.0)
+        probs = torch.nn.functional.softmax(x, dim=-1).to(scores.dtype)
+        if "padding" in attn_mask_type:
+            probs = probs.masked_fill(mask, 0)
+        with self.attention_dropout_ctx():
+            probs = self.dropout(probs)
+        context = torch.bmm(probs.view(b * np_, sq, sk), v.reshape(sk, b * np_, -1).transpose(0, 1))
+        context = context.view(b, np_, sq, -1)
+        if qkv_format == "sbhd":
+            return context.permute(2, 0, 1, 3).contiguous().view(sq, b, -1)
+        return context.permute(0, 2, 1, 3).contiguous().view(b, sq, -1)
+
+    def _full_mask(self, attention_mask, attn_mask_type: str, sq: int, sk: int, device) -> Optional[torch.Tensor]:
+        """utils.get_full_mask for the supported types: padding OR'ed with the causal mask (j > i)."""
+        if "padding" in attn_mask_type:
+            if attention_mask is None:
+                raise _not_reproduced("padding masks built from cu_seqlens")
+            if self.attention_type == "self":
+                attention_mask = torch.logical_or(attention_mask.squeeze(1).unsqueeze(3), attention_mask)
+            else:
+                attention_mask = torch.logical_or(attention_mask[0].squeeze(1).unsqueeze(3), attention_mask[1])
+        if "causal" in attn_mask_type:
+            causal = torch.triu(torch.ones(sq, sk, dtype=torch.bool, device=device), diagonal=1)
+            attention_mask = causal if attention_mask is None else torch.logical_or(attention_mask, causal)
+        return attention_mask
