@@ -419,3 +419,37 @@ def hoisted_lowering(schedule: Schedule, ends: list) -> Lowered:
             out_items += after.get(i, [])
         ranks.append(tuple(out_items))
     return Lowered(schedule, tuple(ranks))
+
+
+def queue_order_conflict(lowered: Lowered) -> Optional[tuple]:
+    """None when one global order of messages agrees with every rank's queue (each posting's
+    messages after all of the rank's earlier postings'), the invariant that makes a lowering
+    hang-free; else two messages some ranks order both ways (a cycle of "posted before")."""
+    after: dict = {}  # message -> messages some rank posts after it
+    for items in lowered.ranks:
+        earlier: list = []
+        for item in items:
+            msgs = [x.msg for x in _ops_of(item)]
+            for m in msgs:
+                for e in earlier:
+                    after.setdefault(e, set()).add(m)
+            earlier += msgs
+    state: dict = {}  # depth-first search for a cycle: 1 on the path, 2 done
+
+    for start in after:
+        stack = [(start, iter(after.get(start, ())))]
+        if state.get(start):
+            continue
+        state[start] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+            elif state.get(child) == 1:
+                return node, child
+            elif not state.get(child):
+                state[child] = 1
+                stack.append((child, iter(after.get(child, ()))))
+    return None
