@@ -25,10 +25,12 @@ group's own communicator (one stream) under both communicator init modes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Iterator, NamedTuple, Optional, Union
 
 from .compiled import compile_schedule, rule_table
 from .costs import UNIT
+from .deps import RESULT_KINDS
 from .errors import ScheduleError
 from .gc_pause import gc_paused
 from .ir import F, Op, Schedule
@@ -147,27 +149,37 @@ def lower(schedule: Schedule, ends: Optional[list] = None) -> Lowered:
     return Lowered(schedule, ranks)
 
 
+# Built with tuple.__new__: the same objects as calling the classes, without their Python-level __new__
+_message = partial(tuple.__new__, Message)
+_send = partial(tuple.__new__, Send)
+_recv = partial(tuple.__new__, Recv)
+_post = partial(tuple.__new__, _Post)
+_batch = partial(tuple.__new__, Batch)
+
+
 def _posts(schedule: Schedule, ends: list) -> list[list[_Post]]:
     """Every rank's sends and receives, each keyed by its message's place in the global order."""
     compiled = compile_schedule(schedule)
-    sent: dict[Message, tuple] = {}  # message -> (key, send time)
+    sent: dict[tuple, tuple] = {}  # message -> (key, send time)
     posts: list[list[_Post]] = [[] for _ in range(schedule.pp)]
     for r, (rules, mbs) in enumerate(zip(compiled.rules, compiled.mbs)):
+        mine, ends_r = posts[r], ends[r]
         for pos, (rule, mb) in enumerate(zip(rules, mbs)):
             if rule.send_to >= 0:
-                msg = Message(rule.send_kind, mb, rule.stage, rule.dst)
-                key = (ends[r][pos], r, pos)
-                sent[msg] = (key, ends[r][pos])
-                posts[r].append(_Post(key, ends[r][pos], Send(msg, rule.send_to), pos, -1))
+                msg = _message((RESULT_KINDS[rule.out % 3], mb, rule.stage, rule.dst))
+                key = (ends_r[pos], r, pos)
+                sent[msg] = (key, ends_r[pos])
+                mine.append(_post((key, ends_r[pos], _send((msg, rule.send_to)), pos, -1)))
     for r, (rules, mbs) in enumerate(zip(compiled.rules, compiled.mbs)):
+        mine = posts[r]
         for pos, (rule, mb) in enumerate(zip(rules, mbs)):
             if rule.recv_from >= 0:
-                msg = Message(rule.recv_kind, mb, rule.src, rule.stage)
+                msg = _message((RESULT_KINDS[rule.need % 3], mb, rule.src, rule.stage))
                 if msg not in sent:
                     raise ScheduleError(f"rank {r} op {schedule.ranks[r][pos]} needs {msg}, which no op of rank "
                                         f"{rule.recv_from} makes")
                 key, time = sent[msg]
-                posts[r].append(_Post(key, time, Recv(msg, rule.recv_from), -1, pos))
+                mine.append(_post((key, time, _recv((msg, rule.recv_from)), -1, pos)))
     return posts
 
 
@@ -188,7 +200,7 @@ def _place(ops: tuple, posts: list[_Post], ends: list) -> tuple:
     out: list = []
     for g, posted in enumerate(gaps):
         if posted:
-            out.extend(Batch(tuple(p.item for p in group)) for group in _batches(posted, ends))
+            out.extend(_batch((tuple([p.item for p in group]),)) for group in _batches(posted, ends))
         if g < len(ops):
             out.append(ops[g])
     return tuple(out)

@@ -140,28 +140,28 @@ class Network:
     def _add_rank(self, r: int, items: tuple) -> None:
         """Number rank r's postings and check its items in order: well-formed postings, each
         op's input received (or computed on this rank) before it, each send after the op
-        making its message, nothing sent or received twice."""
+        making its message, nothing sent or received twice. (Messages are looked up as
+        plain tuples, which equal and hash like the `Message` they stand for.)"""
         sched = self.schedule
-        for item in items:
-            for op in _posted(r, item):
-                if type(op.peer) is not int or not 0 <= op.peer < self.pp or op.peer == r:
-                    raise ScheduleError(f"rank {r} posts '{op}', but its peers are ranks "
-                                        f"{', '.join(str(q) for q in range(self.pp) if q != r)}")
-        compute = [item for item in items if type(item) not in (Send, Recv, Batch)]
-        rules, mbs = op_rows(r, compute, rule_table(sched.pp, sched.chunks_per_rank, sched.placement)[r].by_op,
-                             sched.microbatches, sched.chunks_per_rank)
+        compute = [item for item in items if type(item) not in _POSTINGS]
+        table = rule_table(sched.pp, sched.chunks_per_rank, sched.placement)[r]
+        rules, mbs = op_rows(r, compute, table.by_op, sched.microbatches, sched.chunks_per_rank)
         stride = 3 * sched.num_stages
         steps, units, is_batch, waits, stages, needs = [], [], [], [], [], []
-        received: dict[Message, int] = {}  # message -> its queue entry
+        received: dict[tuple, int] = {}  # message -> its queue entry
         made: set = set()  # messages made by this rank's ops so far
         sent: set = set()
         done: set = set()  # results computed on this rank so far (keyed as in `compiled`)
+        ops, rank, unit = self.ops, self.rank, self.unit
         k = 0
         for item in items:
-            posted = _posted(r, item)
-            if posted:
+            kind = type(item)
+            if kind in _POSTINGS:
                 entry = []
-                for op in posted:
+                for op in _posted(r, item):
+                    if type(op.peer) is not int or not 0 <= op.peer < self.pp or op.peer == r:
+                        raise ScheduleError(f"rank {r} posts '{op}', but its peers are ranks "
+                                            f"{', '.join(str(q) for q in range(self.pp) if q != r)}")
                     if type(op) is Send:
                         if op.msg in sent:
                             raise ScheduleError(f"rank {r} sends {op.msg} twice")
@@ -172,10 +172,13 @@ class Network:
                         if op.msg in received:
                             raise ScheduleError(f"rank {r} receives {op.msg} twice")
                         received[op.msg] = len(units)
-                    entry.append(self._new_op(op, r, len(units)))
+                    entry.append(len(ops))
+                    ops.append(op)
+                    rank.append(r)
+                    unit.append(len(units))
                 steps.append(len(units))
                 units.append(entry)
-                is_batch.append(type(item) is Batch)
+                is_batch.append(kind is Batch)
                 waits.append(-1)
                 stages.append(-1)
                 needs.append(None)
@@ -185,10 +188,11 @@ class Network:
             wait, msg = -1, None
             base = mb * stride
             if rule.recv_from >= 0:
-                msg = Message(rule.recv_kind, mb, rule.src, rule.stage)
-                if msg not in received:
-                    raise ScheduleError(f"rank {r} op {item} needs {msg} but posts no receive for it before the op")
-                wait = received[msg]
+                msg = (RESULT_KINDS[rule.need % 3], mb, rule.src, rule.stage)
+                wait = received.get(msg, -1)
+                if wait < 0:
+                    raise ScheduleError(f"rank {r} op {item} needs {Message(*msg)} but posts no receive for it "
+                                        f"before the op")
             elif rule.need >= 0 and base + rule.need not in done:
                 key = (RESULT_KINDS[rule.need % 3], mb, rule.src)
                 raise ScheduleError(f"rank {r} op {item} runs before {describe(key)}, which this rank computes later")
@@ -196,24 +200,18 @@ class Network:
             if rule.out2 >= 0:
                 done.add(base + rule.out2)
             if rule.send_to >= 0:
-                made.add(Message(rule.send_kind, mb, rule.stage, rule.dst))
+                made.add((RESULT_KINDS[rule.out % 3], mb, rule.stage, rule.dst))
             steps.append(item)
             waits.append(wait)
             stages.append(rule.stage)
             needs.append(msg)
+        self.partner += [-1] * (len(ops) - len(self.partner))
         self.steps.append(steps)
         self.units.append(units)
         self.is_batch.append(is_batch)
         self.waits.append(waits)
         self.stages.append(stages)
         self.needs.append(needs)
-
-    def _new_op(self, op: Union[Send, Recv], r: int, unit: int) -> int:
-        self.ops.append(op)
-        self.rank.append(r)
-        self.unit.append(unit)
-        self.partner.append(-1)
-        return len(self.ops) - 1
 
     def _match(self) -> None:
         """Pair the k-th send from a to b with the k-th receive of b from a (FIFO)."""
@@ -239,12 +237,17 @@ class Network:
                                     f"{len(out)} messages to rank {dst}, which receives {len(into)} from it")
 
 
+_POSTINGS = (Send, Recv, Batch)
+_P2P = (Send, Recv)
+_P2P_TYPES = frozenset(_P2P)
+
+
 def _posted(r: int, item) -> tuple:
     """The sends and receives an item posts (none for a compute op); raises for a malformed posting."""
-    if type(item) in (Send, Recv):
+    if type(item) in _P2P:
         return (item,)
     if type(item) is Batch:
-        if not item.items or not all(type(op) in (Send, Recv) for op in item.items):
+        if not item.items or not _P2P_TYPES.issuperset(map(type, item.items)):
             raise ScheduleError(f"rank {r} posts '{item}': a batch holds one or more sends and receives")
         return item.items
     return ()
@@ -275,6 +278,8 @@ class _Run:
         self.waiting_init = [-1] * pp  # the peer whose first contact a host waits in, or _BARRIER
         self.in_group = [False] * pp  # has posted its first batch (joined the group communicator)
         self.group_ready = False
+        self.settled = [not lazy_init] * pp  # lazy init: in the group and in touch with every peer it has
+        self.peers = [{net.ops[c].peer for entry in units for c in entry} for units in net.units]
         self.todo = list(range(pp))
         while self.todo:
             self._advance(self.todo.pop())
@@ -296,7 +301,7 @@ class _Run:
                 return
             step = steps[i]
             if type(step) is int:  # a posting
-                if self.lazy and not self._communicators_ready(r, step):
+                if self.lazy and not self.settled[r] and not self._communicators_ready(r, step):
                     return
                 self.post_time[r][step] = self.clock[r]
                 self.posted[r] += 1
@@ -367,6 +372,7 @@ class _Run:
             self.waiting_init[q] = self.waiting_init[r] = -1
             self.clock[r] = self.clock[q] = max(self.clock[r], self.clock[q])
             self.todo.append(q)
+        self.settled[r] = self.group_ready and len(self.contacted[r]) == len(self.peers[r])
         return True
 
     # -- the outcome -------------------------------------------------------------------------
@@ -417,7 +423,7 @@ class _Run:
         step = net.steps[q][i]
         if type(step) is int:
             return f"waits to post '{net.lowered.ranks[q][i]}'"
-        return f"waits at op {step} for {net.needs[q][i]}"
+        return f"waits at op {step} for {Message(*net.needs[q][i])}"
 
     def hang_error(self) -> ScheduleError:
         """The wait-for cycle (or chain) from the lowest stuck rank, hop by hop."""
