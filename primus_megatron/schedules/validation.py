@@ -17,7 +17,7 @@ from .costs import UNIT, Costs
 from .errors import ScheduleError
 from .gc_pause import gc_paused
 from .ir import B, BW, COMPUTE_KINDS, F, W, Schedule
-from .lowering import Lowered, lower
+from .lowering import Lowered, lower, ordering_costs
 from .rendezvous import check_channels
 from .simulation import end_times, peak_memory
 
@@ -99,7 +99,7 @@ def check_memory(schedule: Schedule, costs: Optional[Costs], memory_limit: Optio
 def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit: Optional[float] = None) -> Lowered:
     """Run every check; return the lowered schedule that passed them."""
     check_complete(schedule)
-    ends = end_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))
+    ends = end_times(schedule, ordering_costs(schedule, costs))  # raises where the order cannot run
     check_memory(schedule, costs, memory_limit)
     lowered = lower(schedule, ends)
     check_channels(lowered)
