@@ -424,32 +424,30 @@ def hoisted_lowering(schedule: Schedule, ends: list) -> Lowered:
 def queue_order_conflict(lowered: Lowered) -> Optional[tuple]:
     """None when one global order of messages agrees with every rank's queue (each posting's
     messages after all of the rank's earlier postings'), the invariant that makes a lowering
-    hang-free; else two messages some ranks order both ways (a cycle of "posted before")."""
-    after: dict = {}  # message -> messages some rank posts after it
+    hang-free; else a message on a cycle of "posted before" (two ranks order it both ways).
+    A rank's postings form a chain, so linking each to the next is enough."""
+    after: dict = {}  # message -> messages some rank posts right after it
     for items in lowered.ranks:
-        earlier: list = []
+        previous: list = []
         for item in items:
             msgs = [x.msg for x in _ops_of(item)]
-            for m in msgs:
-                for e in earlier:
-                    after.setdefault(e, set()).add(m)
-            earlier += msgs
-    state: dict = {}  # depth-first search for a cycle: 1 on the path, 2 done
-
-    for start in after:
-        stack = [(start, iter(after.get(start, ())))]
-        if state.get(start):
-            continue
-        state[start] = 1
-        while stack:
-            node, children = stack[-1]
-            child = next(children, None)
-            if child is None:
-                state[node] = 2
-                stack.pop()
-            elif state.get(child) == 1:
-                return node, child
-            elif not state.get(child):
-                state[child] = 1
-                stack.append((child, iter(after.get(child, ()))))
-    return None
+            if not msgs:
+                continue
+            for e in previous:
+                after.setdefault(e, set()).update(msgs)
+            previous = msgs
+    indegree: dict = {}
+    for targets in after.values():
+        for m in targets:
+            indegree[m] = indegree.get(m, 0) + 1
+    ready = [m for m in after if not indegree.get(m)]
+    seen = 0
+    while ready:  # Kahn's topological sort: what is left over lies on a cycle
+        m = ready.pop()
+        seen += 1
+        for n in after.get(m, ()):
+            indegree[n] -= 1
+            if indegree[n] == 0:
+                ready.append(n)
+    left = [m for m, d in indegree.items() if d > 0]
+    return (left[0],) if left else None
