@@ -286,59 +286,68 @@ class _Run:
 
     # -- moving one rank as far as it goes -------------------------------------------------
     def _advance(self, r: int) -> None:
-        net = self.net
-        steps, waits = net.steps[r], net.waits[r]
+        """Move rank r's queue head and host as far as they go. Only rank r's own state
+        changes here (and its partners' entries, as pairs meet), so it is held in locals."""
+        net, sc, lazy = self.net, self.sc, self.lazy
+        steps, waits, stages = net.steps[r], net.waits[r], net.stages[r]
+        left, post_time, end_time, spans = self.left[r], self.post_time[r], self.end_time[r], self.spans[r]
+        head, posted, i, clock = self.head[r], self.posted[r], self.pos[r], self.clock[r]
         while True:
-            u = self.head[r]
-            if u < self.posted[r]:
-                if self.started[r] == u:
-                    self._start_entry(r, u)
-                if self.left[r][u] == 0:
-                    self.head[r] = u + 1
+            if head < posted:
+                if self.started[r] == head:  # a new head: its operations get under way
+                    self._start_entry(r, head)
+                if left[head] == 0:
+                    head += 1
                     continue
-            i = self.pos[r]
             if i == len(steps):
-                return
+                break
             step = steps[i]
             if type(step) is int:  # a posting
-                if self.lazy and not self.settled[r] and not self._communicators_ready(r, step):
-                    return
-                self.post_time[r][step] = self.clock[r]
-                self.posted[r] += 1
-            else:
+                if lazy and not self.settled[r]:
+                    self.clock[r] = clock
+                    ready = self._communicators_ready(r, step)
+                    clock = self.clock[r]
+                    if not ready:
+                        break
+                post_time[step] = clock
+                posted += 1
+            else:  # a compute op
                 wait = waits[i]
-                start = self.clock[r]
                 if wait >= 0:
-                    if self.head[r] <= wait:
-                        return  # its receive has not completed
-                    start = max(start, self.end_time[r][wait])
-                end = start + (self.sc.duration(step.kind, net.stages[r][i]) if self.sc else 0.0)
-                self.spans[r].append((step, start, end))
-                self.clock[r] = end
-            self.pos[r] = i + 1
+                    if head <= wait:
+                        break  # its receive has not completed
+                    if end_time[wait] > clock:
+                        clock = end_time[wait]
+                if sc is not None:
+                    start, clock = clock, clock + sc.duration(step.kind, stages[i])
+                    spans.append((step, start, clock))
+            i += 1
+        self.head[r], self.posted[r], self.pos[r], self.clock[r] = head, posted, i, clock
 
     def _start_entry(self, r: int, u: int) -> None:
         """Entry u of rank r is at the head of its queue: put its operations under way and
         complete each whose partner is under way too."""
-        net = self.net
-        self.started[r] = u + 1
+        net, head, started, left, end_time = self.net, self.head, self.started, self.left, self.end_time
+        started[r] = u + 1
         begin = self.post_time[r][u]
-        if u > 0:
-            begin = max(begin, self.end_time[r][u - 1])
-        self.start_time[r][u] = self.end_time[r][u] = begin
+        if u > 0 and end_time[r][u - 1] > begin:
+            begin = end_time[r][u - 1]
+        self.start_time[r][u] = end_time[r][u] = begin
         for c in net.units[r][u]:
             p = net.partner[c]
             q, v = net.rank[p], net.unit[p]
-            if self.head[q] == v and self.started[q] == v + 1:  # both under way: they meet
-                op = net.ops[c]
-                comm = self.sc.comm[op.msg.src_stage] if self.sc else 0.0
-                end = max(begin, self.start_time[q][v]) + comm
+            if head[q] == v and started[q] == v + 1:  # both under way: they meet
+                end = max(begin, self.start_time[q][v])
+                if self.sc is not None:
+                    end += self.sc.comm[net.ops[c].msg.src_stage]
                 self.matched[c] = self.matched[p] = True
-                self.left[r][u] -= 1
-                self.left[q][v] -= 1
-                self.end_time[r][u] = max(self.end_time[r][u], end)
-                self.end_time[q][v] = max(self.end_time[q][v], end)
-                if self.left[q][v] == 0 and q != r:
+                left[r][u] -= 1
+                left[q][v] -= 1
+                if end > end_time[r][u]:
+                    end_time[r][u] = end
+                if end > end_time[q][v]:
+                    end_time[q][v] = end
+                if left[q][v] == 0:
                     self.todo.append(q)
 
     def _communicators_ready(self, r: int, u: int) -> bool:
