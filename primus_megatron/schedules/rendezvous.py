@@ -66,21 +66,16 @@ _BARRIER = -2  # `waiting_init` value: waiting in the group communicator's creat
 
 @gc_paused
 def check_channels(lowered: Lowered, *, modes: tuple = (EAGER, LAZY)) -> None:
-    """Raise ScheduleError if the lowered schedule can hang under any of `modes` (module doc)."""
+    """Raise ScheduleError if the lowered schedule can hang under any of `modes` (module doc),
+    naming eager init's hang where both modes hang."""
     net = Network(lowered)
-    if LAZY in modes:
-        lazy = _Run(net, None, lazy_init=True)
-        if not lazy.stuck():
-            return  # lazy only adds waits: eager passes too
-        if EAGER in modes:
-            eager = _Run(net, None, lazy_init=False)
-            if eager.stuck():
-                raise eager.hang_error()
-        raise lazy.hang_error()
-    if EAGER in modes:
-        eager = _Run(net, None, lazy_init=False)
-        if eager.stuck():
-            raise eager.hang_error()
+    if LAZY in modes and not _Run(net, None, lazy_init=True).stuck():
+        return  # lazy init only adds waits: eager init passes too
+    for mode in (EAGER, LAZY):
+        if mode in modes:
+            run = _Run(net, None, lazy_init=mode == LAZY)
+            if run.stuck():
+                raise run.hang_error()
 
 
 @dataclass(frozen=True)
