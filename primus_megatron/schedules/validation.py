@@ -2,9 +2,10 @@
 
 `validate` compiles the schedule once (`compiled`: every op a compute op with
 a microbatch and chunk in range), checks that it is complete, runs it under
-unit costs (the order is satisfiable: no rank waits forever), checks its
-peak memory, lowers it to sends and receives and proves those cannot hang
-(`rendezvous`).
+its costs (the order is satisfiable: no rank waits forever; the run also
+orders the messages, `lowering.ordering_costs`), checks its peak memory,
+lowers it to batches of sends and receives and proves those cannot hang on
+NCCL/RCCL under either communicator init (`rendezvous`).
 """
 from __future__ import annotations
 
