@@ -25,7 +25,7 @@ from schedule_oracles import hoisted_lowering, p2p_reference, queue_order_confli
 from test_schedule_properties import cost_models
 
 HEURISTIC = [n for n in names() if n != "zb-optimal"]  # the ILP solves small cases only (test_schedule_optimal.py)
-SWEEP_PP = range(2, 17)  # to pp=32 it takes minutes here; the property test reaches 32
+SWEEP_PP = range(2, 17)  # to pp=32 it takes a minute of CPU here, all of the new tests' budget; the property test reaches 32
 
 
 def checked_both_ways(lowered) -> None:
