@@ -97,3 +97,31 @@ def test_prefixes_drain_what_they_leave_in_flight(name):
                      for r, (items, end) in enumerate(zip(lowered.ranks, pre.ends)))
         check_channels(type(lowered)(lowered.schedule, path), modes=(EAGER,))
         assert all(p2p_ops(x) or isinstance(x, Op) for items in path for x in items)
+
+
+def test_queue_run_times_by_hand():
+    """1F1B at pp=2, one microbatch, F = 1, B + W = 2, comm = 0.5: rank 1's receive is under way
+    from the start, so the activation lands at 1.5; its gradient leaves at 4.5 and lands at 5.
+    With two microbatches and comm = 1, rank 1 posts its two receives before F0 as two batches:
+    F0 needs mb0's activation (sent at 1, landed at 2) before mb1's is even sent (at 2), and one
+    batch would have held F0 until 3."""
+    from primus_megatron.schedules import Costs
+
+    costs = Costs(f=1.0, b=1.0, w=1.0, comm=0.5)
+    sched = generate("1f1b", 2, 1)
+    sc = costs.resolve(2, 1, sched.placement)
+    run = run_p2p(validate(sched, costs=costs), sc)
+    assert [[(str(op), start, end) for op, start, end in row] for row in run.spans] == [
+        [("F0", 0.0, 1.0), ("BW0", 5.0, 7.0)], [("F0", 1.5, 2.5), ("BW0", 2.5, 4.5)]]
+    assert run.makespan == 7.0 == simulate(sched, costs).makespan
+    assert run_p2p(validate(sched, costs=costs), sc, lazy_init=True).makespan == 7.0
+
+    costs = Costs(f=1.0, b=1.0, w=1.0, comm=1.0)
+    sched = generate("1f1b", 2, 2)
+    sc = costs.resolve(2, 1, sched.placement)
+    lowered = validate(sched, costs=costs)
+    rank1 = [str(x) for x in lowered.ranks[1][:3]]
+    assert rank1 == ["batch [recv activation mb0 stage 0->1 from rank 0]",
+                     "batch [recv activation mb1 stage 0->1 from rank 0]", "F0"]
+    spans = run_p2p(lowered, sc).spans
+    assert [(str(op), start) for op, start, _ in spans[1]][:3] == [("F0", 2.0), ("BW0", 3.0), ("F1", 5.0)]
