@@ -16,7 +16,7 @@ import operator
 from collections import Counter, deque
 from typing import Optional
 
-from primus_megatron.schedules import Lowered, Message, Op, Recv, Schedule, ScheduleError, Send
+from primus_megatron.schedules import Batch, Lowered, Message, Op, Recv, Schedule, ScheduleError, Send
 from primus_megatron.schedules.ir import B, BW, COMPUTE_KINDS, F, W
 
 
@@ -145,7 +145,15 @@ def check_complete_reference(schedule: Schedule) -> None:
                 raise ScheduleError(f"rank {rank} must run B and W, or BW, for microbatch {mb} at stage {stage}, but runs {got}")
 
 
-# Rendezvous -----------------------------------------------------------------------------------
+# Rendezvous: NCCL/RCCL p2p semantics -------------------------------------------------------------
+
+def _ops_of(item) -> tuple:
+    if type(item) is Batch:
+        return item.items
+    if type(item) in (Send, Recv):
+        return (item,)
+    return ()
+
 
 def _incoming(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
     """The message an op receives: its input, when another rank computes it."""
@@ -156,83 +164,175 @@ def _incoming(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
     return Message(need[0], op.mb, need[1], stage)
 
 
-def check_channels_reference(lowered: Lowered) -> None:
-    """Item by item: every rank posts sends and receives on per-peer FIFO channels without
-    blocking, a send and a receive at the heads of a pair's channels complete together,
-    and a compute op waits until its received input has arrived. Raises the first
-    problem met (visiting ranks in a FIFO work queue) or names every rank left waiting."""
+def _outgoing(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
+    """The message an op sends: its result, when the stage that uses it is on another rank."""
+    stage, n = schedule.stage(rank, op), schedule.num_stages
+    made = _outputs(op.kind)[0]
+    for other in (stage - 1, stage + 1):
+        if 0 <= other < n and schedule.owner(other)[0] != rank and any(
+                _input(kind, other, n) == (made, stage) for kind in (F, B, W)):
+            return Message(made, op.mb, stage, other)
+    return None
+
+
+def _static_problem(lowered: Lowered) -> Optional[str]:
+    """The first problem that needs no run: per rank in item order (a malformed posting, a
+    send before its op, a message sent or received twice, an op with no receive before it
+    or before its own rank's input), then per (sender, receiver) pair the FIFO match."""
     sched = lowered.schedule
     pp = sched.pp
-    ptr = [0] * pp
-    chan: dict[tuple[int, int], deque] = {}  # (rank, peer) -> posted, uncompleted items
-    received: list[set] = [set() for _ in range(pp)]
-    posted_recv: list[set] = [set() for _ in range(pp)]
-    done: list[set] = [set() for _ in range(pp)]  # results computed on each rank
-    work = deque(range(pp))
-
-    def match(a: int, b: int) -> bool:
-        qa, qb = chan.get((a, b)), chan.get((b, a))
-        progressed = False
-        while qa and qb:
-            x, y = qa[0], qb[0]
-            if (type(x) is Send) == (type(y) is Send):
-                return progressed  # both send or both receive: neither can complete yet
-            send, recv, dst = (x, y, b) if type(x) is Send else (y, x, a)
-            if send.msg != recv.msg:
-                raise ScheduleError(f"rank {dst}'s next receive from rank {recv.peer} is {recv.msg} "
-                                    f"but that rank's next send to it is {send.msg}: messages between two ranks "
-                                    f"must be received in the order they are sent")
-            qa.popleft()
-            qb.popleft()
-            received[dst].add(recv.msg)
-            progressed = True
-        return progressed
-
-    while work:
-        r = work.popleft()
-        items = lowered.ranks[r]
-        i = ptr[r]
-        while i < len(items):
-            item = items[i]
-            if type(item) in (Send, Recv):
-                chan.setdefault((r, item.peer), deque()).append(item)
-                if type(item) is Recv:
-                    posted_recv[r].add(item.msg)
-                i += 1
-                if match(r, item.peer):
-                    work.append(item.peer)
+    if len(lowered.ranks) != pp:
+        return f"lowered schedule {sched.name!r} has {len(lowered.ranks)} item lists for {pp} pipeline ranks"
+    for r, items in enumerate(lowered.ranks):
+        for item in items:
+            if type(item) is Batch and (not item.items or not all(type(x) in (Send, Recv) for x in item.items)):
+                return f"rank {r} posts '{item}': a batch holds one or more sends and receives"
+            for x in _ops_of(item):
+                if type(x.peer) is not int or not 0 <= x.peer < pp or x.peer == r:
+                    return f"rank {r} posts '{x}', but its peers are ranks {', '.join(str(q) for q in range(pp) if q != r)}"
+        for item in items:
+            if not _ops_of(item) and not (isinstance(item, Op) and item.kind in COMPUTE_KINDS):
+                return f"rank {r} has {item!r}, which is not a compute op (kinds {', '.join(COMPUTE_KINDS)})"
+        made, sent, received, done = set(), set(), set(), set()
+        for item in items:
+            for x in _ops_of(item):
+                if type(x) is Send:
+                    if x.msg in sent:
+                        return f"rank {r} sends {x.msg} twice"
+                    if x.msg not in made:
+                        return f"rank {r} posts '{x}' before any op of that rank makes it"
+                    sent.add(x.msg)
+                else:
+                    if x.msg in received:
+                        return f"rank {r} receives {x.msg} twice"
+                    received.add(x.msg)
+            if _ops_of(item):
                 continue
             stage = sched.stage(r, item)
             msg = _incoming(sched, r, item)
+            need = _input(item.kind, stage, sched.num_stages)
             if msg is not None:
-                if msg not in posted_recv[r]:
-                    raise ScheduleError(f"rank {r} op {item} needs {msg} but posts no receive for it before the op")
-                if msg not in received[r]:
-                    break  # wait for the channel
+                if msg not in received:
+                    return f"rank {r} op {item} needs {msg} but posts no receive for it before the op"
+            elif need is not None and (need[0], item.mb, need[1]) not in done:
+                return f"rank {r} op {item} runs before {describe((need[0], item.mb, need[1]))}, which this rank computes later"
+            done.update((kind, item.mb, stage) for kind in _outputs(item.kind))
+            out = _outgoing(sched, r, item)
+            if out is not None:
+                made.add(out)
+    for a in range(pp):
+        for b in range(pp):
+            sends = [x for item in lowered.ranks[a] for x in _ops_of(item) if type(x) is Send and x.peer == b]
+            recvs = [x for item in lowered.ranks[b] for x in _ops_of(item) if type(x) is Recv and x.peer == a]
+            for s, v in zip(sends, recvs):
+                if s.msg != v.msg:
+                    return (f"rank {b}'s next receive from rank {a} is {v.msg} but that rank's next send to it is "
+                            f"{s.msg}: messages between two ranks must be received in the order they are sent")
+            if len(sends) != len(recvs):
+                extra = (sends if len(sends) > len(recvs) else recvs)[min(len(sends), len(recvs))]
+                owner = a if len(sends) > len(recvs) else b
+                return (f"rank {owner} posts '{extra}', which is never matched: rank {a} sends {len(sends)} "
+                        f"messages to rank {b}, which receives {len(recvs)} from it")
+    return None
+
+
+def p2p_reference(lowered: Lowered, *, lazy_init: bool) -> tuple[str, object]:
+    """NCCL/RCCL semantics, stepped in rounds over explicit per-rank state (the product runs
+    a work list over numbered tables): ("ok", None), ("error", the first static problem) or
+    ("hang", {rank: set of ranks it waits for}) over the ranks left stuck.
+
+    Each round every rank's host takes one step if it can (post an item to its queue, with
+    lazy init's communicator creations first; or run a compute op whose received input has
+    completed), then every pair of queue heads is matched: a send and its receive complete
+    together once both sit in the heads of their queues (a batch is one head, its ops under
+    way together); a head whose ops have all completed leaves the queue."""
+    problem = _static_problem(lowered)
+    if problem is not None:
+        return "error", problem
+    sched = lowered.schedule
+    pp = sched.pp
+    items = lowered.ranks
+    host = [0] * pp
+    queue: list[list[list]] = [[] for _ in range(pp)]  # per rank: posted entries, each [[op, done], ...]
+    completed: list[set] = [set() for _ in range(pp)]  # messages whose receive's entry has completed
+    contacted = [set() for _ in range(pp)]
+    at_contact = [None] * pp  # the peer a host waits to meet, or "group"
+    joined = [False] * pp
+
+    def contacts_needed(r, item):
+        need = []
+        if type(item) is Batch and not all(joined):
+            need.append("group")
+        need += [x.peer for x in _ops_of(item) if x.peer not in contacted[r]]
+        return need
+
+    changed = True
+    while changed:
+        changed = False
+        for r in range(pp):  # hosts
+            if host[r] == len(items[r]):
+                continue
+            item = items[r][host[r]]
+            if _ops_of(item):
+                if lazy_init:
+                    pending = contacts_needed(r, item)
+                    if pending:
+                        first = pending[0]
+                        if first == "group":
+                            joined[r] = True
+                            at_contact[r] = "group"
+                            if all(joined):
+                                at_contact = [None if w == "group" else w for w in at_contact]
+                                changed = True
+                            continue
+                        at_contact[r] = first
+                        if at_contact[first] == r:
+                            contacted[r].add(first)
+                            contacted[first].add(r)
+                            at_contact[r] = at_contact[first] = None
+                            changed = True
+                        continue
+                    at_contact[r] = None
+                queue[r].append([[x, False] for x in _ops_of(item)])
+                host[r] += 1
+                changed = True
             else:
-                need = _input(item.kind, stage, sched.num_stages)
-                if need is not None and (need[0], item.mb, need[1]) not in done[r]:
-                    raise ScheduleError(f"rank {r} op {item} runs before {describe((need[0], item.mb, need[1]))}, "
-                                        f"which this rank computes later")
-            done[r].update((kind, item.mb, stage) for kind in _outputs(item.kind))
-            i += 1
-        ptr[r] = i
-
-    stuck = [r for r in range(pp) if ptr[r] < len(lowered.ranks[r]) or any(chan.get((r, q)) for q in range(pp))]
-    if stuck:
-        raise ScheduleError(f"schedule {sched.name!r} can hang: " + "; ".join(_waiting(lowered, r, ptr, chan) for r in stuck))
-
-
-def _waiting(lowered: Lowered, r: int, ptr: list[int], chan: dict) -> str:
-    items = lowered.ranks[r]
-    heads = [f"its channel to rank {q} is stuck at '{chan[(r, q)][0]}' while rank {q}'s is at "
-             f"'{chan[(q, r)][0] if chan.get((q, r)) else 'nothing posted'}'"
-             for q in range(lowered.schedule.pp) if chan.get((r, q))]
-    if ptr[r] < len(items):
-        op = items[ptr[r]]
-        msg = _incoming(lowered.schedule, r, op)
-        return f"rank {r} op {op} waits for {msg} from rank {lowered.schedule.owner(msg.src_stage)[0]}" + (f" ({heads[0]})" if heads else "")
-    return f"rank {r} finished but waits for its sends: " + ", ".join(heads)
+                msg = _incoming(sched, r, item)
+                if msg is None or msg in completed[r]:
+                    host[r] += 1
+                    changed = True
+        for r in range(pp):  # queues: a send meets the receive of its message (FIFO order is checked statically)
+            if not queue[r]:
+                continue
+            for pair in queue[r][0]:
+                x, done = pair
+                if done or type(x) is not Send:
+                    continue
+                q = x.peer
+                if not queue[q]:
+                    continue
+                for other in queue[q][0]:
+                    y, ydone = other
+                    if type(y) is Recv and y.peer == r and not ydone and y.msg == x.msg:
+                        pair[1] = other[1] = True
+                        changed = True
+                        break
+        for r in range(pp):  # a head whose ops have all completed leaves; its receives are then complete
+            while queue[r] and all(done for _, done in queue[r][0]):
+                completed[r].update(x.msg for x, _ in queue[r].pop(0) if type(x) is Recv)
+                changed = True
+    stuck = [r for r in range(pp) if host[r] < len(items[r]) or queue[r]]
+    if not stuck:
+        return "ok", None
+    waits = {}
+    for r in stuck:
+        if at_contact[r] == "group":
+            waits[r] = {q for q in range(pp) if not joined[q]}
+        elif at_contact[r] is not None:
+            waits[r] = {at_contact[r]}
+        else:
+            waits[r] = {x.peer for x, done in (queue[r][0] if queue[r] else []) if not done}
+    return "hang", waits
 
 
 def topological_ranks(probe: Schedule, split: bool, pick) -> list[list[Op]]:
@@ -268,3 +368,86 @@ def _is_index(value) -> bool:
     except TypeError:
         return False
     return True
+
+
+# Lowerings built on the test side -----------------------------------------------------------------
+
+def unbatched(lowered: Lowered) -> Lowered:
+    """The same postings, every batch opened into lone sends and receives in its order."""
+    return Lowered(lowered.schedule, tuple(tuple(x for item in items for x in (_ops_of(item) or (item,)))
+                                           for items in lowered.ranks))
+
+
+def hoisted_lowering(schedule: Schedule, ends: list) -> Lowered:
+    """The lowering the product had before issue #28, which hangs under NCCL/RCCL: per pair of
+    ranks one channel ordered by send time (`ends`: every op's end time in a complete run),
+    each send right after its op, each receive as early as its own pair's channel allows
+    (right after the previous item of that pair, or before the first op), lone items.
+    So a rank's receives from a peer it has not talked to yet come before its first op."""
+    key = {}
+    for r, ops in enumerate(schedule.ranks):
+        for i, op in enumerate(ops):
+            out = _outgoing(schedule, r, op)
+            if out is not None:
+                key[out] = (ends[r][i], r, i)
+    ranks = []
+    for r, ops in enumerate(schedule.ranks):
+        channels: dict[int, list] = {}
+        for op in ops:
+            out, into = _outgoing(schedule, r, op), _incoming(schedule, r, op)
+            if out is not None:
+                peer = schedule.owner(out.dst_stage)[0]
+                channels.setdefault(peer, []).append((key[out], Send(out, peer)))
+            if into is not None:
+                peer = schedule.owner(into.src_stage)[0]
+                channels.setdefault(peer, []).append((key[into], Recv(into, peer)))
+        leading, after = [], {}
+        for peer, channel in channels.items():
+            channel.sort(key=lambda x: x[0])
+            tail = None
+            for k, item in channel:
+                if type(item) is Send:
+                    tail = after[k[2]] = [item]
+                elif tail is not None:
+                    tail.append(item)
+                else:
+                    leading.append((k, item))
+        leading.sort(key=lambda x: x[0])
+        out_items = [item for _, item in leading]
+        for i, op in enumerate(ops):
+            out_items.append(op)
+            out_items += after.get(i, [])
+        ranks.append(tuple(out_items))
+    return Lowered(schedule, tuple(ranks))
+
+
+def queue_order_conflict(lowered: Lowered) -> Optional[tuple]:
+    """None when one global order of messages agrees with every rank's queue (each posting's
+    messages after all of the rank's earlier postings'), the invariant that makes a lowering
+    hang-free; else a message on a cycle of "posted before" (two ranks order it both ways).
+    A rank's postings form a chain, so linking each to the next is enough."""
+    after: dict = {}  # message -> messages some rank posts right after it
+    for items in lowered.ranks:
+        previous: list = []
+        for item in items:
+            msgs = [x.msg for x in _ops_of(item)]
+            if not msgs:
+                continue
+            for e in previous:
+                after.setdefault(e, set()).update(msgs)
+            previous = msgs
+    indegree: dict = {}
+    for targets in after.values():
+        for m in targets:
+            indegree[m] = indegree.get(m, 0) + 1
+    ready = [m for m in after if not indegree.get(m)]
+    seen = 0
+    while ready:  # Kahn's topological sort: what is left over lies on a cycle
+        m = ready.pop()
+        seen += 1
+        for n in after.get(m, ()):
+            indegree[n] -= 1
+            if indegree[n] == 0:
+                ready.append(n)
+    left = [m for m, d in indegree.items() if d > 0]
+    return (left[0],) if left else None

@@ -5,9 +5,14 @@ import re
 
 import pytest
 
-from primus_megatron.schedules import Costs, Lowered, Op, Recv, ScheduleError, Send, generate, lower, names, simulate, validate
+from primus_megatron.schedules import (Batch, Costs, Lowered, Op, Recv, ScheduleError, Send, UNIT, generate, lower, names,
+                                       simulate, validate)
+from primus_megatron.schedules.rendezvous import EAGER, LAZY
+from primus_megatron.schedules.simulation import end_times
 from primus_megatron.schedules.ir import B, BW, F, W
 from primus_megatron.schedules.validation import check_channels, check_memory
+
+from schedule_oracles import hoisted_lowering, unbatched
 
 
 def one_sentence(msg: str) -> bool:
@@ -58,12 +63,13 @@ def test_same_rank_w_before_b():
     rejects(validate, sched.with_ranks(ranks), match=["rank 1", "W0", "input gradient of microbatch 0 at stage 1"])
 
 
-# (b) channels: fine for the compute DAG, wrong for rendezvous p2p ------------------------------
+# (b) p2p: fine for the compute DAG, wrong under NCCL/RCCL's queue semantics ---------------------
 
 def _lowered_1f1b():
+    """1F1B at pp=2, lowered and its batches opened into lone sends and receives (which pass too)."""
     sched = generate("1f1b", 2, 2)
-    low = lower(sched)
-    check_channels(low)  # the unmodified lowering passes
+    low = unbatched(lower(sched))
+    check_channels(low)  # the unmodified lowering, unbatched, passes
     return sched, [list(x) for x in low.ranks]
 
 
@@ -84,18 +90,28 @@ def test_channels_reject_receives_out_of_send_order():
 
 
 def test_channels_reject_crossing_sends():
-    """Rank 1 posts its gradient send for mb0 before its receive for mb1, while rank 0 sends mb1
-    before receiving gradients: both channel heads are sends and neither can complete."""
+    """Rank 1 posts its gradient send for mb0 before its receive for mb1, while rank 0 posts its
+    activation send for mb1 before its receive of that gradient: each queue's head is a send
+    whose receive sits behind the other's, a two-rank wait cycle (gloo would buffer both)."""
     sched, ranks = _lowered_1f1b()
     recv1 = _find(ranks[1], Recv, F, 1)
     send_g0 = _find(ranks[1], Send, B, 0)
     ranks[1].remove(recv1)
     ranks[1].insert(ranks[1].index(send_g0) + 1, recv1)
-    rejects(check_channels, Lowered(sched, tuple(map(tuple, ranks))), match=[
-        "can hang", "rank 0 op BW0 waits for gradient mb0 stage 1->0 from rank 1",
-        "rank 1 op F1 waits for activation mb1 stage 0->1 from rank 0",
-        "send activation mb1 stage 0->1 to rank 1", "send gradient mb0 stage 1->0 to rank 0",
+    msg = rejects(check_channels, Lowered(sched, tuple(map(tuple, ranks))), match=[
+        "can hang under NCCL/RCCL with eager communicator init", "wait-for cycle 0 -> 1 -> 0",
+        "rank 0 at 'send activation mb1 stage 0->1 to rank 1' (the head of its p2p queue; its host waits at op BW0) "
+        "waits for rank 1, "
+        "whose 'recv activation mb1 stage 0->1 from rank 0' is queued behind 'send gradient mb0 stage 1->0 to rank 0'",
+        "rank 1 at 'send gradient mb0 stage 1->0 to rank 0' (the head of its p2p queue; its host waits at op F1) "
+        "waits for rank 0, whose 'recv gradient mb0 stage 1->0 from rank 1' is queued behind "
+        "'send activation mb1 stage 0->1 to rank 1'",
     ])
+    # batched together, the same two postings progress together and nothing hangs (eager init: under
+    # lazy init rank 1's only batch would wait for rank 0 to create the group's communicator too)
+    ranks[1][ranks[1].index(send_g0):ranks[1].index(send_g0) + 2] = [Batch((send_g0, recv1))]
+    check_channels(Lowered(sched, tuple(map(tuple, ranks))), modes=(EAGER,))
+    assert msg
 
 
 def test_channels_reject_missing_receive_and_unmatched_send():
@@ -107,7 +123,57 @@ def test_channels_reject_missing_receive_and_unmatched_send():
     extra = [list(x) for x in ranks]
     extra[0].append(Send(_find(ranks[0], Send, F, 1).msg, 1))  # sent twice, received once
     rejects(check_channels, Lowered(sched, tuple(map(tuple, extra))),
-            match=["rank 0 finished but waits for its sends", "send activation mb1 stage 0->1 to rank 1"])
+            match=["rank 0 sends activation mb1 stage 0->1 twice"])
+    early = [list(x) for x in ranks]  # a send before the op that makes its message
+    send1 = _find(early[0], Send, F, 1)
+    early[0].remove(send1)
+    early[0].insert(0, send1)
+    rejects(check_channels, Lowered(sched, tuple(map(tuple, early))),
+            match=["rank 0 posts 'send activation mb1 stage 0->1 to rank 1' before any op of that rank makes it"])
+    lost = [list(x) for x in ranks]  # a receive nobody sends
+    lost[0].remove(_find(lost[0], Send, F, 1))
+    rejects(check_channels, Lowered(sched, tuple(map(tuple, lost))),
+            match=["rank 1 posts 'recv activation mb1 stage 0->1 from rank 0', which is never matched",
+                   "rank 0 sends 1 messages to rank 1, which receives 2 from it"])
+
+
+def test_hoisted_receives_hang_interleaved_at_pp4():
+    """The lowering before issue #28 (per-pair channels, each receive as early as its own pair
+    allows) posts on rank 0 the four receives from rank 3 before F0: under NCCL/RCCL's one
+    queue per rank that is a wait cycle through every rank, under either init mode."""
+    sched = generate("interleaved-1f1b", 4, 8)
+    low = hoisted_lowering(sched, end_times(sched, UNIT.resolve(4, 2, sched.placement)))
+    head = [str(x) for x in low.ranks[0][:5]]
+    assert head == [f"recv activation mb{j} stage 3->4 from rank 3" for j in range(4)] + ["F0"]
+    rejects(check_channels, low, match=[
+        "eager communicator init", "wait-for cycle 0 -> 3 -> 2 -> 1 -> 0",
+        "rank 0 at 'recv activation mb0 stage 3->4 from rank 3' (the head of its p2p queue; its host waits at op F0.1) "
+        "waits for rank 3, which has not posted 'send activation mb0 stage 3->4 to rank 0': it waits at op F0 for "
+        "activation mb0 stage 2->3",
+        "rank 1 at 'recv activation mb0 stage 0->1 from rank 0' (the head of its p2p queue; its host waits at op F0) "
+        "waits for rank 0, whose 'send activation mb0 stage 0->1 to rank 1' is queued behind "
+        "'recv activation mb0 stage 3->4 from rank 3'",
+    ])
+    rejects(check_channels, low, modes=(LAZY,), match=[
+        "lazy communicator init", "wait-for cycle 0 -> 3 -> 2 -> 1 -> 0",
+        "rank 0 at 'recv activation mb0 stage 3->4 from rank 3', its first contact with rank 3",
+    ])
+    check_channels(lower(sched))  # today's lowering of the same schedule passes both
+
+
+def test_lazy_init_group_creation_needs_every_rank():
+    """Under lazy init a rank's first batch creates the group's communicator with every rank:
+    a rank that posts only lone items never joins, so the others wait in their first batch
+    while it waits for their sends. Eager init has the communicator already."""
+    sched = generate("1f1b", 2, 4)
+    low = lower(sched)
+    mixed = Lowered(sched, (low.ranks[0], unbatched(low).ranks[1]))
+    check_channels(mixed, modes=(EAGER,))
+    rejects(check_channels, mixed, match=[
+        "lazy communicator init", "wait-for cycle 0 -> 1 -> 0",
+        "rank 0 at its first batch (lazy init creates the group's communicator there, with every rank) waits for "
+        "rank 1, which has not posted its first batch",
+    ])
 
 
 # (c) completeness and memory ---------------------------------------------------------------

@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from primus_megatron.schedules import Recv, Send, generate, lower, names
+from primus_megatron.schedules import Batch, Recv, Send, generate, lower, names
 from primus_megatron.schedules.ir import B, BW, F, W
-from primus_megatron.schedules.lowering import incoming, outgoing
+from primus_megatron.schedules.lowering import flat_p2p, incoming, outgoing, p2p_ops
 
 ts = pytest.importorskip("torch.distributed.pipelining.schedules", reason="torch is not installed")
 CT = ts._ComputationType
@@ -40,8 +40,8 @@ def test_torch_accepts_our_schedules(name):
         for r in range(p):
             n_send = sum(a.computation_type in (CT.SEND_F, CT.SEND_B) for a in with_comms[r])
             n_recv = sum(a.computation_type in (CT.RECV_F, CT.RECV_B) for a in with_comms[r])
-            assert n_send == sum(isinstance(x, Send) for x in ours.ranks[r])
-            assert n_recv == sum(isinstance(x, Recv) for x in ours.ranks[r])
+            assert n_send == sum(isinstance(x, Send) for x in flat_p2p(ours.ranks[r]))
+            assert n_recv == sum(isinstance(x, Recv) for x in flat_p2p(ours.ranks[r]))
 
 
 def test_torch_oracle_rejects_a_cross_rank_deadlock():
@@ -66,17 +66,17 @@ def test_lowering_channels_are_fifo_and_receives_come_first(name):
         low = lower(sched)
         # Only compute ops, in the same order, survive lowering.
         for r in range(p):
-            assert tuple(x for x in low.ranks[r] if not isinstance(x, (Send, Recv))) == sched.ranks[r]
+            assert tuple(x for x in low.ranks[r] if not isinstance(x, (Send, Recv, Batch))) == sched.ranks[r]
         for a in range(p):
             for b in range(p):
                 if a == b:
                     continue
-                sends = [x.msg for x in low.ranks[a] if isinstance(x, Send) and x.peer == b]
-                recvs = [x.msg for x in low.ranks[b] if isinstance(x, Recv) and x.peer == a]
+                sends = [x.msg for x in flat_p2p(low.ranks[a]) if isinstance(x, Send) and x.peer == b]
+                recvs = [x.msg for x in flat_p2p(low.ranks[b]) if isinstance(x, Recv) and x.peer == a]
                 assert sends == recvs, (name, p, m, a, b)  # same messages, same order on both ends
                 assert len(set(sends)) == len(sends)
         for r in range(p):
-            items = low.ranks[r]
+            items = [x for item in low.ranks[r] for x in (p2p_ops(item) or (item,))]  # batches opened
             posted = set()
             sent = set()
             for i, x in enumerate(items):

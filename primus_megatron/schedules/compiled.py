@@ -20,7 +20,7 @@ per result.
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from operator import attrgetter, itemgetter
 from typing import NamedTuple, Sequence
@@ -104,17 +104,12 @@ def _rule(slot: int, kind: str, chunk: int, stage: int, n: int, rank: int, place
 
 @dataclass(frozen=True)
 class Compiled:
-    """A schedule's ops as rows: `rules[r][i]` and `mbs[r][i]` describe `schedule.ranks[r][i]`.
-
-    `facts` records what a pass proved about the rows: `runs`, set by the simulator when
-    every rank ran to its end (whatever the costs: a wait that never ends does not
-    depend on them), so that every op's same-rank input comes before it."""
+    """A schedule's ops as rows: `rules[r][i]` and `mbs[r][i]` describe `schedule.ranks[r][i]`."""
 
     schedule: Schedule
     rules: tuple[list[Rule], ...]
     mbs: tuple[list[int], ...]
     table: RuleTable
-    facts: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def stride(self) -> int:
@@ -145,18 +140,6 @@ def compile_schedule(schedule: Schedule) -> Compiled:
     compiled = Compiled(schedule, tuple(rules), tuple(mbs), table)
     schedule.meta["_compiled"] = compiled
     return compiled
-
-
-def rank_rows(schedule: Schedule, rank: int, ops: Sequence) -> tuple[list[Rule], list[int], bool]:
-    """`op_rows` of ops placed on `rank` of `schedule` (e.g. a lowering's compute ops), and
-    whether they are known to run: the compiled form's rows, and whether it has run
-    (`Compiled.facts["runs"]`), where they are the schedule's own ops."""
-    compiled = _cached(schedule)
-    if compiled is not None and rank < len(schedule.ranks) \
-            and len(ops) == len(schedule.ranks[rank]) and all(map(operator.is_, ops, schedule.ranks[rank])):
-        return compiled.rules[rank], compiled.mbs[rank], bool(compiled.facts.get("runs"))
-    table = rule_table(schedule.pp, schedule.chunks_per_rank, schedule.placement)
-    return (*op_rows(rank, ops, table[rank].by_op, schedule.microbatches, schedule.chunks_per_rank), False)
 
 
 def _cached(schedule: Schedule) -> "Compiled | None":

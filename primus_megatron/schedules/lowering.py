@@ -1,24 +1,37 @@
 """Lowering: insert the p2p sends and receives a schedule needs, from its placement.
 
 Every pipeline edge that crosses ranks becomes a `Message` (which edges those
-are comes from the compiled form, `compiled`). A send goes right after the op
-that produces the message. Messages between two ranks travel on one ordered
-channel (NCCL/RCCL run the p2p ops of a pair in issue order), so both ends
-must list that pair's sends and receives in the same order: we order each
-pair's messages by their simulated send time (ties broken the same way on
-both ends) and post every receive as early as that order allows, right after
-the previous item of the same pair. Posting receives early means a sender
-never waits for its receiver to reach the consumer.
+are comes from the compiled form, `compiled`). On a GPU a rank's p2p operations
+run in posting order on one NCCL/RCCL stream, and a send completes only when
+its receive is under way on the peer (`rendezvous` states the model). So the
+lowering puts every rank's communication in one order that all ranks agree on:
+messages ordered by when a complete run of the schedule sends them (a run
+under the schedule's costs, `ordering_costs`, unless the caller gives end
+times; ties broken by sender rank and position). A send goes right after the op that produces it; a receive goes
+as early as that global order allows on its rank (right after the rank's
+previous item in that order), so it is under way when the send arrives and the
+sender is not held. Since every rank's queue follows the one global order, the
+earliest unfinished message is at the head of both its ends' queues, and
+nothing can wait in a cycle (`rendezvous` checks it anyway).
+
+Items posted between two compute ops go out in batches (`Batch`, one
+`batch_isend_irecv`): neighbouring receives in the order are grouped, so they
+progress together rather than one after the other, except that a receive some
+upcoming op needs is never held back by a message sent after that op would
+start; a send goes alone (`_batches` says why). Every
+group is a `Batch`, even a single operation: batched p2p uses the process
+group's own communicator (one stream) under both communicator init modes.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from operator import attrgetter, itemgetter
-from typing import NamedTuple, Optional, Union
+from typing import Iterator, NamedTuple, Optional, Union
 
-from .compiled import Compiled, compile_schedule, rule_table
-from .costs import UNIT
+from .compiled import compile_schedule, rule_table
+from .costs import UNIT, Costs, StageCosts
+from .deps import RESULT_KINDS
+from .errors import ScheduleError
 from .gc_pause import gc_paused
 from .ir import F, Op, Schedule
 from .simulation import end_times
@@ -67,6 +80,22 @@ class Batch(NamedTuple):
 Item = Union[Op, Send, Recv, Batch]
 
 
+def p2p_ops(item) -> tuple:
+    """The sends and receives an item posts: a Batch's items, a lone Send or Recv itself,
+    nothing for a compute op."""
+    if type(item) is Batch:
+        return item.items
+    if type(item) in (Send, Recv):
+        return (item,)
+    return ()
+
+
+def flat_p2p(items) -> Iterator:
+    """Every Send and Recv of a rank's items, in posting order (batches opened)."""
+    for item in items:
+        yield from p2p_ops(item)
+
+
 @dataclass(frozen=True)
 class Lowered:
     """A schedule with its communication: `ranks[r]` mixes Op, Send, Recv and Batch."""
@@ -95,114 +124,121 @@ def incoming(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
     return Message(rule.recv_kind, op.mb, rule.src, rule.stage)
 
 
-_message = partial(tuple.__new__, Message)  # Message(*fields) without the Python-level __new__ (same object)
-_send = partial(tuple.__new__, Send)
-_recv = partial(tuple.__new__, Recv)
-_FIRST, _SLOT = itemgetter(0), attrgetter("slot")
+class _Post(NamedTuple):
+    """One send or receive of a rank, with its place in the global order (`key`: send
+    time, sender rank, sender position), its message's send time, and, for a receive,
+    the position of the op that consumes it (-1 for a send)."""
+
+    key: tuple
+    time: float
+    item: Union[Send, Recv]
+    after: int  # a send: the position of the op producing it; a receive: -1 (placed by the order)
+    consumer: int
+
+
+def ordering_costs(schedule: Schedule, costs: Optional[Costs] = None) -> StageCosts:
+    """The costs whose run orders the messages: the schedule's own (`costs`, else its
+    `meta["costs"]`), so the queues follow the order the messages will really be sent in
+    (benchmarks/lowered_makespan.py: under unit costs the order costs interleaved and V
+    schedules up to 16% of makespan on the paper's costs); unit costs where there are
+    none or where some op takes no time (the order needs every op to end after it starts)."""
+    chosen = costs or schedule.meta.get("costs")
+    if chosen is not None:
+        sc = chosen.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+        durations = [t for times in sc.time.values() for t in times] + list(sc.fused or ())
+        if min(durations, default=0.0) > 0:
+            return sc
+    return UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
 
 
 @gc_paused
 def lower(schedule: Schedule, ends: Optional[list] = None) -> Lowered:
-    """Insert Send/Recv items into every rank's op list (see module doc).
+    """Insert batches of sends and receives into every rank's op list (see module doc).
 
-    `ends` are the unit-cost end times of every op (`simulation.end_times`) if
-    the caller has them."""
-    # Channel order comes from a unit-cost run: any complete run gives both
-    # ends the same order, and unit costs keep every op's duration positive.
+    `ends` are the end times of every op in a complete run with positive op times
+    (`simulation.end_times`) if the caller has them; else a run under `ordering_costs`."""
     if ends is None:
-        ends = end_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))
+        ends = end_times(schedule, ordering_costs(schedule))
+    posts = _posts(schedule, ends)
+    ranks = tuple(_place(schedule.ranks[r], sorted(posts[r]), ends[r]) for r in range(schedule.pp))
+    return Lowered(schedule, ranks)
+
+
+# Built with tuple.__new__: the same objects as calling the classes, without their Python-level __new__
+_message = partial(tuple.__new__, Message)
+_send = partial(tuple.__new__, Send)
+_recv = partial(tuple.__new__, Recv)
+_post = partial(tuple.__new__, _Post)
+_batch = partial(tuple.__new__, Batch)
+
+
+def _posts(schedule: Schedule, ends: list) -> list[list[_Post]]:
+    """Every rank's sends and receives, each keyed by its message's place in the global order."""
     compiled = compile_schedule(schedule)
-    sent, channels, edges = _messages(compiled, ends)
-    ranks = [_interleave(r, ops, channels[r], sent, edges[r], compiled.mbs[r])
-             for r, ops in enumerate(schedule.ranks)]
-    return Lowered(schedule, tuple(ranks))
+    sent: dict[tuple, tuple] = {}  # message -> (key, send time)
+    posts: list[list[_Post]] = [[] for _ in range(schedule.pp)]
+    for r, (rules, mbs) in enumerate(zip(compiled.rules, compiled.mbs)):
+        mine, ends_r = posts[r], ends[r]
+        for pos, (rule, mb) in enumerate(zip(rules, mbs)):
+            if rule.send_to >= 0:
+                msg = _message((RESULT_KINDS[rule.out % 3], mb, rule.stage, rule.dst))
+                key = (ends_r[pos], r, pos)
+                sent[msg] = (key, ends_r[pos])
+                mine.append(_post((key, ends_r[pos], _send((msg, rule.send_to)), pos, -1)))
+    for r, (rules, mbs) in enumerate(zip(compiled.rules, compiled.mbs)):
+        mine = posts[r]
+        for pos, (rule, mb) in enumerate(zip(rules, mbs)):
+            if rule.recv_from >= 0:
+                msg = _message((RESULT_KINDS[rule.need % 3], mb, rule.src, rule.stage))
+                if msg not in sent:
+                    raise ScheduleError(f"rank {r} op {schedule.ranks[r][pos]} needs {msg}, which no op of rank "
+                                        f"{rule.recv_from} makes")
+                key, time = sent[msg]
+                mine.append(_post((key, time, _recv((msg, rule.recv_from)), -1, pos)))
+    return posts
 
 
-def _edges(compiled: Compiled, r: int) -> list:
-    """Per op of rank r: None, or ((kind, stage, destination stage, peer) of the message it
-    sends or None, (kind, source stage, stage, peer) of the one it receives or None)."""
-    per_slot = []
-    for rule in compiled.table[r].slots:
-        out = (rule.send_kind, rule.stage, rule.dst, rule.send_to) if rule.send_to >= 0 else None
-        into = (rule.recv_kind, rule.src, rule.stage, rule.recv_from) if rule.recv_from >= 0 else None
-        per_slot.append(None if out is None and into is None else (out, into))
-    return list(map(per_slot.__getitem__, map(_SLOT, compiled.rules[r])))
-
-
-def _messages(compiled: Compiled, ends: list) -> tuple[dict, list, list]:
-    """Every message, built once and keyed by itself, with its place in its pair's
-    channel: (send end time, sender, position); per rank and peer, the messages
-    its ops send or receive, in op order. A receive looks its message up by fields."""
-    sent: dict[tuple, tuple[tuple, Message]] = {}  # message -> (channel key, message)
-    channels: list[dict[int, list[tuple]]] = []  # per rank: peer -> messages
-    all_edges = []
-    for r, mbs in enumerate(compiled.mbs):
-        edges = _edges(compiled, r)
-        all_edges.append(edges)
-        ends_r = ends[r]
-        mine: dict[int, list[tuple]] = {}
-        for pos, e in enumerate(edges):
-            if e is None:
-                continue
-            out, into = e
-            mb = mbs[pos]
-            if out is not None:
-                mkind, stage, dst, peer = out
-                msg = _message((mkind, mb, stage, dst))
-                sent[msg] = ((ends_r[pos], r, pos), msg)
-                chan = mine.get(peer)
-                if chan is None:
-                    chan = mine[peer] = []
-                chan.append(msg)
-            if into is not None:
-                mkind, src, stage, peer = into
-                chan = mine.get(peer)
-                if chan is None:
-                    chan = mine[peer] = []
-                chan.append((mkind, mb, src, stage))
-        channels.append(mine)
-    return sent, channels, all_edges
-
-
-def _interleave(r: int, ops: tuple, channels: dict, sent: dict, edges: list, mbs: list) -> tuple:
-    """Rank r's items: each pair's channel in key order (keys are unique; a key naming
-    this rank is a send, from the position it names). A send goes right after its op;
-    a receive right after the previous send of its channel, or before the first op if
-    there is none (then receives of several channels go in key order). Only one
-    message leaves an op, so the receives behind a send are all of its channel."""
-    leading: list[tuple[tuple, Item]] = []  # (key, Recv) posted before ops[0]
-    after: dict[int, list[Item]] = {}  # position -> items posted right after ops[position]
-    for peer, messages in channels.items():
-        try:
-            chan = list(map(sent.__getitem__, messages))
-        except KeyError:  # an op receives a message no op sends
-            _raise_unsent(edges, mbs, sent)
-        chan.sort(key=_FIRST)
-        tail: Optional[list[Item]] = None
-        for key, msg in chan:
-            if key[1] == r:
-                tail = after[key[2]] = [_send((msg, peer))]
-            elif tail is not None:
-                tail.append(_recv((msg, peer)))
-            else:
-                leading.append((key, _recv((msg, peer))))
-    if len(channels) > 1:
-        leading.sort(key=_FIRST)
-    out: list[Item] = [item for _, item in leading]
-    done = 0
-    for pos in sorted(after):
-        out += ops[done:pos + 1]
-        out += after[pos]
-        done = pos + 1
-    out += ops[done:]
+def _place(ops: tuple, posts: list[_Post], ends: list) -> tuple:
+    """One rank's items: its ops with its sends and receives (`posts`, in global order)
+    between them. `gaps[g]` holds what is posted right before op g (g = len(ops): after
+    the last op). A send goes right after its op; a receive into the gap of the item
+    before it in the order (gap 0 if none)."""
+    gaps: list[list[_Post]] = [[] for _ in range(len(ops) + 1)]
+    gap = 0
+    for post in posts:
+        if post.after >= 0:
+            gap = post.after + 1
+        elif gap > post.consumer:  # cannot happen for end times of a complete run (module doc)
+            raise ScheduleError(f"lowering: {post.item} would come after the op that needs it; "
+                                f"the end times given are not those of a complete run")
+        gaps[gap].append(post)
+    out: list = []
+    for g, posted in enumerate(gaps):
+        if posted:
+            out.extend(_batch((tuple([p.item for p in group]),)) for group in _batches(posted, ends))
+        if g < len(ops):
+            out.append(ops[g])
     return tuple(out)
 
 
-def _raise_unsent(edges: list, mbs: list, sent: dict) -> None:
-    """KeyError naming (kind, mb, source stage) of the first message, in op order,
-    that an op receives and no op sends."""
-    for e, mb in zip(edges, mbs):
-        if e is not None and e[1] is not None:
-            mkind, src, stage, _ = e[1]
-            if (mkind, mb, src, stage) not in sent:
-                raise KeyError((mkind, mb, src))
+def _batches(posted: list[_Post], ends: list) -> list[list[_Post]]:
+    """Split one gap's posts (in global order) into batches. The gap's send, if any, comes
+    first (it is the message of the op before the gap, sent before any receive placed
+    here) and goes alone: a receive batched with it would keep it out of a
+    post-validation prefix (`prefix`) whenever the receive's message comes from beyond
+    the sender's prefix. Receives join the current batch unless one in it is needed
+    (its consumer may start: the rank's op before the consumer has ended) before the
+    next one's message is sent."""
+    groups: list[list[_Post]] = []
+    needed_by = float("-inf")  # earliest time a receive of the current batch may be needed
+    for post in posted:
+        if post.time <= needed_by:
+            groups[-1].append(post)
+        else:
+            groups.append([post])
+            needed_by = float("inf")
+        if post.consumer >= 0:
+            needed_by = min(needed_by, ends[post.consumer - 1] if post.consumer > 0 else 0.0)
+        else:
+            needed_by = float("-inf")  # a send closes its batch
+    return groups

@@ -1,391 +1,459 @@
-"""The rendezvous check: a lowered schedule cannot hang on NCCL/RCCL.
+"""The hang check: a lowered schedule cannot hang on NCCL/RCCL, under either communicator init.
 
-It simulates the p2p semantics of NCCL/RCCL rather than gloo's more forgiving
-ones: each pair of ranks shares one ordered channel, a send completes only
-when the matching receive is the peer's next item on that channel (and vice
-versa), and per (src, dst) messages match in FIFO order. A host posts sends
-and receives without blocking and blocks only where a compute op needs a
-receive to have completed, and at the end of the step for its own sends. A
-schedule that passes cannot hang on any backend.
+It runs every rank's items under the p2p semantics of NCCL/RCCL as PyTorch's
+ProcessGroupNCCL drives them (REFERENCE.md "NCCL/RCCL semantics"), not gloo's:
 
-How: the k-th items two ranks post to each other meet once both are posted
-and every earlier pair met, so each channel pair is summed up before the run
-by the first index where it fails (both items sends, both receives, or two
-different messages), and a receive has completed exactly when the peer has
-posted more than its index on the channel and that index is below the pair's
-first failure. Static problems (an op whose input is neither computed
-earlier on its rank nor received by a receive posted before it) are found up
-front too. What remains is a walk in which a rank posts its items and stops
-at an op whose message has not arrived; every rank whose channel makes
-progress is queued to run again. The walk visits ranks in the same order
-whatever the schedule's size, so the first problem it meets, which the error
-names, is well defined.
+- The host walks its items in order. A send, a receive or a `Batch` is posted
+  without waiting: it joins the rank's p2p queue. A compute op waits until the
+  receive of its input has completed. (On a GPU the compute stream waits and the
+  host runs ahead; waiting on the host is stricter, so what passes here passes
+  there.)
+- The queue: one per process group, run in posting order (eager init: the
+  group's one NCCL stream). Its head is the oldest unfinished posting, a lone
+  send or receive or a whole batch, whose operations are under way together
+  (one NCCL group). The next posting starts only when the head has finished, so
+  an unmatched receive at the head holds every later send and receive.
+- A send and its receive complete together, once both are under way (each at
+  the head of its rank's queue): a rendezvous, at least as strict as NCCL,
+  whose sends may also finish early into the peer's buffer.
+- Between two ranks, the k-th send matches the k-th receive (FIFO); they must
+  carry the same message.
+- Lazy init (no `device_id`) adds host-side waits: a rank's first operation
+  with each peer first creates their two-rank communicator, blocking both until
+  both get there (in each rank's order of first contact); and a rank's first
+  batch blocks until every rank of the group has posted its first batch
+  (batched p2p runs on the group's communicator, created by the first such call
+  with all ranks: torch 2.13 `batch_isend_irecv` docstring, distributed_c10d.py
+  lines 3033-3037; ProcessGroupNCCL::pointToPoint keys batched p2p by device).
+  Real lazy init runs unbatched p2p of each pair on its own stream; keeping one
+  queue is stricter. Lazy only adds waits, so a schedule that passes lazy
+  passes eager (the tests check it): `check_channels` runs lazy first and
+  names eager only when eager fails too.
+
+Nothing in this system ever chooses: each host's order, each queue's order and
+each FIFO match are fixed, and whatever may happen stays possible until it
+does. So one run in any order finds the one outcome, and with costs attached
+the same run gives every item's time (`run_p2p`): a compute op takes its
+duration, a send/receive pair its message's `comm`.
+
+A run that stops early is a hang. Every stuck rank waits for some other rank
+(the peer of an unmatched operation at its queue's head, or the peer of a
+communicator creation it waits in), so following those waits from the lowest
+stuck rank reaches a cycle, which the error names hop by hop. Simpler problems
+(an op with no receive posted before it, a message received out of order, a
+send never received, ...) are named before the run.
 """
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import deque
-from itertools import compress, count, repeat
-from operator import add, and_, attrgetter, eq, is_, itemgetter, lt, mod, mul, ne, not_, or_
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Optional, Union
 
-from .compiled import rank_rows, rule_table
+from .compiled import op_rows, rule_table
+from .costs import StageCosts
 from .deps import RESULT_KINDS, describe
 from .errors import ScheduleError
 from .gc_pause import gc_paused
-from .ir import B, F, Op
-from .lowering import Lowered, Message, Recv, Send, incoming
+from .ir import Op
+from .lowering import Batch, Lowered, Message, Recv, Send
 
-_MSG, _PEER, _KIND = attrgetter("msg"), attrgetter("peer"), attrgetter("kind")
-_ITEM_TYPES = frozenset({Op, Send, Recv})
-_NEED, _RECV_FROM, _SLOT = attrgetter("need"), attrgetter("recv_from"), attrgetter("slot")
-_OUT, _OUT2 = attrgetter("out"), attrgetter("out2")
-NEVER = float("inf")
-
-
-class Channels(NamedTuple):
-    """Every rank's channels, numbered: channel `c` carries what rank `owner[c]` posts to
-    rank `peer[c]`, in order (`items[c]`); `back[c]` is the channel the other way.
-    A pair's k-th items meet (once both are posted) for k < `fails_at[c]`; at
-    `fails_at[c]` they are two different messages if `mismatch[c]`, else items of one
-    direction (or one side has no more items)."""
-
-    items: list[list]
-    owner: list[int]
-    peer: list[int]
-    back: list[int]
-    fails_at: list[int]
-    mismatch: list[bool]
-    ids: dict  # (rank, peer) -> channel
+EAGER, LAZY = "eager", "lazy"
+MODE_NAMES = {
+    EAGER: "eager communicator init (init_process_group with device_id)",
+    LAZY: "lazy communicator init (no device_id)",
+}
+_BARRIER = -2  # `waiting_init` value: waiting in the group communicator's creation
 
 
 @gc_paused
-def check_channels(lowered: Lowered) -> None:
-    """Simulate rendezvous p2p (module doc); raise naming who waits for what if it hangs."""
-    pp = lowered.schedule.pp
-    if len(lowered.ranks) != pp:
-        raise ScheduleError(f"lowered schedule {lowered.schedule.name!r} has {len(lowered.ranks)} item lists "
-                            f"for {pp} pipeline ranks")
-    split = [_split(lowered, r) for r in range(pp)]
-    chans = _channels(split)
-    stops, posted = _walk([_events(lowered, r, split[r], chans) for r in range(pp)], chans, pp)
-    stuck = [r for r in range(pp) if stops[r] < len(lowered.ranks[r])
-             or any(_pending(chans, posted, c) for c in _outgoing(chans, r))]
-    if stuck:
-        raise ScheduleError(f"schedule {lowered.schedule.name!r} can hang: "
-                            + "; ".join(_waiting(lowered, r, stops, chans, posted) for r in stuck))
+def check_channels(lowered: Lowered, *, modes: tuple = (EAGER, LAZY)) -> None:
+    """Raise ScheduleError if the lowered schedule can hang under any of `modes` (module doc),
+    naming eager init's hang where both modes hang."""
+    net = Network(lowered)
+    if LAZY in modes and not _Run(net, None, lazy_init=True).stuck():
+        return  # lazy init only adds waits: eager init passes too
+    for mode in (EAGER, LAZY):
+        if mode in modes:
+            run = _Run(net, None, lazy_init=mode == LAZY)
+            if run.stuck():
+                raise run.hang_error()
 
 
-class _Posted(NamedTuple):
-    """What a rank posts to one peer, in order: the items, their positions, their messages,
-    and which are receives."""
+@dataclass(frozen=True)
+class P2PRun:
+    """A lowered schedule run with costs under the queue semantics (`run_p2p`)."""
 
-    items: list
-    positions: list[int]
-    msgs: list
-    is_recv: list[bool]
+    spans: list  # per rank, (op, start, end) of every compute op in order
+    finish: list  # per rank, when its last op and its last p2p operation have ended
 
-
-_NOTHING = _Posted([], [], [], [])
-
-
-class _Split(NamedTuple):
-    """One rank's items: what it posts to each peer, all its messages, and its compute ops."""
-
-    by_peer: dict  # peer -> _Posted
-    msg_pos: list[int]
-    peers: list[int]
-    op_pos: list[int]
-    ops: list
+    @property
+    def makespan(self) -> float:
+        return max(self.finish, default=0.0)
 
 
-def _split(lowered: Lowered, r: int) -> _Split:
-    items = lowered.ranks[r]
-    types = list(map(type, items))
-    is_op = list(map(is_, types, repeat(Op)))
-    if not _ITEM_TYPES.issuperset(types):  # anything else is taken for a compute op (and checked as one)
-        is_op = list(map(not_, map(or_, map(is_, types, repeat(Send)), map(is_, types, repeat(Recv)))))
-    is_msg = list(map(not_, is_op))
-    msgs, msg_pos = list(compress(items, is_msg)), list(compress(count(), is_msg))
-    recv = list(map(is_, compress(types, is_msg), repeat(Recv)))
-    peers = list(map(_PEER, msgs))
-    by_peer = {}
-    distinct = list(dict.fromkeys(peers))
-    for peer in distinct:
-        if type(peer) is not int or not 0 <= peer < lowered.schedule.pp:
-            raise ScheduleError(f"rank {r} posts '{msgs[peers.index(peer)]}', but the pipeline has ranks "
-                                f"0..{lowered.schedule.pp - 1}")
-        if len(distinct) == 1:
-            by_peer[peer] = _Posted(msgs, msg_pos, list(map(_MSG, msgs)), recv)
-            break
-        mine = list(map(eq, peers, repeat(peer)))
-        posted = list(compress(msgs, mine))
-        by_peer[peer] = _Posted(posted, list(compress(msg_pos, mine)), list(map(_MSG, posted)), list(compress(recv, mine)))
-    return _Split(by_peer, msg_pos, peers, list(compress(count(), is_op)), list(compress(items, is_op)))
+@gc_paused
+def run_p2p(lowered: Lowered, sc: StageCosts, *, lazy_init: bool = False) -> P2PRun:
+    """Every compute op's start and end when each op takes its duration and each
+    send/receive pair its message's `comm` once both ends are under way; raises like
+    `check_channels` where the schedule hangs."""
+    run = _Run(Network(lowered), sc, lazy_init=lazy_init)
+    if run.stuck():
+        raise run.hang_error()
+    return P2PRun(run.spans, run.finish_times())
 
 
-def _channels(split: list[_Split]) -> Channels:
-    """Number the channels and find where each pair fails (see `Channels`)."""
-    ids: dict[tuple[int, int], int] = {}
-    for r, sp in enumerate(split):
-        for peer in sp.by_peer:
-            for key in ((r, peer), (peer, r)):
-                ids.setdefault(key, len(ids))
-    chans = Channels([[] for _ in ids], [0] * len(ids), [0] * len(ids), [0] * len(ids), [0] * len(ids),
-                     [False] * len(ids), ids)
-    posted = [_NOTHING] * len(ids)
-    for (r, peer), c in ids.items():
-        posted[c] = split[r].by_peer.get(peer, _NOTHING)
-        chans.items[c] = posted[c].items
-        chans.owner[c], chans.peer[c], chans.back[c] = r, peer, ids[(peer, r)]
-    for c, a in enumerate(posted):
-        b = posted[chans.back[c]]
-        size = min(len(a.items), len(b.items))
-        same = next(compress(count(), map(eq, a.is_recv, b.is_recv)), size)  # both receive or both send
-        differ = next(compress(count(), map(ne, a.msgs, b.msgs)), size)
-        chans.fails_at[c] = min(same, differ, size)
-        chans.mismatch[c] = differ < min(same, size)
-    return chans
+# The static part: items checked and numbered -------------------------------------------------
 
+class Network:
+    """A lowered schedule as the run reads it, checked for problems that need no run.
 
-class _Walk(NamedTuple):
-    """One rank's part of the walk: an event per item that matters, in item order, as
-    `keys` (position * `size` + event). An event below the number of channels is a
-    channel: post the item there; from there up to `size` - 1 it is a wait for
-    `waits[event - channels]`, the receive of the op's message as (channel back,
-    index on the channel), or (-1, ((back, index), ...)) where the rank receives that
-    message more than once; `size` - 1 is the rank's first static problem, `problem`."""
+    Per rank, `steps[r]` follows its items: a compute op (`Op`) or a posting (the index
+    of a queue entry, `units[r][index]`: the ids of its sends and receives). Operation
+    `c` is `ops[c]` (Send or Recv) of rank `rank[c]` in entry `unit[c]`, matched with
+    `partner[c]`. A compute op that receives its input waits for entry `waits[r][i]`."""
 
-    keys: list[int]
-    events: list[int]
-    size: int
-    waits: list[tuple]
-    problem: str
+    def __init__(self, lowered: Lowered) -> None:
+        self.lowered = lowered
+        self.schedule = sched = lowered.schedule
+        self.pp = sched.pp
+        if len(lowered.ranks) != self.pp:
+            raise ScheduleError(f"lowered schedule {sched.name!r} has {len(lowered.ranks)} item lists "
+                                f"for {self.pp} pipeline ranks")
+        self.ops: list[Union[Send, Recv]] = []
+        self.rank: list[int] = []
+        self.unit: list[int] = []
+        self.partner: list[int] = []
+        self.steps: list[list] = []
+        self.units: list[list[list[int]]] = []
+        self.is_batch: list[list[bool]] = []
+        self.waits: list[list[int]] = []
+        self.stages: list[list[int]] = []  # per rank and step: the op's stage (-1 for a posting)
+        self.needs: list[list] = []  # per rank and step: the message the op receives, or None
+        for r, items in enumerate(lowered.ranks):
+            self._add_rank(r, items)
+        self._match()
 
-
-def _events(lowered: Lowered, r: int, sp: _Split, chans: Channels) -> _Walk:
-    """Rank r's walk (`_Walk`)."""
-    sched = lowered.schedule
-    rules, mbs, ran = rank_rows(sched, r, sp.ops)
-    ids = {peer: chans.ids[(r, peer)] for peer in sp.by_peer}
-    blocking = [x >= 0 for x in map(_RECV_FROM, rules)]
-    block_pos = list(compress(sp.op_pos, blocking))
-    msgs = _needed(sched, r, rules, mbs, blocking)
-    size = len(chans.items) + len(block_pos) + 1
-    paired = None
-    if ran or len(set(msgs)) == len(msgs):
-        paired = _paired(sp, chans, ids, block_pos, msgs, list(map(_RECV_FROM, compress(rules, blocking))), size)
-    if paired is not None:
-        keys, waits = paired
-        fail = (NEVER, "")
-    else:
-        keys, waits, fail = _unpaired(r, sp, chans, ids, block_pos, msgs, size)
-    if not ran:  # a schedule that ran computes every op's same-rank input before the op
-        fail = _local_problem(r, sp, rules, mbs, blocking, 3 * sched.num_stages, fail)
-    keys += map(add, map(mul, sp.msg_pos, repeat(size)), map(ids.__getitem__, sp.peers))
-    keys.sort()
-    if fail[0] < NEVER:
-        del keys[bisect_left(keys, fail[0] * size):]
-        keys.append(fail[0] * size + size - 1)
-    return _Walk(keys, list(map(mod, keys, repeat(size))), size, waits, fail[1])
-
-
-def _paired(sp: _Split, chans: Channels, ids: dict, block_pos: list, msgs: list, peers: list, size: int):
-    """The usual case: the ops' messages are distinct, and from each peer the rank receives
-    exactly the activations (and the gradients) its ops wait for, in the order of those
-    ops, each before its op. Then the j-th such op waits for the j-th such receive and
-    for no other: (event keys of the waits, the waits); None otherwise."""
-    keys, waits = [], []
-    nchan = len(chans.items)
-    groups = list(zip(peers, map(_FIRST, msgs)))  # (peer, message kind) of each op's message
-    receives = 0
-    for peer, posted in sp.by_peer.items():
-        received = list(compress(posted.msgs, posted.is_recv))
-        receives += len(received)
-        kinds = list(map(_KIND, received))
-        for kind in (F, B):
-            mine = list(map(eq, groups, repeat((peer, kind))))
-            if True not in mine:
+    def _add_rank(self, r: int, items: tuple) -> None:
+        """Number rank r's postings and check its items in order: well-formed postings, each
+        op's input received (or computed on this rank) before it, each send after the op
+        making its message, nothing sent or received twice. (Messages are looked up as
+        plain tuples, which equal and hash like the `Message` they stand for.)"""
+        sched = self.schedule
+        compute = [item for item in items if type(item) not in _POSTINGS]
+        table = rule_table(sched.pp, sched.chunks_per_rank, sched.placement)[r]
+        rules, mbs = op_rows(r, compute, table.by_op, sched.microbatches, sched.chunks_per_rank)
+        stride = 3 * sched.num_stages
+        steps, units, is_batch, waits, stages, needs = [], [], [], [], [], []
+        received: dict[tuple, int] = {}  # message -> its queue entry
+        made: set = set()  # messages made by this rank's ops so far
+        sent: set = set()
+        done: set = set()  # results computed on this rank so far (keyed as in `compiled`)
+        ops, rank, unit = self.ops, self.rank, self.unit
+        k = 0
+        for item in items:
+            kind = type(item)
+            if kind in _POSTINGS:
+                entry = []
+                for op in _posted(r, item):
+                    if type(op.peer) is not int or not 0 <= op.peer < self.pp or op.peer == r:
+                        raise ScheduleError(f"rank {r} posts '{op}', but its peers are ranks "
+                                            f"{', '.join(str(q) for q in range(self.pp) if q != r)}")
+                    if type(op) is Send:
+                        if op.msg in sent:
+                            raise ScheduleError(f"rank {r} sends {op.msg} twice")
+                        if op.msg not in made:
+                            raise ScheduleError(f"rank {r} posts '{op}' before any op of that rank makes it")
+                        sent.add(op.msg)
+                    else:
+                        if op.msg in received:
+                            raise ScheduleError(f"rank {r} receives {op.msg} twice")
+                        received[op.msg] = len(units)
+                    entry.append(len(ops))
+                    ops.append(op)
+                    rank.append(r)
+                    unit.append(len(units))
+                steps.append(len(units))
+                units.append(entry)
+                is_batch.append(kind is Batch)
+                waits.append(-1)
+                stages.append(-1)
+                needs.append(None)
                 continue
-            got = list(map(and_, posted.is_recv, map(eq, map(_KIND, posted.msgs), repeat(kind)))) \
-                if kinds.count(kind) != len(kinds) else posted.is_recv
-            at = list(compress(block_pos, mine))
-            if list(compress(posted.msgs, got)) != list(compress(msgs, mine)) \
-                    or not all(map(lt, compress(posted.positions, got), at)):
-                return None
-            keys += map(add, map(mul, at, repeat(size)), count(nchan + len(waits)))
-            waits += zip(repeat(chans.back[ids[peer]]), compress(count(), got))
-    return (keys, waits) if len(waits) == len(msgs) == receives else None
+            rule, mb = rules[k], mbs[k]
+            k += 1
+            wait, msg = -1, None
+            base = mb * stride
+            if rule.recv_from >= 0:
+                msg = (RESULT_KINDS[rule.need % 3], mb, rule.src, rule.stage)
+                wait = received.get(msg, -1)
+                if wait < 0:
+                    raise ScheduleError(f"rank {r} op {item} needs {Message(*msg)} but posts no receive for it "
+                                        f"before the op")
+            elif rule.need >= 0 and base + rule.need not in done:
+                key = (RESULT_KINDS[rule.need % 3], mb, rule.src)
+                raise ScheduleError(f"rank {r} op {item} runs before {describe(key)}, which this rank computes later")
+            done.add(base + rule.out)
+            if rule.out2 >= 0:
+                done.add(base + rule.out2)
+            if rule.send_to >= 0:
+                made.add((RESULT_KINDS[rule.out % 3], mb, rule.stage, rule.dst))
+            steps.append(item)
+            waits.append(wait)
+            stages.append(rule.stage)
+            needs.append(msg)
+        self.partner += [-1] * (len(ops) - len(self.partner))
+        self.steps.append(steps)
+        self.units.append(units)
+        self.is_batch.append(is_batch)
+        self.waits.append(waits)
+        self.stages.append(stages)
+        self.needs.append(needs)
 
-
-def _unpaired(r: int, sp: _Split, chans: Channels, ids: dict, block_pos: list, msgs: list, size: int):
-    """Any other case: each op waits for the receives of its message posted before it, and
-    the first op with none is the rank's first static problem (`_events`)."""
-    first, every = _receives(sp, ids, chans)
-    found = list(map(first.get, msgs, repeat(_NO_RECEIVE)))
-    waits, fail = list(map(_SECOND, found)), (NEVER, "")
-    if every or not all(map(lt, map(_FIRST, found), block_pos)):
-        waits, fail = _earlier_receives(r, sp, block_pos, msgs, first, every)
-    keys = list(map(add, map(mul, block_pos, repeat(size)), count(len(chans.items))))
-    return keys, waits, fail
-
-
-def _needed(sched, r: int, rules: list, mbs: list, blocking: list) -> list[tuple]:
-    """The message each op that waits for one needs (`blocking`), in op order, as a plain
-    tuple (equal to the `Message`, and quicker to build)."""
-    slots = rule_table(sched.pp, sched.chunks_per_rank, sched.placement)[r].slots
-    kinds, srcs, stages = ([getattr(rule, f) for rule in slots] for f in ("recv_kind", "src", "stage"))
-    mine = list(map(_SLOT, compress(rules, blocking)))
-    return list(zip(map(kinds.__getitem__, mine), compress(mbs, blocking),
-                    map(srcs.__getitem__, mine), map(stages.__getitem__, mine)))
-
-
-_NO_RECEIVE = (NEVER, None)
-_FIRST, _SECOND = itemgetter(0), itemgetter(1)
-
-
-def _receives(sp: _Split, ids: dict, chans: Channels) -> tuple[dict, dict]:
-    """(message -> (position, (channel back, index on the channel)) of the rank's first
-    receive of it, and for the messages it receives more than once: message ->
-    [(position, channel back, index), ...] of every receive; empty when there are none)."""
-    first: dict = {}
-    every: dict = {}
-    total = 0
-    for peer, posted in sp.by_peer.items():
-        back = chans.back[ids[peer]]
-        is_recv = posted.is_recv
-        msgs = list(compress(posted.msgs, is_recv))
-        pos, ks = list(compress(posted.positions, is_recv)), list(compress(count(), is_recv))
-        total += len(msgs)
-        got = dict(zip(reversed(msgs), zip(reversed(pos), zip(repeat(back), reversed(ks)))))  # the first wins
-        for msg in got.keys() & first.keys():  # received from two peers: keep the earlier
-            if first[msg][0] < got[msg][0]:
-                got[msg] = first[msg]
-        first.update(got)
-    if len(first) < total:  # some message is received more than once: keep every receive of those
-        for peer, posted in sp.by_peer.items():
-            back = chans.back[ids[peer]]
-            for k, (item, pos) in enumerate(zip(posted.items, posted.positions)):
-                if type(item) is Recv:
-                    every.setdefault(item.msg, []).append((pos, back, k))
-        every = {msg: got for msg, got in every.items() if len(got) > 1}
-    return first, every
-
-
-def _earlier_receives(r: int, sp: _Split, block_pos: list, msgs: list, first: dict, every: dict):
-    """The waits where some message is received more than once or some op's receive does
-    not come before it: the receives posted before each op, and the first op with
-    none, as (position, message) (`_events`)."""
-    waits, fail = [], (NEVER, "")
-    for pos, msg in zip(block_pos, msgs):
-        got = every.get(msg) or ([(first[msg][0], *first[msg][1])] if msg in first else [])
-        got = [(back, k) for at, back, k in got if at < pos]
-        if not got and fail[0] == NEVER:
-            op = sp.ops[sp.op_pos.index(pos)]
-            fail = (pos, f"rank {r} op {op} needs {Message(*msg)} but posts no receive for it before the op")
-        waits.append(got[0] if len(got) == 1 else (-1, tuple(got)))
-    return waits, fail
-
-
-def _local_problem(r: int, sp: _Split, rules: list, mbs: list, blocking: list, stride: int, fail: tuple) -> tuple:
-    """The first op whose input is made on this rank but not before it, if it comes before `fail`."""
-    bases = list(map(mul, mbs, repeat(stride)))
-    made = dict(zip(reversed(list(map(add, bases, map(_OUT, rules)))), reversed(sp.op_pos)))  # key -> first maker
-    second = [x >= 0 for x in map(_OUT2, rules)]
-    if True in second:  # BW also makes a weight gradient
-        more = dict(zip(reversed(list(map(add, compress(bases, second), map(_OUT2, compress(rules, second))))),
-                        reversed(list(compress(sp.op_pos, second)))))
-        for key, pos in more.items():
-            if made.get(key, NEVER) > pos:
-                made[key] = pos
-    local = [not b and need >= 0 for b, need in zip(blocking, map(_NEED, rules))]
-    positions = list(compress(sp.op_pos, local))
-    keys = list(map(add, compress(bases, local), map(_NEED, compress(rules, local))))
-    ok = list(map(lt, map(made.get, keys, repeat(NEVER)), positions))
-    if False in ok:
-        i = ok.index(False)
-        if positions[i] < fail[0]:
-            rule, op = list(compress(rules, local))[i], list(compress(sp.ops, local))[i]
-            key = (RESULT_KINDS[rule.need % 3], op.mb, rule.src)
-            return positions[i], f"rank {r} op {op} runs before {describe(key)}, which this rank computes later"
-    return fail
-
-
-def _walk(walks: list[_Walk], chans: Channels, pp: int) -> tuple[list[float], list[int]]:
-    """Run the ranks (module doc): (per rank the position it stops at, items posted per channel)."""
-    posted = [0] * len(chans.items)
-    back, peer, fails_at, mismatch = chans.back, chans.peer, chans.fails_at, chans.mismatch
-    codes = [w.events for w in walks]
-    nchan = len(chans.items)
-    # a receive whose pair fails before it never completes: its index becomes NEVER
-    waits = [[(c, k if k < fails_at[c] else NEVER) if c >= 0 else (c, k) for c, k in w.waits] for w in walks]
-    at = [0] * pp
-    work = deque(range(pp))
-    while work:
-        r = work.popleft()
-        ev, waits_r, last = codes[r], waits[r], walks[r].size - 1
-        e, size = at[r], len(ev)
-        while e < size:
-            x = ev[e]
-            if x < nchan:  # post an item on channel x
-                k = posted[x]
-                posted[x] = k + 1
-                if posted[back[x]] > k:
-                    if k < fails_at[x]:
-                        work.append(peer[x])
-                    elif k == fails_at[x] and mismatch[x]:
-                        raise _mismatch(chans, x, k)
-            elif x != last:
-                c, k = waits_r[x - nchan]
-                if posted[c] <= k if c >= 0 else not _any_arrived(k, posted, fails_at):
-                    break
+    def _match(self) -> None:
+        """Pair the k-th send from a to b with the k-th receive of b from a (FIFO)."""
+        sends: dict[tuple[int, int], list[int]] = {}
+        recvs: dict[tuple[int, int], list[int]] = {}
+        for c, (op, r) in enumerate(zip(self.ops, self.rank)):
+            if type(op) is Send:
+                sends.setdefault((r, op.peer), []).append(c)
             else:
-                raise ScheduleError(walks[r].problem)
-            e += 1
-        at[r] = e
-    stops = [w.keys[e] // w.size if e < len(w.keys) else NEVER for w, e in zip(walks, at)]
-    return stops, posted
+                recvs.setdefault((op.peer, r), []).append(c)
+        for src, dst in sorted(sends.keys() | recvs.keys()):
+            out, into = sends.get((src, dst), []), recvs.get((src, dst), [])
+            for s, v in zip(out, into):
+                if self.ops[s].msg != self.ops[v].msg:
+                    raise ScheduleError(f"rank {dst}'s next receive from rank {src} is {self.ops[v].msg} "
+                                        f"but that rank's next send to it is {self.ops[s].msg}: messages between "
+                                        f"two ranks must be received in the order they are sent")
+                self.partner[s], self.partner[v] = v, s
+            if len(out) != len(into):
+                extra = self.ops[(out if len(out) > len(into) else into)[min(len(out), len(into))]]
+                owner = src if len(out) > len(into) else dst
+                raise ScheduleError(f"rank {owner} posts '{extra}', which is never matched: rank {src} sends "
+                                    f"{len(out)} messages to rank {dst}, which receives {len(into)} from it")
 
 
-def _any_arrived(receives: tuple, posted: list[int], fails_at: list[int]) -> bool:
-    """For an op whose message the rank receives more than once: has any receive completed?"""
-    return any(posted[c] > k and k < fails_at[c] for c, k in receives)
+_POSTINGS = (Send, Recv, Batch)
+_P2P = (Send, Recv)
+_P2P_TYPES = frozenset(_P2P)
 
 
-def _mismatch(chans: Channels, c: int, k: int) -> ScheduleError:
-    x, y = chans.items[c][k], chans.items[chans.back[c]][k]
-    send, recv, dst = (x, y, chans.peer[c]) if type(x) is Send else (y, x, chans.owner[c])
-    return ScheduleError(f"rank {dst}'s next receive from rank {recv.peer} is {recv.msg} "
-                         f"but that rank's next send to it is {send.msg}: messages between two ranks "
-                         f"must be received in the order they are sent")
+def _posted(r: int, item) -> tuple:
+    """The sends and receives an item posts (none for a compute op); raises for a malformed posting."""
+    if type(item) in _P2P:
+        return (item,)
+    if type(item) is Batch:
+        if not item.items or not _P2P_TYPES.issuperset(map(type, item.items)):
+            raise ScheduleError(f"rank {r} posts '{item}': a batch holds one or more sends and receives")
+        return item.items
+    return ()
 
 
-def _outgoing(chans: Channels, r: int) -> list[int]:
-    """Rank r's channels, by peer."""
-    return [chans.ids[(r, q)] for q in sorted(q for (p, q) in chans.ids if p == r)]
+# The run -------------------------------------------------------------------------------------
 
+class _Run:
+    """Runs a `Network` to the end or until nothing can move (module doc); with costs
+    `sc` it times every step, without them it only finds whether the run ends."""
 
-def _pending(chans: Channels, posted: list[int], c: int) -> bool:
-    """True when channel c has posted items that never met their peer's."""
-    return posted[c] > min(posted[c], posted[chans.back[c]], chans.fails_at[c])
+    def __init__(self, net: Network, sc: Optional[StageCosts], *, lazy_init: bool) -> None:
+        self.net, self.sc, self.lazy = net, sc, lazy_init
+        pp = net.pp
+        self.pos = [0] * pp  # the host's next step
+        self.clock = [0.0] * pp  # when the host gets there
+        self.posted = [0] * pp  # queue entries posted
+        self.head = [0] * pp  # the oldest unfinished entry
+        self.started = [0] * pp  # entries whose operations have been put under way
+        self.left = [[len(u) for u in units] for units in net.units]  # unfinished operations per entry
+        self.post_time = [[0.0] * len(u) for u in net.units]
+        self.start_time = [[0.0] * len(u) for u in net.units]
+        self.end_time = [[0.0] * len(u) for u in net.units]
+        self.matched = [False] * len(net.ops)
+        self.spans: list[list] = [[] for _ in range(pp)]
+        # lazy init
+        self.contacted = [set() for _ in range(pp)]
+        self.waiting_init = [-1] * pp  # the peer whose first contact a host waits in, or _BARRIER
+        self.in_group = [False] * pp  # has posted its first batch (joined the group communicator)
+        self.group_ready = False
+        self.settled = [not lazy_init] * pp  # lazy init: in the group and in touch with every peer it has
+        self.peers = [{net.ops[c].peer for entry in units for c in entry} for units in net.units]
+        self.todo = list(range(pp))
+        while self.todo:
+            self._advance(self.todo.pop())
 
+    # -- moving one rank as far as it goes -------------------------------------------------
+    def _advance(self, r: int) -> None:
+        """Move rank r's queue head and host as far as they go. Only rank r's own state
+        changes here (and its partners' entries, as pairs meet), so it is held in locals."""
+        net, sc, lazy = self.net, self.sc, self.lazy
+        steps, waits, stages = net.steps[r], net.waits[r], net.stages[r]
+        left, post_time, end_time, spans = self.left[r], self.post_time[r], self.end_time[r], self.spans[r]
+        head, posted, i, clock = self.head[r], self.posted[r], self.pos[r], self.clock[r]
+        while True:
+            if head < posted:
+                if self.started[r] == head:  # a new head: its operations get under way
+                    self._start_entry(r, head)
+                if left[head] == 0:
+                    head += 1
+                    continue
+            if i == len(steps):
+                break
+            step = steps[i]
+            if type(step) is int:  # a posting
+                if lazy and not self.settled[r]:
+                    self.clock[r] = clock
+                    ready = self._communicators_ready(r, step)
+                    clock = self.clock[r]
+                    if not ready:
+                        break
+                post_time[step] = clock
+                posted += 1
+            else:  # a compute op
+                wait = waits[i]
+                if wait >= 0:
+                    if head <= wait:
+                        break  # its receive has not completed
+                    if end_time[wait] > clock:
+                        clock = end_time[wait]
+                if sc is not None:
+                    start, clock = clock, clock + sc.duration(step.kind, stages[i])
+                    spans.append((step, start, clock))
+            i += 1
+        self.head[r], self.posted[r], self.pos[r], self.clock[r] = head, posted, i, clock
 
-def _head(chans: Channels, posted: list[int], c: int):
-    return chans.items[c][min(posted[c], posted[chans.back[c]], chans.fails_at[c])]
+    def _start_entry(self, r: int, u: int) -> None:
+        """Entry u of rank r is at the head of its queue: put its operations under way and
+        complete each whose partner is under way too."""
+        net, head, started, left, end_time = self.net, self.head, self.started, self.left, self.end_time
+        started[r] = u + 1
+        begin = self.post_time[r][u]
+        if u > 0 and end_time[r][u - 1] > begin:
+            begin = end_time[r][u - 1]
+        self.start_time[r][u] = end_time[r][u] = begin
+        for c in net.units[r][u]:
+            p = net.partner[c]
+            q, v = net.rank[p], net.unit[p]
+            if head[q] == v and started[q] == v + 1:  # both under way: they meet
+                end = max(begin, self.start_time[q][v])
+                if self.sc is not None:
+                    end += self.sc.comm[net.ops[c].msg.src_stage]
+                self.matched[c] = self.matched[p] = True
+                left[r][u] -= 1
+                left[q][v] -= 1
+                if end > end_time[r][u]:
+                    end_time[r][u] = end
+                if end > end_time[q][v]:
+                    end_time[q][v] = end
+                if left[q][v] == 0:
+                    self.todo.append(q)
 
+    def _communicators_ready(self, r: int, u: int) -> bool:
+        """Lazy init, before rank r posts entry u: the group's communicator (first batch)
+        and a two-rank communicator with each peer it has not yet talked to, in order.
+        False while the host waits in one of those creations."""
+        if self.net.is_batch[r][u] and not self.group_ready:
+            if not self.in_group[r]:
+                self.in_group[r] = True
+                if all(self.in_group):
+                    self.group_ready = True
+                    start = max(self.clock)
+                    for q in range(self.net.pp):
+                        if self.waiting_init[q] == _BARRIER:
+                            self.waiting_init[q] = -1
+                            self.clock[q] = max(self.clock[q], start)
+                            self.todo.append(q)
+                    self.clock[r] = max(self.clock[r], start)
+            if not self.group_ready:
+                self.waiting_init[r] = _BARRIER
+                return False
+        for c in self.net.units[r][u]:
+            q = self.net.ops[c].peer
+            if q in self.contacted[r]:
+                continue
+            if self.waiting_init[q] != r:
+                self.waiting_init[r] = q
+                return False
+            self.contacted[r].add(q)
+            self.contacted[q].add(r)
+            self.waiting_init[q] = self.waiting_init[r] = -1
+            self.clock[r] = self.clock[q] = max(self.clock[r], self.clock[q])
+            self.todo.append(q)
+        self.settled[r] = self.group_ready and len(self.contacted[r]) == len(self.peers[r])
+        return True
 
-def _waiting(lowered: Lowered, r: int, stops: list, chans: Channels, posted: list[int]) -> str:
-    heads = []
-    for c in _outgoing(chans, r):
-        if _pending(chans, posted, c):
-            q, back = chans.peer[c], chans.back[c]
-            theirs = f"{_head(chans, posted, back)}" if _pending(chans, posted, back) else "nothing posted"
-            heads.append(f"its channel to rank {q} is stuck at '{_head(chans, posted, c)}' while rank {q}'s is at "
-                         f"'{theirs}'")
-    items = lowered.ranks[r]
-    if stops[r] < len(items):
-        op = items[stops[r]]
-        msg = incoming(lowered.schedule, r, op)
-        return (f"rank {r} op {op} waits for {msg} from rank {lowered.schedule.owner(msg.src_stage)[0]}"
-                + (f" ({heads[0]})" if heads else ""))
-    return f"rank {r} finished but waits for its sends: " + ", ".join(heads)
+    # -- the outcome -------------------------------------------------------------------------
+    def stuck(self) -> list[int]:
+        """The ranks that did not get to the end of their items and their queue."""
+        net = self.net
+        return [r for r in range(net.pp) if self.pos[r] < len(net.steps[r]) or self.head[r] < len(net.units[r])]
+
+    def finish_times(self) -> list[float]:
+        return [max(self.clock[r], self.end_time[r][-1] if self.end_time[r] else 0.0) for r in range(self.net.pp)]
+
+    def _wait_of(self, r: int) -> Optional[tuple[str, int, str]]:
+        """(where rank r is stuck, the rank it waits for, why that rank does not answer),
+        or None for a rank that is not stuck."""
+        net = self.net
+        peer = self.waiting_init[r]
+        if peer == _BARRIER:
+            q = next(q for q in range(net.pp) if not self.in_group[q])
+            return ("its first batch (lazy init creates the group's communicator there, with every rank)", q,
+                    f"which has not posted its first batch: it {self._host_state(q)}")
+        if peer >= 0:
+            return (f"'{net.lowered.ranks[r][self.pos[r]]}', its first contact with rank {peer} (lazy init creates "
+                    f"their communicator there, with both)", peer,
+                    f"which has not got to its first contact with rank {r}: it {self._host_state(peer)}")
+        u = self.head[r]
+        if u >= self.posted[r]:
+            return None
+        c = next(c for c in net.units[r][u] if not self.matched[c])
+        p = net.partner[c]
+        q, v = net.rank[p], net.unit[p]
+        if v >= self.posted[q]:
+            why = f"which has not posted '{net.ops[p]}': it {self._host_state(q)}"
+        else:
+            why = f"whose '{net.ops[p]}' is queued behind '{self._head_op(q)}'"
+        host = ""
+        if self.pos[r] < len(net.steps[r]) and type(net.steps[r][self.pos[r]]) is not int:
+            host = f"; its host waits at op {net.steps[r][self.pos[r]]}"
+        return f"'{net.ops[c]}' (the head of its p2p queue{host})", q, why
+
+    def _head_op(self, q: int) -> Union[Send, Recv]:
+        return next(self.net.ops[c] for c in self.net.units[q][self.head[q]] if not self.matched[c])
+
+    def _host_state(self, q: int) -> str:
+        net = self.net
+        i = self.pos[q]
+        if i == len(net.steps[q]):
+            return "has posted all its items"
+        step = net.steps[q][i]
+        if type(step) is int:
+            return f"waits to post '{net.lowered.ranks[q][i]}'"
+        return f"waits at op {step} for {Message(*net.needs[q][i])}"
+
+    def hang_error(self) -> ScheduleError:
+        """The wait-for cycle (or chain) from the lowest stuck rank, hop by hop."""
+        stuck = self.stuck()
+        hops: list[tuple[int, str, int, str]] = []
+        seen: dict[int, int] = {}
+        r = stuck[0]
+        while r not in seen:
+            wait = self._wait_of(r)
+            if wait is None:
+                break
+            seen[r] = len(hops)
+            hops.append((r, *wait))
+            r = wait[1]
+        name = self.net.schedule.name
+        mode = MODE_NAMES[LAZY if self.lazy else EAGER]
+        if r in seen:  # a cycle: start it at its lowest rank
+            cycle = hops[seen[r]:]
+            first = min(range(len(cycle)), key=lambda k: cycle[k][0])
+            cycle = cycle[first:] + cycle[:first]
+            path = " -> ".join(str(h[0]) for h in cycle) + f" -> {cycle[0][0]}"
+            what = f"wait-for cycle {path}"
+        else:  # ends at a rank that waits for nobody (it has finished)
+            cycle = hops
+            path = " -> ".join(str(h[0]) for h in cycle) + f" -> {r}"
+            what = f"wait-for chain {path}, where rank {r} has finished"
+        detail = "; ".join(f"rank {rank} at {where} waits for rank {q}, {why}"
+                           for rank, where, q, why in cycle)
+        return ScheduleError(f"schedule {name!r} can hang under NCCL/RCCL with {mode}: {what}: {detail}")

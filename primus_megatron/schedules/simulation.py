@@ -2,9 +2,9 @@
 
 Each rank runs its ops in order; an op starts when the rank is free and its
 input is available (p2p latency `comm` added when producer and consumer sit on
-different ranks). Communication is modelled as latency only: the executor
-posts receives early and never blocks on a send, which `rendezvous` proves
-hang-free separately. Ops and their dependencies come from the compiled form
+different ranks). Communication is modelled as latency only; how a lowered
+schedule runs on NCCL/RCCL's p2p queues, and that it cannot hang there, is
+`rendezvous` (its `run_p2p` times a lowered schedule under those semantics). Ops and their dependencies come from the compiled form
 (`compiled`).
 """
 from __future__ import annotations
@@ -168,7 +168,6 @@ def _run(compiled: Compiled, sc: StageCosts) -> tuple[list[list[float]], list[li
         ptr[r] = i
         free[r] = t_free
     _raise_if_stuck(compiled, ptr)
-    compiled.facts["runs"] = True
     return starts, ends, free
 
 

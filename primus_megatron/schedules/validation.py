@@ -2,10 +2,11 @@
 
 `validate` compiles the schedule once (`compiled`: every op a compute op with
 a microbatch and chunk in range), checks that it is complete and that each
-chunk's W ops run in microbatch order (`check_w_order`), runs it under
-unit costs (the order is satisfiable: no rank waits forever), checks its
-peak memory, lowers it to sends and receives and proves those cannot hang
-(`rendezvous`).
+chunk's W ops run in microbatch order (`check_w_order`), runs it under its
+costs (the order is satisfiable: no rank waits forever; the run also orders
+the messages, `lowering.ordering_costs`), checks its peak memory, lowers it
+to batches of sends and receives and proves those cannot hang on NCCL/RCCL
+under either communicator init (`rendezvous`).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from .costs import UNIT, Costs
 from .errors import ScheduleError
 from .gc_pause import gc_paused
 from .ir import B, BW, COMPUTE_KINDS, F, W, Schedule
-from .lowering import Lowered, lower
+from .lowering import Lowered, lower, ordering_costs
 from .rendezvous import check_channels
 from .simulation import end_times, peak_memory
 
@@ -130,7 +131,7 @@ def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit:
     """Run every check; return the lowered schedule that passed them."""
     check_complete(schedule)
     check_w_order(schedule)
-    ends = end_times(schedule, UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement))
+    ends = end_times(schedule, ordering_costs(schedule, costs))  # raises where the order cannot run
     check_memory(schedule, costs, memory_limit)
     lowered = lower(schedule, ends)
     check_channels(lowered)
