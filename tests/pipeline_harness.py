@@ -100,6 +100,8 @@ def _one_step(rank, case, pp):
         config = _config_for(chunks, case, pp)
         model = pm.build_model(partial(_provider, config, tied), schedule=sched, chunks=case.get("chunks"))
         fbf = pm.get_forward_backward_func(sched, chunks=case.get("chunks"), **case.get("options", {}))
+        if case.get("lowering"):
+            _use_lowering(fbf, case, pp)
     for chunk in model:
         ref.copy_weights_by_layer_number(full, chunk)
     if case.get("fusion"):
@@ -138,6 +140,59 @@ def _one_step(rank, case, pp):
     elif rank == 0:
         result["ref_losses"] = ref.reference_losses_and_grads(full, batches)[0]
     return result
+
+
+def _use_lowering(fbf, case, pp):
+    """Run the step with a hand-built lowering (tests/strict_lowerings.py), unvalidated."""
+    import strict_lowerings
+    from primus_megatron import schedules as S
+
+    m = case["microbatches"]
+    sched = S.generate(case["schedule"], pp, m, chunks=case.get("chunks"), validate=False)
+    lowered = (strict_lowerings.hoisted(sched) if case["lowering"] == "hoisted"
+               else strict_lowerings.batched(S.lower(sched)))
+    key = (pp, m, False)
+    fbf._cache[key] = (sched, lowered)
+    fbf._unchecked.add(key)
+
+
+def p2p_order_body(rank, world_case):
+    """Two ranks post the p2p of world_case['scenarios'] (each on a process group of its own, so a
+    hang leaves nothing behind for the next) in world_case['mode']; per scenario, 'ok' with the
+    values received, or the PipelineTimeout's text.
+
+    Scenarios (both ranks post the same, to each other): send_first: a send, then a receive
+    (lone ops: under NCCL each send waits for a receive its peer queued behind its own send);
+    send_first_batch: the same two as one batch (they progress together); head_of_line: a
+    receive, then a send (each receive waits for a send its peer queued behind its receive)."""
+    import torch.distributed as dist
+
+    from primus_megatron.runtime.p2p import P2P, PipelineTimeout, Post
+
+    out = {}
+    for name in world_case["scenarios"]:
+        group = dist.new_group([0, 1])
+        p2p = P2P(group, rank, world_case.get("timeout_s", 2.0), world_case["mode"])
+        peer = 1 - rank
+        mine = torch.full([4], float(rank + 1))
+        theirs = torch.empty(4)
+        send, recv = Post(True, mine, peer, f"x{rank}", "test"), Post(False, theirs, peer, f"x{peer}", "test")
+        if name == "send_first":
+            posts = [[send], [recv]]
+        elif name == "send_first_batch":
+            posts = [[send, recv]]
+        elif name == "head_of_line":
+            posts = [[recv], [send]]
+        else:
+            raise ValueError(name)
+        try:
+            pendings = [p for batch in posts for p in p2p.post(batch)]
+            for p in pendings:
+                p2p.wait(p, op=f"scenario {name}")
+            out[name] = ("ok", theirs.tolist())
+        except PipelineTimeout as exc:
+            out[name] = ("timeout", str(exc))
+    return out
 
 
 def cases_body(rank, world_case):

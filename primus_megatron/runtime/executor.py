@@ -28,10 +28,10 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from ..schedules import B, BW, F, W, Lowered, Message, Op, Recv, Send
+from ..schedules import B, BW, F, W, Batch, Lowered, Message, Op, Recv, Send
 from . import te_wgrad
 from .grad_sync import GradSync
-from .p2p import P2P
+from .p2p import P2P, Post
 from .wgrad_store import get_store
 
 
@@ -194,8 +194,25 @@ class _Step:
             self.in_flight.pop(key, None)
 
     def post_recv(self, item: Recv) -> None:
-        self.recvs[item.msg] = self.p2p.post_recv(self.ctx.tensor_shape, self.dtype, self.device, peer=item.peer,
-                                                  what=str(item.msg), op=self._op_label(msg=item.msg, receiving=True))
+        self.post((item,))
+
+    def post(self, items) -> None:
+        """Post Send/Recv items: one alone, or a Batch's together (one batch_isend_irecv)."""
+        posts = []
+        for item in items:
+            if isinstance(item, Recv):
+                buf = torch.empty(self.ctx.tensor_shape, dtype=self.dtype, device=self.device)
+                posts.append(Post(False, buf, item.peer, str(item.msg), self._op_label(msg=item.msg, receiving=True)))
+            else:
+                tensor = self.produced.pop(item.msg).contiguous()
+                posts.append(Post(True, tensor, item.peer, str(item.msg), self._op_label(msg=item.msg, receiving=False)))
+        for item, pending in zip(items, self.p2p.post(posts)):
+            if isinstance(item, Recv):
+                self.recvs[item.msg] = pending
+            elif item.msg.kind == F:
+                key = (item.msg.mb, self.sched.owner(item.msg.src_stage)[1])
+                self.sent_outputs[id(pending)] = key
+                self.in_flight[key] = pending
 
     def _op_label(self, *, msg: Message, receiving: bool) -> str:
         """The op that consumes (receiving) or produced a message, named as the timeout messages name ops."""
@@ -218,17 +235,11 @@ class _Step:
     # -- one item --------------------------------------------------------------------------
     def execute(self, index: int, item) -> None:
         ctx, config, rank = self.ctx, self.config, self.rank
-        if isinstance(item, Recv):
-            self.post_recv(item)
+        if isinstance(item, (Send, Recv)):
+            self.post((item,))
             return
-        if isinstance(item, Send):
-            tensor = self.produced.pop(item.msg)
-            pending = self.p2p.post_send(tensor, peer=item.peer, what=str(item.msg),
-                                         op=self._op_label(msg=item.msg, receiving=False))
-            if item.msg.kind == F:
-                key = (item.msg.mb, self.sched.owner(item.msg.src_stage)[1])
-                self.sent_outputs[id(pending)] = key
-                self.in_flight[key] = pending
+        if isinstance(item, Batch):
+            self.post(item.items)
             return
         op, stage = item, self.sched.stage(rank, item)
         chunk = ctx.model[op.chunk]
