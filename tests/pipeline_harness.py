@@ -195,6 +195,39 @@ def p2p_order_body(rank, world_case):
     return out
 
 
+def watchdog_body(rank, world_case):
+    """Device-side waits (the GPU's, forced on gloo: the host blocks in them, as a GPU host blocks
+    at its next synchronisation) with a rank that never sends: rank 1 receives activation mb0 but
+    never sends its gradient back, then waits for activation mb1, which rank 0 sends only after
+    that gradient. Neither wait returns; each rank's watchdog must name it and end the process."""
+    import os
+
+    import torch.distributed as dist
+
+    from primus_megatron.runtime import watchdog
+    from primus_megatron.runtime.p2p import P2P
+
+    os.environ[watchdog.REPORT_DIR_ENV] = world_case["report_dir"]
+    group = dist.new_group([0, 1])
+    p2p = P2P(group, rank, world_case["timeout_s"], "strict", waits="device")  # strict: gloo works report
+    # completion only once waited; the strict queue reports it as it happens, as NCCL does
+    shape, act = [4], torch.ones(4)
+    if rank == 0:
+        p2p.post_send(act, peer=1, what="activation mb0 stage 0->1", op="F0 (microbatch 0, chunk 0, stage 0)")
+        grad = p2p.post_recv(shape, torch.float32, "cpu", peer=1, what="gradient mb0 stage 1->0",
+                             op="B0 (microbatch 0, chunk 0, stage 0)")
+        p2p.wait(grad, op="B0 (microbatch 0, chunk 0, stage 0)")
+        p2p.post_send(act, peer=1, what="activation mb1 stage 0->1", op="F1 (microbatch 1, chunk 0, stage 0)")
+    else:
+        got = p2p.post_recv(shape, torch.float32, "cpu", peer=0, what="activation mb0 stage 0->1",
+                            op="F0 (microbatch 0, chunk 0, stage 1)")
+        p2p.wait(got, op="F0 (microbatch 0, chunk 0, stage 1)")
+        nxt = p2p.post_recv(shape, torch.float32, "cpu", peer=0, what="activation mb1 stage 0->1",
+                            op="F1 (microbatch 1, chunk 0, stage 1)")
+        p2p.wait(nxt, op="F1 (microbatch 1, chunk 0, stage 1)")
+    return "returned"  # a hang that is not caught ends here only after the gloo timeout
+
+
 def cases_body(rank, world_case):
     """Run world_case['cases'] in order on the same process group; an exception
     in one case is returned as {'error': text} so the others still run."""

@@ -94,3 +94,69 @@ def _assert_same(results: list, what: str) -> None:
     assert set(grads) == set(results[0]["ref_grads"]), what
     for name, g in results[0]["ref_grads"].items():
         torch.testing.assert_close(grads[name], g, rtol=1e-5, atol=1e-7, msg=lambda m: f"{what} grad {name}: {m}")
+
+
+def test_watchdog_names_a_rank_that_never_sends_and_every_rank_exits_nonzero(tmp_path):
+    """Issue 28 (4): with waits on the device (no host timeout), the watchdog thread names the
+    oldest pending p2p op (rank, op, peer, microbatch) and ends every stuck rank non-zero, in
+    bounded time (well before the process group's own 60 s timeout)."""
+    import time
+
+    from primus_megatron.runtime import watchdog
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        H.run_ranks({"body": H.watchdog_body, "pp": 2, "timeout_s": 2.0, "report_dir": str(tmp_path)}, 2,
+                    timeout_s=120)
+    elapsed = time.monotonic() - started
+    text = str(info.value)
+    assert elapsed < 40, elapsed
+    hung = f"failed:\nits process exited with code {watchdog.HANG_EXIT_CODE}"
+    # Whichever watchdog fires first ends its process; the other rank's watchdog fires too, or its wait
+    # fails first on the closed connection (a PipelineTimeout naming the same wait): non-zero either way.
+    names = {0: "the receive of gradient mb0 stage 1->0 from pipeline rank 1 (global 1) in op B0 (microbatch 0, "
+                "chunk 0, stage 0)",
+             1: "the receive of activation mb1 stage 0->1 from pipeline rank 0 (global 0) in op F1 (microbatch 1"}
+    fired = 0
+    for rank, needle in names.items():
+        if f"rank {rank} {hung}" in text:
+            report = (tmp_path / f"hang-rank{rank}.txt").read_text()
+            assert report.startswith(f"pipeline rank {rank} (global {rank}): p2p watchdog: {needle}"), report
+            assert "(limit 2 s;" in report and "watchdog_body" in report  # the stacks of every thread follow
+            fired += 1
+        else:
+            plain = needle.replace("the receive", "receive").split(" in op ")
+            assert f"rank {rank} failed:\nPipelineTimeout: pipeline rank {rank}" in text and plain[0] in text, text
+    assert fired >= 1, text
+
+
+class _Work:
+    def __init__(self):
+        self.calls = []
+
+    def wait(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+        return True
+
+    def is_completed(self):
+        return True
+
+
+def test_nccl_waits_are_on_the_device_and_gloo_waits_on_the_host(monkeypatch):
+    """The wait mode follows the process group's backend (no flag): on NCCL/RCCL `work.wait()`
+    carries no timeout (the current stream waits, the host goes on: WorkNCCL::wait polls the host
+    only when given one), on gloo it carries the p2p timeout."""
+    import torch.distributed as dist
+
+    from primus_megatron.runtime import p2p as P
+
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
+    monkeypatch.setattr(dist, "get_global_rank", lambda group, r: r)
+    for backend, waits, mode in (("nccl", "device", "native"), ("gloo", "host", "plain")):
+        monkeypatch.setattr(dist, "get_backend", lambda group=None, b=backend: b)
+        link = P.P2P(object(), 0, 7.0, "plain")
+        assert (link.waits, link.mode) == (waits, mode)
+        work = _Work()
+        link.wait(P._Pending(work, torch.zeros(1), "activation mb0 stage 0->1", 1), op="F0")
+        (args, kwargs), = work.calls
+        assert (args, kwargs) == (((), {}) if waits == "device" else ((), {"timeout": __import__("datetime").timedelta(seconds=7.0)}))

@@ -14,6 +14,11 @@ How ops are carried (`mode`):
   schedule that would hang on the GPU times out on CPU too, named.
 - on gloo, `plain`: posted to gloo as they are (gloo accepts orders that hang
   under NCCL); for comparison.
+
+How they are waited (`waits`): on the GPU (`device`), without a timeout, so that
+the wait only makes the current stream wait and the host never blocks on a
+receive; a watchdog thread (runtime/watchdog.py) names a hang instead. On CPU
+(`host`), with the p2p timeout, raising PipelineTimeout.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from . import strict_p2p
+from . import strict_p2p, watchdog
 
 DEFAULT_TIMEOUT_S = 600.0
 MODES = ("strict", "strict-lazy", "plain")
@@ -95,6 +100,7 @@ class P2P:
     rank: int  # this rank within the pipeline group
     timeout_s: float = DEFAULT_TIMEOUT_S
     mode: Optional[str] = None  # gloo only: strict (default), strict-lazy or plain; see module doc
+    waits: Optional[str] = None  # host | device; by default device on NCCL/RCCL, host on gloo
     sends: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -103,6 +109,13 @@ class P2P:
         self.mode = mode if self.backend == "gloo" else "native"
         self._queue = (strict_p2p.queue_for(self.group, lazy=mode == "strict-lazy")
                        if self.mode.startswith("strict") else None)
+        if self.waits is None:
+            self.waits = "host" if self.backend == "gloo" else "device"
+        if self.waits not in ("host", "device"):
+            raise ValueError(f"P2P waits={self.waits!r}: use 'host' or 'device'")
+        self._watchdog = None
+        if self.waits == "device":
+            self._watchdog = watchdog.get(self.timeout_s, who=f"pipeline rank {self.rank} (global {dist.get_rank()})")
 
     def global_rank(self, peer: int) -> int:
         return dist.get_global_rank(self.group, peer) if self.group is not None else peer
@@ -123,6 +136,9 @@ class P2P:
             first = posts[0]
             what = f"send of {first.what} to" if first.send else f"receive of {first.what} from"
             raise self._error(what, first.peer, first.op, exc, posting=True) from exc
+        if self._watchdog is not None:
+            self._watchdog.track(work, "; ".join(f"{p.label()} (global {self.global_rank(p.peer)})" for p in posts),
+                                 "; ".join(dict.fromkeys(p.op for p in posts if p.op)))
         pendings = []
         for p in posts:
             pending = _Pending(work, p.tensor, p.what, p.peer, p.send)
@@ -146,6 +162,14 @@ class P2P:
     # -- waiting ------------------------------------------------------------------------------
     def wait(self, pending: _Pending, *, op: str) -> torch.Tensor:
         """Wait for `pending`; on timeout or failure raise naming this rank, the op, the peer and the message."""
+        if self.waits == "device":
+            # the current stream waits; the host goes on (a hang is the watchdog's to name)
+            try:
+                pending.work.wait()
+            except Exception as exc:  # an NCCL error the process group already detected
+                what = f"send of {pending.what} to" if pending.send else f"receive of {pending.what} from"
+                raise self._error(what, pending.peer, op, exc) from exc
+            return pending.tensor
         started = time.perf_counter()
         try:
             pending.work.wait(timeout=datetime.timedelta(seconds=self.timeout_s))
@@ -159,7 +183,8 @@ class P2P:
     def _error(self, what: str, peer: int, op: str, exc: BaseException, *, waited: float = 0.0,
                posting: bool = False) -> "PipelineTimeout":
         detail = str(exc).splitlines()[0][:300] if str(exc) else ""
-        how = "failed to post" if posting else f"waited {waited:.3g} s (limit {self.timeout_s:g} s)"
+        how = ("failed to post" if posting else "failed waiting" if self.waits == "device"
+               else f"waited {waited:.3g} s (limit {self.timeout_s:g} s)")
         where = f" in op {op}" if op else ""
         return PipelineTimeout(
             f"pipeline rank {self.rank} (global {dist.get_rank()}) {how}{where} for the {what} pipeline rank {peer} "
