@@ -195,6 +195,34 @@ def p2p_order_body(rank, world_case):
     return out
 
 
+def first_contact_body(rank, world_case):
+    """Lazy init's first contact: rank 0 posts a lone send to rank 1, which posts its receive only
+    after world_case['late_s'] (or never, with world_case['never']). Returns how long rank 0's post
+    blocked its host, and what happened."""
+    import time as _time
+
+    import torch.distributed as dist
+
+    from primus_megatron.runtime.p2p import P2P, PipelineTimeout
+
+    group = dist.new_group([0, 1])
+    p2p = P2P(group, rank, world_case["timeout_s"], world_case["mode"])
+    if rank == 1:
+        _time.sleep(world_case["late_s"])
+        if world_case.get("never"):
+            return {"posted_s": None, "outcome": "silent"}
+        got = p2p.post_recv([2], torch.float32, "cpu", peer=0, what="activation mb0 stage 0->1", op="F0")
+        return {"posted_s": None, "outcome": p2p.wait(got, op="F0").tolist()}
+    started = _time.monotonic()
+    try:
+        sent = p2p.post_send(torch.ones(2), peer=1, what="activation mb0 stage 0->1", op="F0")
+    except PipelineTimeout as exc:
+        return {"posted_s": _time.monotonic() - started, "outcome": str(exc)}
+    posted = _time.monotonic() - started
+    p2p.finish_send(sent, op="F0")
+    return {"posted_s": posted, "outcome": "sent"}
+
+
 def watchdog_body(rank, world_case):
     """Device-side waits (the GPU's, forced on gloo: the host blocks in them, as a GPU host blocks
     at its next synchronisation) with a rank that never sends: rank 1 receives activation mb0 but

@@ -48,6 +48,22 @@ def test_a_batch_progresses_together(orders):
             assert orders[mode][rank]["send_first_batch"] == ("ok", [float(2 - rank)] * 4), (mode, rank)
 
 
+def test_lazy_init_first_contact_blocks_the_host_until_the_peer_posts():
+    """strict-lazy: the first lone op between two ranks is a rendezvous on the host (the two-rank
+    communicator's creation); strict (eager init) posts without waiting. A peer that never posts
+    to this rank is named as the post's failure."""
+    late = 1.5
+    out = {mode: H.run_ranks({"body": H.first_contact_body, "pp": 2, "mode": mode, "late_s": late,
+                              "timeout_s": 20}, 2, timeout_s=120)[0] for mode in ("strict", "strict-lazy")}
+    assert out["strict"]["outcome"] == "sent" and out["strict"]["posted_s"] < late / 2, out
+    assert out["strict-lazy"]["outcome"] == "sent" and out["strict-lazy"]["posted_s"] > late * 0.8, out
+    never = H.run_ranks({"body": H.first_contact_body, "pp": 2, "mode": "strict-lazy", "late_s": 4, "never": True,
+                         "timeout_s": 1}, 2, timeout_s=120)[0]
+    assert never["posted_s"] < 3.5, never
+    for needle in ("pipeline rank 0", "failed to post in op F0", "pipeline rank 1", "first contact with global rank 1"):
+        assert needle in never["outcome"], (needle, never)
+
+
 def test_the_old_interleaved_lowering_deadlocks_strict_and_passes_on_plain_gloo():
     """Issue 28's break-check: interleaved-1f1b at pp=4, m=8, lowered as before the NCCL-order
     lowering (rank 0 posts four receives from rank 3 before F0): under NCCL's ordering the cycle

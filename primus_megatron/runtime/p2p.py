@@ -132,7 +132,9 @@ class P2P:
         """Post one op, or several as one batch; a _Pending per op (a batch's share its work)."""
         try:
             work = self._post(posts)
-        except Exception as exc:  # a dead peer can fail the post itself
+        except Exception as exc:  # a dead peer can fail the post itself (or, lazy, never make first contact)
+            if self._queue is not None:
+                strict_p2p.abandon(self.group)
             first = posts[0]
             what = f"send of {first.what} to" if first.send else f"receive of {first.what} from"
             raise self._error(what, first.peer, first.op, exc, posting=True) from exc
@@ -150,7 +152,7 @@ class P2P:
     def _post(self, posts: list):
         if self._queue is not None:
             entries = [strict_p2p.Entry(p.send, p.tensor, self.global_rank(p.peer), p.label()) for p in posts]
-            return self._queue.submit(entries)
+            return self._queue.submit(entries, timeout_s=self.timeout_s)
         if len(posts) == 1:
             p = posts[0]
             op = dist.isend if p.send else dist.irecv

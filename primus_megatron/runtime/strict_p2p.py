@@ -21,16 +21,22 @@ small sends may finish into the peer's buffers before the receive is posted.
 No acknowledgement message is needed; the cost is one thread hand-off per
 submission (benchmarks/p2p_strict_overhead.py).
 
-Lazy init's pairwise first-contact rendezvous (a two-rank communicator created
-on the first p2p between two ranks, blocking the host of both) is modelled on
-request (`lazy=True`): the host's first post to a peer blocks until that peer's
-host posts to it too.
+Lazy init (no `device_id`) is modelled on request (`lazy=True`): PyTorch's
+`ProcessGroupNCCL::pointToPoint` keys a lone send or receive by the rank pair and
+creates that two-rank communicator on the pair's first op (a rendezvous that
+blocks the host of both), and keys a batched op by the device, whose first use
+creates the group's communicator (a rendezvous of every rank of the group). So
+here the host's first lone post to a peer blocks until that peer's host posts a
+lone op to it too, and the host's first batch blocks until every rank of the
+group posts its first batch. The queue stays one per group, as in eager init
+(lazy init gives each pair a stream of its own: one queue is the stricter).
 """
 from __future__ import annotations
 
 import datetime
 import queue
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Optional
@@ -39,6 +45,7 @@ import torch
 import torch.distributed as dist
 
 _FIRST_CONTACT_TAG = 7  # the lazy-init handshake; data uses gloo's default tag 0
+_GROUP_MADE_TAG = 8
 
 
 @dataclass
@@ -81,17 +88,20 @@ class StrictQueue:
         self.group = group
         self.lazy = lazy
         self.contacted: set = set()
+        self.group_made = False
         self.items: "queue.SimpleQueue[Completion]" = queue.SimpleQueue()
         self.head: Optional[Completion] = None
         self.failed: Optional[BaseException] = None
         self.thread = threading.Thread(target=self._serve, name="primus-strict-p2p", daemon=True)
         self.thread.start()
 
-    def submit(self, entries: list) -> Completion:
-        """Queue one lone op (one entry) or one batch (several, posted together)."""
-        if self.lazy:
-            for e in entries:
-                self._first_contact(e)
+    def submit(self, entries: list, *, timeout_s: Optional[float] = None) -> Completion:
+        """Queue one lone op (one entry) or one batch (several, posted together). Under lazy init a
+        first contact blocks here, on the host, for up to `timeout_s` (TimeoutError)."""
+        if self.lazy and len(entries) == 1:
+            self._first_contact(entries[0], timeout_s)
+        elif self.lazy and not self.group_made:
+            self._make_group(timeout_s)
         completion = Completion(self, entries)
         self.items.put(completion)
         return completion
@@ -103,17 +113,35 @@ class StrictQueue:
         what = "; ".join(e.label for e in head.entries)
         return f"the batch [{what}]" if len(head.entries) > 1 else f"the {what}"
 
-    def _first_contact(self, entry: Entry) -> None:
-        """Lazy init: the first p2p with a peer creates a two-rank communicator, a rendezvous
-        that blocks the host of both ranks until each has posted its first op to the other."""
+    def _first_contact(self, entry: Entry, timeout_s: Optional[float]) -> None:
+        """Lazy init: the first lone p2p with a peer creates a two-rank communicator, a rendezvous
+        that blocks the host of both ranks until each has posted a lone op to the other."""
         if entry.peer in self.contacted:
             return
         token, echo = torch.zeros(1), torch.zeros(1)
         works = [dist.isend(token, entry.peer, group=self.group, tag=_FIRST_CONTACT_TAG),
                  dist.irecv(echo, entry.peer, group=self.group, tag=_FIRST_CONTACT_TAG)]
-        for work in works:
-            work.wait()  # the process group's own timeout bounds a peer that never comes
+        self._wait(works, timeout_s, f"the first contact with global rank {entry.peer} (lazy init creates "
+                                     f"their two-rank communicator, at the {entry.label})")
         self.contacted.add(entry.peer)
+
+    def _make_group(self, timeout_s: Optional[float]) -> None:
+        """Lazy init: the first batch creates the group's communicator, a rendezvous of every rank."""
+        work = dist.all_reduce(torch.zeros(1), group=self.group, async_op=True)
+        self._wait([work], timeout_s, "every rank of the group to post its first batch (lazy init creates the "
+                                      "group's communicator there)")
+        self.group_made = True
+
+    def _wait(self, works: list, timeout_s: Optional[float], what: str) -> None:
+        started = time.monotonic()
+        for work in works:
+            left = None if timeout_s is None else max(0.001, timeout_s - (time.monotonic() - started))
+            try:
+                work.wait() if left is None else work.wait(timeout=datetime.timedelta(seconds=left))
+            except Exception as exc:
+                self.failed = exc
+                raise TimeoutError(f"strict p2p (lazy init): waited {time.monotonic() - started:.3g} s on the "
+                                   f"host for {what}") from exc
 
     def _serve(self) -> None:
         while True:
