@@ -166,7 +166,8 @@ def _one_config(rank: int, world_case: dict, config: dict) -> dict:
     from primus_megatron import schedules as S
     import runtime_throughput as RT
 
-    model_cfg, pp, m = world_case["model"], config["pp"], world_case["microbatches"]
+    model_cfg, pp = world_case["model"], config["pp"]
+    m = world_case.get("microbatches") or 2 * pp  # a multiple of pp: megatron's interleaved schedule wants one
     gpu = world_case["gpu"]
     device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
     name = config["schedule"]
@@ -180,15 +181,16 @@ def _one_config(rank: int, world_case: dict, config: dict) -> dict:
     def run(fbf, model):
         for chunk in model:
             chunk.zero_grad(set_to_none=True)
+        # one iterator per chunk (megatron's interleaved schedule takes them so; each chunk reads
+        # its microbatches in order)
+        data = [iter(batches) for _ in model] if len(model) > 1 else iter(batches)
         dist.barrier()
         with timer:
-            store = fbf(data_iterator=iter(batches), model=model if len(model) > 1 else model[0], **kw)
+            store = fbf(data_iterator=data, model=model if len(model) > 1 else model[0], **kw)
         return store
 
     try:
         interleaved = entry.chunks > 1 and entry.placement == S.LOOP
-        if interleaved:
-            ps.set_virtual_pipeline_model_parallel_world_size(entry.chunks)
         ours = [c.to(device) for c in RT.build(model_cfg, name, pp)]
         fbf = pm.get_forward_backward_func(name, p2p_timeout_s=world_case["p2p_timeout_s"], losses_on_last_rank=True,
                                            p2p_mode="strict-lazy" if config["init"] == "lazy" else "strict")
@@ -201,7 +203,15 @@ def _one_config(rank: int, world_case: dict, config: dict) -> dict:
         result["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30 if gpu else None
         mine = (_losses(store), _grads(ours))
         reference = "megatron-interleaved" if interleaved else "megatron-1f1b"
+        if interleaved:  # megatron's interleaved schedule and its chunks read the chunk count from here
+            ps.set_virtual_pipeline_model_parallel_world_size(entry.chunks)
         theirs_model = [c.to(device) for c in RT.build(model_cfg, "interleaved-1f1b" if interleaved else "1f1b", pp)]
+        if interleaved:  # its p2p as Megatron-LM sets it (overlapped, unbatched): batched, at pp=2 a rank's
+            # receives from its one neighbour (previous and next) share a batch and can swap
+            theirs_model[0].config.overlap_p2p_comm, theirs_model[0].config.batch_p2p_comm = True, False
+            if not gpu:  # with overlapped p2p it frees a sent output's storage while gloo (no stream to
+                # record it on, unlike NCCL) may still be sending it
+                theirs_model[0].config.deallocate_pipeline_outputs = False
         if gpu:
             torch.cuda.reset_peak_memory_stats()
         store = run(megatron_fbf(), theirs_model)
@@ -414,6 +424,9 @@ def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters:
             try:
                 res = MLM.run(tree, nproc, args, cpu_flag=not gpu, expect_ok=False, launcher=launcher)
                 row.update(ok=res.returncode == 0, losses=res.numbers()["lm loss"], **_iteration_stats(res.log))
+                if row.get("ms_per_iteration"):  # one iteration: the global batch of sequences
+                    seq = int(MLM.TINY[MLM.TINY.index("--seq-length") + 1])
+                    row["tokens_per_s"] = round(4 * nproc * seq / (row["ms_per_iteration"] / 1e3))
                 if res.returncode != 0:
                     row["error"] = MLM.tail(res.log, 15)
             except AssertionError as exc:  # did not finish in time
@@ -472,11 +485,12 @@ def report_markdown(data: dict) -> str:
                      f"{(r.get('error') or '').splitlines()[0][:120] if r.get('error') else ''} |")
     if data.get("megatron_lm") is not None:
         lines += ["", "## Megatron-LM pretrain_gpt.py", "",
-                  "| schedule | precision | ran | losses = megatron 1F1B | ms/iter | TFLOP/s/GPU | peak MiB |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| schedule | precision | ran | losses = megatron 1F1B | ms/iter | tokens/s | TFLOP/s/GPU | peak MiB |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in data["megatron_lm"]:
             lines.append(f"| {r['schedule']} | {r['precision']} | {'yes' if r['ok'] else 'NO'} | "
                          f"{r['losses_equal_megatron_1f1b']} | {r.get('ms_per_iteration', '-')} | "
+                         f"{r.get('tokens_per_s', '-')} | "
                          f"{r.get('tflops_per_gpu', '-')} | {r.get('peak_mib', '-')} |")
     lines += ["", f"Command: `{data['command']}`", ""]
     return "\n".join(lines)
@@ -488,7 +502,7 @@ def main(argv=None) -> int:
     parser.add_argument("--schedules", help="comma-separated (default: every registered schedule; dry run: "
                                             + ",".join(DRY_SCHEDULES) + ")")
     parser.add_argument("--max-pp", type=int, help="largest pipeline size (default: the GPU count; dry run: 2)")
-    parser.add_argument("--microbatches", type=int, default=None, help="per step (default: 2 x pp of the largest)")
+    parser.add_argument("--microbatches", type=int, default=None, help="per step (default: 2 x pp)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--megatron-lm", action=argparse.BooleanOptionalAction, default=None,
                         help="also run Megatron-LM's pretrain_gpt.py (default: on GPUs only)")
@@ -521,7 +535,7 @@ def main(argv=None) -> int:
         print(f"gpu_check: needs at least 2 GPUs for a pipeline, found {top}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
-    opts = {"model": MODEL if gpu else DRY_MODEL, "microbatches": args.microbatches or 2 * top, "steps": args.steps,
+    opts = {"model": MODEL if gpu else DRY_MODEL, "microbatches": args.microbatches, "steps": args.steps,
             "p2p_timeout_s": P2P_TIMEOUT_S, "config_timeout_s": CONFIG_TIMEOUT_S}
     configs = configurations(names, pps, rocm=bool(torch.version.hip), gpu=gpu)
     data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

@@ -2,12 +2,15 @@
 
 On the GPU a receive is waited on the device stream: `work.wait()` with no timeout
 only makes the current stream wait for the NCCL stream and returns at once, so the
-host goes on enqueuing. A timeout would undo that: PyTorch's `WorkNCCL::wait`
-(torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, torch 2.8 to 2.13: "In case of
-blockingWait or a timeout value is specified by the user, we block the CPU thread
-until the work is completed or timed out") polls `isCompleted()` on the host with a
-`kSynchronizeBusyWaitMillis` sleep between polls. So the wait carries no timeout,
-and this watchdog, a thread of its own off the hot path, names a hang instead: every
+host goes on enqueuing. A timeout would undo that. PyTorch's
+torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, `WorkNCCL::wait` (read in a recent
+snapshot of PyTorch's main branch; the torch 2.13 CPU wheel here has no NCCL build to
+check its exact lines against) first calls `synchronize()`, which blocks the current
+stream on the work's end event (`ncclEndEvent_->block(currentStream)`), then, "in
+case of blockingWait or a timeout value is specified by the user", loops
+`while (!isCompleted())` on the host with a `kSynchronizeBusyWaitMillis` sleep. So
+the wait carries no timeout, and this watchdog, a thread of its own off the hot
+path, names a hang instead: every
 `period_s` it looks at the oldest p2p work still pending (in eager NCCL that is the
 head of the process group's queue, the one holding the rest), and once that has been
 pending longer than the timeout it writes who waited for what (rank, op, peer,
