@@ -456,7 +456,7 @@ def _iteration_stats(log: str) -> dict:
                 if key in fields:
                     stats[label] = float(fields[key])
         peak = re.search(r"max allocated: ([0-9.]+)", line)
-        if peak:
+        if peak and float(peak.group(1)) > 0:  # on CPU Megatron-LM reports 0
             stats["peak_mib"] = max(stats.get("peak_mib", 0.0), float(peak.group(1)))
     return stats
 
@@ -472,7 +472,7 @@ def report_markdown(data: dict) -> str:
     for i, g in enumerate(env["gpus"]):
         lines.append(f"- GPU {i}: {g['name']} (capability {g['capability']} {g['arch']}, {g['memory_gib']} GiB, "
                      f"bf16 {g['bf16']}, FP8 {g['fp8']})")
-    lines += ["", "## Schedules x pp x init x knobs (two steps each)", "",
+    lines += ["", "### Schedules x pp x init x knobs (two steps each)", "",
               "| schedule | pp | init | env | ran | losses bitwise | grads bitwise | ms/iter | reference ms/iter | "
               "peak GiB (ref) | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["matrix"]:
@@ -484,7 +484,7 @@ def report_markdown(data: dict) -> str:
                      f"{ms(r.get('reference_seconds'))} ({r.get('reference', '-')}) | {peak} | "
                      f"{(r.get('error') or '').splitlines()[0][:120] if r.get('error') else ''} |")
     if data.get("megatron_lm") is not None:
-        lines += ["", "## Megatron-LM pretrain_gpt.py", "",
+        lines += ["", "### Megatron-LM pretrain_gpt.py", "",
                   "| schedule | precision | ran | losses = megatron 1F1B | ms/iter | tokens/s | TFLOP/s/GPU | peak MiB |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in data["megatron_lm"]:

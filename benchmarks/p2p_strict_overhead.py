@@ -67,9 +67,10 @@ def main(argv=None) -> int:
             + C.table(["message", "plain gloo, µs one way", "strict, µs one way", "difference, µs",
                        "strict / plain (median [25th-75th])"], rows)
             + f"\n\nOne way = half a round trip, median of {case['reps']} repetitions of {case['trips']} round trips "
-              f"(modes alternating). A pipeline step posts about 2 messages per microbatch and stage boundary, "
-              f"so the strict mode adds that difference per message to a CPU step; on the GPU it is not used "
-              f"(NCCL/RCCL order the ops themselves).\n")
+              f"(modes alternating); difference = strict - plain, per message. Load average while it ran: "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. A pipeline step posts about 2 messages per "
+              f"microbatch and stage boundary, so a CPU step changes by about that difference per message; on "
+              f"the GPU the strict mode is not used (NCCL/RCCL order the ops themselves).\n")
     C.publish(args, SECTION, text, "p2p_strict_overhead")
     return 0
 
