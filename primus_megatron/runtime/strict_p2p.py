@@ -45,7 +45,6 @@ import torch
 import torch.distributed as dist
 
 _FIRST_CONTACT_TAG = 7  # the lazy-init handshake; data uses gloo's default tag 0
-_GROUP_MADE_TAG = 8
 
 
 @dataclass
