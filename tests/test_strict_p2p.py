@@ -176,3 +176,20 @@ def test_nccl_waits_are_on_the_device_and_gloo_waits_on_the_host(monkeypatch):
         link.wait(P._Pending(work, torch.zeros(1), "activation mb0 stage 0->1", 1), op="F0")
         (args, kwargs), = work.calls
         assert (args, kwargs) == (((), {}) if waits == "device" else ((), {"timeout": __import__("datetime").timedelta(seconds=7.0)}))
+
+
+def test_strict_is_the_default_and_plain_an_option(monkeypatch):
+    """Both training entry points (examples/pretrain_gpt.py and the Megatron-LM plugin) build their
+    runner with get_forward_backward_func and no p2p mode: strict unless $PRIMUS_PIPELINE_P2P says
+    otherwise; a wrong value is one sentence naming the option, before any process group."""
+    import primus_megatron as pm
+
+    monkeypatch.delenv("PRIMUS_PIPELINE_P2P", raising=False)
+    assert pm.get_forward_backward_func("1f1b").p2p_mode == "strict"
+    assert pm.get_forward_backward_func("1f1b", p2p_mode="plain").p2p_mode == "plain"
+    monkeypatch.setenv("PRIMUS_PIPELINE_P2P", "strict-lazy")
+    assert pm.get_forward_backward_func("zbv").p2p_mode == "strict-lazy"
+    monkeypatch.setenv("PRIMUS_PIPELINE_P2P", "eager")
+    with pytest.raises(ValueError, match=r"^p2p mode 'eager' \(option p2p_mode or \$PRIMUS_PIPELINE_P2P\) is not one "
+                                         r"of strict, strict-lazy, plain$"):
+        pm.get_forward_backward_func("1f1b")
