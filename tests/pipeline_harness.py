@@ -220,7 +220,7 @@ def first_contact_body(rank, world_case):
         return {"posted_s": _time.monotonic() - started, "outcome": str(exc)}
     posted = _time.monotonic() - started
     p2p.finish_send(sent, op="F0")
-    return {"posted_s": posted, "outcome": "sent"}
+    return {"posted_s": posted, "sent_s": _time.monotonic() - started, "outcome": "sent"}
 
 
 def watchdog_body(rank, world_case):

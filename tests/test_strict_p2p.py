@@ -56,6 +56,9 @@ def test_lazy_init_first_contact_blocks_the_host_until_the_peer_posts():
     out = {mode: H.run_ranks({"body": H.first_contact_body, "pp": 2, "mode": mode, "late_s": late,
                               "timeout_s": 20}, 2, timeout_s=120)[0] for mode in ("strict", "strict-lazy")}
     assert out["strict"]["outcome"] == "sent" and out["strict"]["posted_s"] < late / 2, out
+    # and the send completed only once the receive was posted: gloo's sends are rendezvous sends,
+    # which the strict mode's "at least as strict as NCCL" rests on (runtime/strict_p2p.py)
+    assert out["strict"]["sent_s"] > late * 0.8, out
     assert out["strict-lazy"]["outcome"] == "sent" and out["strict-lazy"]["posted_s"] > late * 0.8, out
     never = H.run_ranks({"body": H.first_contact_body, "pp": 2, "mode": "strict-lazy", "late_s": 4, "never": True,
                          "timeout_s": 1}, 2, timeout_s=120)[0]
