@@ -72,7 +72,8 @@ class PipelineRunner:
                  p2p_timeout_s: float = DEFAULT_TIMEOUT_S, record_timeline: bool = True,
                  losses_on_last_rank: bool = False, profile_steps: Optional[tuple[int, int]] = None,
                  replan: bool = False, log: Optional[Callable[[str], None]] = None,
-                 profile_out: Optional[str] = None, post_validation: bool = False) -> None:
+                 profile_out: Optional[str] = None, post_validation: bool = False, offload: str = "off",
+                 offload_bandwidth: Optional[float] = None) -> None:
         if isinstance(schedule, S.Schedule):
             S.validate(schedule)
             self.name = schedule.name
@@ -85,6 +86,14 @@ class PipelineRunner:
             self.chunks = S.registry.resolve_chunks(entry, chunks)
         self.costs = costs
         self.memory_limit = memory_limit
+        # Activation offload (schedules.offload): the plan decides which F's saved activations go to host and
+        # when they come back; the bandwidth is in the cost model's units (activation shares per time unit).
+        # Left out, one share per unit of time: copies as long as an F at unit costs.
+        if offload not in S.offload.MODES:
+            raise ValueError(f"offload must be one of {', '.join(S.offload.MODES)}, got {offload!r}")
+        self.offload = offload
+        self.offload_bandwidth = S.offload.check_bandwidth(1.0 if offload_bandwidth is None else offload_bandwidth)
+        self._offload_plans: dict = {}
         # The run steps its optimizer with post-validation (no barrier between iterations): a
         # schedule that searches minimises the longest per-rank span, not the makespan.
         self.post_validation = post_validation
@@ -116,11 +125,15 @@ class PipelineRunner:
                     raise ValueError(f"schedule {sched.name!r} was built for pp={sched.pp} and {sched.microbatches} "
                                      f"microbatches, but the step has pp={pp} and {num_microbatches}")
             else:
+                # with offload the memory limit bounds what stays resident: the offload plan meets it
                 sched = S.generate(self.name, pp, num_microbatches, costs=self.costs,
-                                   memory_limit=self.memory_limit, chunks=self.chunks,
-                                   post_validation=self.post_validation)
+                                   memory_limit=self.memory_limit if self.offload == "off" else None,
+                                   chunks=self.chunks, post_validation=self.post_validation)
             if forward_only:
                 sched = forward_only_schedule(sched)
+            elif self.offload != "off":
+                self._offload_plans[key] = S.offload.choose(sched, self.offload, bandwidth=self.offload_bandwidth,
+                                                            costs=self.costs, memory_limit=self.memory_limit).plan
             self._cache[key] = (sched, S.validate(sched))
             self._unchecked.add(key)
         return self._cache[key]
@@ -258,7 +271,8 @@ class PipelineRunner:
                           tensor_shape=tuple(shape), forward_only=forward_only,
                           collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
                           cp_group_size=cp, record_timeline=self.record_timeline,
-                          profile=self.profile if profiling else None)
+                          profile=self.profile if profiling else None,
+                          offload_plan=self._offload_plans.get(key))
         p2p = P2P(group, rank, self.p2p_timeout_s)
         validate = take_pending()
         if validate is not None and forward_only:
@@ -412,7 +426,8 @@ def get_forward_backward_func(schedule: Union[str, S.Schedule] = "zb-h1", **opti
     """A function with megatron-core's forward_backward_func signature running `schedule`.
 
     `schedule` is a registered name (see `primus-pipeline list`) or a Schedule;
-    options: costs, memory_limit, chunks, p2p_timeout_s, record_timeline.
+    options: costs, memory_limit, chunks, p2p_timeout_s, record_timeline, offload ("off", "all" or "auto":
+    activation offload, `schedules.offload`), offload_bandwidth.
     """
     return PipelineRunner(schedule, **options)
 
