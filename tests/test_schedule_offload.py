@@ -128,3 +128,31 @@ def test_bad_mode_and_bandwidth_are_refused_in_one_sentence():
         O.choose(schedule, "some")
     with pytest.raises(ScheduleError, match="offload bandwidth must be a positive number"):
         O.choose(schedule, "all", bandwidth=0.0)
+
+
+def test_cli_simulate_and_compare_show_the_trade_off(capsys, tmp_path):
+    from primus_megatron import cli
+
+    args = ["--pp", "4", "-m", "8", "--mem-b", "-0.6", "--offload", "auto", "--offload-bandwidth", "2"]
+    assert cli.main(["simulate", "--schedule", "zbv", *args, "--plot", str(tmp_path / "t.svg")]) == 0
+    out = capsys.readouterr().out
+    expected = O.choose(generate("zbv", 4, 8, costs=Costs(mem_b=-0.6, mem_w=-0.4)), "auto", bandwidth=2.0,
+                        costs=Costs(mem_b=-0.6, mem_w=-0.4))
+    assert f"{expected.plan.count} of the F ops' activations go to host" in out
+    assert f"max resident peak {expected.max_peak_memory:g} (without 4)" in out
+    svg = (tmp_path / "t.svg").read_text()
+    assert "activations to host (offload lane)" in svg and "activations back (reload lane)" in svg
+    assert cli.main(["compare", *args, "--memory-limit", "2.5"]) == 0
+    out = capsys.readouterr().out
+    assert "offloaded" in out and "makespan without" in out
+    assert "zb-h1" in out and "above --memory-limit 2.5" in out  # what B keeps for W stays resident
+
+
+@pytest.mark.parametrize("bad, says", [(["--offload", "some"], "invalid choice: 'some'"),
+                                       (["--offload-bandwidth", "0"], "must be a positive number")])
+def test_cli_refuses_bad_offload_options_in_one_line(capsys, bad, says):
+    from primus_megatron import cli
+
+    assert cli.main(["simulate", "--schedule", "zbv", "--pp", "4", "-m", "8", *bad]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert says in err[-1] and "Traceback" not in "\n".join(err)

@@ -103,6 +103,20 @@ class OffloadResult:
     def max_peak_memory(self) -> float:
         return max(self.peak_memory, default=0.0)
 
+    @property
+    def busy(self) -> list:
+        return [sum(span.end - span.start for span in row) for row in self.timeline]
+
+    @property
+    def bubble_sync(self) -> float:
+        total, pp = sum(self.busy), self.schedule.pp
+        return max(0.0, 1.0 - total / (pp * self.makespan)) if self.makespan > 0 else 0.0
+
+    @property
+    def bubble_async(self) -> float:
+        period = max(((row[-1].end - row[0].start) for row in self.timeline if row), default=0.0)
+        return max(0.0, 1.0 - sum(self.busy) / (self.schedule.pp * period)) if period > 0 else 0.0
+
     def stats(self) -> dict:
         return {"offload": self.plan.mode, "offloaded": self.plan.count, "bandwidth": self.plan.bandwidth,
                 "makespan": round(self.makespan, 6), "peak_memory": [round(x, 6) for x in self.peak_memory],
@@ -325,8 +339,9 @@ def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs:
     for size in sizes:
         result = simulate_offload(schedule, make_plan(schedule, order[:size], bandwidth, costs, mode=AUTO), costs)
         fits = result.max_peak_memory <= limit
-        # within the limit first; then the fastest; then the least memory; then the fewest copies
-        score = (not fits, round(result.makespan, 9) if fits else result.max_peak_memory,
+        # within the limit first (or, when nothing is, the least memory); then the fastest; then the least
+        # memory; then the fewest copies
+        score = (not fits, 0.0 if fits else round(result.max_peak_memory, 9), round(result.makespan, 9),
                  result.max_peak_memory, size)
         if best is None or score < best[0]:
             best = (score, result)
