@@ -6,7 +6,7 @@ the host pool is empty when each step ends (the executor raises otherwise).
 
 By default a representative subset runs (each production feature under a split-backward, a V and
 a fused-backward schedule: about a minute on 2 cores); PRIMUS_OFFLOAD_MATRIX=full runs every
-configuration under every schedule.
+configuration under every schedule, PRIMUS_OFFLOAD_MATRIX=config,config... the named ones.
 """
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ SUBSET = {
     "f-moe-ep2": ["zb-auto"],
 }
 FULL = {**{c: [s for s in M._schedules(c) if s != H.MEGATRON] for c in M.CONFIGS}, "c-fusion-overlap": M.OURS}
-CHOSEN = FULL if os.environ.get("PRIMUS_OFFLOAD_MATRIX") == "full" else SUBSET
+_ENV = os.environ.get("PRIMUS_OFFLOAD_MATRIX", "")
+# "full": every configuration and schedule; a comma-separated list of configurations: those, every schedule
+CHOSEN = FULL if _ENV == "full" else {c: FULL[c] for c in _ENV.split(",")} if _ENV else SUBSET
 CASES = [(c, s) for c, schedules in CHOSEN.items() for s in schedules]
 
 
