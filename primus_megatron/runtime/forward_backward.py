@@ -228,7 +228,7 @@ class PipelineRunner:
         sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
         key = (pp, num_microbatches, forward_only)
         if key in self._unchecked:
-            _refuse_unsupported(config, chunks, sched)
+            _refuse_unsupported(config, chunks, sched, "off" if forward_only else self.offload)
             if sched.placement == S.V:
                 _solo_group()  # made by every rank before its first op, never within a step
             check_same_schedule(sched, group, rank, self.p2p_timeout_s)
@@ -324,13 +324,13 @@ def uses_transformer_engine(chunks: list) -> bool:
                for c in chunks for m in c.modules() for cls in type(m).__mro__)
 
 
-def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule) -> None:
+def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: str = "off") -> None:
     from .unsupported import refusal_for
 
     uses_te = uses_transformer_engine(chunks)
     ddp_configs = tuple(c.ddp_config for c in chunks if getattr(c, "ddp_config", None) is not None)
     problem = refusal_for(config, schedule=sched.name, splits_backward=sched.splits_backward,
-                          v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs)
+                          v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs, offload=offload)
     if problem:  # named as Megatron-LM's option; the config field is the same name with underscores
         raise UnsupportedSetting(problem)
 
