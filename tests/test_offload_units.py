@@ -100,3 +100,29 @@ def test_a_failed_step_releases_everything_and_an_unused_offload_is_reported():
     offload.clear()
     assert not offload.entries and offload.host_bytes == 0
     offload.assert_empty()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the pinned-buffer, stream and event path)")
+def test_cuda_offload_is_bitwise_and_frees_the_device_copy():
+    """The GPU path: pinned host buffers, D2H/H2D streams, the B's stream waiting on the reload's event."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    model = _model().to(device)
+    x = torch.randn(512, 8, device=device, requires_grad=True)
+    plain_loss, plain = _grads(model, x)
+    offload = ActivationOffload({(0, 0)}, {}, device, params=list(model.parameters()))
+    model.zero_grad()
+    with offload.forward((0, 0)):
+        loss = model(x).square().sum()
+    before = torch.cuda.memory_allocated()
+    offload.offloaded((0, 0))
+    torch.cuda.synchronize()
+    offload.poll()
+    assert torch.cuda.memory_allocated() < before  # the device copies went once their copy out was done
+    assert all(h.is_pinned() for h in offload.entries[(0, 0)].host)
+    offload.reload((0, 0))
+    offload.ready((0, 0))
+    loss.backward()
+    offload.release((0, 0))
+    assert torch.equal(loss.detach(), plain_loss)
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain))
+    offload.assert_empty()
