@@ -94,6 +94,20 @@ def _memory_delta(text: str) -> Any:
 
 
 _memory_limit = _positive("activation units")
+_bandwidth = _positive("activation units per time unit")
+
+
+def _add_offload(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group(
+        "activation offload", "F's saved activations go to host memory after the F and come back before the B, on a "
+                              "copy lane per direction and rank that overlaps compute; with --memory-limit, the limit "
+                              "bounds what stays on the device")
+    group.add_argument("--offload", choices=("off", "all", "auto"), default="off",
+                       help="off (default); all: every F's activations; auto: the fastest plan within --memory-limit, "
+                            "taking activations whose lifespan hides the copies first")
+    group.add_argument("--offload-bandwidth", type=_bandwidth, default=1.0, metavar="X",
+                       help="each copy lane's bandwidth in activation units per time unit (one rank's activations "
+                            "of a microbatch per unit of --cost-f's time; default 1)")
 _seconds = _positive("seconds")
 
 
@@ -145,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", metavar="FILE", help="write the timeline picture (.png or .svg)")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace (.json)")
     p.add_argument("--json", action="store_true", help="print the schedule's JSON export instead of the table")
+    _add_offload(p)
 
     p = sub.add_parser("compare", help="every schedule side by side",
                        description="Simulate every registered schedule for the same pipeline and costs.")
@@ -154,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time budget of each solve of the integer program (default 10): zb-optimal's row and the "
                         "'vs optimum' column (one solve per placement and peak memory, up to 36 ops per rank); past "
                         "it the best order found so far is used, which may not be optimal")
+    _add_offload(p)
 
     p = sub.add_parser("export", help="the schedule's op order as JSON or torch action strings",
                        description="Export one schedule: JSON (the documented format) or torch.distributed.pipelining "
@@ -302,13 +318,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.trace:
         _check_output("--trace", args.trace)
     costs = _costs(args)
+    offloading = args.offload != "off"
     schedule = generate(args.schedule, args.pp, args.microbatches, costs=costs,
-                        memory_limit=args.memory_limit, chunks=args.chunks, post_validation=args.post_validation)
+                        memory_limit=None if offloading else args.memory_limit, chunks=args.chunks,
+                        post_validation=args.post_validation)
     result = simulate(schedule, costs)
+    moved = _offload_result(schedule, costs, args) if offloading else None
     outputs: list[tuple[str, bytes | str]] = []
     if args.plot:
         title = f"{schedule.name}: pp={schedule.pp}, {schedule.microbatches} microbatches"
-        outputs.append((args.plot, _render_plot([result], args.plot, title)))
+        drawn = [(f"{schedule.name}, no offload", result), (f"{schedule.name}, offload {args.offload}", moved)] \
+            if moved else [result]
+        outputs.append((args.plot, _render_plot(drawn, args.plot, title)))
     if args.trace:
         from .schedules.trace import chrome_trace_json
 
@@ -327,9 +348,36 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                       [[str(r), _num(result.busy[r]), _num(result.idle[r]), _num(result.span[r]), _num(result.peak_memory[r])]
                        for r in range(schedule.pp)], right=[True] * 5)
         text = f"{head}\n\n{summary}\n\n{ranks}"
+        if moved:
+            text += "\n\n" + _offload_table(moved, result, args)
     _write_outputs(outputs)
     print(text)
     return 0
+
+
+def _offload_result(schedule, costs, args: argparse.Namespace):
+    """The offload plan --offload asks for under --memory-limit, timed; ScheduleError where the limit cannot be met."""
+    from .schedules import ScheduleError
+    from .schedules import offload
+
+    moved = offload.choose(schedule, args.offload, bandwidth=args.offload_bandwidth, costs=costs,
+                           memory_limit=args.memory_limit)
+    if args.memory_limit is not None and moved.max_peak_memory > args.memory_limit + 1e-9:
+        raise ScheduleError(f"schedule {schedule.name!r} with --offload {args.offload} at bandwidth "
+                            f"{_num(args.offload_bandwidth)} keeps {_num(moved.max_peak_memory)} activation units "
+                            f"resident, above --memory-limit {_num(args.memory_limit)}")
+    return moved
+
+
+def _offload_table(moved, plain, args: argparse.Namespace) -> str:
+    head = (f"offload {args.offload} at {_num(args.offload_bandwidth)} activation units per time unit per lane: "
+            f"{moved.plan.count} of the F ops' activations go to host; makespan {_num(moved.makespan)} "
+            f"(without offload {_num(plain.makespan)}), max resident peak {_num(moved.max_peak_memory)} "
+            f"(without {_num(plain.max_peak_memory)})")
+    rows = [[str(r), str(len(moved.plan.reload_at[r])), _num(plain.peak_memory[r]), _num(moved.peak_memory[r]),
+             _num(moved.stall[r])] for r in range(len(moved.peak_memory))]
+    return head + "\n\n" + table(["rank", "offloaded", "peak without", "resident peak", "B waits for reloads"],
+                                  rows, right=[True] * 5)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -352,24 +400,32 @@ def cmd_compare(args: argparse.Namespace) -> int:
         base = simulate(generate("1f1b", args.pp, args.microbatches, costs=costs, validate=False), costs).max_peak_memory
     except ScheduleError:
         base = None
-    rows, results, failures = [], [], []
+    rows, results, drawn, failures = [], [], [], []
+    offloading = args.offload != "off"
     for name in registry.names():
         entry = registry.info(name)
         try:
-            schedule = generate(name, args.pp, args.microbatches, costs=costs, memory_limit=args.memory_limit,
+            schedule = generate(name, args.pp, args.microbatches, costs=costs,
+                                memory_limit=None if offloading else args.memory_limit,
                                 time_limit=args.time_limit, post_validation=args.post_validation)
             result = simulate(schedule, costs)
+            moved = _offload_result(schedule, costs, args) if offloading else None
         except ScheduleError as exc:
             failures.append(f"{name}: {exc}")
             rows.append([name, _chunks_label(entry), f"not built: {exc}"])
             continue
         results.append(result)
-        vs = f"{result.max_peak_memory / base:.2f}x" if base else "n/a"
-        rows.append([name, str(schedule.chunks_per_rank), _num(result.makespan), f"{result.bubble_sync:.4f}",
-                     f"{result.bubble_async:.4f}", _num(result.max_peak_memory), vs])
+        shown = moved or result
+        drawn.append(shown)
+        vs = f"{shown.max_peak_memory / base:.2f}x" if base else "n/a"
+        rows.append([name, str(schedule.chunks_per_rank), _num(shown.makespan), f"{shown.bubble_sync:.4f}",
+                     f"{shown.bubble_async:.4f}", _num(shown.max_peak_memory), vs]
+                    + ([str(moved.plan.count), _num(result.makespan), _num(result.max_peak_memory)] if moved else []))
     if not results:
         raise ScheduleError(f"no registered schedule can be built for these arguments ({failures[0]})")
     try:
+        if offloading:  # the optimum is of the order without offload
+            raise ImportError
         import highspy  # noqa: F401
         gaps = {k: str(v) for k, v in optimality.distances(results, costs, args.time_limit,
                                                            post_validation=args.post_validation).items()}
@@ -377,16 +433,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
         gaps = {}
     for row in rows:
         if len(row) > 3:
-            row.append(gaps.get(row[0], "needs highspy"))
+            row.append(gaps.get(row[0], "needs highspy") if not offloading else "n/a")
     outputs: list[tuple[str, bytes | str]] = []
     if args.plot:
         title = f"pp={args.pp}, {args.microbatches} microbatches"
-        outputs.append((args.plot, _render_plot(results, args.plot, title)))
+        outputs.append((args.plot, _render_plot(drawn, args.plot, title)))
     head = f"pp={args.pp}, microbatches={args.microbatches}" + (
         f", memory limit {_num(args.memory_limit)}" if args.memory_limit is not None else "") + (
         ", planned for post-validation (the longest per-rank span)" if args.post_validation else "")
-    text = head + "\n\n" + table(["schedule", "chunks", "makespan", "bubble sync", "bubble async", "max peak memory",
-                                  "memory vs 1f1b", "vs optimum"], rows, right=[False] + [True] * 7)
+    if offloading:
+        head += (f", offload {args.offload} at {_num(args.offload_bandwidth)} activation units per time unit per lane "
+                 f"(makespan and memory with offload; peak memory is what stays resident)")
+    columns = ["schedule", "chunks", "makespan", "bubble sync", "bubble async", "max peak memory", "memory vs 1f1b"]
+    if offloading:
+        columns += ["offloaded", "makespan without", "peak without"]
+    columns.append("vs optimum")
+    text = head + "\n\n" + table(columns, rows, right=[False] + [True] * (len(columns) - 1))
     what = "longest per-rank span" if args.post_validation else "makespan"
     text += (f"\n\nvs optimum: {what} over the shortest order the ILP (zb-optimal) finds for the same placement "
              "within the schedule's own peak memory, once --time-limit seconds per layout and memory; '>=' where the "

@@ -260,7 +260,8 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
                            post_process=ps.is_pipeline_last_stage())]
         nchunks = 1
     else:
-        fbf = pm.get_forward_backward_func(schedule, p2p_timeout_s=60)  # installs the linear hooks
+        fbf = pm.get_forward_backward_func(schedule, p2p_timeout_s=60,  # installs the linear hooks
+                                           offload=spec.get("offload", "off"))
         nchunks = fbf.chunks
         config = transformer_config(spec, tp=tp, pp=pp, vp=nchunks if nchunks > 1 else None)
         chunks = pm.build_model(partial(provider, config, spec), schedule=schedule)
@@ -349,7 +350,8 @@ def run_case(spec: dict, schedule: str) -> dict:
                   "grads": record_grads(model, owned, distributed, tp_rank, ep_rank)}
         last = getattr(fbf, "last_step", None)
         if last is not None:
-            record.update(wgrads_deferred=last.wgrads_deferred, wgrads_run=last.wgrads_run)
+            record.update(wgrads_deferred=last.wgrads_deferred, wgrads_run=last.wgrads_run,
+                          offloaded=last.offloaded, peak_host_bytes=last.peak_host_bytes)
         if spec.get("inject_nonfinite_at") == it and pp_rank == 0:
             from primus_megatron.optim import inject_nonfinite_gradient
 

@@ -189,6 +189,25 @@ CASES = {
         megatron=dict(pipeline_schedule="zbv", recompute_granularity="full"),
         megatron_needles=["--recompute-granularity full cannot be used with --pipeline-schedule zbv",
                           "use --recompute-granularity selective"]),
+    "offload bandwidth not positive": dict(
+        argv=["--pipeline-schedule", "zb-h1", "--pipeline-offload", "all", "--pipeline-offload-bandwidth", "0"],
+        needles=["--pipeline-offload-bandwidth must be a positive number of activation units per time unit, got 0"],
+        cli=["simulate", "--schedule", "zb-h1", "--pp", "4", "--microbatches", "8", "--offload", "all",
+             "--offload-bandwidth", "0"],
+        cli_needles=["--offload-bandwidth", "must be a positive number of activation units per time unit"],
+        megatron=dict(pipeline_schedule="zb-h1", pipeline_offload="all", pipeline_offload_bandwidth=0.0),
+        megatron_needles=["--pipeline-offload-bandwidth must be a positive number"]),
+    "offload with recompute into freed storage": dict(
+        argv=None, cli=None,
+        megatron=dict(pipeline_schedule="zbv", pipeline_offload="auto", recompute_granularity="selective",
+                      recompute_modules=["core_attn", "layernorm"]),
+        megatron_needles=["--recompute-modules core_attn,layernorm cannot be used with --pipeline-offload auto",
+                          "recomputes into that same storage", "drop --pipeline-offload"]),
+    "offload with megatron's cpu offloading": dict(
+        argv=None, cli=None,
+        megatron=dict(pipeline_schedule="1f1b", pipeline_offload="all", cpu_offloading=True),
+        megatron_needles=["--cpu-offloading cannot be used with --pipeline-offload all",
+                          "saved-tensor hooks of its own"]),
     # megatron settings the engine does not honour (Megatron-LM options only; runtime/unsupported.py)
     **{f"megatron setting {field}": dict(
         argv=None, cli=None, megatron=dict(pipeline_schedule=schedule, **values),

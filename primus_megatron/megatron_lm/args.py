@@ -26,6 +26,14 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
     group.add_argument("--pipeline-memory-limit", type=float, default=None, metavar="UNITS",
                        help="activation memory limit per rank, in microbatches of a rank's layer share "
                             "(zb-auto and other cost-driven schedules; default 1F1B's: the pipeline size)")
+    group.add_argument("--pipeline-offload", choices=("off", "all", "auto"), default="off",
+                       help="activation offload: the F's saved activations go to host memory after the F and come "
+                            "back before their B, planned with the schedule (all: every F; auto: the fastest plan "
+                            "within --pipeline-memory-limit, which then bounds what stays on the device, taking "
+                            "activations whose lifespan hides the copies first); default off")
+    group.add_argument("--pipeline-offload-bandwidth", type=float, default=None, metavar="X",
+                       help="each direction's host copy bandwidth for the offload plan, in activation units (a "
+                            "rank's activations of one microbatch) per unit of --pipeline-costs' F time; default 1")
     group.add_argument("--pipeline-chunks", type=int, default=None, metavar="V",
                        help="model chunks per rank for schedules with a variable count (interleaved-1f1b)")
     group.add_argument("--pipeline-p2p-timeout", type=float, default=600.0, metavar="SECONDS",
@@ -87,6 +95,11 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
     limit = getattr(args, "pipeline_memory_limit", None)
     if limit is not None and not limit > 0:
         return f"--pipeline-memory-limit must be a positive number of activation units, got {limit:g}"
+    offload = getattr(args, "pipeline_offload", "off") or "off"
+    bandwidth = getattr(args, "pipeline_offload_bandwidth", None)
+    if bandwidth is not None and not (bandwidth > 0 and not math.isnan(bandwidth)):
+        return (f"--pipeline-offload-bandwidth must be a positive number of activation units per time unit, got "
+                f"{bandwidth:g}")
     costs = None
     if getattr(args, "pipeline_costs", None):
         try:
@@ -118,8 +131,8 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
         from ..schedules import ScheduleError, generate
 
         try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
-            generate(entry.name, pp, microbatches, costs=costs, memory_limit=limit, chunks=chunks,
-                     post_validation=bool(getattr(args, "optimizer_post_validation", False)))
+            generate(entry.name, pp, microbatches, costs=costs, memory_limit=limit if offload == "off" else None,
+                     chunks=chunks, post_validation=bool(getattr(args, "optimizer_post_validation", False)))
         except ScheduleError as exc:
             return (f"--pipeline-schedule {entry.name} with {microbatches} microbatches (global batch / micro batch "
                     f"/ data parallel) on {pp} pipeline ranks: {exc}")
@@ -271,7 +284,7 @@ def check_deferred_wgrad_args(args: argparse.Namespace, entry: registry.Schedule
 
     splits = splits_weight_gradients(entry)
     problem = refusal_for(args, schedule=entry.name, splits_backward=splits, v_placement=entry.placement == V,
-                          uses_te=_uses_te(args))
+                          uses_te=_uses_te(args), offload=getattr(args, "pipeline_offload", "off") or "off")
     if problem or not splits:
         return problem
     return check_te_support(args, entry.name)

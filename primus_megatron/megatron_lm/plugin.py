@@ -95,7 +95,9 @@ def forward_backward_func_for(args) -> Any:
         entry.name, chunks=getattr(args, "pipeline_chunks", None), memory_limit=args.pipeline_memory_limit,
         costs=costs, p2p_timeout_s=args.pipeline_p2p_timeout, losses_on_last_rank=True,
         profile_steps=(1, 1 + steps) if measure or profile_out else None, replan=measure, log=_log0,
-        profile_out=profile_out, post_validation=bool(getattr(args, "optimizer_post_validation", False)))
+        profile_out=profile_out, post_validation=bool(getattr(args, "optimizer_post_validation", False)),
+        offload=getattr(args, "pipeline_offload", "off") or "off",
+        offload_bandwidth=getattr(args, "pipeline_offload_bandwidth", None))
 
 
 def _log0(text: str) -> None:

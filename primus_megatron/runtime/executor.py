@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from ..schedules import B, BW, F, W, Batch, Lowered, Message, Op, Recv, Send
+from . import offload as activation_offload
 from . import te_wgrad
 from .grad_sync import GradSync
 from .p2p import P2P, Post
@@ -104,6 +105,7 @@ class StepContext:
     cp_group_size: int = 1
     record_timeline: bool = True
     profile: Any = None  # a profiler.Profile to fill (measured costs), or None
+    offload_plan: Any = None  # a schedules.offload.OffloadPlan: activations to move to host and back, or None
 
 
 @dataclass
@@ -114,6 +116,8 @@ class StepResult:
     wgrads_deferred: int = 0
     wgrads_run: int = 0
     peak_activation_bytes: Optional[float] = None  # measured when profiling
+    offloaded: int = 0  # F ops whose saved activations went to host and back
+    peak_host_bytes: int = 0  # the host pool's peak (it is empty when the step ends)
 
 
 class _Replay:
@@ -176,6 +180,10 @@ class _Step:
         self.reset()
 
     def reset(self) -> None:
+        if getattr(self, "offload", None) is not None:
+            self.offload.clear()
+        self.offload = None if self.ctx.forward_only else activation_offload.for_rank(
+            self.ctx.offload_plan, self.rank, self.device, [p for chunk in self.ctx.model for p in chunk.parameters()])
         self.saved: dict[tuple[int, int], tuple] = {}  # (mb, chunk) -> (input, output) awaiting backward
         self.produced: dict[Message, torch.Tensor] = {}  # tensors to send or hand over locally
         self.recvs: dict[Message, Any] = {}
@@ -254,12 +262,15 @@ class _Step:
         op, stage = item, self.sched.stage(rank, item)
         chunk = ctx.model[op.chunk]
         self.sync.before(index)
+        if self.offload:
+            self.offload.before(op)  # the reloads the plan issues as this op starts
         if op.kind == F:
             input_tensor = None
             if stage > 0:
                 input_tensor = self.incoming(Message(F, op.mb, stage - 1, stage), op).requires_grad_(not ctx.forward_only)
             start = self._start()  # after the input arrived: waiting is idle time, not work
-            with self.memory.forward((op.mb, op.chunk)) if self.memory else contextlib.nullcontext():
+            with self.memory.forward((op.mb, op.chunk)) if self.memory else contextlib.nullcontext(), \
+                    self.offload.forward((op.mb, op.chunk)) if self.offload else contextlib.nullcontext():
                 output, num_tokens = self.m.forward_step(
                     ctx.forward_step_func, self.data_for(op.chunk, op.mb), chunk, ctx.num_microbatches, input_tensor,
                     self.forward_data_store, config, ctx.cp_group_size, collect_non_loss_data=ctx.collect_non_loss_data,
@@ -277,6 +288,8 @@ class _Step:
             if pending is not None:  # its output must be sent (and freed) before backward
                 self.p2p.finish_send(pending, op=str(op))
                 self.release_sent(pending)
+            if self.offload:
+                self.offload.ready((op.mb, op.chunk))  # the B's stream waits for its reload
             start = self._start()
             input_tensor, output = self.saved.pop((op.mb, op.chunk))
             capture = self.store.capture((op.mb, op.chunk)) if op.kind == B else contextlib.nullcontext()
@@ -288,6 +301,8 @@ class _Step:
                     input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, config)
                 else:  # megatron-core 0.19 dropped model_type
                     input_grad = self.m.backward_step(input_tensor, output, grad, config)
+            if self.offload:
+                self.offload.release((op.mb, op.chunk))
             mem_delta = None
             if self.memory:
                 held, self.store.held = self.store.held, None
@@ -304,6 +319,8 @@ class _Step:
         if self.memory and op.kind == F:  # counted outside the op's time
             self.memory.forward_done((op.mb, op.chunk), output)
             mem_delta = self.memory.forward_bytes((op.mb, op.chunk))
+        if self.offload and op.kind == F:
+            self.offload.offloaded((op.mb, op.chunk))  # after the profiler's graph walk, which reads the saved tensors
         self.sync.after(index)
         if ctx.record_timeline:
             self.timeline.append(OpRecord(rank, op, stage, start, end, self._clock_or_none()))
@@ -321,6 +338,8 @@ class _Step:
             self.release_sent(done)
         if not self.ctx.forward_only:
             self.store.assert_empty()
+        if self.offload:
+            self.offload.assert_empty()
         leftovers = [k for k in (*self.saved, *self.produced, *self.recvs)]
         assert not leftovers, f"pipeline rank {self.rank} ended the step with unconsumed tensors: {leftovers[:4]}"
         if self.ctx.profile is not None:
@@ -329,7 +348,9 @@ class _Step:
             self._durations = []
             self.ctx.profile.steps += 1
         return StepResult(self.forward_data_store, self.total_num_tokens, self.timeline, self.store.deferred,
-                          self.store.ran, self.memory.peak if self.memory else None)
+                          self.store.ran, self.memory.peak if self.memory else None,
+                          self.offload.moved if self.offload else 0,
+                          self.offload.peak_host_bytes if self.offload else 0)
 
     def drain(self, messages) -> None:
         """After a failed validation: receive what peers sent during their prefixes,
@@ -358,6 +379,8 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext, *, validat
             result = _run_items(step, items, ctx, validate, prefix)
     except BaseException:
         store.clear()
+        if step.offload is not None:
+            step.offload.clear()  # a failed step keeps nothing on host or device
         raise
     finally:
         store.splitting = False

@@ -73,7 +73,8 @@ class PipelineRunner:
                  losses_on_last_rank: bool = False, profile_steps: Optional[tuple[int, int]] = None,
                  replan: bool = False, log: Optional[Callable[[str], None]] = None,
                  profile_out: Optional[str] = None, post_validation: bool = False,
-                 p2p_mode: Optional[str] = None) -> None:
+                 p2p_mode: Optional[str] = None, offload: str = "off",
+                 offload_bandwidth: Optional[float] = None) -> None:
         if isinstance(schedule, S.Schedule):
             S.validate(schedule)
             self.name = schedule.name
@@ -86,6 +87,14 @@ class PipelineRunner:
             self.chunks = S.registry.resolve_chunks(entry, chunks)
         self.costs = costs
         self.memory_limit = memory_limit
+        # Activation offload (schedules.offload): the plan decides which F's saved activations go to host and
+        # when they come back; the bandwidth is in the cost model's units (activation shares per time unit).
+        # Left out, one share per unit of time: copies as long as an F at unit costs.
+        if offload not in S.offload.MODES:
+            raise ValueError(f"offload must be one of {', '.join(S.offload.MODES)}, got {offload!r}")
+        self.offload = offload
+        self.offload_bandwidth = S.offload.check_bandwidth(1.0 if offload_bandwidth is None else offload_bandwidth)
+        self._offload_plans: dict = {}
         # The run steps its optimizer with post-validation (no barrier between iterations): a
         # schedule that searches minimises the longest per-rank span, not the makespan.
         self.post_validation = post_validation
@@ -119,11 +128,15 @@ class PipelineRunner:
                     raise ValueError(f"schedule {sched.name!r} was built for pp={sched.pp} and {sched.microbatches} "
                                      f"microbatches, but the step has pp={pp} and {num_microbatches}")
             else:
+                # with offload the memory limit bounds what stays resident: the offload plan meets it
                 sched = S.generate(self.name, pp, num_microbatches, costs=self.costs,
-                                   memory_limit=self.memory_limit, chunks=self.chunks,
-                                   post_validation=self.post_validation)
+                                   memory_limit=self.memory_limit if self.offload == "off" else None,
+                                   chunks=self.chunks, post_validation=self.post_validation)
             if forward_only:
                 sched = forward_only_schedule(sched)
+            elif self.offload != "off":
+                self._offload_plans[key] = S.offload.choose(sched, self.offload, bandwidth=self.offload_bandwidth,
+                                                            costs=self.costs, memory_limit=self.memory_limit).plan
             self._cache[key] = (sched, S.validate(sched))
             self._unchecked.add(key)
         return self._cache[key]
@@ -218,7 +231,7 @@ class PipelineRunner:
         sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
         key = (pp, num_microbatches, forward_only)
         if key in self._unchecked:
-            _refuse_unsupported(config, chunks, sched)
+            _refuse_unsupported(config, chunks, sched, "off" if forward_only else self.offload)
             if sched.placement == S.V:
                 _solo_group()  # made by every rank before its first op, never within a step
             check_same_schedule(sched, group, rank, self.p2p_timeout_s)
@@ -261,7 +274,8 @@ class PipelineRunner:
                           tensor_shape=tuple(shape), forward_only=forward_only,
                           collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
                           cp_group_size=cp, record_timeline=self.record_timeline,
-                          profile=self.profile if profiling else None)
+                          profile=self.profile if profiling else None,
+                          offload_plan=self._offload_plans.get(key))
         p2p = P2P(group, rank, self.p2p_timeout_s, self.p2p_mode)
         validate = take_pending()
         if validate is not None and forward_only:
@@ -313,13 +327,13 @@ def uses_transformer_engine(chunks: list) -> bool:
                for c in chunks for m in c.modules() for cls in type(m).__mro__)
 
 
-def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule) -> None:
+def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: str = "off") -> None:
     from .unsupported import refusal_for
 
     uses_te = uses_transformer_engine(chunks)
     ddp_configs = tuple(c.ddp_config for c in chunks if getattr(c, "ddp_config", None) is not None)
     problem = refusal_for(config, schedule=sched.name, splits_backward=sched.splits_backward,
-                          v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs)
+                          v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs, offload=offload)
     if problem:  # named as Megatron-LM's option; the config field is the same name with underscores
         raise UnsupportedSetting(problem)
 
@@ -416,7 +430,8 @@ def get_forward_backward_func(schedule: Union[str, S.Schedule] = "zb-h1", **opti
 
     `schedule` is a registered name (see `primus-pipeline list`) or a Schedule;
     options: costs, memory_limit, chunks, p2p_timeout_s, record_timeline, p2p_mode (how CPU runs carry p2p:
-    "strict", the default, executes it as NCCL would; "plain" posts it to gloo as it is).
+    "strict", the default, executes it as NCCL would; "plain" posts it to gloo as it is), offload
+    ("off", "all" or "auto": activation offload, `schedules.offload`), offload_bandwidth.
     """
     return PipelineRunner(schedule, **options)
 

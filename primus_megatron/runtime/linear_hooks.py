@@ -154,6 +154,28 @@ def _weight_grad_closure(weight, grad_output, input, *, fusion: bool, main_grad,
     return run
 
 
+class _WithParam:
+    """Megatron's backward context with the parameter itself as the saved weight (see
+    DeferrableLinear.forward); everything else is the real context's."""
+
+    __slots__ = ("_ctx",)
+
+    def __init__(self, ctx) -> None:
+        object.__setattr__(self, "_ctx", ctx)
+
+    def __getattr__(self, name: str):
+        return getattr(self._ctx, name)
+
+    def __setattr__(self, name: str, value) -> None:
+        setattr(self._ctx, name, value)
+
+    @property
+    def saved_tensors(self) -> tuple:
+        input, weight = self._ctx.saved_tensors
+        param = self._ctx.param
+        return input, (param if isinstance(param, torch.nn.Parameter) else weight)
+
+
 class DeferrableLinear(torch.autograd.Function):
     """Megatron's linear autograd function; its weight gradient is deferred when
     the weight was passed as a `_Weight` (decided at forward time, see module doc).
@@ -166,17 +188,18 @@ class DeferrableLinear(torch.autograd.Function):
         ctx.num_rest = len(rest)
         if ctx.split:
             weight = weight.param
-            # W needs the parameter itself (DDP's main_grad, grad_added_to_main_grad): under
-            # saved-tensor hooks (our profiler, activation offloading) autograd hands back a
-            # new tensor object for the saved weight, without those attributes
-            ctx.param = weight
+        # W, and megatron's own backward, need the parameter itself (DDP's main_grad,
+        # grad_added_to_main_grad): under saved-tensor hooks (activation offloading,
+        # runtime/offload.py) autograd hands back a new tensor object for the saved weight,
+        # without those attributes
+        ctx.param = weight
         # Megatron's forward sets up ctx exactly as its backward expects.
         return _megatron_linear_fn().forward(ctx, input, weight, bias, *rest)
 
     @staticmethod
     def backward(ctx, grad_output):
         if not ctx.split:
-            return _megatron_linear_fn().backward(ctx, grad_output)
+            return _megatron_linear_fn().backward(_WithParam(ctx), grad_output)
         store = get_store()
         if not store.capturing:
             raise WeightGradStoreError(

@@ -19,6 +19,7 @@ class Rule:
     refuses: Callable[[Any, "Setting"], bool]  # (value, setting) -> refused?
     why: str
     flag: Optional[str] = None  # Megatron-LM's option when it is not --<field> (e.g. --fp8-format for fp8)
+    offload: bool = False  # refused only together with activation offload (--pipeline-offload all/auto)
 
     @property
     def option(self) -> str:
@@ -34,6 +35,7 @@ class Setting:
     v_placement: bool
     uses_te: Optional[bool]  # TransformerEngine layers in the model (None: not known yet)
     get: Callable[[str], Any]  # another field's value (None when absent)
+    offload: str = "off"  # --pipeline-offload
 
 
 def _truthy(value: Any, _: Setting) -> bool:
@@ -142,19 +144,44 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+# Megatron-core 0.16.1 modules whose selective recompute runs through CheckpointWithoutOutput
+# (transformer_layer.py:577 and 672 for "layernorm", moe/experts.py for "moe_act",
+# multi_latent_attention.py for "mla_up_proj"): after the forward it frees the checkpointed
+# output's storage (resize to 0) and its backward recomputes into that same storage.
+_STORAGE_REFILLING_RECOMPUTE = ("layernorm", "moe_act", "mla_up_proj")
+
+
+def _refills_storage(value: Any, s: Setting) -> bool:
+    return s.get("recompute_granularity") == "selective" and any(m in _STORAGE_REFILLING_RECOMPUTE for m in value)
+
+
+OFFLOAD_RULES = (
+    Rule("recompute_modules", _refills_storage,
+         f"selective recompute of {', '.join(_STORAGE_REFILLING_RECOMPUTE)} frees an output's storage after the "
+         "forward and recomputes into that same storage in backward, while offload copies the storages autograd "
+         "saved to host and hands backward the copy, which the recompute never fills; recompute other modules "
+         "(core_attn, mlp, moe) or drop --pipeline-offload", offload=True),
+    Rule("cpu_offloading", _truthy,
+         "megatron's layer-level CPU offloading moves the same saved activations with saved-tensor hooks of its "
+         "own, and the inner hooks would take them from ours", offload=True),
+)
+
+
 def first_refusal(setting: Setting) -> Optional[str]:
     """One sentence naming the first refused option, or None."""
-    for rule in RULES:
+    for rule in RULES + (OFFLOAD_RULES if setting.offload != "off" else ()):
         value = setting.get(rule.field)
         if value is not None and rule.refuses(value, setting):
-            shown = "" if value is True else f" {value}"
+            shown = "" if value is True else f" {','.join(value) if isinstance(value, (list, tuple)) else value}"
+            if rule.offload:
+                return f"{rule.option}{shown} cannot be used with --pipeline-offload {setting.offload}: {rule.why}"
             return (f"{rule.option}{shown} cannot be used with --pipeline-schedule {setting.schedule}: {rule.why} "
                     f"(or drop --pipeline-schedule for megatron's own schedule)")
     return None
 
 
 def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: bool,
-                uses_te: Optional[bool], also: tuple = ()) -> Optional[str]:
+                uses_te: Optional[bool], also: tuple = (), offload: str = "off") -> Optional[str]:
     """`first_refusal` over an object with the fields as attributes (a TransformerConfig or
     Megatron-LM's argument namespace); a field `obj` lacks is looked up in `also` (e.g. the
     model chunks' DistributedDataParallelConfig), in order."""
@@ -165,4 +192,4 @@ def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: 
                 return value
         return None
 
-    return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te, get))
+    return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te, get, offload))

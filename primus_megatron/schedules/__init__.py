@@ -2,7 +2,7 @@
 
 Pure Python: nothing here imports torch.
 """
-from . import auto, balance, optimality
+from . import auto, balance, offload, optimality
 from .costs import UNIT, Costs, StageCosts
 from .errors import ScheduleError
 from .ir import B, BW, F, LOOP, V, W, Op, Schedule, owner_of, stage_of

@@ -22,9 +22,11 @@ from .trace import op_fields
 PLOT_FORMATS = {".png": "png", ".svg": "svg"}
 
 # Okabe-Ito palette: distinguishable with the common colour-vision deficiencies.
-KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#009E73", "BW": "#CC79A7"}
+KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#009E73", "BW": "#CC79A7", "D2H": "#D55E00",
+                "H2D": "#56B4E9"}
 KIND_LABELS = {"F": "F: forward", "B": "B: input gradient", "W": "W: weight gradient",
-               "BW": "BW: full backward (B+W)"}
+               "BW": "BW: full backward (B+W)", "D2H": "activations to host (offload lane)",
+               "H2D": "activations back (reload lane)"}
 OTHER_COLOUR = "#999999"
 CHUNK_HATCHES = ("", "///", "...", "xxx")  # chunk 0 solid, later chunks lighter and hatched
 
@@ -40,6 +42,7 @@ class Panel:
     bubble_async: float
     peak_memory: Optional[float]
     simulated: bool
+    copies: Optional[list] = None  # per rank: offload copies (schedules.offload.Copy), drawn as two thin lanes
 
 
 def plot_format(path: str | os.PathLike) -> str:
@@ -96,7 +99,7 @@ def _result_panel(name: Optional[str], result: Any) -> Panel:
     peaks = getattr(result, "peak_memory", None)
     peak = max(peaks) if peaks else None
     return Panel(name, [list(r) for r in result.timeline], float(result.makespan), float(result.bubble_sync),
-                 float(result.bubble_async), peak, True)
+                 float(result.bubble_async), peak, True, getattr(result, "copies", None))
 
 
 def _panel(name: Optional[str], item: Any) -> Panel:
@@ -216,10 +219,22 @@ def _draw_panel(ax: Any, p: Panel, kinds_seen: list, boxes: list, note: Optional
             max_chunk = max(max_chunk, chunk)
             if mb is not None:
                 boxes.append((ax, x, w, rank, str(mb), _text_colour(_face(kind, chunk))))
+    lanes = bool(p.copies and any(p.copies))
+    height = 0.56 if lanes else 0.84  # with offload, the ops' row leaves room for the two copy lanes below it
     for (rank, kind, chunk), bars in groups.items():
         base = KIND_COLOURS.get(kind, OTHER_COLOUR)
-        ax.broken_barh(bars, (rank - 0.42, 0.84), facecolors=_face(kind, chunk), edgecolor=base if chunk else "white",
+        ax.broken_barh(bars, (rank - 0.42, height), facecolors=_face(kind, chunk), edgecolor=base if chunk else "white",
                        linewidth=0.4, hatch=CHUNK_HATCHES[min(chunk, len(CHUNK_HATCHES) - 1)])
+    if lanes:
+        for rank, copies in enumerate(p.copies):
+            for lane, direction in enumerate(("D2H", "H2D")):
+                bars = [(float(c.start), float(c.end) - float(c.start)) for c in copies
+                        if c.direction == direction and c.end > c.start]
+                if bars:
+                    ax.broken_barh(bars, (rank + 0.16 + 0.13 * lane, 0.12), facecolors=KIND_COLOURS[direction],
+                                   edgecolor="white", linewidth=0.3)
+                    if direction not in kinds_seen:
+                        kinds_seen.append(direction)
     ax.set_ylim(pp - 0.5, -0.5)
     ax.set_yticks(range(pp))
     ax.set_yticklabels([f"rank {r}" for r in range(pp)], fontsize=8)

@@ -1,0 +1,230 @@
+"""Move an F's saved activations to host memory and back before its B, as the plan says.
+
+The F of a planned (microbatch, chunk) runs under `torch.autograd.graph.saved_tensors_hooks`:
+each saved tensor is recorded by its storage (one copy per storage, however many saved
+tensors view it) and autograd keeps only (storage index, dtype, size, stride, offset).
+Parameters and views of parameters are not recorded: pack hands them back as they are
+(they are not activations, and copying a weight would be wrong once the optimizer
+steps). Under hooks autograd re-wraps every saved tensor on unpack, parameters included,
+so backward code must not read Python attributes off a saved weight; `linear_hooks`
+gives megatron's linear backward the parameter itself (DDP's `main_grad`,
+`grad_added_to_main_grad`).
+
+`offloaded(key)` after the F copies each recorded storage to host and lets the device
+storage go (once the copy is done); `reload(key)` at the op the plan names copies it back
+into a fresh device buffer; `ready(key)` before the B makes the B's stream wait for that
+copy; unpack rebuilds each saved tensor on the reloaded storage with its own dtype,
+size, stride and offset, so backward computes on the same bytes in the same layout
+(bitwise the gradients without offload). `release(key)` after the B drops our
+references (what W's closures keep stays alive through them).
+
+On GPU: pinned host buffers (torch's caching host allocator), one device-to-host and one
+host-to-device stream, CUDA events between them and the compute stream; the host never
+waits (`poll` frees device storages whose copy-out event has fired). On CPU the same path
+runs with a host pool: the original storage is freed, a copy is held until the reload.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Iterator, Optional
+
+import torch
+
+Key = tuple  # (microbatch, chunk)
+
+
+class OffloadError(RuntimeError):
+    """The offload state of a step is not what the plan says (a bug, named with the op)."""
+
+
+@dataclass
+class _Entry:
+    """The saved storages of one offloaded F."""
+
+    storages: list = field(default_factory=list)  # device UntypedStorage, until copied out
+    index: dict = field(default_factory=dict)  # (data_ptr, nbytes) -> position
+    host: list = field(default_factory=list)  # uint8 host tensors, after the copy out
+    back: list = field(default_factory=list)  # uint8 device tensors, after the reload
+    out_event: object = None
+    back_event: object = None
+    state: str = "held"  # held -> out -> back
+
+    @property
+    def nbytes(self) -> int:
+        return sum(k[1] for k in self.index)
+
+
+def _as_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+class ActivationOffload:
+    """One rank's offloads for one step (module doc). `plan`: {Op: [keys reloaded as it starts]}
+    and the set of offloaded keys, both from `schedules.offload.OffloadPlan`."""
+
+    def __init__(self, keys, reloads_before: dict, device: torch.device, params=()) -> None:
+        self.keys = frozenset(keys)
+        self.reloads_before = dict(reloads_before)
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self._params = {p.untyped_storage().data_ptr() for p in params}
+        self.entries: dict[Key, _Entry] = {}
+        self._freeing: list = []  # (event, storages) whose copy out may still run (GPU)
+        if self.cuda:
+            self.d2h = torch.cuda.Stream(device)
+            self.h2d = torch.cuda.Stream(device)
+        self.host_bytes = 0  # held in the host pool now
+        self.peak_host_bytes = 0
+        self.moved = 0  # F ops offloaded this step
+
+    # -- hooks -----------------------------------------------------------------------------
+    def _keeps(self, t: torch.Tensor) -> bool:
+        """Tensors left where they are: parameters and their views, and anything not a plain dense tensor."""
+        if isinstance(t, torch.nn.Parameter) or type(t) is not torch.Tensor:
+            return True
+        if t.layout != torch.strided or t.is_quantized or t.device.type == "meta" or t.device != self.device:
+            return True
+        storage = t.untyped_storage()
+        return storage.nbytes() == 0 or storage.data_ptr() in self._params
+
+    @contextlib.contextmanager
+    def forward(self, key: Key) -> Iterator[None]:
+        """Around an F whose activations the plan offloads (nothing otherwise)."""
+        if key not in self.keys:
+            yield
+            return
+        if key in self.entries:
+            raise OffloadError(f"microbatch {key[0]} chunk {key[1]} ran its F twice in one step")
+        entry = self.entries[key] = _Entry()
+
+        def pack(t: torch.Tensor):
+            if self._keeps(t):
+                return t
+            storage = t.untyped_storage()
+            skey = (storage.data_ptr(), storage.nbytes())
+            position = entry.index.get(skey)
+            if position is None:
+                position = entry.index[skey] = len(entry.storages)
+                entry.storages.append(storage)
+            return (key, position, t.dtype, t.size(), t.stride(), t.storage_offset())
+
+        def unpack(packed):
+            if torch.is_tensor(packed):
+                return packed
+            owner, position, dtype, size, stride, offset = packed
+            storage = self._storage(owner, position)
+            return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, size, stride)
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            yield
+
+    def _storage(self, key: Key, position: int) -> torch.UntypedStorage:
+        entry = self.entries.get(key)
+        if entry is None:
+            raise OffloadError(f"backward read an activation of microbatch {key[0]} chunk {key[1]} after its B "
+                               f"released it")
+        if entry.state == "held":
+            return entry.storages[position]
+        if entry.state == "out":  # used before its planned reload (e.g. a graph walk): bring it back now
+            self.reload(key)
+            self.ready(key)
+        return entry.back[position].untyped_storage()
+
+    # -- moves -----------------------------------------------------------------------------
+    def offloaded(self, key: Key) -> None:
+        """After the F of `key`: copy its storages to host; the device copies go once that is done."""
+        entry = self.entries.get(key)
+        if entry is None:
+            return
+        sources = [_as_bytes(s) for s in entry.storages]
+        if self.cuda:
+            self.d2h.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(self.d2h):
+                entry.host = [torch.empty(src.numel(), dtype=torch.uint8, pin_memory=True) for src in sources]
+                for dst, src in zip(entry.host, sources):
+                    dst.copy_(src, non_blocking=True)
+                entry.out_event = torch.cuda.Event()
+                entry.out_event.record(self.d2h)
+            self._freeing.append((entry.out_event, entry.storages))
+        else:
+            entry.host = [src.clone() for src in sources]
+        entry.storages = []
+        entry.state = "out"
+        self.moved += 1
+        self.host_bytes += entry.nbytes
+        self.peak_host_bytes = max(self.peak_host_bytes, self.host_bytes)
+        self.poll()
+
+    def before(self, op) -> None:
+        """As `op` starts: issue the reloads the plan puts here."""
+        for key in self.reloads_before.get(op, ()):
+            if key in self.entries and self.entries[key].state == "out":
+                self.reload(key)
+
+    def reload(self, key: Key) -> None:
+        entry = self.entries[key]
+        if self.cuda:
+            compute = torch.cuda.current_stream(self.device)
+            # allocated in the compute stream's order, so the H2D stream writes it only after the compute
+            # stream is done with whatever that memory held before
+            entry.back = [torch.empty(h.numel(), dtype=torch.uint8, device=self.device) for h in entry.host]
+            self.h2d.wait_stream(compute)
+            self.h2d.wait_event(entry.out_event)
+            with torch.cuda.stream(self.h2d):
+                for dst, src in zip(entry.back, entry.host):
+                    dst.copy_(src, non_blocking=True)
+                entry.back_event = torch.cuda.Event()
+                entry.back_event.record(self.h2d)
+        else:
+            entry.back = [h.clone() for h in entry.host]
+        entry.state = "back"
+
+    def ready(self, key: Key) -> None:
+        """Before the B of `key`: its activations are (or will be, in stream order) on the device."""
+        entry = self.entries.get(key)
+        if entry is None:
+            return
+        if entry.state == "out":
+            self.reload(key)
+        if self.cuda and entry.back_event is not None:
+            torch.cuda.current_stream(self.device).wait_event(entry.back_event)
+
+    def release(self, key: Key) -> None:
+        """After the B of `key`: drop our references (W's closures keep theirs)."""
+        entry = self.entries.pop(key, None)
+        if entry is None:
+            return
+        if entry.state != "held":
+            self.host_bytes -= entry.nbytes
+        if self.cuda and entry.back_event is not None:
+            # the host buffer may still be read by the H2D copy: free it after that event
+            self._freeing.append((entry.back_event, entry.host))
+        self.poll()
+
+    def poll(self) -> None:
+        """Let go of device storages (host buffers) whose copy out (back) has finished; never waits."""
+        if self.cuda:
+            self._freeing = [(event, held) for event, held in self._freeing if not event.query()]
+
+    # -- step boundaries -------------------------------------------------------------------
+    def assert_empty(self) -> None:
+        if self.entries or self.host_bytes:
+            keys = sorted(self.entries)[:4]
+            raise OffloadError(f"the step ended with offloaded activations never used by a B: {keys}")
+
+    def clear(self) -> None:
+        """A failed step: let everything go (after the copies in flight on GPU, which may still read it)."""
+        if self.cuda:
+            torch.cuda.current_stream(self.device).wait_stream(self.d2h)
+            torch.cuda.current_stream(self.device).wait_stream(self.h2d)
+        self.entries.clear()
+        self._freeing.clear()
+        self.host_bytes = 0
+
+
+def for_rank(plan, rank: int, device: torch.device, params=()) -> Optional[ActivationOffload]:
+    """The rank's offloader for one step of `plan` (an OffloadPlan), or None when it offloads nothing."""
+    if plan is None or not plan.reload_at[rank]:
+        return None
+    return ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params)

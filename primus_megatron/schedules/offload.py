@@ -1,0 +1,348 @@
+"""Activation offload as part of a plan: what goes to host memory, when it comes back.
+
+An offload plan names, per rank, the (microbatch, chunk) pairs whose F's saved
+activations leave the device when the F ends and come back before their B (or
+BW), and for each such pair the op at whose start the reload is issued. The op
+order is the schedule's, untouched: offload adds copies, never moves an op.
+
+Timing (`simulate_offload`): each rank has one copy lane per direction
+(device-to-host, host-to-device) of `bandwidth` activation units per time unit
+(the cost model's units: an F of one rank's full layer share adds 1), so copies
+overlap compute and each other, and copies in one direction queue. The copy
+out starts when the F ends; the copy back starts when its issuing op starts,
+the lane is free and the copy out has finished; the B waits for it. Memory is
+device-resident activation: an F's activations count from its end until their
+copy out ends, and again from the start of their copy back (the buffer is
+allocated then) until the B and W free them as without offload.
+
+The reload is issued just in time: at the start of the latest op before the B
+whose op times (the cost model's, idle left out: waiting only adds time) cover
+the copy back, never before the op after the F. Idle time only makes it earlier
+than needed, so with a free lane the B does not wait.
+
+`choose` picks a plan for any schedule: `off`, `all`, or `auto`, the fastest
+plan within a memory limit (PipeOffload's selective offload: pairs are taken in
+order of how well their lifespan, F end to B start, hides the round trip, and
+every prefix of that order is scored; `all` is one of them, so `auto` is never
+slower than `all` under the same limit, and within the limit whenever `off` or
+`all` is). `check_offload` is the validator: every copy back ends before the op
+that uses it, every copy starts after what it copies exists.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from .compiled import compile_schedule
+from .costs import UNIT, Costs, StageCosts
+from .errors import ScheduleError
+from .gc_pause import gc_paused
+from .ir import B, BW, F, Op, Schedule
+from .simulation import Span, _op_info, _ranks
+
+OFF, ALL, AUTO = "off", "all", "auto"
+MODES = (OFF, ALL, AUTO)
+EPS = 1e-9
+
+Key = tuple  # (microbatch, chunk)
+
+
+@dataclass(frozen=True)
+class OffloadPlan:
+    """Per rank: the offloaded (mb, chunk) pairs and, for each, the op whose start issues its reload."""
+
+    mode: str
+    bandwidth: float
+    reload_at: tuple  # per rank: {(mb, chunk): Op issuing its reload}
+
+    @property
+    def keys(self) -> tuple:
+        return tuple(frozenset(per_rank) for per_rank in self.reload_at)
+
+    def reloads_before(self, rank: int) -> dict:
+        """{Op: [(mb, chunk), ...]}: the reloads rank `rank` issues as that op starts (the runtime's form)."""
+        out: dict = {}
+        for key, op in sorted(self.reload_at[rank].items()):
+            out.setdefault(op, []).append(key)
+        return out
+
+    @property
+    def count(self) -> int:
+        return sum(len(per_rank) for per_rank in self.reload_at)
+
+
+class Copy(tuple):
+    """One copy on a lane: (rank, direction 'D2H' or 'H2D', (mb, chunk), start, end)."""
+
+    __slots__ = ()
+
+    def __new__(cls, rank: int, direction: str, key: Key, start: float, end: float) -> "Copy":
+        return tuple.__new__(cls, (rank, direction, key, start, end))
+
+    rank = property(lambda self: self[0])
+    direction = property(lambda self: self[1])
+    key = property(lambda self: self[2])
+    start = property(lambda self: self[3])
+    end = property(lambda self: self[4])
+
+
+@dataclass
+class OffloadResult:
+    """A schedule timed with its offload plan."""
+
+    schedule: Schedule
+    plan: OffloadPlan
+    timeline: list  # per rank: Spans of compute ops
+    copies: list  # per rank: Copy items, both directions
+    makespan: float
+    peak_memory: list  # per rank: peak device-resident activation
+    stall: list = field(default_factory=list)  # per rank: time its B ops waited for reloads
+
+    @property
+    def max_peak_memory(self) -> float:
+        return max(self.peak_memory, default=0.0)
+
+    @property
+    def busy(self) -> list:
+        return [sum(span.end - span.start for span in row) for row in self.timeline]
+
+    @property
+    def bubble_sync(self) -> float:
+        total, pp = sum(self.busy), self.schedule.pp
+        return max(0.0, 1.0 - total / (pp * self.makespan)) if self.makespan > 0 else 0.0
+
+    @property
+    def bubble_async(self) -> float:
+        period = max(((row[-1].end - row[0].start) for row in self.timeline if row), default=0.0)
+        return max(0.0, 1.0 - sum(self.busy) / (self.schedule.pp * period)) if period > 0 else 0.0
+
+    def stats(self) -> dict:
+        return {"offload": self.plan.mode, "offloaded": self.plan.count, "bandwidth": self.plan.bandwidth,
+                "makespan": round(self.makespan, 6), "peak_memory": [round(x, 6) for x in self.peak_memory],
+                "stall": [round(x, 6) for x in self.stall]}
+
+
+def _resolve(schedule: Schedule, costs: Optional[Costs]) -> StageCosts:
+    return (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank,
+                                                                schedule.placement)
+
+
+def _transfer(size: float, bandwidth: float) -> float:
+    return 0.0 if math.isinf(bandwidth) else size / bandwidth
+
+
+def check_bandwidth(bandwidth: float) -> float:
+    if not (isinstance(bandwidth, (int, float)) and bandwidth > 0 and not math.isnan(bandwidth)):
+        raise ScheduleError(f"offload bandwidth must be a positive number (activation units per time unit), "
+                            f"got {bandwidth!r}")
+    return float(bandwidth)
+
+
+def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optional[Costs] = None, *,
+              mode: str = "custom") -> OffloadPlan:
+    """The plan offloading `keys` ((rank, mb, chunk) triples), each reload issued just in time (module doc)."""
+    bandwidth = check_bandwidth(bandwidth)
+    sc = _resolve(schedule, costs)
+    wanted: list[set] = [set() for _ in range(schedule.pp)]
+    for rank, mb, chunk in keys:
+        wanted[rank].add((mb, chunk))
+    reload_at = []
+    for r, ops in enumerate(schedule.ranks):
+        where = {}
+        f_at, b_at = {}, {}
+        for i, op in enumerate(ops):
+            if op.kind == F:
+                f_at[(op.mb, op.chunk)] = i
+            elif op.kind in (B, BW):
+                b_at[(op.mb, op.chunk)] = i
+        for key in sorted(wanted[r]):
+            if key not in f_at or key not in b_at:
+                raise ScheduleError(f"offload plan names microbatch {key[0]} chunk {key[1]} on rank {r}, which has "
+                                    f"no F and B (or BW) for it")
+            size = sc.memory(F, schedule.stage_table[r][key[1]])
+            need = _transfer(size, bandwidth)
+            i = b_at[key]
+            covered = 0.0
+            # walk back from the B while the ops in between do not cover the copy back
+            while i - 1 > f_at[key] and covered < need - EPS:
+                i -= 1
+                op = ops[i]
+                covered += sc.duration(op.kind, schedule.stage_table[r][op.chunk])
+            where[key] = ops[i]
+        reload_at.append(where)
+    while len(reload_at) < schedule.pp:
+        reload_at.append({})
+    return OffloadPlan(mode, bandwidth, tuple(reload_at))
+
+
+def empty_plan(schedule: Schedule, bandwidth: float = math.inf) -> OffloadPlan:
+    return OffloadPlan(OFF, check_bandwidth(bandwidth), tuple({} for _ in range(schedule.pp)))
+
+
+def offloadable(schedule: Schedule) -> list[tuple[int, int, int]]:
+    """(rank, mb, chunk) of every F whose activations a later B (or BW) uses."""
+    out = []
+    for r, ops in enumerate(schedule.ranks):
+        backward = {(op.mb, op.chunk) for op in ops if op.kind in (B, BW)}
+        out.extend((r, op.mb, op.chunk) for op in ops if op.kind == F and (op.mb, op.chunk) in backward)
+    return out
+
+
+@gc_paused
+def simulate_offload(schedule: Schedule, plan: Optional[OffloadPlan] = None,
+                     costs: Optional[Costs] = None) -> OffloadResult:
+    """Time `schedule` with `plan`'s copies on per-rank lanes (module doc)."""
+    plan = plan or empty_plan(schedule)
+    sc = _resolve(schedule, costs)
+    compiled = compile_schedule(schedule)
+    pp, stride = schedule.pp, compiled.stride
+    info = _op_info(compiled, sc)
+    ranks = _ranks(compiled)
+    stages = [[rule.stage for rule in rules] for rules in compiled.rules]
+    issue = [plan.reloads_before(r) for r in range(pp)]
+    done: list = [None] * (stride * schedule.microbatches)
+    spans: list = [[] for _ in range(pp)]
+    copies: list = [[] for _ in range(pp)]
+    events: list = [[] for _ in range(pp)]  # (time, delta)
+    free, ptr = [0.0] * pp, [0] * pp
+    d2h_free, h2d_free = [0.0] * pp, [0.0] * pp
+    out_end: list[dict] = [{} for _ in range(pp)]
+    back_end: list[dict] = [{} for _ in range(pp)]
+    stall = [0.0] * pp
+    waiting: dict = {}
+    todo = list(range(pp))
+    while todo:
+        r = todo.pop()
+        ops, info_r, mb_r, offl = ranks[r], info[r], compiled.mbs[r], plan.reload_at[r]
+        i, t_free = ptr[r], free[r]
+        while i < len(ops):
+            need, extra, dur, out, out2 = info_r[i]
+            base = mb_r[i] * stride
+            ready = t_free
+            if need >= 0:
+                end = done[base + need]
+                if end is None:
+                    waiting.setdefault(base + need, []).append(r)
+                    break
+                ready = max(ready, end + extra)
+            op, stage = ops[i], stages[r][i]
+            for key in issue[r].get(op, ()):  # reloads issued as this op starts
+                size = sc.memory(F, schedule.stage_table[r][key[1]])
+                start = max(ready, h2d_free[r], out_end[r][key])
+                h2d_free[r] = back_end[r][key] = start + _transfer(size, plan.bandwidth)
+                copies[r].append(Copy(r, "H2D", key, start, h2d_free[r]))
+                events[r].append((start, size))
+            key = (op.mb, op.chunk)
+            if op.kind in (B, BW) and key in offl:
+                if key not in back_end[r]:
+                    raise ScheduleError(f"rank {r} op {op} runs before the op {offl[key]} that issues its reload")
+                if back_end[r][key] > ready:
+                    stall[r] += back_end[r][key] - ready
+                    ready = back_end[r][key]
+            t_free = ready + dur
+            spans[r].append(Span(r, op, stage, ready, t_free))
+            events[r].append((t_free, sc.memory(op.kind, stage)))
+            if op.kind == F and key in offl:
+                size = sc.memory(F, stage)
+                start = max(t_free, d2h_free[r])
+                d2h_free[r] = out_end[r][key] = start + _transfer(size, plan.bandwidth)
+                copies[r].append(Copy(r, "D2H", key, start, d2h_free[r]))
+                events[r].append((d2h_free[r], -size))
+            i += 1
+            for o in (out, out2):
+                if o < 0:
+                    continue
+                done[base + o] = t_free
+                todo.extend(waiting.pop(base + o, ()))
+        ptr[r], free[r] = i, t_free
+    stuck = [r for r in range(pp) if ptr[r] < len(ranks[r])]
+    if stuck:
+        raise ScheduleError(f"schedule {schedule.name!r} deadlocks on rank(s) {stuck}")
+    peaks = []
+    for evs in events:
+        live = peak = 0.0
+        for _, delta in sorted(evs, key=lambda e: e[0]):  # stable: equal times in the order they happen
+            live += delta
+            peak = max(peak, live)
+        peaks.append(peak)
+    makespan = max((row[-1].end for row in spans if row), default=0.0)
+    result = OffloadResult(schedule, plan, spans, copies, makespan, peaks, stall)
+    check_offload(result)
+    return result
+
+
+def check_offload(result: OffloadResult) -> None:
+    """The validator's offload check: on every rank, each copy out starts after its F ends, each copy
+    back after its copy out ends and ends before its B (or BW) starts; copies in one lane never overlap."""
+    for r, (spans, copies) in enumerate(zip(result.timeline, result.copies)):
+        f_end = {(s.op.mb, s.op.chunk): s.end for s in spans if s.op.kind == F}
+        b_start = {(s.op.mb, s.op.chunk): (s.start, s.op) for s in spans if s.op.kind in (B, BW)}
+        out_end = {}
+        for c in sorted(copies, key=lambda c: (c.direction != "D2H", c.start)):
+            if c.direction == "D2H":
+                if c.start < f_end[c.key] - EPS:
+                    raise ScheduleError(f"rank {r} copies microbatch {c.key[0]} chunk {c.key[1]} to host at "
+                                        f"{c.start:g}, before its F ends at {f_end[c.key]:g}")
+                out_end[c.key] = c.end
+                continue
+            if c.key not in out_end or c.start < out_end[c.key] - EPS:
+                raise ScheduleError(f"rank {r} reloads microbatch {c.key[0]} chunk {c.key[1]} before its copy to "
+                                    f"host has ended")
+            start, op = b_start[c.key]
+            if c.end > start + EPS:
+                raise ScheduleError(f"rank {r} op {op} starts at {start:g} but the reload of its activations "
+                                    f"ends at {c.end:g}")
+        for direction in ("D2H", "H2D"):
+            lane = sorted((c for c in copies if c.direction == direction), key=lambda c: c.start)
+            for a, b in zip(lane, lane[1:]):
+                if b.start < a.end - EPS:
+                    raise ScheduleError(f"rank {r}'s {direction} lane runs two copies at once "
+                                        f"(microbatches {a.key[0]} and {b.key[0]})")
+
+
+def lifespans(schedule: Schedule, costs: Optional[Costs] = None) -> dict:
+    """(rank, mb, chunk) -> time from the F's end to its B's (or BW's) start, without offload."""
+    result = simulate_offload(schedule, None, costs)
+    out = {}
+    for r, spans in enumerate(result.timeline):
+        f_end = {(s.op.mb, s.op.chunk): s.end for s in spans if s.op.kind == F}
+        for s in spans:
+            if s.op.kind in (B, BW) and (s.op.mb, s.op.chunk) in f_end:
+                out[(r, s.op.mb, s.op.chunk)] = s.start - f_end[(s.op.mb, s.op.chunk)]
+    return out
+
+
+def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs: Optional[Costs] = None,
+           memory_limit: Optional[float] = None, max_candidates: int = 48) -> OffloadResult:
+    """The plan `mode` asks for, timed (module doc). `auto` scores at most `max_candidates` + 2 prefixes."""
+    if mode not in MODES:
+        raise ScheduleError(f"offload must be one of {', '.join(MODES)}, got {mode!r}")
+    bandwidth = check_bandwidth(bandwidth)
+    if mode == OFF:
+        return simulate_offload(schedule, empty_plan(schedule, bandwidth), costs)
+    candidates = offloadable(schedule)
+    if mode == ALL:
+        return simulate_offload(schedule, make_plan(schedule, candidates, bandwidth, costs, mode=ALL), costs)
+    sc = _resolve(schedule, costs)
+    life = lifespans(schedule, costs)
+
+    def slack(k: tuple) -> float:
+        size = sc.memory(F, schedule.stage_table[k[0]][k[2]])
+        return life[k] - 2 * _transfer(size, bandwidth)
+
+    order = sorted(candidates, key=lambda k: (-slack(k), k))
+    n = len(order)
+    sizes = sorted({0, n, *(round(j * n / max_candidates) for j in range(max_candidates + 1))})
+    limit = math.inf if memory_limit is None else memory_limit + EPS
+    best = None
+    for size in sizes:
+        result = simulate_offload(schedule, make_plan(schedule, order[:size], bandwidth, costs, mode=AUTO), costs)
+        fits = result.max_peak_memory <= limit
+        # within the limit first (or, when nothing is, the least memory); then the fastest; then the least
+        # memory; then the fewest copies
+        score = (not fits, 0.0 if fits else round(result.max_peak_memory, 9), round(result.makespan, 9),
+                 result.max_peak_memory, size)
+        if best is None or score < best[0]:
+            best = (score, result)
+    return best[1]

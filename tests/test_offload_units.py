@@ -1,0 +1,129 @@
+"""runtime/offload.py on CPU, one process: what is packed, what the host pool holds, what a failed
+step leaves (nothing), and the same gradients bit for bit."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+import torch
+
+from primus_megatron.runtime.offload import ActivationOffload, OffloadError
+from primus_megatron.schedules import Op
+
+CPU = torch.device("cpu")
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4))
+
+
+def _grads(model, x, offload=None, key=(0, 0)):
+    model.zero_grad()
+    ctx = offload.forward(key) if offload else torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t)
+    with ctx:
+        loss = model(x).square().sum()
+    if offload:
+        offload.offloaded(key)
+        offload.ready(key)
+    loss.backward()
+    if offload:
+        offload.release(key)
+    return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def test_offloaded_backward_is_bitwise_the_plain_one():
+    model, x = _model(), torch.randn(5, 8, requires_grad=True)
+    plain_loss, plain = _grads(model, x)
+    offload = ActivationOffload({(0, 0)}, {}, CPU, params=list(model.parameters()))
+    loss, moved = _grads(model, x, offload)
+    assert offload.moved == 1 and offload.peak_host_bytes > 0
+    assert torch.equal(loss, plain_loss) and all(torch.equal(a, b) for a, b in zip(moved, plain))
+    offload.assert_empty()
+
+
+def test_parameters_and_their_views_stay_on_the_device():
+    model, x = _model(), torch.randn(5, 8)
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    offload = ActivationOffload({(0, 0)}, {}, CPU, params=list(model.parameters()))
+    with offload.forward((0, 0)):
+        model(x).sum()
+    recorded = {ptr for ptr, _ in offload.entries[(0, 0)].index}
+    assert recorded and not recorded & params  # activations recorded, no weight among them
+
+
+def test_the_device_copy_is_freed_and_the_host_pool_holds_one_copy_per_storage():
+    offload = ActivationOffload({(0, 0)}, {}, CPU)
+    x = torch.randn(64, requires_grad=True)
+    with offload.forward((0, 0)):
+        h = x * 2  # saved by sin (and cos via the same storage): one storage
+        y = h.sin() + h[:32].cos().sum()
+    alive = weakref.ref(h.untyped_storage())
+    del h
+    offload.offloaded((0, 0))
+    gc.collect()
+    assert alive() is None  # the device copy went
+    assert offload.host_bytes == 64 * 4
+    offload.ready((0, 0))
+    y.sum().backward()
+    plain = x.detach().clone().requires_grad_()
+    ((plain * 2).sin() + (plain * 2)[:32].cos().sum()).sum().backward()
+    assert torch.equal(x.grad, plain.grad)
+    offload.release((0, 0))
+    assert offload.host_bytes == 0
+    offload.assert_empty()
+
+
+def test_the_planned_op_issues_the_reload():
+    offload = ActivationOffload({(1, 0)}, {Op("W", 0): [(1, 0)]}, CPU)
+    x = torch.randn(4, requires_grad=True)
+    with offload.forward((1, 0)):
+        y = (x * 3).exp()
+    offload.offloaded((1, 0))
+    assert offload.entries[(1, 0)].state == "out"
+    offload.before(Op("F", 2))
+    assert offload.entries[(1, 0)].state == "out"
+    offload.before(Op("W", 0))
+    assert offload.entries[(1, 0)].state == "back"
+
+
+def test_a_failed_step_releases_everything_and_an_unused_offload_is_reported():
+    offload = ActivationOffload({(0, 0), (1, 0)}, {}, CPU)
+    x = torch.randn(16, requires_grad=True)
+    for mb in (0, 1):
+        with offload.forward((mb, 0)):
+            (x * (mb + 2)).sin()
+        offload.offloaded((mb, 0))
+    with pytest.raises(OffloadError, match="never used by a B"):
+        offload.assert_empty()
+    offload.clear()
+    assert not offload.entries and offload.host_bytes == 0
+    offload.assert_empty()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason="needs a CUDA device (the pinned-buffer, stream and event path)")
+def test_cuda_offload_is_bitwise_and_frees_the_device_copy():
+    """The GPU path: pinned host buffers, D2H/H2D streams, the B's stream waiting on the reload's event."""
+    device = torch.device("cuda", torch.cuda.current_device())
+    model = _model().to(device)
+    x = torch.randn(512, 8, device=device, requires_grad=True)
+    plain_loss, plain = _grads(model, x)
+    offload = ActivationOffload({(0, 0)}, {}, device, params=list(model.parameters()))
+    model.zero_grad()
+    with offload.forward((0, 0)):
+        loss = model(x).square().sum()
+    before = torch.cuda.memory_allocated()
+    offload.offloaded((0, 0))
+    torch.cuda.synchronize()
+    offload.poll()
+    assert torch.cuda.memory_allocated() < before  # the device copies went once their copy out was done
+    assert all(h.is_pinned() for h in offload.entries[(0, 0)].host)
+    offload.reload((0, 0))
+    offload.ready((0, 0))
+    loss.backward()
+    offload.release((0, 0))
+    assert torch.equal(loss.detach(), plain_loss)
+    assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain))
+    offload.assert_empty()

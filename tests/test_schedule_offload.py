@@ -1,0 +1,158 @@
+"""Activation offload in the planner (issue 32): plans change no op, reloads come back in time,
+`all` at unlimited bandwidth keeps only what is in use resident, `auto` respects the limit and is
+never slower than `all` under it."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from primus_megatron.schedules import Costs, ScheduleError, generate, simulate
+from primus_megatron.schedules import offload as O
+
+# every registered schedule family: loop, V, split and fused backward
+NAMES = ["1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "v-half", "v-min"]
+
+
+@st.composite
+def cases(draw):
+    name = draw(st.sampled_from(NAMES))
+    pp = draw(st.integers(2, 4))
+    m = draw(st.integers(pp, 2 * pp))
+    if name == "interleaved-1f1b" and m % pp:
+        m = pp * (m // pp)
+    f = draw(st.sampled_from([0.5, 1.0, 1.5]))
+    b = draw(st.sampled_from([1.0, 1.5, 2.0]))
+    w = draw(st.sampled_from([0.5, 1.0]))
+    comm = draw(st.sampled_from([0.0, 0.1]))
+    mem_b = draw(st.sampled_from([0.0, -0.6, -1.0]))
+    costs = Costs(f=f, b=b, w=w, comm=comm, mem_b=mem_b, mem_w=-1.0 - mem_b)
+    bandwidth = draw(st.sampled_from([math.inf, 4.0, 1.0, 0.25]))
+    return generate(name, pp, m, costs=costs), costs, bandwidth
+
+
+def _orders(result) -> list:
+    return [[span.op for span in row] for row in result.timeline]
+
+
+@settings(max_examples=30)
+@given(case=cases(), mode=st.sampled_from(O.MODES))
+def test_offload_changes_no_op_order_or_dependency(case, mode):
+    schedule, costs, bandwidth = case
+    result = O.choose(schedule, mode, bandwidth=bandwidth, costs=costs)
+    assert _orders(result) == [list(ops) for ops in schedule.ranks]
+    # every input still arrives before the op that uses it: each op starts no earlier than without offload
+    base = simulate(schedule, costs)
+    for row, base_row in zip(result.timeline, base.timeline):
+        for span, base_span in zip(row, base_row):
+            assert span.start >= base_span.start - 1e-9
+    O.check_offload(result)  # and the reloads: each ends before its B starts
+
+
+@settings(max_examples=25)
+@given(case=cases())
+def test_off_is_the_plain_simulation(case):
+    schedule, costs, _ = case
+    base = simulate(schedule, costs)
+    result = O.choose(schedule, "off", costs=costs)
+    assert result.makespan == pytest.approx(base.makespan)
+    assert result.peak_memory == pytest.approx(base.peak_memory)
+    assert result.plan.count == 0 and not any(result.copies)
+
+
+@settings(max_examples=25)
+@given(case=cases())
+def test_all_at_unlimited_bandwidth_keeps_only_activations_in_use(case):
+    schedule, costs, _ = case
+    base = simulate(schedule, costs)
+    result = O.choose(schedule, "all", bandwidth=math.inf, costs=costs)
+    assert result.makespan == pytest.approx(base.makespan)
+    assert result.plan.count == len(O.offloadable(schedule))
+    sc = costs.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+    for r, peak in enumerate(result.peak_memory):
+        one = max(sc.mem["F"][s] for s in schedule.stage_table[r])
+        if costs.mem_b == -1.0:  # B frees everything: one chunk's activations at a time
+            assert peak == pytest.approx(one)
+        else:  # plus what B keeps for W, never more than without offload
+            assert peak <= base.peak_memory[r] + 1e-9
+
+
+@settings(max_examples=25)
+@given(case=cases(), fraction=st.sampled_from([0.3, 0.5, 0.7, 0.9, 1.0]))
+def test_auto_within_the_limit_and_never_slower_than_all(case, fraction):
+    schedule, costs, bandwidth = case
+    off = O.choose(schedule, "off", bandwidth=bandwidth, costs=costs)
+    every = O.choose(schedule, "all", bandwidth=bandwidth, costs=costs)
+    limit = fraction * off.max_peak_memory
+    auto = O.choose(schedule, "auto", bandwidth=bandwidth, costs=costs, memory_limit=limit)
+    O.check_offload(auto)
+    if every.max_peak_memory <= limit + 1e-9 or off.max_peak_memory <= limit + 1e-9:
+        assert auto.max_peak_memory <= limit + 1e-9
+    if every.max_peak_memory <= limit + 1e-9:
+        assert auto.makespan <= every.makespan + 1e-9
+    # with no limit, auto is the fastest: as fast as without offload
+    free = O.choose(schedule, "auto", bandwidth=bandwidth, costs=costs)
+    assert free.makespan == pytest.approx(off.makespan)
+    assert free.max_peak_memory <= off.max_peak_memory + 1e-9
+
+
+def test_selective_offload_hides_the_transfer_where_all_does_not():
+    """PipeOffload's point: at a bandwidth where offloading everything stalls the pipeline, the
+    activations with long lifespans still go, at no cost in time."""
+    schedule = generate("1f1b", 4, 8)
+    every = O.choose(schedule, "all", bandwidth=2.0)
+    auto = O.choose(schedule, "auto", bandwidth=2.0)
+    off = O.choose(schedule, "off")
+    assert every.makespan > off.makespan  # 1f1b's last stage has no time to hide anything
+    assert auto.makespan == off.makespan and 0 < auto.plan.count < every.plan.count
+    assert auto.max_peak_memory < off.max_peak_memory
+
+
+def test_validator_refuses_a_late_reload():
+    schedule = generate("zb-h1", 4, 8)
+    result = O.choose(schedule, "all", bandwidth=1.0)
+    rank = 0
+    late = next(c for c in result.copies[rank] if c.direction == "H2D")
+    b_start = next(s.start for s in result.timeline[rank] if s.op.kind == "B"
+                   and (s.op.mb, s.op.chunk) == late.key)
+    result.copies[rank][result.copies[rank].index(late)] = O.Copy(rank, "H2D", late.key, late.start, b_start + 0.5)
+    with pytest.raises(ScheduleError, match="starts at .* but the reload of its activations ends at"):
+        O.check_offload(result)
+
+
+def test_bad_mode_and_bandwidth_are_refused_in_one_sentence():
+    schedule = generate("zb-h1", 2, 4)
+    with pytest.raises(ScheduleError, match="offload must be one of off, all, auto"):
+        O.choose(schedule, "some")
+    with pytest.raises(ScheduleError, match="offload bandwidth must be a positive number"):
+        O.choose(schedule, "all", bandwidth=0.0)
+
+
+def test_cli_simulate_and_compare_show_the_trade_off(capsys, tmp_path):
+    from primus_megatron import cli
+
+    args = ["--pp", "4", "-m", "8", "--mem-b", "-0.6", "--offload", "auto", "--offload-bandwidth", "2"]
+    assert cli.main(["simulate", "--schedule", "zbv", *args, "--plot", str(tmp_path / "t.svg")]) == 0
+    out = capsys.readouterr().out
+    expected = O.choose(generate("zbv", 4, 8, costs=Costs(mem_b=-0.6, mem_w=-0.4)), "auto", bandwidth=2.0,
+                        costs=Costs(mem_b=-0.6, mem_w=-0.4))
+    assert f"{expected.plan.count} of the F ops' activations go to host" in out
+    assert f"max resident peak {expected.max_peak_memory:g} (without 4)" in out
+    svg = (tmp_path / "t.svg").read_text()
+    assert "activations to host (offload lane)" in svg and "activations back (reload lane)" in svg
+    assert cli.main(["compare", *args, "--memory-limit", "2.5"]) == 0
+    out = capsys.readouterr().out
+    assert "offloaded" in out and "makespan without" in out
+    assert "zb-h1" in out and "above --memory-limit 2.5" in out  # what B keeps for W stays resident
+
+
+@pytest.mark.parametrize("bad, says", [(["--offload", "some"], "invalid choice: 'some'"),
+                                       (["--offload-bandwidth", "0"], "must be a positive number")])
+def test_cli_refuses_bad_offload_options_in_one_line(capsys, bad, says):
+    from primus_megatron import cli
+
+    assert cli.main(["simulate", "--schedule", "zbv", "--pp", "4", "-m", "8", *bad]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert says in err[-1] and "Traceback" not in "\n".join(err)
