@@ -11,7 +11,7 @@ For every registered schedule except zb-optimal (an integer program, small
 cases only): `schedules.generate(name, pp, m, validate=False)` and then
 `schedules.validate(schedule, costs=..., memory_limit=...)` (what `generate`
 does by default: completeness, dependency order, memory, lowering to
-send/recv and the rendezvous hang check), timed separately, default costs
+batches of send/recv and the NCCL/RCCL hang check), CPU time of each, default costs
 (unit) and default memory limit. Each (schedule, size) runs in a fresh
 process with a time limit, so a pathological case cannot hang the benchmark;
 one that runs out of time is reported as such. Exit status 0 unless a case
@@ -41,8 +41,7 @@ WHERE_TIME_GOES = (
     "it: validation takes 1.5 to 2.5 times as long as the vectorised per-pair check it replaced (which modelled "
     "independent channels and missed the interleaved hang): CPU time (`time.process_time`, best of 3, side by "
     "side on 2026-11-25) at pp=32, m=256 zbv 0.28 -> 0.59 s, 1f1b 0.12 -> 0.24 s; at pp=64, m=1024 zbv "
-    "2.5 -> 5.0 s, zb-h2 1.5 -> 2.3 s, 1f1b 1.1 -> 2.4 s. Wall times in the tables are higher when other "
-    "work shares the machine (compare the yardstick). `zb-auto`, `v-half` and `v-min` also build several "
+    "2.5 -> 5.0 s, zb-h2 1.5 -> 2.3 s, 1f1b 1.1 -> 2.4 s. `zb-auto`, `v-half` and `v-min` also build several "
     "candidate orders and keep the best (`variants.best_of`): fixed orders are simulated to be scored, "
     "list-scheduled ones score themselves while they are built. `v-half` is the slowest because it tries "
     "three: the squeezed block, the compacted block and a list-scheduled order, the one chosen with equal "
@@ -88,12 +87,14 @@ def _case(name: str, pp: int, m: int, runs: int, single_if_over: float, out, opt
 
         gen, val, ops = [], [], 0
         extra = _options(options, pp)
+        clock = time.process_time  # CPU time: the planner is single-threaded, so on an idle machine it is the
+        # wall time, and on a shared one it leaves out the time other work takes the core
         for i in range(runs):
-            t0 = time.perf_counter()
+            t0 = clock()
             sched = S.generate(name, pp, m, validate=False, **extra)
-            t1 = time.perf_counter()
+            t1 = clock()
             S.validate(sched, costs=sched.meta.get("costs"), memory_limit=sched.meta.get("memory_limit"))
-            t2 = time.perf_counter()
+            t2 = clock()
             gen.append(t1 - t0)
             val.append(t2 - t1)
             ops = sum(len(r) for r in sched.ranks)
@@ -189,11 +190,12 @@ def main(argv=None) -> int:
     for (pp, m), slow in all_slow.items():
         summary.append(f"over {SLOW_S:g} s at pp={pp}, m={m}: " + ("; ".join(slow) if slow else "none"))
     body = (C.command_block(command) + "\n"
-            f"Wall time of `schedules.generate(name, pp, m, validate=False)` and of `schedules.validate(schedule, "
-            f"costs=..., memory_limit=...)` (completeness, dependency order, memory, lowering to send/recv, "
-            f"rendezvous hang check), every registered schedule but zb-optimal, default (unit) costs and memory "
-            f"limit, and at pp=32 `zb-auto` under the paper's 28.3B costs and memory model at limits p and 2p, "
-            f"planned for a barrier and for post-validation; each case in a fresh process, {runs_note}; `ops` = "
+            f"CPU time (`time.process_time`: the wall time on an idle machine, the planner being single-threaded) "
+            f"of `schedules.generate(name, pp, m, validate=False)` and of `schedules.validate(schedule, "
+            f"costs=..., memory_limit=...)` (completeness, dependency order, memory, lowering to batches of "
+            f"send/recv, NCCL/RCCL hang check), every registered schedule but zb-optimal, default (unit) costs and "
+            f"memory limit, and at pp=32 `zb-auto` under the paper's 28.3B costs and memory model at limits p and "
+            f"2p, planned for a barrier and for post-validation; each case in a fresh process, {runs_note}; `ops` = "
             f"compute ops in the schedule. "
             f"{elapsed:.0f} s in all on a shared 2-core machine{steal_note}. The planner is "
             f"single-threaded pure Python, so its times scale with single-core CPython speed: here "
