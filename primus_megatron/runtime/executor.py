@@ -215,9 +215,6 @@ class _Step:
                                             self.config.deallocate_pipeline_outputs)
             self.in_flight.pop(key, None)
 
-    def post_recv(self, item: Recv) -> None:
-        self.post((item,))
-
     def post(self, items) -> None:
         """Post Send/Recv items: one alone, or a Batch's together (one batch_isend_irecv)."""
         posts = []
@@ -352,12 +349,12 @@ class _Step:
                           self.offload.moved if self.offload else 0,
                           self.offload.peak_host_bytes if self.offload else 0)
 
-    def drain(self, messages) -> None:
-        """After a failed validation: receive what peers sent during their prefixes,
-        drop everything of the abandoned attempt."""
-        for msg in messages:
-            peer = self.sched.owner(msg.src_stage)[0]
-            self.post_recv(Recv(msg, peer))
+    def drain(self, batch: Optional[Batch]) -> None:
+        """After a failed validation: receive what peers sent during their prefixes (one batch,
+        `Prefixes.drain_batch`, which is what the prefix's hang check proved), drop everything
+        of the abandoned attempt."""
+        if batch is not None:
+            self.post(batch.items)
         for msg, pending in list(self.recvs.items()):
             self.p2p.wait(pending, op=f"drain after a failed post-validation ({msg})")
         self.p2p.wait_all_sends(op="drain after a failed post-validation")
@@ -401,7 +398,7 @@ def _run_items(step: "_Step", items, ctx: StepContext, validate, prefix) -> Step
         if ctx.record_timeline:
             step.timeline.append(OpRecord(rank, Op("VALIDATE", -1, 0), -1, t, step.clock.mark(), step._clock_or_none()))
         if redo:
-            step.drain(prefix.drain[rank])
+            step.drain(prefix.drain_batch(step.lowered, rank))
             for it in ctx.data_iterators:
                 if isinstance(it, _Replay):
                     it.rewind()
