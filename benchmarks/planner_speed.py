@@ -3,6 +3,10 @@
     python benchmarks/planner_speed.py            # pp=32 x 256 microbatches (median of 3) + pp=64 x 1024 scale rows
     python benchmarks/planner_speed.py --quick    # pp=32 x 256, one run each, no scale rows
 
+Plus, at pp=32 x 256, `zb-auto` under the zero-bubble paper's 28.3B costs and memory model
+(`schedules/paper_settings.py`) at memory limits p and 2p, planned for a barrier (the makespan)
+and for post-validation (the longest span): the cases where it searches the most.
+
 For every registered schedule except zb-optimal (an integer program, small
 cases only): `schedules.generate(name, pp, m, validate=False)` and then
 `schedules.validate(schedule, costs=..., memory_limit=...)` (what `generate`
@@ -21,6 +25,7 @@ import queue
 import sys
 import time
 import traceback
+from typing import Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
@@ -54,14 +59,31 @@ def yardstick_ms() -> float:
     return 1e3 * min(timeit.repeat(YARDSTICK, number=10, repeat=5)) / 10
 
 
-def _case(name: str, pp: int, m: int, runs: int, single_if_over: float, out) -> None:
+# (label, schedule, options of generate): zb-auto where it searches the most (module doc)
+PAPER_CASES = [(f"zb-auto, paper 28.3B costs, limit {k}p, {objective}", "zb-auto",
+                {"memory_limit_per_pp": k, "post_validation": objective == "post-validation"})
+               for k in (1, 2) for objective in ("barrier", "post-validation")]
+
+
+def _options(options: Optional[dict], pp: int) -> dict:
+    if not options:
+        return {}
+    from primus_megatron.schedules import paper_settings as P
+
+    setting = P.TABLE5_SETTINGS[-1]  # 28.3B, p=32, m=256
+    return {"costs": setting.costs(), "memory_limit": options["memory_limit_per_pp"] * pp,
+            "post_validation": options["post_validation"]}
+
+
+def _case(name: str, pp: int, m: int, runs: int, single_if_over: float, out, options: Optional[dict] = None) -> None:
     try:
         from primus_megatron import schedules as S
 
         gen, val, ops = [], [], 0
+        extra = _options(options, pp)
         for i in range(runs):
             t0 = time.perf_counter()
-            sched = S.generate(name, pp, m, validate=False)
+            sched = S.generate(name, pp, m, validate=False, **extra)
             t1 = time.perf_counter()
             S.validate(sched, costs=sched.meta.get("costs"), memory_limit=sched.meta.get("memory_limit"))
             t2 = time.perf_counter()
@@ -75,12 +97,13 @@ def _case(name: str, pp: int, m: int, runs: int, single_if_over: float, out) -> 
         out.put(("error", f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
 
 
-def measure(name: str, pp: int, m: int, runs: int, single_if_over: float, timeout_s: float) -> dict:
+def measure(name: str, pp: int, m: int, runs: int, single_if_over: float, timeout_s: float,
+            options: Optional[dict] = None) -> dict:
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=_case, args=(name, pp, m, runs, single_if_over, out))
+    proc = ctx.Process(target=_case, args=(name, pp, m, runs, single_if_over, out, options))
     proc.start()
     try:
         status, value = out.get(timeout=timeout_s)
@@ -140,11 +163,12 @@ def main(argv=None) -> int:
     sections, all_slow = [], {}
     for pp, m, runs, single_if_over in sizes:
         rows = []
-        for name in names:
-            r = measure(name, pp, m, runs, single_if_over, timeout)
-            rows.append((name, r))
+        extra = PAPER_CASES if (pp, m) == (32, 256) else []
+        for label, name, options in [(n, n, None) for n in names] + extra:
+            r = measure(name, pp, m, runs, single_if_over, timeout, options)
+            rows.append((label, r))
             shown = "timeout" if "timeout" in r else f"generate {C.median(r['gen']):.3f} s, validate {C.median(r['val']):.3f} s"
-            print(f"  pp={pp} m={m} {name}: {shown}", flush=True)
+            print(f"  pp={pp} m={m} {label}: {shown}", flush=True)
         text, slow = table(rows, pp, m)
         sections.append(text)
         all_slow[(pp, m)] = slow
@@ -161,7 +185,9 @@ def main(argv=None) -> int:
             f"Wall time of `schedules.generate(name, pp, m, validate=False)` and of `schedules.validate(schedule, "
             f"costs=..., memory_limit=...)` (completeness, dependency order, memory, lowering to send/recv, "
             f"rendezvous hang check), every registered schedule but zb-optimal, default (unit) costs and memory "
-            f"limit, each size in a fresh process, {runs_note}; `ops` = compute ops in the schedule. "
+            f"limit, and at pp=32 `zb-auto` under the paper's 28.3B costs and memory model at limits p and 2p, "
+            f"planned for a barrier and for post-validation; each case in a fresh process, {runs_note}; `ops` = "
+            f"compute ops in the schedule. "
             f"{elapsed:.0f} s in all on a shared 2-core machine{steal_note}. The planner is "
             f"single-threaded pure Python, so its times scale with single-core CPython speed: here "
             f"`python -m timeit \"{YARDSTICK}\"` takes {yardstick:.1f} ms; run it on your machine to scale "

@@ -2,6 +2,8 @@
 
     primus-pipeline list
     primus-pipeline simulate --schedule zbv --pp 8 --microbatches 24 --plot zbv.png
+    primus-pipeline simulate --schedule zb-auto --pp 8 -m 32 --cost-f 18.5 --cost-b 18.1 --cost-w 9.3 \
+        --cost-comm 0.6 --mem-b -0.63 --mem-w -0.37 --memory-limit 16 --post-validation
     primus-pipeline compare --pp 8 --microbatches 24 --plot all.png
     primus-pipeline export --schedule zb-h1 --pp 4 --microbatches 8 --format torch
     primus-pipeline balance --profile run.profile.json --schedule zbv --pp 8 --microbatches 24 --num-layers 32
@@ -81,6 +83,16 @@ def _positive(unit: str) -> Callable[[str], float]:
     return parse
 
 
+def _memory_delta(text: str) -> Any:
+    """A number or a comma-separated list of them, any sign (memory an op adds or frees)."""
+    try:
+        values = [_number(part.strip()) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number or a comma-separated list of them (per rank or per stage), got {text!r}") from None
+    return values[0] if len(values) == 1 else tuple(values)
+
+
 _memory_limit = _positive("activation units")
 _seconds = _positive("seconds")
 
@@ -100,8 +112,22 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
                        help="latency of one p2p message (default 0)")
     costs.add_argument("--cost-bw", type=_cost, default=None, metavar="BW",
                        help="a backward run as one op, as 1f1b runs it (default B + W; measured, usually less)")
+    memory = p.add_argument_group(
+        "memory model", "activation memory each op adds, in units of what an F adds (F adds 1): the two sum to -1. "
+                        "Give one and the other follows. Default: B frees nothing and W frees it all (-1). The "
+                        "paper's model (and what the runtime measures): B frees all but what the weight gradient "
+                        "needs, W frees that; per transformer layer the weight gradient keeps 32sbh of the "
+                        "sb(34h+5as) an F adds (about --mem-w -0.4)")
+    memory.add_argument("--mem-b", type=_memory_delta, default=None, metavar="MB",
+                        help="memory a B adds (negative: frees); default 0, or -1 - MW")
+    memory.add_argument("--mem-w", type=_memory_delta, default=None, metavar="MW",
+                        help="memory a W adds (<= 0); default -1, or -1 - MB")
     p.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="X",
                    help="peak activation memory per rank, in units of one microbatch's activations on one rank")
+    p.add_argument("--post-validation", action="store_true",
+                   help="the run steps its optimizer with --optimizer-post-validation (no barrier between "
+                        "iterations): cost-driven schedules minimise the longest per-rank span (the async bubble) "
+                        "instead of the makespan")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -173,8 +199,11 @@ def _check_output(option: str, path: str, extensions: Optional[tuple[str, ...]] 
 
 def _costs(args: argparse.Namespace):
     from .schedules import Costs
+    from .schedules.costs import memory_model
 
-    return Costs(f=args.cost_f, b=args.cost_b, w=args.cost_w, comm=args.cost_comm, bw=args.cost_bw)
+    mem_b, mem_w = memory_model(args.mem_b, args.mem_w)
+    return Costs(f=args.cost_f, b=args.cost_b, w=args.cost_w, comm=args.cost_comm, bw=args.cost_bw,
+                 mem_b=mem_b, mem_w=mem_w)
 
 
 def _num(x: float, decimals: int = 4) -> str:
@@ -274,7 +303,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         _check_output("--trace", args.trace)
     costs = _costs(args)
     schedule = generate(args.schedule, args.pp, args.microbatches, costs=costs,
-                        memory_limit=args.memory_limit, chunks=args.chunks)
+                        memory_limit=args.memory_limit, chunks=args.chunks, post_validation=args.post_validation)
     result = simulate(schedule, costs)
     outputs: list[tuple[str, bytes | str]] = []
     if args.plot:
@@ -288,7 +317,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         text = json.dumps(export.to_dict(schedule, costs), indent=1)
     else:
         head = (f"schedule {schedule.name}: pp={schedule.pp}, microbatches={schedule.microbatches}, "
-                f"{schedule.chunks_per_rank} chunk(s) per rank, {schedule.placement} placement")
+                f"{schedule.chunks_per_rank} chunk(s) per rank, {schedule.placement} placement; planned for "
+                + ("post-validation (no optimizer barrier: the longest span, bubble async)" if args.post_validation
+                   else "an optimizer barrier (the makespan, bubble sync)"))
         summary = table(["makespan", "bubble sync", "bubble async", "max peak memory"],
                         [[_num(result.makespan), f"{result.bubble_sync:.4f}", f"{result.bubble_async:.4f}",
                           _num(result.max_peak_memory)]], right=[True] * 4)
@@ -326,7 +357,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         entry = registry.info(name)
         try:
             schedule = generate(name, args.pp, args.microbatches, costs=costs, memory_limit=args.memory_limit,
-                                time_limit=args.time_limit)
+                                time_limit=args.time_limit, post_validation=args.post_validation)
             result = simulate(schedule, costs)
         except ScheduleError as exc:
             failures.append(f"{name}: {exc}")
@@ -340,7 +371,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise ScheduleError(f"no registered schedule can be built for these arguments ({failures[0]})")
     try:
         import highspy  # noqa: F401
-        gaps = {k: str(v) for k, v in optimality.distances(results, costs, args.time_limit).items()}
+        gaps = {k: str(v) for k, v in optimality.distances(results, costs, args.time_limit,
+                                                           post_validation=args.post_validation).items()}
     except ImportError:
         gaps = {}
     for row in rows:
@@ -351,10 +383,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         title = f"pp={args.pp}, {args.microbatches} microbatches"
         outputs.append((args.plot, _render_plot(results, args.plot, title)))
     head = f"pp={args.pp}, microbatches={args.microbatches}" + (
-        f", memory limit {_num(args.memory_limit)}" if args.memory_limit is not None else "")
+        f", memory limit {_num(args.memory_limit)}" if args.memory_limit is not None else "") + (
+        ", planned for post-validation (the longest per-rank span)" if args.post_validation else "")
     text = head + "\n\n" + table(["schedule", "chunks", "makespan", "bubble sync", "bubble async", "max peak memory",
                                   "memory vs 1f1b", "vs optimum"], rows, right=[False] + [True] * 7)
-    text += ("\n\nvs optimum: makespan over the shortest order the ILP (zb-optimal) finds for the same placement "
+    what = "longest per-rank span" if args.post_validation else "makespan"
+    text += (f"\n\nvs optimum: {what} over the shortest order the ILP (zb-optimal) finds for the same placement "
              "within the schedule's own peak memory, once --time-limit seconds per layout and memory; '>=' where the "
              "solver did not prove its order optimal in time")
     _write_outputs(outputs)
@@ -369,7 +403,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         _check_output("--output", args.output)
     costs = _costs(args)
     schedule = generate(args.schedule, args.pp, args.microbatches, costs=costs,
-                        memory_limit=args.memory_limit, chunks=args.chunks)
+                        memory_limit=args.memory_limit, chunks=args.chunks, post_validation=args.post_validation)
     if args.format == "json":
         text = json.dumps(export.to_dict(schedule, costs), indent=1) + "\n"
     else:

@@ -85,3 +85,67 @@ def test_compare_says_where_the_ilp_does_not_apply(capsys):
     assert "not built" in " ".join(table.pop("zb-optimal"))  # its own size limit
     for name, cells in table.items():
         assert " ".join(cells[6:]) in ("too large for the ILP", "needs highspy"), name
+
+
+def test_the_memory_model_and_the_objective_reach_simulate_and_export(capsys):
+    """--mem-w alone gives --mem-b (they sum to -1); --post-validation plans for the run's
+    objective: the same orders and numbers as the planner given the same Costs and flag. At the
+    paper's 1.5B, p=8, m=32 costs and twice 1F1B's memory that is its ZB-2p, 0.0039."""
+    argv = ["--schedule", "zb-auto", "--pp", "8", "-m", "32", "--cost-f", "18.513", "--cost-b", "18.086",
+            "--cost-w", "9.331", "--cost-comm", "0.626", "--mem-w", "-0.3664", "--memory-limit", "16"]
+    costs = S.Costs(f=18.513, b=18.086, w=9.331, comm=0.626, mem_b=-0.6336, mem_w=-0.3664)
+    for post in (False, True):
+        extra = ["--post-validation"] if post else []
+        planned = S.generate("zb-auto", 8, 32, costs=costs, memory_limit=16, post_validation=post)
+        result = S.simulate(planned, costs)
+        exported = json.loads(run(capsys, "export", *argv, *extra))
+        assert [[(o["op"], o["mb"]) for o in row] for row in exported["ranks"]] == \
+            [[(op.kind, op.mb) for op in row] for row in planned.ranks]
+        assert exported["stats"]["peak_memory"] == [round(x, 6) for x in result.peak_memory]
+        out = run(capsys, "simulate", *argv, *extra)
+        summary = next(line.split() for line in out.splitlines() if line.split() and line.split()[0][0].isdigit())
+        assert float(summary[2]) == pytest.approx(result.bubble_async, abs=1e-4)
+        assert ("post-validation" in out.splitlines()[0]) == post
+    assert result.bubble_async <= 0.0039 + 0.002  # the last: post-validation
+
+
+def test_mem_b_alone_sets_mem_w():
+    args = cli.build_parser().parse_args(["simulate", "--schedule", "zb-auto", "--pp", "4", "-m", "8",
+                                          "--mem-b", "-0.75"])
+    costs = cli._costs(args)
+    assert (costs.mem_b, costs.mem_w) == (-0.75, -0.25)
+    default = cli._costs(cli.build_parser().parse_args(["simulate", "--schedule", "zb-auto", "--pp", "4", "-m", "8"]))
+    assert (default.mem_b, default.mem_w) == (0.0, -1.0)  # today's model unless asked
+
+
+def test_pipeline_costs_carry_the_memory_model():
+    from primus_megatron.megatron_lm.args import parse_costs
+
+    assert parse_costs("1,2,1,mem-w=-0.4") == S.Costs(f=1, b=2, w=1, mem_b=-0.6, mem_w=-0.4)
+    assert parse_costs("1,2,1,comm=0.1,mem-b=-0.6,mem-w=-0.4") == \
+        S.Costs(f=1, b=2, w=1, comm=0.1, mem_b=-0.6, mem_w=-0.4)
+    assert parse_costs("1,2,1,0.1,2.5") == S.Costs(f=1, b=2, w=1, comm=0.1, bw=2.5)
+    for bad, needle in (("1,2,1,mem-b=-0.5,mem-w=-0.3", "mem-b and mem-w must sum to -1"),
+                        ("1,2,1,mem-w=0.2", "mem-w must be <= 0"),
+                        ("1,2,1,size=3", "named entries may follow"),
+                        ("1,2,1,mem-w=-0.4,0.1", "named entries may follow"),
+                        ("1,2,1,0.1,comm=0.2", "gives comm twice")):
+        with pytest.raises(ValueError, match="--pipeline-costs") as info:
+            parse_costs(bad)
+        assert needle in str(info.value), (bad, str(info.value))
+
+
+def test_compare_under_post_validation_plans_and_measures_the_span(capsys):
+    """compare --post-validation: every schedule planned for the run's objective, and the distance
+    to the optimum in the longest per-rank span (the ILP solved for it): zb-optimal is the
+    reference, so its own distance is +0.0%."""
+    pytest.importorskip("highspy")
+    argv = ["--pp", "2", "-m", "2", "--cost-b", "1.5", "--cost-w", "0.5", "--mem-w", "-0.4", "--memory-limit", "3",
+            "--time-limit", "5", "--post-validation"]
+    out = run(capsys, "compare", *argv)
+    assert "planned for post-validation" in out.splitlines()[0] and "vs optimum: longest per-rank span" in out
+    table = rows(out)
+    costs = S.Costs(b=1.5, w=0.5, mem_b=-0.6, mem_w=-0.4)
+    auto = S.simulate(S.generate("zb-auto", 2, 2, costs=costs, memory_limit=3, post_validation=True), costs)
+    assert float(table["zb-auto"][3]) == pytest.approx(auto.bubble_async, abs=1e-4)
+    assert " ".join(table["zb-optimal"][6:]) == "+0.0%"

@@ -235,6 +235,21 @@ CASES = {
         cli=None,
         megatron=dict(pipeline_schedule="auto", pipeline_costs="1,2"),
         megatron_needles=["--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, got '1,2'"]),
+    "a memory model whose B and W do not free what F adds": dict(
+        argv=["--pipeline-schedule", "zb-auto", "--pipeline-costs", "1,2,1,mem-b=-0.5,mem-w=-0.3"],
+        needles=["--pipeline-costs: mem-b and mem-w must sum to -1", "got -0.5 and -0.3"],
+        cli=["simulate", "--schedule", "zb-auto", "--pp", "4", "--microbatches", "8", "--mem-b", "-0.5",
+             "--mem-w", "-0.3"],
+        cli_needles=["--mem-b and --mem-w must sum to -1", "got -0.5 and -0.3"],
+        megatron=dict(pipeline_schedule="zb-auto", pipeline_costs="1,2,1,mem-b=-0.5,mem-w=-0.3"),
+        megatron_needles=["--pipeline-costs: mem-b and mem-w must sum to -1"]),
+    "a W that adds memory": dict(
+        argv=["--pipeline-schedule", "zb-auto", "--pipeline-costs", "1,2,1,mem-w=0.5"],
+        needles=["--pipeline-costs: mem-w must be <= 0", "got 0.5"],
+        cli=["export", "--schedule", "zb-auto", "--pp", "4", "--microbatches", "8", "--mem-w", "0.5"],
+        cli_needles=["--mem-w must be <= 0", "got 0.5"],
+        megatron=dict(pipeline_schedule="zb-auto", pipeline_costs="1,2,1,mem-w=0.5"),
+        megatron_needles=["--pipeline-costs: mem-w must be <= 0"]),
     "post-validation without a schedule": dict(
         argv=["--optimizer-post-validation"],
         needles=["--optimizer-post-validation needs --pipeline-schedule"],

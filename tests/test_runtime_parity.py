@@ -45,6 +45,8 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
     if pp == 4:  # the V schedules planned from unequal costs: their W sit elsewhere (test below)
         for name in under_test(V_COST_AWARE):
             cases.append({"schedule": name, "microbatches": 6, "options": {**OPTS, "costs": UNEQUAL}})
+        if under_test(["zb-auto"]):  # the paper's automatic schedule: its memory model, 2p, post-validation
+            cases.append({"schedule": "zb-auto", "microbatches": 6, "options": {**OPTS, **PAPER_AUTO}})
     for m in counts[-2:]:
         cases.append({"schedule": "megatron-1f1b", "microbatches": m})
     if pp in MEGATRON_INTERLEAVED:
@@ -56,6 +58,10 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
 COUNTS = {2: [1, 2, 3, 5], 3: [2, 4], 4: [2, 4, 6]}
 V_COST_AWARE = ("zbv", "v-half", "v-min")
 UNEQUAL = S.Costs(f=1.0, b=2.0, w=1.0, comm=0.05)
+# zb-auto at twice 1F1B's memory under the paper's memory model (B frees all but the weight
+# gradient's 40%), planned for post-validation: the paper heuristic's order (test below)
+PAPER_AUTO = {"costs": S.Costs(f=1.0, b=1.2, w=0.7, comm=0.05, mem_b=-0.6, mem_w=-0.4), "memory_limit": 8.0,
+              "post_validation": True}
 # pp -> megatron's interleaved schedule's p2p transport (its data comes as one iterator per chunk)
 MEGATRON_INTERLEAVED = {2: {"overlap_p2p_comm": True, "batch_p2p_comm": False},
                         4: {"overlap_p2p_comm": False, "batch_p2p_comm": True}}
@@ -144,17 +150,42 @@ def test_executed_order_is_the_planned_order(world):
     for i, case in enumerate(cases):
         if case["schedule"] in H.MEGATRON_OWN + ("zb-optimal",):
             continue
-        costs = case.get("options", {}).get("costs")
-        planned = S.generate(case["schedule"], pp, case["microbatches"], costs=costs)
+        options = case.get("options", {})
+        planned = S.generate(case["schedule"], pp, case["microbatches"], costs=options.get("costs"),
+                             memory_limit=options.get("memory_limit"),
+                             post_validation=options.get("post_validation", False))
         for rank, res in enumerate(r[i] for r in per_rank):
             assert res["timeline"] == [(op.kind, op.mb, op.chunk) for op in planned.ranks[rank]]
 
 
 def test_cost_aware_v_orders_ran_and_differ_from_the_equal_cost_patterns(world):
     pp, cases, per_rank = world
-    ran = [(i, c) for i, c in enumerate(cases) if "costs" in c.get("options", {})]
+    ran = [(i, c) for i, c in enumerate(cases) if "costs" in c.get("options", {}) and c["schedule"] in V_COST_AWARE]
     assert len(ran) == (len(under_test(V_COST_AWARE)) if pp == 4 else 0)
     for i, case in ran:  # losses and gradients: checked with every case above
         pattern = S.generate(case["schedule"], pp, case["microbatches"])
         executed = [r[i]["timeline"] for r in per_rank]
         assert executed != [[(op.kind, op.mb, op.chunk) for op in row] for row in pattern.ranks], case["schedule"]
+
+
+def test_the_papers_automatic_schedule_ran(world):
+    """The zb-auto case planned under the paper's memory model at 2p for post-validation ran (its
+    losses and gradients are checked with every case above; its executed order against the plan):
+    it is the paper heuristic's order, none of zb-auto's default, zb-h1's or zb-h2's, and the
+    validator and the post-validation prefix accept it."""
+    from primus_megatron.schedules.auto_heuristic import KNOBS, paper_order
+    from primus_megatron.schedules.prefix import prefixes
+
+    pp, cases, per_rank = world
+    ran = [(i, c) for i, c in enumerate(cases) if c["schedule"] == "zb-auto" and "post_validation" in c["options"]]
+    assert len(ran) == (1 if pp == 4 and under_test(["zb-auto"]) else 0)
+    for i, case in ran:
+        costs, m = PAPER_AUTO["costs"], case["microbatches"]
+        planned = S.generate("zb-auto", pp, m, costs=costs, memory_limit=8.0, post_validation=True)
+        executed = [r[i]["timeline"] for r in per_rank]
+        assert executed == [[(op.kind, op.mb, op.chunk) for op in row] for row in planned.ranks]
+        sc = costs.resolve(pp, 1, S.LOOP)
+        assert any(paper_order(pp, m, sc, 8.0, k).ranks == [list(r) for r in planned.ranks] for k in KNOBS)
+        for other in (S.generate("zb-auto", pp, m), S.generate("zb-h1", pp, m), S.generate("zb-h2", pp, m)):
+            assert planned.ranks != other.ranks, other.name
+        assert len(prefixes(S.validate(planned, costs=costs, memory_limit=8.0)).ends) == pp

@@ -142,3 +142,19 @@ def test_time_limit_reaches_the_solver_and_other_generators_ignore_it(monkeypatc
     generate("zb-optimal", 2, 2, time_limit=2.5)
     assert seen == [2.5]
     assert generate("zb-h1", 4, 8, time_limit=2.5).ranks == generate("zb-h1", 4, 8).ranks
+
+
+def test_under_post_validation_the_program_minimises_the_longest_span():
+    """The integer program's objective follows the run: with post-validation the longest per-rank
+    span (the simulator's async period), no longer than zb-auto's and shorter than the span of the
+    makespan's optimum here (pp=3, 4 microbatches, the paper's memory model at 5 units)."""
+    costs = Costs(f=1.75, b=1.21, w=1.07, comm=0.1, mem_b=-0.6, mem_w=-0.4)
+    span = {}
+    for post in (False, True):
+        sched = generate("zb-optimal", 3, 4, costs=costs, memory_limit=5, time_limit=30, post_validation=post)
+        result = simulate(sched, costs)
+        assert result.max_peak_memory <= 5 + 1e-9
+        span[post] = max(result.span)
+    auto = simulate(generate("zb-auto", 3, 4, costs=costs, memory_limit=5, post_validation=True), costs)
+    assert span[True] <= max(auto.span) + 1e-6
+    assert span[True] < span[False] - 0.1

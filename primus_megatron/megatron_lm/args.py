@@ -30,10 +30,14 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                        help="model chunks per rank for schedules with a variable count (interleaved-1f1b)")
     group.add_argument("--pipeline-p2p-timeout", type=float, default=600.0, metavar="SECONDS",
                        help="how long a rank waits for a pipeline peer before failing with a diagnosis")
-    group.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]]",
+    group.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",
                        help="relative op costs for the schedules that use them (zb-auto, zbv, v-half, v-min) and "
                             "for auto; BW: a backward run as one op, as 1f1b runs it (default B + W; usually less); "
-                            "default: measured over the first --pipeline-profile-steps steps, then re-planned")
+                            "mem-b / mem-w: activation memory a B / W adds in units of what an F adds (they sum to "
+                            "-1; one gives the other; default 0 and -1, W frees everything; measured runs have B free "
+                            "all but what the weight gradient keeps, e.g. mem-w=-0.37); COMM and BW may be named too "
+                            "(comm=, bw=); default: measured over the first --pipeline-profile-steps steps, then "
+                            "re-planned")
     group.add_argument("--pipeline-profile-out", default=None, metavar="FILE.json",
                        help="measure per-stage costs over the first --pipeline-profile-steps steps and write the "
                             "fitted per-layer, embedding and head costs there (for `primus-pipeline balance` and "
@@ -114,7 +118,8 @@ def check_schedule_args(args: argparse.Namespace) -> Optional[str]:
         from ..schedules import ScheduleError, generate
 
         try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
-            generate(entry.name, pp, microbatches, costs=costs, memory_limit=limit, chunks=chunks)
+            generate(entry.name, pp, microbatches, costs=costs, memory_limit=limit, chunks=chunks,
+                     post_validation=bool(getattr(args, "optimizer_post_validation", False)))
         except ScheduleError as exc:
             return (f"--pipeline-schedule {entry.name} with {microbatches} microbatches (global batch / micro batch "
                     f"/ data parallel) on {pp} pipeline ranks: {exc}")
@@ -272,17 +277,49 @@ def check_deferred_wgrad_args(args: argparse.Namespace, entry: registry.Schedule
     return check_te_support(args, entry.name)
 
 
-def parse_costs(text: str):
-    """'F,B,W[,COMM[,BW]]' -> schedules.Costs (BW: a backward run as one op; default B + W)."""
-    from ..schedules import Costs
+COST_NAMES = ("comm", "bw", "mem-b", "mem-w")  # the named entries of --pipeline-costs
 
-    form = f"--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, got {text!r}"
-    try:
-        values = [float(x) for x in text.split(",")]
-    except ValueError:
-        raise ValueError(form) from None
-    if len(values) not in (3, 4, 5):
+
+def parse_costs(text: str):
+    """'F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]' -> schedules.Costs (BW: a backward run as one op,
+    default B + W; mem-b / mem-w: the memory model, `schedules.costs.memory_model`). Positional
+    numbers first, then `name=value` entries (comm and bw may be named instead). One-sentence
+    ValueError naming --pipeline-costs otherwise."""
+    import math
+
+    from ..schedules import Costs, ScheduleError
+    from ..schedules.costs import memory_model
+
+    form = (f"--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, got {text!r} (named entries may follow: "
+            f"{', '.join(n + '=X' for n in COST_NAMES)})")
+    positional, named = [], {}
+    for part in (p.strip() for p in text.split(",")):
+        key, eq, value = part.partition("=")
+        try:
+            number = float(value if eq else part)
+        except ValueError:
+            raise ValueError(form) from None
+        if not math.isfinite(number):
+            raise ValueError(form)
+        if not eq:
+            if named:
+                raise ValueError(form)  # positional numbers come first
+            positional.append(number)
+        elif key.strip() not in COST_NAMES or key.strip() in named:
+            raise ValueError(form)
+        else:
+            named[key.strip()] = number
+    if len(positional) not in (3, 4, 5):
         raise ValueError(form)
-    f, b, w = values[:3]
-    return Costs(f=f, b=b, w=w, comm=values[3] if len(values) >= 4 else 0.0,
-                 bw=values[4] if len(values) == 5 else None)
+    given = dict(zip(("f", "b", "w", "comm", "bw"), positional))
+    for key in ("comm", "bw"):
+        if key in named:
+            if key in given:
+                raise ValueError(f"--pipeline-costs gives {key} twice, got {text!r}")
+            given[key] = named[key]
+    try:
+        mem_b, mem_w = memory_model(named.get("mem-b"), named.get("mem-w"), names=("mem-b", "mem-w"))
+        return Costs(f=given["f"], b=given["b"], w=given["w"], comm=given.get("comm", 0.0), bw=given.get("bw"),
+                     mem_b=mem_b, mem_w=mem_w)
+    except ScheduleError as exc:
+        raise ValueError(f"--pipeline-costs: {exc}") from None

@@ -89,7 +89,7 @@ def forward_backward_func_for(args) -> Any:
         entry.name, chunks=getattr(args, "pipeline_chunks", None), memory_limit=args.pipeline_memory_limit,
         costs=costs, p2p_timeout_s=args.pipeline_p2p_timeout, losses_on_last_rank=True,
         profile_steps=(1, 1 + steps) if measure or profile_out else None, replan=measure, log=_log0,
-        profile_out=profile_out)
+        profile_out=profile_out, post_validation=bool(getattr(args, "optimizer_post_validation", False)))
 
 
 def _log0(text: str) -> None:

@@ -42,7 +42,8 @@ def choose(pp: int, microbatches: int, costs: Union[Costs, Callable[[str], Costs
             continue  # exact solver: for small studies, not for choosing at run time
         try:
             own = costs(name) if callable(costs) else costs
-            sched = generate(name, pp, microbatches, costs=own, memory_limit=limit if entry.cost_driven else None)
+            sched = generate(name, pp, microbatches, costs=own, memory_limit=limit if entry.cost_driven else None,
+                             post_validation=post_validation)
             result = simulate(sched, own)
         except ScheduleError as exc:
             rows.append(Candidate(name, entry.chunks, entry.placement, None, None, None, str(exc)))

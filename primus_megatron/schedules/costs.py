@@ -13,8 +13,11 @@ activations, no deferred closure). Left out, a BW op costs `b + w`.
 
 Memory is in units of one rank's full activation share for one microbatch:
 F adds `mem_f`, B adds `mem_b`, W adds `mem_w` (signed deltas that sum to 0).
-The default frees everything at W, as the weight gradient still needs the
-layer inputs.
+The default frees everything at W (as if the weight gradient needed all the
+layer's activations). What the runtime measures, and the zero-bubble paper's
+model, is B freeing all but what the weight gradient keeps (per transformer
+layer 32sbh of the sb(34h+5as) an F adds), and W freeing that: `memory_model`
+checks the pair as the command-line options give it.
 """
 from __future__ import annotations
 
@@ -110,6 +113,40 @@ class StageCosts:
 
 
 UNIT = Costs()
+
+
+def memory_model(mem_b: Optional[Value], mem_w: Optional[Value], *, names: tuple[str, str] = ("--mem-b", "--mem-w"),
+                 ) -> tuple[Value, Value]:
+    """(mem_b, mem_w) as options give them (None where left out), in units of what an F adds
+    (F adds 1): the other follows from one, both left out is the default (0, -1). They must sum
+    to -1 and W may only free (mem_w <= 0); ScheduleError naming the option `names` otherwise."""
+    def each(value: Value) -> list[float]:
+        return [float(value)] if isinstance(value, (int, float)) else [float(v) for v in value]
+
+    def rest(value: Value) -> Value:
+        out = [-1.0 - v for v in each(value)]
+        return out[0] if isinstance(value, (int, float)) else tuple(out)
+
+    def show(value: Value) -> str:
+        return f"{value:g}" if isinstance(value, (int, float)) else ",".join(f"{v:g}" for v in value)
+
+    if mem_b is None and mem_w is None:
+        return 0.0, -1.0
+    mem_b = rest(mem_w) if mem_b is None else mem_b
+    mem_w = rest(mem_b) if mem_w is None else mem_w
+    bs, ws = each(mem_b), each(mem_w)
+    if not all(math.isfinite(v) for v in bs + ws):
+        raise ScheduleError(f"{names[0]} and {names[1]} must be finite numbers, got {show(mem_b)} and {show(mem_w)}")
+    if len(bs) != len(ws) and 1 not in (len(bs), len(ws)):
+        raise ScheduleError(f"{names[0]} and {names[1]} must have as many values as each other, got {len(bs)} and "
+                            f"{len(ws)}")
+    if max(ws) > 1e-12:
+        raise ScheduleError(f"{names[1]} must be <= 0 (a W frees what the weight gradient kept), got {show(mem_w)}")
+    pairs = zip(bs * (len(ws) if len(bs) == 1 else 1), ws * (len(bs) if len(ws) == 1 else 1))
+    if any(abs(b + w + 1.0) > 1e-9 for b, w in pairs):
+        raise ScheduleError(f"{names[0]} and {names[1]} must sum to -1 (F adds 1; B and W together free it), got "
+                            f"{show(mem_b)} and {show(mem_w)}")
+    return mem_b, mem_w
 
 
 def measured_backward(b: list, w: list, bw: list) -> tuple[list, list, Optional[list]]:

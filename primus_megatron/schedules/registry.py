@@ -127,11 +127,15 @@ def resolve_chunks(entry: ScheduleInfo, chunks: Optional[int]) -> int:
 
 def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = None,
              memory_limit: Optional[float] = None, chunks: Optional[int] = None,
-             validate: bool = True, time_limit: Optional[float] = None) -> Schedule:
+             validate: bool = True, time_limit: Optional[float] = None,
+             post_validation: bool = False) -> Schedule:
     """Build (and by default validate) schedule `name` for `pp` ranks and `microbatches`.
 
     `time_limit`: seconds a searching generator (zb-optimal's solver) may spend;
-    it returns the best order found by then. Other generators ignore it."""
+    it returns the best order found by then. Other generators ignore it.
+    `post_validation`: the run has no optimizer barrier between iterations, so a
+    generator that searches (zb-auto, the V schedules' candidates, zb-optimal)
+    minimises the longest per-rank span rather than the makespan (`variants.objective`)."""
     entry = info(name)
     pp = _check_int("pipeline size (pp)", pp, 2)
     microbatches = _check_int("microbatches", microbatches, 1)
@@ -144,9 +148,12 @@ def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = 
     costs = costs or UNIT
     sc: StageCosts = costs.resolve(pp, nchunks, entry.placement)
     extra = {} if time_limit is None else {"time_limit": float(time_limit)}
+    if post_validation:
+        extra["post_validation"] = True
     ranks = entry.generator(pp, microbatches, chunks=nchunks, costs=sc, memory_limit=memory_limit, **extra)
     schedule = Schedule(entry.name, pp, microbatches, nchunks, entry.placement,
-                        tuple(tuple(r) for r in ranks), {"costs": costs, "memory_limit": memory_limit})
+                        tuple(tuple(r) for r in ranks),
+                        {"costs": costs, "memory_limit": memory_limit, "post_validation": bool(post_validation)})
     if validate:
         from .validation import validate as _validate
 

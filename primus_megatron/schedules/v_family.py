@@ -40,8 +40,9 @@ DEEPEST_FIRST = Policy(_deepest_first_key, name="deepest first")
 
 
 def v_family(pp: int, m: int, block, sc: StageCosts, memory_limit: Optional[float], what: str, *,
-             gaps: bool = True) -> list[list[Op]]:
-    """The fastest candidate (module doc) within `memory_limit`."""
+             gaps: bool = True, post_validation: bool = False) -> list[list[Op]]:
+    """The fastest candidate (module doc) within `memory_limit`: by the makespan, or with
+    `post_validation` by the longest per-rank span (`variants.objective`)."""
     slots = repeat(pp, m, block)
     packed = compact(pp, slots, sc)
     candidates = [("squeezed", lambda: slot_order(pp, slots)), ("compacted", lambda: slot_order(pp, packed))]
@@ -55,4 +56,5 @@ def v_family(pp: int, m: int, block, sc: StageCosts, memory_limit: Optional[floa
         block_peak = max(max(row) for row in memory_profile(pp, slots, sc))
         limit = block_peak if memory_limit is None else min(block_peak, memory_limit)
         candidates.append(("deepest first", lambda: list_schedule_scored(pp, m, 2, V, sc, limit, DEEPEST_FIRST)))
-    return best_of(candidates, pp=pp, m=m, chunks=2, placement=V, sc=sc, memory_limit=memory_limit, what=what, fill=True)
+    return best_of(candidates, pp=pp, m=m, chunks=2, placement=V, sc=sc, memory_limit=memory_limit, what=what, fill=True,
+                   post_validation=post_validation)

@@ -38,7 +38,7 @@ def forward_backward_func(args):
         args.pipeline_schedule, chunks=args.pipeline_chunks if args.pipeline_chunks_resolved > 1 else None,
         memory_limit=args.pipeline_memory_limit, costs=costs, p2p_timeout_s=args.pipeline_p2p_timeout,
         profile_steps=(1, 1 + args.pipeline_profile_steps) if profile else None, replan=measure, log=log0,
-        profile_out=args.pipeline_profile_out)
+        profile_out=args.pipeline_profile_out, post_validation=args.optimizer_post_validation)
 
 
 def configure_hooks(args, model, optimizer) -> None:

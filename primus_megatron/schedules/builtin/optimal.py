@@ -1,6 +1,8 @@
-"""ZB-optimal: minimum makespan under the cost and memory model, by integer
+"""ZB-optimal: minimum iteration time under the cost and memory model, by integer
 programming (HiGHS). For small cases only: it measures how far the heuristics
-are from optimal."""
+are from optimal. The iteration time is the makespan (an optimizer barrier ends
+every iteration) or, under post-validation, the longest per-rank span (each rank
+starts its next iteration when it ends this one: the simulator's async bubble)."""
 from __future__ import annotations
 
 import itertools
@@ -20,19 +22,21 @@ TIME_LIMIT_S = 60.0
 @register("zb-optimal", order=90, memory="limit", cost_driven=True, needs_extra="ilp",
           description="optimal zero-bubble order by ILP (HiGHS); small cases only")
 def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None,
-               chunks: int = 1, placement: str = LOOP, time_limit: float = TIME_LIMIT_S, **_) -> list[list[Op]]:
+               chunks: int = 1, placement: str = LOOP, time_limit: float = TIME_LIMIT_S,
+               post_validation: bool = False, **_) -> list[list[Op]]:
     limit = float(pp) if memory_limit is None else memory_limit
-    warm = _heuristic_order(pp, microbatches, costs, limit, chunks, placement)
+    warm = _heuristic_order(pp, microbatches, costs, limit, chunks, placement, post_validation)
     solution = solve(pp, microbatches, costs, limit, chunks=chunks, placement=placement, time_limit=time_limit,
-                     warm=warm)
+                     warm=warm, post_validation=post_validation)
     if solution is None:
         raise ScheduleError(f"zb-optimal found no schedule within the memory limit {limit:g}")
     return solution.ranks
 
 
 class Solution(NamedTuple):
-    """The best order the solver found, its makespan, the solver's lower bound on
-    any order's makespan, and whether it proved the order optimal."""
+    """The best order the solver found, its iteration time (`makespan`: the makespan, or under
+    post-validation the longest per-rank span), the solver's lower bound on any order's, and
+    whether it proved the order optimal."""
 
     ranks: list[list[Op]]
     makespan: float
@@ -41,10 +45,12 @@ class Solution(NamedTuple):
 
 
 def solve(pp: int, m: int, costs: StageCosts, memory_limit: float, *, chunks: int = 1, placement: str = LOOP,
-          time_limit: float = TIME_LIMIT_S, warm: Optional[list[list[Op]]] = None) -> Optional[Solution]:
-    """The minimum-makespan order within `memory_limit` for this placement, or the best
-    found in `time_limit` seconds (None if none was); `warm`, a valid order of the same
-    pipeline, is the solver's first incumbent, so the answer is never worse than it."""
+          time_limit: float = TIME_LIMIT_S, warm: Optional[list[list[Op]]] = None,
+          post_validation: bool = False) -> Optional[Solution]:
+    """The order with the shortest iteration (the makespan; with `post_validation` the longest
+    per-rank span) within `memory_limit` for this placement, or the best found in `time_limit`
+    seconds (None if none was); `warm`, a valid order of the same pipeline, is the solver's
+    first incumbent, so the answer is never worse than it."""
     try:
         import highspy
     except ImportError:
@@ -62,12 +68,28 @@ def solve(pp: int, m: int, costs: StageCosts, memory_limit: float, *, chunks: in
     makespan = h.addVariable(lb=0.0)
     for i, d in enumerate(dur):
         h.addConstr(makespan - start[i] >= d)
+    # Under post-validation the objective is the longest span: `period` >= each op's end less
+    # its rank's first start. A rank's first op is its chunk 0's F of microbatch 0, pinned to
+    # start as soon as its input arrives, as the simulator and the runtime start it (a later
+    # start would shorten the span on paper only). The makespan stays a variable (bounded, not
+    # minimised) for the warm start.
+    objective, first = makespan, None
+    if post_validation:
+        objective = h.addVariable(lb=0.0)
+        index = {(k, j, s): i for i, (_, k, j, _, s) in enumerate(ops)}
+        first = [index[(F, 0, stage_of(placement, pp, r, 0))] for r in range(pp)]
+        for r in range(1, pp):
+            src = index[(F, 0, stage_of(placement, pp, r - 1, 0))]
+            arrival = dur[src] + costs.comm[ops[src][4]]
+            h.addConstr(start[first[r]] - start[src] <= arrival)  # (>= holds by the dependency)
+        for i, (r, *_rest) in enumerate(ops):
+            h.addConstr(objective - start[i] + start[first[r]] >= dur[i])
     fixed = _dependencies(h, ops, start, dur, costs, pp * chunks)
     binaries = _rank_orders(h, highspy, ops, start, dur, fixed, costs, memory_limit, pp, m, chunks)
-    h.changeColCost(makespan.index, 1.0)  # minimise the makespan (set before the start: a model change drops it)
+    h.changeColCost(objective.index, 1.0)  # (set before the start: a model change drops it)
     incumbent = None if warm is None else _warm_start(warm, pp, m, costs, chunks, placement, ops, dur)
     if incumbent is not None:
-        _set_start(h, highspy, incumbent, start, makespan, binaries, dur)
+        _set_start(h, highspy, incumbent, start, makespan, binaries, dur, ops, objective, first)
     h.run()
     if h.getInfo().primal_solution_status != 2:  # no feasible point found
         return None
@@ -76,7 +98,7 @@ def solve(pp: int, m: int, costs: StageCosts, memory_limit: float, *, chunks: in
     for i, (r, k, j, c, _) in enumerate(ops):
         ranks[r].append((round(value[i], 6), i, Op(k, j, c)))
     optimal = h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    best = value[makespan.index]
+    best = value[objective.index]
     bound = h.getInfo().mip_dual_bound
     bound = best if optimal else (min(best, bound) if math.isfinite(bound) else 0.0)
     return Solution([[op for *_, op in sorted(row)] for row in ranks], best, bound, optimal)
@@ -141,13 +163,17 @@ def _rank_orders(h, highspy, ops: list, start: list, dur: list, fixed: set, cost
     return binaries
 
 
-def _set_start(h, highspy, warm: tuple, start: list, makespan, binaries: list, dur: list) -> None:
-    """Hand the solver a first incumbent: the warm start's times and orders."""
+def _set_start(h, highspy, warm: tuple, start: list, makespan, binaries: list, dur: list, ops: list,
+               objective, first: Optional[list]) -> None:
+    """Hand the solver a first incumbent: the warm start's times and orders (and, under
+    post-validation, its longest span; `first`: each rank's first op)."""
     starts, position = warm
     values = [0.0] * h.getNumCol()
     for i, t in enumerate(starts):
         values[start[i].index] = t
     values[makespan.index] = max(t + d for t, d in zip(starts, dur))
+    if first is not None:
+        values[objective.index] = max(t + d - starts[first[op[0]]] for t, d, op in zip(starts, dur, ops))
     for x, i, j in binaries:
         values[x.index] = 1.0 if position[i] < position[j] else 0.0
     solution = highspy.HighsSolution()
@@ -157,7 +183,7 @@ def _set_start(h, highspy, warm: tuple, start: list, makespan, binaries: list, d
 
 
 def _heuristic_order(pp: int, m: int, costs: StageCosts, limit: float, chunks: int,
-                     placement: str) -> Optional[list[list[Op]]]:
+                     placement: str, post_validation: bool = False) -> Optional[list[list[Op]]]:
     """zb-auto's order under the same costs and memory limit (loop placement, one chunk),
     the solver's warm start; None where it does not apply or finds nothing. Without one
     HiGHS may spend its whole time limit finding any feasible order."""
@@ -166,7 +192,8 @@ def _heuristic_order(pp: int, m: int, costs: StageCosts, limit: float, chunks: i
     if chunks != 1 or placement != LOOP:
         return None
     try:
-        return info("zb-auto").generator(pp, m, chunks=1, costs=costs, memory_limit=limit)
+        return info("zb-auto").generator(pp, m, chunks=1, costs=costs, memory_limit=limit,
+                                         post_validation=post_validation)
     except ScheduleError:
         return None
 

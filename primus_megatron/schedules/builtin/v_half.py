@@ -9,5 +9,6 @@ from ..v_family import v_family
 
 @register("v-half", order=70, placement=V, chunks=2, memory="~1/2x", uses_costs=True,
           description="V-shape, half memory (~1/2 of 1F1B), bubble ~1/2 of 1F1B's")
-def v_half(pp: int, microbatches: int, *, costs, memory_limit=None, **_) -> list[list[Op]]:
-    return v_family(pp, microbatches, v_half_block(pp), costs, memory_limit, "v-half")
+def v_half(pp: int, microbatches: int, *, costs, memory_limit=None, post_validation: bool = False,
+           **_) -> list[list[Op]]:
+    return v_family(pp, microbatches, v_half_block(pp), costs, memory_limit, "v-half", post_validation=post_validation)

@@ -9,7 +9,9 @@ from ..v_family import v_family
 
 @register("v-min", order=80, placement=V, chunks=2, memory="~1/3x", uses_costs=True,
           description="V-shape, minimal memory (~1/3 of 1F1B), bubble ~2/3 of 1F1B's")
-def v_min(pp: int, microbatches: int, *, costs, memory_limit=None, **_) -> list[list[Op]]:
+def v_min(pp: int, microbatches: int, *, costs, memory_limit=None, post_validation: bool = False,
+          **_) -> list[list[Op]]:
     # V-Min's block has no slack: letting B/W into gaps never helped (measured
     # over pp 4..32, comm 0 and 0.1), so only the squeezed orders are tried.
-    return v_family(pp, microbatches, v_min_block(pp), costs, memory_limit, "v-min", gaps=False)
+    return v_family(pp, microbatches, v_min_block(pp), costs, memory_limit, "v-min", gaps=False,
+                    post_validation=post_validation)

@@ -1,4 +1,13 @@
-"""ZB-auto: the zero-bubble paper's automatic scheduler, driven by measured costs."""
+"""ZB-auto: the zero-bubble paper's automatic scheduler, driven by measured costs.
+
+Candidates, the fastest within the memory limit kept (`variants.best_of`, by the
+makespan, or by the longest per-rank span under post-validation):
+- the list scheduler (`listsched`) with warm-up depths from 1F1B's up, stage i
+  one or two F deeper than stage i + 1, W filling gaps;
+- the paper's own heuristic over its free parameters (`auto_heuristic`): with its
+  profiled costs and memory model it gives its ZB-1p and ZB-2p;
+- the handcrafted zb-h1 and zb-h2, so auto is never worse than them at their memory.
+"""
 from __future__ import annotations
 
 import math
@@ -6,6 +15,7 @@ from typing import Optional
 
 from ..costs import StageCosts
 from ..errors import ScheduleError
+from ..auto_heuristic import candidates as paper_candidates
 from ..ir import B, BW, F, LOOP, Op
 from ..listsched import Policy, RankState, list_schedule_scored
 from ..registry import register
@@ -29,7 +39,8 @@ def heuristic(warmup: list[int]) -> Policy:
 
 @register("zb-auto", order=50, memory="limit", cost_driven=True,
           description="automatic zero bubble from measured costs under a memory limit (default: 1F1B's)")
-def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None, **_) -> list[list[Op]]:
+def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None,
+            post_validation: bool = False, **_) -> list[list[Op]]:
     m = microbatches
     limit = _one_f_one_b_peak(pp, m, costs) if memory_limit is None else memory_limit
     unit = max(f + max(0.0, b) for f, b in zip(costs.mem[F], costs.mem[B]))  # one microbatch's peak
@@ -39,16 +50,36 @@ def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Opti
     # (no division when activations take no memory, or so little that limit / unit overflows)
     most = 2 * m if limit >= 2 * m * unit else max(1, min(2 * m, math.floor(limit / unit + 1e-9)))
     candidates = []
-    # The paper's variants: stage i runs one (or two) more warm-up F than
+    # Warm-up depths for the list scheduler: stage i runs one (or two) more warm-up F than
     # stage i+1, as many as memory allows, from 1F1B's depth up.
-    for top in sorted({min(most, k) for k in range(pp, 2 * pp + 1)}):
+    for top in _spread(sorted({min(most, k) for k in range(pp, 2 * pp + 1)}), LIST_BUDGET // (2 * pp * m)):
         for step in (1, 2):
             warm = [max(1, min(most, top - step * r)) for r in range(pp)]
             candidates.append((f"warmup {warm}", lambda w=warm: list_schedule_scored(pp, m, 1, LOOP, costs, limit, heuristic(w))))
     # The handcrafted schedules are candidates too, so auto is never worse.
     candidates.append(("zb-h1", lambda: zb_h1(pp, m)))
     candidates.append(("zb-h2", lambda: zb_h2(pp, m)))
-    return best_of(candidates, pp=pp, m=m, chunks=1, placement=LOOP, sc=costs, memory_limit=limit, what="zb-auto")
+    # The paper's heuristic last: an equal score keeps the earlier candidates' order.
+    candidates += paper_candidates(pp, m, costs, limit)
+    return best_of(candidates, pp=pp, m=m, chunks=1, placement=LOOP, sc=costs, memory_limit=limit, what="zb-auto",
+                   post_validation=post_validation)
+
+
+# Ops (pp x microbatches per run) the list-scheduled candidates may take in all: every warm-up
+# depth while they are few, evenly spread ones on large pipelines, so that the planner stays
+# under a second at pp=32, m=256 (benchmarks/planner_speed.py). There the paper's heuristic and
+# the handcrafted orders won or tied every case tried (random costs, pp 4-12, limits p to 2p).
+LIST_BUDGET = 16384
+
+
+def _spread(values: list[int], count: int) -> list[int]:
+    """At most `count` (at least 1) of `values`, evenly spread, the last (deepest) always kept."""
+    count = max(1, count)
+    if len(values) <= count:
+        return values
+    if count == 1:
+        return values[-1:]
+    return sorted({values[round(i * (len(values) - 1) / (count - 1))] for i in range(count)})
 
 
 def _one_f_one_b_peak(pp: int, m: int, costs: StageCosts) -> float:

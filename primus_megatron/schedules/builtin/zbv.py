@@ -9,13 +9,13 @@ from ..variants import best_of
 
 @register("zbv", order=60, placement=V, chunks=2, memory="1x", uses_costs=True,
           description="V-shape zero bubble, 2 chunks per rank, 1F1B memory")
-def zbv(pp: int, microbatches: int, *, costs: StageCosts, **_) -> list[list[Op]]:
+def zbv(pp: int, microbatches: int, *, costs: StageCosts, post_validation: bool = False, **_) -> list[list[Op]]:
     # The paper's fixed pattern, with its W re-placed from the costs where that
     # is faster at no more memory (unequal F/B/W or a p2p latency leave gaps).
     if costs.one_slot:
         return zbv_pattern(pp, microbatches)
     return best_of([("pattern", lambda: zbv_pattern(pp, microbatches))], pp=pp, m=microbatches, chunks=2,
-                   placement=V, sc=costs, memory_limit=None, what="zbv", fill=True)
+                   placement=V, sc=costs, memory_limit=None, what="zbv", fill=True, post_validation=post_validation)
 
 
 def zbv_pattern(pp: int, microbatches: int) -> list[list[Op]]:
