@@ -24,7 +24,7 @@ PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py te
 	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
 	tests/test_post_validation.py tests/test_megatron_lm_e2e.py
 
-.PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench clean clean-py312
+.PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench gpu-check gpu-check-dry-run clean clean-py312
 
 # Megatron-LM builds its dataset helpers with `python3-config` from PATH: give the venv the
 # interpreter's own (a pyenv shim would answer for the Python of the checkout's .python-version).
@@ -93,6 +93,17 @@ test-py311: $(STAMP)
 test-py312: $(STAMP312)
 	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) $(VENV312)/bin/python -m pytest -q --durations=10 -p no:cacheprovider --junitxml=out/test-py312.xml \
 	  -k "not ($(PY312_DESELECT))" $(PY312_TESTS)
+
+# On a machine with GPUs: every schedule x pp 2..#GPUs x eager/lazy NCCL init x the stream knobs,
+# Megatron-LM's pretrain_gpt.py with TransformerEngine (bf16, FP8 where the GPU has it), parity and
+# speed against megatron's own 1F1B; report in out/gpu_check/report.{md,json}.
+# (GPU_CHECK_ARGS: e.g. --schedules zbv,zb-h1 --max-pp 4.)
+gpu-check: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
+# The same on CPU (gloo, 2 ranks, 1f1b and zbv), as the test suite runs it (tests/test_gpu_check.py).
+gpu-check-dry-run: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py --cpu-dry-run --megatron-lm $(GPU_CHECK_ARGS)
 
 clean:
 	rm -rf $(VENV) out *.egg-info

@@ -100,6 +100,8 @@ def _one_step(rank, case, pp):
         config = _config_for(chunks, case, pp)
         model = pm.build_model(partial(_provider, config, tied), schedule=sched, chunks=case.get("chunks"))
         fbf = pm.get_forward_backward_func(sched, chunks=case.get("chunks"), **case.get("options", {}))
+        if case.get("lowering"):
+            _use_lowering(fbf, case, pp)
     for chunk in model:
         ref.copy_weights_by_layer_number(full, chunk)
     if case.get("fusion"):
@@ -138,6 +140,120 @@ def _one_step(rank, case, pp):
     elif rank == 0:
         result["ref_losses"] = ref.reference_losses_and_grads(full, batches)[0]
     return result
+
+
+def _use_lowering(fbf, case, pp):
+    """Run the step with a hand-built lowering (tests/strict_lowerings.py), unvalidated."""
+    import strict_lowerings
+    from primus_megatron import schedules as S
+
+    m = case["microbatches"]
+    sched = S.generate(case["schedule"], pp, m, chunks=case.get("chunks"), validate=False)
+    lowered = (strict_lowerings.hoisted(sched) if case["lowering"] == "hoisted"
+               else strict_lowerings.batched(S.lower(sched)))
+    key = (pp, m, False)
+    fbf._cache[key] = (sched, lowered)
+    fbf._unchecked.add(key)
+
+
+def p2p_order_body(rank, world_case):
+    """Two ranks post the p2p of world_case['scenarios'] (each on a process group of its own, so a
+    hang leaves nothing behind for the next) in world_case['mode']; per scenario, 'ok' with the
+    values received, or the PipelineTimeout's text.
+
+    Scenarios (both ranks post the same, to each other): send_first: a send, then a receive
+    (lone ops: under NCCL each send waits for a receive its peer queued behind its own send);
+    send_first_batch: the same two as one batch (they progress together); head_of_line: a
+    receive, then a send (each receive waits for a send its peer queued behind its receive)."""
+    import torch.distributed as dist
+
+    from primus_megatron.runtime.p2p import P2P, PipelineTimeout, Post
+
+    out = {}
+    for name in world_case["scenarios"]:
+        group = dist.new_group([0, 1])
+        p2p = P2P(group, rank, world_case.get("timeout_s", 2.0), world_case["mode"])
+        peer = 1 - rank
+        mine = torch.full([4], float(rank + 1))
+        theirs = torch.empty(4)
+        send, recv = Post(True, mine, peer, f"x{rank}", "test"), Post(False, theirs, peer, f"x{peer}", "test")
+        if name == "send_first":
+            posts = [[send], [recv]]
+        elif name == "send_first_batch":
+            posts = [[send, recv]]
+        elif name == "head_of_line":
+            posts = [[recv], [send]]
+        else:
+            raise ValueError(name)
+        try:
+            pendings = [p for batch in posts for p in p2p.post(batch)]
+            for p in pendings:
+                p2p.wait(p, op=f"scenario {name}")
+            out[name] = ("ok", theirs.tolist())
+        except PipelineTimeout as exc:
+            out[name] = ("timeout", str(exc))
+    return out
+
+
+def first_contact_body(rank, world_case):
+    """Lazy init's first contact: rank 0 posts a lone send to rank 1, which posts its receive only
+    after world_case['late_s'] (or never, with world_case['never']). Returns how long rank 0's post
+    blocked its host, and what happened."""
+    import time as _time
+
+    import torch.distributed as dist
+
+    from primus_megatron.runtime.p2p import P2P, PipelineTimeout
+
+    group = dist.new_group([0, 1])
+    p2p = P2P(group, rank, world_case["timeout_s"], world_case["mode"])
+    if rank == 1:
+        _time.sleep(world_case["late_s"])
+        if world_case.get("never"):
+            return {"posted_s": None, "outcome": "silent"}
+        got = p2p.post_recv([2], torch.float32, "cpu", peer=0, what="activation mb0 stage 0->1", op="F0")
+        return {"posted_s": None, "outcome": p2p.wait(got, op="F0").tolist()}
+    started = _time.monotonic()
+    try:
+        sent = p2p.post_send(torch.ones(2), peer=1, what="activation mb0 stage 0->1", op="F0")
+    except PipelineTimeout as exc:
+        return {"posted_s": _time.monotonic() - started, "outcome": str(exc)}
+    posted = _time.monotonic() - started
+    p2p.finish_send(sent, op="F0")
+    return {"posted_s": posted, "outcome": "sent"}
+
+
+def watchdog_body(rank, world_case):
+    """Device-side waits (the GPU's, forced on gloo: the host blocks in them, as a GPU host blocks
+    at its next synchronisation) with a rank that never sends: rank 1 receives activation mb0 but
+    never sends its gradient back, then waits for activation mb1, which rank 0 sends only after
+    that gradient. Neither wait returns; each rank's watchdog must name it and end the process."""
+    import os
+
+    import torch.distributed as dist
+
+    from primus_megatron.runtime import watchdog
+    from primus_megatron.runtime.p2p import P2P
+
+    os.environ[watchdog.REPORT_DIR_ENV] = world_case["report_dir"]
+    group = dist.new_group([0, 1])
+    p2p = P2P(group, rank, world_case["timeout_s"], "strict", waits="device")  # strict: gloo works report
+    # completion only once waited; the strict queue reports it as it happens, as NCCL does
+    shape, act = [4], torch.ones(4)
+    if rank == 0:
+        p2p.post_send(act, peer=1, what="activation mb0 stage 0->1", op="F0 (microbatch 0, chunk 0, stage 0)")
+        grad = p2p.post_recv(shape, torch.float32, "cpu", peer=1, what="gradient mb0 stage 1->0",
+                             op="B0 (microbatch 0, chunk 0, stage 0)")
+        p2p.wait(grad, op="B0 (microbatch 0, chunk 0, stage 0)")
+        p2p.post_send(act, peer=1, what="activation mb1 stage 0->1", op="F1 (microbatch 1, chunk 0, stage 0)")
+    else:
+        got = p2p.post_recv(shape, torch.float32, "cpu", peer=0, what="activation mb0 stage 0->1",
+                            op="F0 (microbatch 0, chunk 0, stage 1)")
+        p2p.wait(got, op="F0 (microbatch 0, chunk 0, stage 1)")
+        nxt = p2p.post_recv(shape, torch.float32, "cpu", peer=0, what="activation mb1 stage 0->1",
+                            op="F1 (microbatch 1, chunk 0, stage 1)")
+        p2p.wait(nxt, op="F1 (microbatch 1, chunk 0, stage 1)")
+    return "returned"  # a hang that is not caught ends here only after the gloo timeout
 
 
 def cases_body(rank, world_case):

@@ -104,6 +104,15 @@ def test_gpu_launch_from_allocation(fake_slurm):
         assert f"env {var}" in out, out
 
 
+@pytest.mark.parametrize("arch, reclaim", [("gfx942", True), ("gfx90a", False)])
+def test_rocm_scratch_reclaim_is_off_on_mi300_only(fake_slurm, arch, reclaim):
+    """HSA_NO_SCRATCH_RECLAIM=1 on MI300 (gfx942) only; GPU_MAX_HW_QUEUES=2 on every ROCm GPU."""
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_ROCM_ARCH=arch)
+    assert rc == 0, out
+    assert ("env HSA_NO_SCRATCH_RECLAIM=1" in out) == reclaim, out
+    assert "env GPU_MAX_HW_QUEUES=2" in out
+
+
 @pytest.mark.parametrize("env, expected", [
     ({"SLURM_GPUS_ON_NODE": "4", "SLURM_GPUS_PER_NODE": "8"}, 4),
     ({"SLURM_GPUS_ON_NODE": "0", "CUDA_VISIBLE_DEVICES": "0,1,2"}, 3),

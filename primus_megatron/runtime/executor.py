@@ -22,28 +22,38 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from ..schedules import B, BW, F, W, Lowered, Message, Op, Recv, Send
+from ..schedules import B, BW, F, W, Batch, Lowered, Message, Op, Recv, Send
 from . import te_wgrad
 from .grad_sync import GradSync
-from .p2p import P2P
+from .p2p import P2P, Post
 from .wgrad_store import get_store
 
 
 @dataclass
 class OpRecord:
-    """A measured op: same fields the planner's Span has, so plots take both."""
+    """A measured op: same fields the planner's Span has, so plots take both. On a GPU the marks
+    are CUDA/HIP events (profiler.EventClock), read into seconds only when asked for, after the
+    step: recording one never waits."""
 
     rank: int
     op: Op
     stage: int
-    start: float
-    end: float
+    start_mark: Any
+    end_mark: Any
+    clock: Any = None  # None: the marks are seconds
+
+    @property
+    def start(self) -> float:
+        return self.start_mark if self.clock is None else self.clock.seconds(self.start_mark)
+
+    @property
+    def end(self) -> float:
+        return self.end_mark if self.clock is None else self.clock.seconds(self.end_mark)
 
 
 class _MicrobatchTee:
@@ -154,6 +164,10 @@ class _Step:
         te_wgrad.prepare_step(ctx.model, splitting=not ctx.forward_only and self.sched.splits_backward)
         self.sync = GradSync(self.config, ctx.model, lowered.ranks[rank], enabled=not ctx.forward_only)
         self.timeline: list[OpRecord] = []
+        from .profiler import clock_for
+
+        self.clock = clock_for(self.device)  # events on a GPU: the ops' GPU time, no host waits
+        self._durations: list = []  # (kind, stage, start mark, end mark) of a profiled step
         self.memory = None
         if ctx.profile is not None:
             from .profiler import OpMemory
@@ -194,8 +208,25 @@ class _Step:
             self.in_flight.pop(key, None)
 
     def post_recv(self, item: Recv) -> None:
-        self.recvs[item.msg] = self.p2p.post_recv(self.ctx.tensor_shape, self.dtype, self.device, peer=item.peer,
-                                                  what=str(item.msg), op=self._op_label(msg=item.msg, receiving=True))
+        self.post((item,))
+
+    def post(self, items) -> None:
+        """Post Send/Recv items: one alone, or a Batch's together (one batch_isend_irecv)."""
+        posts = []
+        for item in items:
+            if isinstance(item, Recv):
+                buf = torch.empty(self.ctx.tensor_shape, dtype=self.dtype, device=self.device)
+                posts.append(Post(False, buf, item.peer, str(item.msg), self._op_label(msg=item.msg, receiving=True)))
+            else:
+                tensor = self.produced.pop(item.msg).contiguous()
+                posts.append(Post(True, tensor, item.peer, str(item.msg), self._op_label(msg=item.msg, receiving=False)))
+        for item, pending in zip(items, self.p2p.post(posts)):
+            if isinstance(item, Recv):
+                self.recvs[item.msg] = pending
+            elif item.msg.kind == F:
+                key = (item.msg.mb, self.sched.owner(item.msg.src_stage)[1])
+                self.sent_outputs[id(pending)] = key
+                self.in_flight[key] = pending
 
     def _op_label(self, *, msg: Message, receiving: bool) -> str:
         """The op that consumes (receiving) or produced a message, named as the timeout messages name ops."""
@@ -205,30 +236,20 @@ class _Step:
         kind = "F" if msg.kind == F else ("B" if self.sched.splits_backward else "BW")
         return f"{kind}{msg.mb}{'.' + str(chunk) if chunk else ''} (microbatch {msg.mb}, chunk {chunk}, stage {stage})"
 
-    def _start(self) -> float:
-        if self.ctx.profile is not None and self.device.type == "cuda":
-            torch.cuda.synchronize()  # time the op itself, not what is queued before it
-        return time.perf_counter()
+    def _start(self):
+        return self.clock.mark()
 
-    def _end(self) -> float:
-        if self.ctx.profile is not None and self.device.type == "cuda":
-            torch.cuda.synchronize()
-        return time.perf_counter()
+    def _end(self):
+        return self.clock.mark()
 
     # -- one item --------------------------------------------------------------------------
     def execute(self, index: int, item) -> None:
         ctx, config, rank = self.ctx, self.config, self.rank
-        if isinstance(item, Recv):
-            self.post_recv(item)
+        if isinstance(item, (Send, Recv)):
+            self.post((item,))
             return
-        if isinstance(item, Send):
-            tensor = self.produced.pop(item.msg)
-            pending = self.p2p.post_send(tensor, peer=item.peer, what=str(item.msg),
-                                         op=self._op_label(msg=item.msg, receiving=False))
-            if item.msg.kind == F:
-                key = (item.msg.mb, self.sched.owner(item.msg.src_stage)[1])
-                self.sent_outputs[id(pending)] = key
-                self.in_flight[key] = pending
+        if isinstance(item, Batch):
+            self.post(item.items)
             return
         op, stage = item, self.sched.stage(rank, item)
         chunk = ctx.model[op.chunk]
@@ -285,12 +306,15 @@ class _Step:
             mem_delta = self.memory.forward_bytes((op.mb, op.chunk))
         self.sync.after(index)
         if ctx.record_timeline:
-            self.timeline.append(OpRecord(rank, op, stage, start, end))
+            self.timeline.append(OpRecord(rank, op, stage, start, end, self._clock_or_none()))
         if ctx.profile is not None:
-            ctx.profile.durations[(op.kind, stage)].append(end - start)
+            self._durations.append((op.kind, stage, start, end))  # read after the step (events)
             ctx.profile.memory[(op.kind, stage)].append(mem_delta)
         for done in self.p2p.reap_sends():
             self.release_sent(done)
+
+    def _clock_or_none(self):
+        return None if self.clock.kind == "host" else self.clock
 
     def finish(self) -> StepResult:
         for done in self.p2p.wait_all_sends():
@@ -300,6 +324,9 @@ class _Step:
         leftovers = [k for k in (*self.saved, *self.produced, *self.recvs)]
         assert not leftovers, f"pipeline rank {self.rank} ended the step with unconsumed tensors: {leftovers[:4]}"
         if self.ctx.profile is not None:
+            for kind, stage, start, end in self._durations:
+                self.ctx.profile.durations[(kind, stage)].append(self.clock.elapsed(start, end))
+            self._durations = []
             self.ctx.profile.steps += 1
         return StepResult(self.forward_data_store, self.total_num_tokens, self.timeline, self.store.deferred,
                           self.store.ran, self.memory.peak if self.memory else None)
@@ -345,11 +372,11 @@ def _run_items(step: "_Step", items, ctx: StepContext, validate, prefix) -> Step
         end = prefix.ends[rank]
         for index in range(end):
             step.execute(index, items[index])
-        t = time.perf_counter()
+        t = step.clock.mark()
         redo = validate()
         step.sync.resume()  # validate() may zero DDP's buffers, which leaves DDP's no_sync mode
         if ctx.record_timeline:
-            step.timeline.append(OpRecord(rank, Op("VALIDATE", -1, 0), -1, t, time.perf_counter()))
+            step.timeline.append(OpRecord(rank, Op("VALIDATE", -1, 0), -1, t, step.clock.mark(), step._clock_or_none()))
         if redo:
             step.drain(prefix.drain[rank])
             for it in ctx.data_iterators:

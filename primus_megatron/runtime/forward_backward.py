@@ -21,7 +21,7 @@ from .collectives import collective_device
 from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
 from .pending import take_pending
 from .linear_hooks import install
-from .p2p import DEFAULT_TIMEOUT_S, P2P, PipelineTimeout
+from .p2p import DEFAULT_TIMEOUT_S, P2P, PipelineTimeout, resolve_mode
 
 
 def forward_only_schedule(schedule: S.Schedule) -> S.Schedule:
@@ -72,7 +72,8 @@ class PipelineRunner:
                  p2p_timeout_s: float = DEFAULT_TIMEOUT_S, record_timeline: bool = True,
                  losses_on_last_rank: bool = False, profile_steps: Optional[tuple[int, int]] = None,
                  replan: bool = False, log: Optional[Callable[[str], None]] = None,
-                 profile_out: Optional[str] = None, post_validation: bool = False) -> None:
+                 profile_out: Optional[str] = None, post_validation: bool = False,
+                 p2p_mode: Optional[str] = None) -> None:
         if isinstance(schedule, S.Schedule):
             S.validate(schedule)
             self.name = schedule.name
@@ -89,6 +90,8 @@ class PipelineRunner:
         # schedule that searches minimises the longest per-rank span, not the makespan.
         self.post_validation = post_validation
         self.p2p_timeout_s = p2p_timeout_s
+        # how gloo (CPU) runs carry p2p: strict (as NCCL orders it; the default), strict-lazy or plain
+        self.p2p_mode = resolve_mode(p2p_mode)
         self.record_timeline = record_timeline
         self.losses_on_last_rank = losses_on_last_rank
         # Measured costs: training steps [start, end) are profiled; afterwards a
@@ -259,7 +262,7 @@ class PipelineRunner:
                           collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
                           cp_group_size=cp, record_timeline=self.record_timeline,
                           profile=self.profile if profiling else None)
-        p2p = P2P(group, rank, self.p2p_timeout_s)
+        p2p = P2P(group, rank, self.p2p_timeout_s, self.p2p_mode)
         validate = take_pending()
         if validate is not None and forward_only:
             validate()  # evaluation reads the parameters right away: settle the previous step first
@@ -412,7 +415,8 @@ def get_forward_backward_func(schedule: Union[str, S.Schedule] = "zb-h1", **opti
     """A function with megatron-core's forward_backward_func signature running `schedule`.
 
     `schedule` is a registered name (see `primus-pipeline list`) or a Schedule;
-    options: costs, memory_limit, chunks, p2p_timeout_s, record_timeline.
+    options: costs, memory_limit, chunks, p2p_timeout_s, record_timeline, p2p_mode (how CPU runs carry p2p:
+    "strict", the default, executes it as NCCL would; "plain" posts it to gloo as it is).
     """
     return PipelineRunner(schedule, **options)
 

@@ -1,6 +1,10 @@
 """Measured costs: per-stage F, B, W and p2p times and activation memory.
 
-On CPU, time is wall time and memory is what the executor and the
+Time comes from a clock chosen by the device (`clock_for`): on a GPU (CUDA, or
+HIP, whose devices torch also calls "cuda"), CUDA/HIP events recorded on the
+current stream, read once they have completed, so an op's time is the GPU's
+and the host never waits for it (host timestamps would show launch order);
+on CPU the host's clock. On CPU, time is wall time and memory is what the executor and the
 weight-gradient store keep alive: the tensors autograd saved during F (read from
 the graph's nodes, one count per storage, parameters excluded), of which B frees all but
 what the deferred weight-gradient closures hold (and B adds the output
@@ -26,6 +30,54 @@ import torch.distributed as dist
 
 from .. import schedules as S
 from ..schedules.costs import measured_backward
+
+
+class HostClock:
+    """The host's clock: a mark is a time in seconds."""
+
+    kind = "host"
+
+    def mark(self) -> float:
+        return time.perf_counter()
+
+    def elapsed(self, start, end) -> float:
+        return end - start
+
+    def seconds(self, mark) -> float:
+        return mark
+
+
+class EventClock:
+    """CUDA/HIP events on the current stream (`torch.cuda.Event(enable_timing=True)`; HIP maps
+    them to hipEvents): a mark is an event, recorded without waiting; reading one waits for it
+    (`Event.synchronize`), so read after the step. `seconds` puts marks on the host's axis: the
+    first mark's host time plus the GPU time since it."""
+
+    kind = "events"
+
+    def __init__(self, event_type=None) -> None:
+        self.event_type = event_type or torch.cuda.Event
+        self.origin = None
+        self.origin_host = 0.0
+
+    def mark(self):
+        event = self.event_type(enable_timing=True)
+        event.record()
+        if self.origin is None:
+            self.origin, self.origin_host = event, time.perf_counter()
+        return event
+
+    def elapsed(self, start, end) -> float:
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
+
+    def seconds(self, mark) -> float:
+        return self.origin_host + self.elapsed(self.origin, mark)
+
+
+def clock_for(device, *, event_type=None):
+    """EventClock on a GPU device, HostClock otherwise: chosen by the device, not by a flag."""
+    return EventClock(event_type) if getattr(device, "type", device) == "cuda" else HostClock()
 
 
 def _storage_key(t: torch.Tensor) -> tuple[int, int]:
@@ -147,22 +199,25 @@ class OpMemory:
         self.peak = max(self.peak, self.live)
 
 
-def measure_p2p(group, rank: int, shape, dtype, device, repeats: int = 8) -> float:
-    """One-way time of one activation-sized message to the next pipeline rank
-    (ping-pong, neighbours in two phases so that every pair runs alone)."""
+def measure_p2p(group, rank: int, shape, dtype, device, repeats: int = 8, *, clock=None) -> float:
+    """One-way time of one activation-sized message to the next pipeline rank: a ping-pong,
+    neighbours in two phases so that every pair runs alone. A warm-up round trip first
+    synchronises the pair; on a GPU the round trips are timed with events on the current stream
+    (which each NCCL wait joins), on CPU with the host's clock after blocking waits."""
+    clock = clock or clock_for(device)
     pp = dist.get_world_size(group)
     buf = torch.zeros(shape, dtype=dtype, device=device)
     peer_of = lambda r: dist.get_global_rank(group, r)  # noqa: E731
     one_way = 0.0
     for phase in (0, 1):
         if rank % 2 == phase and rank + 1 < pp:
-            dist.send(buf, peer_of(rank + 1), group=group)  # warm-up round trip
+            dist.send(buf, peer_of(rank + 1), group=group)  # warm-up round trip: both ends in step
             dist.recv(buf, peer_of(rank + 1), group=group)
-            t0 = time.perf_counter()
+            start = clock.mark()
             for _ in range(repeats):
                 dist.send(buf, peer_of(rank + 1), group=group)
                 dist.recv(buf, peer_of(rank + 1), group=group)
-            one_way = (time.perf_counter() - t0) / repeats / 2
+            one_way = clock.elapsed(start, clock.mark()) / repeats / 2
         elif (rank - 1) % 2 == phase and rank >= 1:
             for _ in range(repeats + 1):
                 dist.recv(buf, peer_of(rank - 1), group=group)

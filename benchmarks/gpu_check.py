@@ -1,0 +1,548 @@
+"""The GPU check: one command (`make gpu-check`) that tells whether this machine runs every
+schedule, and how well, before a cluster job does.
+
+    python benchmarks/gpu_check.py                      # on a GPU machine: the full check
+    python benchmarks/gpu_check.py --cpu-dry-run        # gloo, 2 ranks, a small subset (the test suite's)
+
+Writes out/gpu_check/report.md and report.json:
+
+1. environment: torch and its CUDA/HIP, NCCL/RCCL, the GPUs (name, capability, bf16,
+   FP8), TransformerEngine (version; delayed weight gradients) and apex;
+2. matrix: every registered schedule x pp 2..#GPUs x communicator init (eager:
+   `init_process_group(device_id=...)`; lazy: without) x CUDA_DEVICE_MAX_CONNECTIONS (1, unset;
+   on ROCm GPU_MAX_HW_QUEUES, which HIP reads instead) runs two training steps of a small
+   megatron-core GPT (fp32, local spec), each configuration in its own torchrun under a time
+   limit and our p2p watchdog, with PyTorch's NCCL flight recorder on (its dump on a time-out
+   goes to the configuration's folder) and every rank's Python stack dumped on a hang; per
+   configuration: whether it ran, bitwise equality of losses and every gradient with
+   megatron's own 1F1B (interleaved for interleaved schedules) on the same weights and data,
+   iteration time and peak memory against it;
+3. Megatron-LM's pretrain_gpt.py (the matching tag, patched as a user patches it) with
+   TransformerEngine layers in bf16, and FP8 where the GPU has it, for every schedule and for
+   megatron's own 1F1B: finished or not, losses equal to megatron's 1F1B, iteration time,
+   tokens/s and peak memory from Megatron-LM's own log lines.
+
+On CPU (`--cpu-dry-run`) the same code runs with gloo: the matrix in one process group of
+forked ranks (compat/cpu_ranks.py), eager and lazy init as the strict p2p mode's two
+variants (strict, strict-lazy), no flight recorder; Megatron-LM's part only with
+`--megatron-lm` (local layers, fp32).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+MODEL = dict(num_layers=8, hidden=256, heads=4, seq=256, mbs=2, vocab=1024)
+DRY_MODEL = dict(num_layers=4, hidden=32, heads=4, seq=32, mbs=2, vocab=128)
+DRY_SCHEDULES = ("1f1b", "zbv")
+CONFIG_TIMEOUT_S = 300  # one matrix configuration (start-up, two steps, the reference)
+P2P_TIMEOUT_S = 120  # our watchdog names a hang well before the configuration's limit
+
+
+# -- 1. environment -----------------------------------------------------------------------------
+
+def environment() -> dict:
+    import importlib.metadata as md
+
+    import torch
+
+    env: dict = {"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+                 "hip": getattr(torch.version, "hip", None), "gpus": []}
+    try:
+        env["megatron_core"] = md.version("megatron-core")
+    except md.PackageNotFoundError:
+        env["megatron_core"] = None
+    if torch.cuda.is_available():
+        try:  # torch.cuda.nccl.version(): NCCL's, or RCCL's on ROCm builds
+            env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception as exc:  # noqa: BLE001 (a report, not a check)
+            env["nccl"] = f"unavailable ({type(exc).__name__})"
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            cap = torch.cuda.get_device_capability(i)
+            arch = getattr(props, "gcnArchName", "")
+            env["gpus"].append({"name": props.name, "capability": f"{cap[0]}.{cap[1]}", "arch": arch,
+                                "memory_gib": round(props.total_memory / 2**30, 1),
+                                "bf16": torch.cuda.is_bf16_supported(), "fp8": _has_fp8(cap, arch)})
+    env["transformer_engine"] = _transformer_engine()
+    try:
+        env["apex"] = md.version("apex")
+    except md.PackageNotFoundError:
+        env["apex"] = None
+    if env["apex"]:
+        import importlib.util
+
+        env["apex_fused"] = {m: importlib.util.find_spec(m) is not None
+                             for m in ("fused_layer_norm_cuda", "fused_weight_gradient_mlp_cuda", "amp_C")}
+    return env
+
+
+def _has_fp8(cap: tuple, arch: str) -> bool:
+    """FP8 GEMMs: NVIDIA compute capability 8.9 (Ada) and 9.0+ (Hopper, Blackwell); AMD MI300
+    (gfx942) and MI350 (gfx950)."""
+    if arch:
+        return arch.split(":")[0] in ("gfx942", "gfx950")
+    return tuple(cap) >= (8, 9)
+
+
+def _transformer_engine() -> Optional[dict]:
+    try:
+        import transformer_engine  # noqa: F401
+        import transformer_engine.pytorch as te
+    except Exception as exc:  # noqa: BLE001 (absent, or a build that does not load here)
+        return None if isinstance(exc, ImportError) else {"error": f"{type(exc).__name__}: {exc}"[:200]}
+    info = {"version": getattr(transformer_engine, "__version__", "?")}
+    try:
+        from transformer_engine.pytorch.module import _common
+
+        info["weight_grad_store"] = hasattr(_common, "WeightGradStore")  # delay_wgrad_compute (TE >= 2.3)
+    except ImportError:
+        info["weight_grad_store"] = False
+    try:
+        available, reason = te.fp8.check_fp8_support()
+        info["fp8"] = bool(available)
+        info["fp8_reason"] = reason or ""
+    except Exception:  # noqa: BLE001
+        info["fp8"] = None
+    return info
+
+
+# -- 2. the schedule matrix -------------------------------------------------------------------
+
+def configurations(schedules: list, pps: list, *, rocm: bool, gpu: bool) -> list:
+    knob = "GPU_MAX_HW_QUEUES" if rocm else "CUDA_DEVICE_MAX_CONNECTIONS"
+    settings = [{knob: "1"}, {}] if gpu else [{}]  # CPU: the knobs mean nothing
+    out = []
+    for name in schedules:
+        for pp in pps:
+            for init in ("eager", "lazy"):
+                for env in settings:
+                    out.append({"schedule": name, "pp": pp, "init": init, "env": env})
+    return out
+
+
+def _grads(model) -> dict:
+    from primus_megatron.runtime.placement import named_global_parameters
+
+    out = {}
+    for chunk in model:
+        for name, p in named_global_parameters(chunk):
+            g = getattr(p, "main_grad", None) if getattr(p, "grad", None) is None else p.grad
+            if g is not None:
+                out[name] = g.detach().float().cpu()
+    return out
+
+
+def _losses(store) -> list:
+    return [float(v) for entry in store for key, t in entry.items() if key == "lm loss"
+            for v in t.detach().float().cpu().view(-1)[:1].tolist()]
+
+
+def matrix_body(rank: int, world_case: dict) -> list:
+    """Run world_case['configs'] (all of the same pp) on this rank; per configuration a dict
+    (rank 0's has the comparison)."""
+    return [_one_config(rank, world_case, c) for c in world_case["configs"]]
+
+
+def _one_config(rank: int, world_case: dict, config: dict) -> dict:
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+    from megatron.core.pipeline_parallel import get_forward_backward_func as megatron_fbf
+
+    import primus_megatron as pm
+    from primus_megatron import schedules as S
+    import runtime_throughput as RT
+
+    model_cfg, pp, m = world_case["model"], config["pp"], world_case["microbatches"]
+    gpu = world_case["gpu"]
+    device = torch.device("cuda", torch.cuda.current_device()) if gpu else torch.device("cpu")
+    name = config["schedule"]
+    entry = S.info(name)
+    batches = [{k: v.to(device) for k, v in b.items()} for b in RT.make_batches(model_cfg, m)]
+    kw = dict(forward_step_func=RT.forward_step, seq_length=model_cfg["seq"], micro_batch_size=model_cfg["mbs"],
+              decoder_seq_length=model_cfg["seq"], num_microbatches=m)
+    result: dict = {**config, "ok": False}
+    timer = _IterationTimer(device)
+
+    def run(fbf, model):
+        for chunk in model:
+            chunk.zero_grad(set_to_none=True)
+        dist.barrier()
+        with timer:
+            store = fbf(data_iterator=iter(batches), model=model if len(model) > 1 else model[0], **kw)
+        return store
+
+    try:
+        interleaved = entry.chunks > 1 and entry.placement == S.LOOP
+        if interleaved:
+            ps.set_virtual_pipeline_model_parallel_world_size(entry.chunks)
+        ours = [c.to(device) for c in RT.build(model_cfg, name, pp)]
+        fbf = pm.get_forward_backward_func(name, p2p_timeout_s=world_case["p2p_timeout_s"], losses_on_last_rank=True,
+                                           p2p_mode="strict-lazy" if config["init"] == "lazy" else "strict")
+        if gpu:
+            torch.cuda.reset_peak_memory_stats()
+        for _ in range(world_case["steps"]):
+            store = run(fbf, ours)
+        result["ok"] = True
+        result["seconds"] = timer.last
+        result["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30 if gpu else None
+        mine = (_losses(store), _grads(ours))
+        reference = "megatron-interleaved" if interleaved else "megatron-1f1b"
+        theirs_model = [c.to(device) for c in RT.build(model_cfg, "interleaved-1f1b" if interleaved else "1f1b", pp)]
+        if gpu:
+            torch.cuda.reset_peak_memory_stats()
+        store = run(megatron_fbf(), theirs_model)
+        result["reference"] = reference
+        result["reference_seconds"] = timer.last
+        result["reference_peak_gib"] = torch.cuda.max_memory_allocated() / 2**30 if gpu else None
+        theirs = (_losses(store), _grads(theirs_model))
+        gathered: list = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, (mine, theirs))
+        if rank == 0:
+            result.update(_compare(gathered))
+        result["tokens_per_s"] = m * model_cfg["mbs"] * model_cfg["seq"] / result["seconds"]
+        result["reference_tokens_per_s"] = m * model_cfg["mbs"] * model_cfg["seq"] / result["reference_seconds"]
+    except Exception as exc:  # noqa: BLE001 (reported per configuration; a hang is the watchdog's)
+        result["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
+    finally:
+        ps.set_virtual_pipeline_model_parallel_world_size(None)
+    return result
+
+
+def _compare(gathered: list) -> dict:
+    """Bitwise equality of losses (in order) and of every gradient by global name."""
+    import torch
+
+    ours_l = [x for (mine, _) in gathered for x in mine[0]]
+    ref_l = [x for (_, theirs) in gathered for x in theirs[0]]
+    ours_g, ref_g = {}, {}
+    for mine, theirs in gathered:
+        for into, grads in ((ours_g, mine[1]), (ref_g, theirs[1])):
+            for k, g in grads.items():
+                into[k] = into[k] + g if k in into else g
+    names = sorted(set(ours_g) | set(ref_g))
+    worst = max((float((ours_g[k] - ref_g[k]).abs().max()) for k in names if k in ours_g and k in ref_g),
+                default=0.0)
+    return {"losses_bitwise": ours_l == ref_l and bool(ours_l),
+            "loss_max_diff": max((abs(a - b) for a, b in zip(ours_l, ref_l)), default=None),
+            "grads_bitwise": set(ours_g) == set(ref_g) and all(torch.equal(ours_g[k], ref_g[k]) for k in names),
+            "grad_max_diff": worst, "grads_compared": len(names)}
+
+
+class _IterationTimer:
+    """One iteration's time on this rank: CUDA/HIP events on the current stream on a GPU (host
+    time would be launch time), the host's clock on CPU (runtime/profiler.clock_for); the
+    caller's barrier lines the ranks up before it starts."""
+
+    def __init__(self, device) -> None:
+        from primus_megatron.runtime.profiler import clock_for
+
+        self.clock = clock_for(device)
+        self.last = None
+
+    def __enter__(self):
+        self._start = self.clock.mark()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        end = self.clock.mark()
+        self.last = self.clock.elapsed(self._start, end)
+
+
+# -- running the matrix -------------------------------------------------------------------------
+
+def run_matrix_cpu(configs: list, opts: dict) -> list:
+    """The dry run: every configuration of one pp in one process group of forked gloo ranks."""
+    from primus_megatron.compat import cpu_ranks
+
+    out = []
+    for pp in sorted({c["pp"] for c in configs}):
+        mine = [c for c in configs if c["pp"] == pp]
+        case = {**opts, "pp": pp, "configs": mine, "gpu": False}
+        per_rank = cpu_ranks.run_ranks(matrix_body, case, pp, timeout_s=opts["config_timeout_s"] * len(mine))
+        out += per_rank[0]
+    return out
+
+
+def run_matrix_gpu(configs: list, opts: dict, folder: str) -> list:
+    """Each configuration in its own torchrun (the knobs are read when CUDA and NCCL start)."""
+    out = []
+    for config in configs:
+        tag = f"{config['schedule']}-pp{config['pp']}-{config['init']}-" + (
+            "-".join(f"{k}{v}" for k, v in config["env"].items()) or "default")
+        where = os.path.join(folder, tag)
+        os.makedirs(where, exist_ok=True)
+        case_file = os.path.join(where, "case.json")
+        with open(case_file, "w") as f:
+            json.dump({**opts, "configs": [config], "gpu": True, "result": os.path.join(where, "result.json")}, f)
+        env = {k: v for k, v in os.environ.items() if k not in ("CUDA_DEVICE_MAX_CONNECTIONS", "GPU_MAX_HW_QUEUES")}
+        env.update(config["env"])
+        env.update(flight_recorder_env(where))
+        env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(config["pp"]),
+               os.path.abspath(__file__), "--worker", case_file]
+        started = time.monotonic()
+        code, log = _launch(cmd, env, opts["config_timeout_s"])
+        with open(os.path.join(where, "log.txt"), "w") as f:
+            f.write(log)
+        try:
+            with open(os.path.join(where, "result.json")) as f:
+                result = json.load(f)[0]
+        except (OSError, ValueError, IndexError):
+            result = {**config, "ok": False}
+        if code is None:
+            result["error"] = (f"hung: killed after {opts['config_timeout_s']} s (stacks and the NCCL flight recorder's "
+                               f"dump in {where})")
+        elif code != 0 and "error" not in result:
+            result["error"] = f"exited with status {code}; see {where}/log.txt"
+        result["wall_s"] = round(time.monotonic() - started, 1)
+        result["folder"] = where
+        out.append(result)
+    return out
+
+
+def flight_recorder_env(folder: str) -> dict:
+    """PyTorch's NCCL flight recorder on, dumped on a time-out, and our hang reports, into `folder`.
+    Names as torch 2.13 reads them (libtorch: TORCH_FR_BUFFER_SIZE with TORCH_NCCL_TRACE_BUFFER_SIZE
+    as the older name; TORCH_FR_DUMP_TEMP_FILE / TORCH_NCCL_DEBUG_INFO_TEMP_FILE the dump's path
+    prefix, one file per rank; ProcessGroupNCCL: TORCH_NCCL_DUMP_ON_TIMEOUT, and
+    TORCH_NCCL_ASYNC_ERROR_HANDLING=3 tears the process down after a time-out)."""
+    prefix = os.path.join(folder, "nccl_trace_rank_")
+    return {"TORCH_FR_BUFFER_SIZE": "2000", "TORCH_NCCL_TRACE_BUFFER_SIZE": "2000",
+            "TORCH_FR_DUMP_TEMP_FILE": prefix, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE": prefix,
+            "TORCH_NCCL_DUMP_ON_TIMEOUT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+            "PRIMUS_HANG_REPORT_DIR": folder, "PYTHONFAULTHANDLER": "1"}
+
+
+def _launch(cmd: list, env: dict, timeout: float) -> tuple[Optional[int], str]:
+    """(exit status, or None when it outlived `timeout`, output). On a time-out every rank first
+    gets SIGUSR1 (faulthandler prints its stack), then the group is killed."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        _signal_ranks(proc.pid, signal.SIGUSR1)
+        time.sleep(3)
+        os.killpg(proc.pid, signal.SIGKILL)
+        return None, proc.communicate()[0]
+
+
+def _signal_ranks(session: int, sig: int) -> None:
+    """Send `sig` to every process of torchrun's session except torchrun itself."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == session:
+            continue
+        try:
+            if os.getsid(int(pid)) == session:
+                os.kill(int(pid), sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def worker(case_file: str) -> int:
+    """One rank of one GPU configuration, under torchrun."""
+    import faulthandler
+
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    with open(case_file) as f:
+        case = json.load(f)
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    config = case["configs"][0]
+    timeout = datetime.timedelta(seconds=case["p2p_timeout_s"] * 2)
+    if config["init"] == "eager":  # communicators made now; p2p of a group then runs on one stream
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local), timeout=timeout)
+    else:  # lazy: a two-rank communicator at each pair's first p2p
+        dist.init_process_group("nccl", timeout=timeout)
+    ps.initialize_model_parallel(1, config["pp"])
+    results = matrix_body(dist.get_rank(), case)
+    if dist.get_rank() == 0:
+        with open(case["result"], "w") as f:
+            json.dump(results, f)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+# -- 3. Megatron-LM's pretrain_gpt.py -----------------------------------------------------------
+
+def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters: int, workdir: str) -> list:
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
+    import megatron_lm_harness as MLM
+
+    tree = MLM.prepare(workdir)
+    launcher = "torchrun" if gpu else None
+    layers = ["--transformer-impl", "transformer_engine", "--bf16"] if gpu else []
+    precisions = [("bf16", [])] + ([("fp8", ["--fp8-format", "hybrid"])] if fp8 else []) if gpu else [("fp32", [])]
+    base = ["--pipeline-model-parallel-size", str(nproc), "--global-batch-size", str(4 * nproc),
+            "--eval-interval", str(iters + 1), *layers]
+    base += ["--train-iters", str(iters)]
+    from primus_megatron import schedules as S
+
+    if any(S.info(n).chunks > 1 for n in schedules):
+        # Every run starts from the same weights: a model built in several chunks draws its random
+        # initial weights in another order (as tests/test_megatron_lm_e2e.py does).
+        start = os.path.join(workdir, "start")
+        MLM.run(tree, nproc, base[:-1] + ["1", "--save", start, "--save-interval", "1"], cpu_flag=not gpu,
+                launcher=launcher)
+        base += ["--load", start, "--finetune"]
+    out = []
+    for precision, extra in precisions:
+        for name in ["megatron-1f1b", *schedules]:
+            args = base + extra + ([] if name == "megatron-1f1b" else ["--pipeline-schedule", name])
+            started = time.monotonic()
+            row = {"schedule": name, "precision": precision, "pp": nproc}
+            try:
+                res = MLM.run(tree, nproc, args, cpu_flag=not gpu, expect_ok=False, launcher=launcher)
+                row.update(ok=res.returncode == 0, losses=res.numbers()["lm loss"], **_iteration_stats(res.log))
+                if res.returncode != 0:
+                    row["error"] = MLM.tail(res.log, 15)
+            except AssertionError as exc:  # did not finish in time
+                row.update(ok=False, error=str(exc)[:2000])
+            row["wall_s"] = round(time.monotonic() - started, 1)
+            out.append(row)
+    reference = {r["precision"]: r.get("losses") for r in out if r["schedule"] == "megatron-1f1b"}
+    for row in out:
+        row["losses_equal_megatron_1f1b"] = bool(row.get("losses")) and row.get("losses") == reference.get(
+            row["precision"])
+    return out
+
+
+def _iteration_stats(log: str) -> dict:
+    """Megatron-LM's own numbers from its last iteration line and its memory report."""
+    import re
+
+    import megatron_lm_harness as MLM
+
+    stats: dict = {}
+    for line in log.splitlines():
+        m = MLM._ITER.search(line)
+        if m:
+            fields = dict((k.strip(), v.strip()) for k, v in MLM._FIELD.findall(m.group(3) + "|"))
+            for key, label in (("elapsed time per iteration (ms)", "ms_per_iteration"),
+                               ("throughput per GPU (TFLOP/s/GPU)", "tflops_per_gpu")):
+                if key in fields:
+                    stats[label] = float(fields[key])
+        peak = re.search(r"max allocated: ([0-9.]+)", line)
+        if peak:
+            stats["peak_mib"] = max(stats.get("peak_mib", 0.0), float(peak.group(1)))
+    return stats
+
+
+# -- report -------------------------------------------------------------------------------------
+
+def report_markdown(data: dict) -> str:
+    env = data["environment"]
+    lines = [f"# GPU check ({data['when']}{', CPU dry run' if data['dry_run'] else ''})", "",
+             f"torch {env['torch']} (CUDA {env['cuda']}, HIP {env['hip']}), NCCL/RCCL {env.get('nccl')}, "
+             f"megatron-core {env['megatron_core']}, TransformerEngine {env['transformer_engine']}, "
+             f"apex {env['apex']}", ""]
+    for i, g in enumerate(env["gpus"]):
+        lines.append(f"- GPU {i}: {g['name']} (capability {g['capability']} {g['arch']}, {g['memory_gib']} GiB, "
+                     f"bf16 {g['bf16']}, FP8 {g['fp8']})")
+    lines += ["", "## Schedules x pp x init x knobs (two steps each)", "",
+              "| schedule | pp | init | env | ran | losses bitwise | grads bitwise | ms/iter | reference ms/iter | "
+              "peak GiB (ref) | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["matrix"]:
+        env_s = ",".join(f"{k}={v}" for k, v in r["env"].items()) or "unset"
+        ms = lambda s: f"{1e3 * s:.1f}" if s else "-"  # noqa: E731
+        peak = f"{r['peak_gib']:.2f} ({r['reference_peak_gib']:.2f})" if r.get("peak_gib") is not None else "-"
+        lines.append(f"| {r['schedule']} | {r['pp']} | {r['init']} | {env_s} | {'yes' if r['ok'] else 'NO'} | "
+                     f"{r.get('losses_bitwise', '-')} | {r.get('grads_bitwise', '-')} | {ms(r.get('seconds'))} | "
+                     f"{ms(r.get('reference_seconds'))} ({r.get('reference', '-')}) | {peak} | "
+                     f"{(r.get('error') or '').splitlines()[0][:120] if r.get('error') else ''} |")
+    if data.get("megatron_lm") is not None:
+        lines += ["", "## Megatron-LM pretrain_gpt.py", "",
+                  "| schedule | precision | ran | losses = megatron 1F1B | ms/iter | TFLOP/s/GPU | peak MiB |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in data["megatron_lm"]:
+            lines.append(f"| {r['schedule']} | {r['precision']} | {'yes' if r['ok'] else 'NO'} | "
+                         f"{r['losses_equal_megatron_1f1b']} | {r.get('ms_per_iteration', '-')} | "
+                         f"{r.get('tflops_per_gpu', '-')} | {r.get('peak_mib', '-')} |")
+    lines += ["", f"Command: `{data['command']}`", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cpu-dry-run", action="store_true", help="gloo on CPU, 2 ranks, a small subset")
+    parser.add_argument("--schedules", help="comma-separated (default: every registered schedule; dry run: "
+                                            + ",".join(DRY_SCHEDULES) + ")")
+    parser.add_argument("--max-pp", type=int, help="largest pipeline size (default: the GPU count; dry run: 2)")
+    parser.add_argument("--microbatches", type=int, default=None, help="per step (default: 2 x pp of the largest)")
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--megatron-lm", action=argparse.BooleanOptionalAction, default=None,
+                        help="also run Megatron-LM's pretrain_gpt.py (default: on GPUs only)")
+    parser.add_argument("--megatron-lm-schedules", help="comma-separated, for Megatron-LM's part (default: "
+                                                        "--schedules)")
+    parser.add_argument("--out", default=os.path.join(ROOT, "out", "gpu_check"))
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return worker(args.worker)
+    import torch
+
+    from primus_megatron import schedules as S
+
+    gpu = not args.cpu_dry_run
+    if gpu and not torch.cuda.is_available():
+        print("gpu_check: no GPU is visible to torch (use --cpu-dry-run to exercise the check on CPU)",
+              file=sys.stderr)
+        return 2
+    names = args.schedules.split(",") if args.schedules else (
+        list(DRY_SCHEDULES) if not gpu else [n for n in S.names() if n != "zb-optimal"])
+    unknown = [n for n in names + (args.megatron_lm_schedules or "").split(",") if n and n not in S.names()]
+    if unknown:
+        print(f"gpu_check: --schedules {','.join(unknown)} is not registered (known: {', '.join(S.names())})",
+              file=sys.stderr)
+        return 2
+    top = args.max_pp or (torch.cuda.device_count() if gpu else 2)
+    pps = list(range(2, top + 1))
+    if not pps:
+        print(f"gpu_check: needs at least 2 GPUs for a pipeline, found {top}", file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    opts = {"model": MODEL if gpu else DRY_MODEL, "microbatches": args.microbatches or 2 * top, "steps": args.steps,
+            "p2p_timeout_s": P2P_TIMEOUT_S, "config_timeout_s": CONFIG_TIMEOUT_S}
+    configs = configurations(names, pps, rocm=bool(torch.version.hip), gpu=gpu)
+    data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "dry_run": not gpu, "command": " ".join(["python", "benchmarks/gpu_check.py", *(argv or sys.argv[1:])]),
+            "environment": environment()}
+    data["matrix"] = run_matrix_gpu(configs, opts, args.out) if gpu else run_matrix_cpu(configs, opts)
+    if args.megatron_lm if args.megatron_lm is not None else gpu:
+        fp8 = any(g["fp8"] for g in data["environment"]["gpus"])
+        with tempfile.TemporaryDirectory() as work:
+            mlm_names = args.megatron_lm_schedules.split(",") if args.megatron_lm_schedules else names
+            data["megatron_lm"] = run_megatron_lm(mlm_names, gpu=gpu, fp8=fp8, nproc=top, iters=4 if gpu else 2,
+                                                  workdir=work)
+    with open(os.path.join(args.out, "report.json"), "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    text = report_markdown(data)
+    with open(os.path.join(args.out, "report.md"), "w") as f:
+        f.write(text)
+    print(text)
+    failed = [r for r in data["matrix"] if not r["ok"]] + [r for r in data.get("megatron_lm") or [] if not r["ok"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

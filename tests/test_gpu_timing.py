@@ -1,0 +1,67 @@
+"""GPU timing comes from CUDA/HIP events, chosen by the device (issue 28, 5).
+
+No GPU here: the event type is injected (a fake with torch.cuda.Event's methods), the device is
+a torch.device("cuda") object (constructing one needs no GPU). What is checked: the clock is
+picked by the device and nothing else; on a GPU a mark is a recorded event and reading a time
+waits for that event (never a host timestamp, never a device-wide synchronise); the executed
+timeline keeps events and turns them into seconds only when read.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+
+from primus_megatron.runtime.executor import OpRecord
+from primus_megatron.runtime.profiler import EventClock, HostClock, clock_for
+from primus_megatron.schedules import Op
+
+
+class FakeEvent:
+    """torch.cuda.Event's surface: record() on the current stream, synchronize(), elapsed_time() in ms.
+    Its 'GPU time' is the order of recording, 2.5 ms apart."""
+
+    recorded: list = []
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        assert enable_timing, "events must be created with enable_timing=True to be timed"
+        self.at = None
+        self.synchronized = False
+
+    def record(self, stream=None) -> None:
+        self.at = 2.5 * len(FakeEvent.recorded)
+        FakeEvent.recorded.append(self)
+
+    def synchronize(self) -> None:
+        self.synchronized = True
+
+    def elapsed_time(self, end: "FakeEvent") -> float:
+        assert end.synchronized, "read an event's time only after it completed"
+        return end.at - self.at
+
+
+def test_the_clock_is_chosen_by_the_device():
+    assert isinstance(clock_for(torch.device("cpu")), HostClock)
+    assert isinstance(clock_for(torch.device("cuda", 0), event_type=FakeEvent), EventClock)
+    assert isinstance(clock_for(SimpleNamespace(type="cuda"), event_type=FakeEvent), EventClock)  # HIP too
+    assert isinstance(clock_for(torch.device("meta")), HostClock)
+
+
+def test_event_marks_are_recorded_events_read_after_the_fact():
+    FakeEvent.recorded = []
+    clock = clock_for(torch.device("cuda", 0), event_type=FakeEvent)
+    a, b, c = clock.mark(), clock.mark(), clock.mark()
+    assert FakeEvent.recorded == [a, b, c] and not any(e.synchronized for e in (a, b, c))
+    assert clock.elapsed(a, c) == 5e-3 and c.synchronized
+    assert abs((clock.seconds(b) - clock.seconds(a)) - 2.5e-3) < 1e-9
+
+
+def test_the_executed_timeline_keeps_events_until_read():
+    FakeEvent.recorded = []
+    clock = clock_for(torch.device("cuda", 0), event_type=FakeEvent)
+    start, end = clock.mark(), clock.mark()
+    record = OpRecord(0, Op("F", 3, 0), 1, start, end, clock)
+    assert not end.synchronized  # recording the op waited for nothing
+    assert abs((record.end - record.start) - 2.5e-3) < 1e-12 and end.synchronized
+    host = OpRecord(0, Op("F", 3, 0), 1, 1.0, 1.25)  # CPU: marks are seconds
+    assert (host.start, host.end) == (1.0, 1.25)
