@@ -1,0 +1,276 @@
+"""Run schedules on emulated devices: P local gloo ranks, the real runtime, timed ops.
+
+`plan` builds what is run (our schedule, validated here, before any rank starts,
+and megatron-core's own 1F1B / interleaved 1F1B as baselines) with each variant's
+per-stage op times and its simulation; `run` forks the ranks from the preloaded fork
+server (`compat.cpu_ranks`) and runs every variant in the same processes on the same
+kind of emulated chunks (`runtime.emulated`), our schedules through
+`get_forward_backward_func` (strict NCCL-order p2p on gloo), megatron's through its
+own `forward_backward_func`; `summarise` turns the measured op spans into the
+numbers the simulator gives: makespan, bubble rate, per-rank busy and idle.
+
+Time: the emulated ops wait on CLOCK_MONOTONIC, one clock for every process of the
+host, so spans from all ranks share one axis. Before each measured step the ranks
+meet at a barrier (the optimizer step's global synchronisation in a run without
+post-validation), so a step's makespan is from the earliest op start to the latest
+op end over all ranks, as the simulator's `makespan`, and its bubble rate is the
+paper's (cost - work) / cost with cost = P x makespan and work the emulated op time
+(`bubble_rate`, the simulator's sync bubble); `bubble_rate_async` uses the longest
+rank's own span instead (the simulator's async bubble: no barrier between steps).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Sequence
+
+from .. import schedules as S
+
+MEGATRON_1F1B = "megatron-1f1b"
+MEGATRON_INTERLEAVED = "megatron-interleaved"
+BASELINES = (MEGATRON_1F1B, MEGATRON_INTERLEAVED)
+# the registered schedule whose plan each megatron baseline runs (its simulated counterpart)
+COUNTERPART = {MEGATRON_1F1B: "1f1b", MEGATRON_INTERLEAVED: "interleaved-1f1b"}
+
+
+@dataclass
+class Variant:
+    """One thing to run: our schedule (`schedule` set) or a megatron baseline."""
+
+    label: str
+    schedule: S.Schedule  # ours: the plan run; a baseline: its counterpart's plan (for the simulation)
+    megatron: bool
+    times: list  # runtime.emulated.StageTimes per virtual stage, seconds
+    simulated: dict  # makespan (seconds), bubble_rate, bubble_rate_async
+    skipped: Optional[str] = None  # why it is not run (a baseline whose constraints this setting breaks)
+    sim_timeline: Any = None  # the simulator's timeline (seconds), kept in the launcher
+
+    @property
+    def chunks(self) -> int:
+        return self.schedule.chunks_per_rank
+
+    @property
+    def placement(self) -> str:
+        return self.schedule.placement
+
+
+def simulated(sched: S.Schedule, costs: S.Costs, scale: float) -> dict:
+    sim = S.simulate(sched, costs)
+    return {"makespan": scale * sim.makespan, "bubble_rate": sim.bubble_sync, "bubble_rate_async": sim.bubble_async,
+            "busy": [scale * b for b in sim.busy]}
+
+
+def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float, memory_limit: Optional[float] = None,
+         chunks: Optional[int] = None, post_validation: bool = False, baselines: Sequence[str] = (),
+         label: Optional[str] = None) -> list[Variant]:
+    """The variants of one emulate run (module doc); ScheduleError / ValueError for bad input."""
+    from ..runtime.emulated import stage_times
+
+    unknown = [b for b in baselines if b not in BASELINES]
+    if unknown:
+        raise ValueError(f"--baselines takes {', '.join(BASELINES)}, got {', '.join(unknown)}")
+    sched = S.generate(name, pp, microbatches, costs=costs, memory_limit=memory_limit, chunks=chunks,
+                       post_validation=post_validation)
+
+    def variant(lbl: str, s: S.Schedule, megatron: bool, skipped: Optional[str] = None) -> Variant:
+        return Variant(lbl, s, megatron, stage_times(costs, pp, s.chunks_per_rank, s.placement, scale=scale),
+                       simulated(s, costs, scale), skipped,
+                       [[(sp.op.kind, sp.op.mb, sp.op.chunk, scale * sp.start, scale * sp.end) for sp in row]
+                        for row in S.simulate(s, costs).timeline])
+
+    out = [variant(label or sched.name, sched, False)]
+    for base in baselines:
+        if base == MEGATRON_1F1B:
+            out.append(variant(base, S.generate("1f1b", pp, microbatches), True))
+            continue
+        n = chunks if chunks and chunks >= 2 else 2
+        if microbatches % pp:
+            # megatron-core 0.16.1 schedules.py:995-1015 (groups of pp microbatches per virtual stage)
+            out.append(Variant(base, sched, True, [], {}, skipped=f"megatron's interleaved schedule needs the "
+                               f"microbatch count to be a multiple of pp ({microbatches} is not of {pp})"))
+            continue
+        out.append(variant(base, S.generate("interleaved-1f1b", pp, microbatches, chunks=n), True))
+    return out
+
+
+# -- the ranks -------------------------------------------------------------------------------------
+
+def _rank_body(rank: int, case: dict) -> dict:
+    import torch.distributed as dist
+
+    from ..runtime.emulated import tighten_timer_slack
+
+    tighten_timer_slack()
+    results = []
+    for v in case["variants"]:
+        if v.skipped:
+            results.append(None)
+            continue
+        dist.barrier()
+        results.append(_run_variant(rank, case, v))
+    return {"variants": results, "memory": _memory_kib()}
+
+
+def _run_variant(rank: int, case: dict, v: Variant) -> dict:
+    import torch
+    from megatron.core import parallel_state as ps
+
+    if v.megatron and v.chunks > 1:
+        ps.set_virtual_pipeline_model_parallel_world_size(v.chunks)
+    try:
+        return _steps(rank, case, v)
+    finally:
+        if v.megatron and v.chunks > 1:
+            ps.set_virtual_pipeline_model_parallel_world_size(None)
+        torch.distributed.barrier()
+
+
+def _steps(rank: int, case: dict, v: Variant) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    from ..runtime.emulated import EmulatedChunk, emulated_config, forward_step_func
+    from ..schedules.ir import stage_of
+
+    pp, m, elements = case["pp"], case["microbatches"], case["elements"]
+    config = emulated_config(pp=pp, chunks=v.chunks, elements=elements)
+    n = pp * v.chunks
+    chunks = []
+    for c in range(v.chunks):
+        stage = stage_of(v.placement, pp, rank, c)
+        chunks.append(EmulatedChunk(config, stage, n, v.times[stage], epoch=case["epoch"],
+                                    vp_stage=c if v.chunks > 1 else None))
+    if v.megatron:
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        fbf = get_forward_backward_func()
+    else:
+        import primus_megatron as pm
+
+        fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
+                                          p2p_mode=case.get("p2p_mode"))
+    shape = (1, 1, elements)
+    steps = []
+    for step in range(case["warmup"] + case["steps"]):
+        for chunk in chunks:
+            chunk.log.reset()
+            chunk.zero_grad(set_to_none=True)
+        dist.barrier()  # the optimizer step's global synchronisation: every step starts together
+        t0 = time.monotonic()
+        losses = fbf(forward_step_func=forward_step_func(shape), data_iterator=[None] * len(chunks) if len(chunks) > 1 else None,
+                     model=chunks if len(chunks) > 1 else chunks[0], num_microbatches=m, seq_length=1,
+                     micro_batch_size=1, forward_only=False)
+        t1 = time.monotonic()
+        if step < case["warmup"]:
+            continue
+        record = {"begin": t0, "end": t1, "chunks": [], "ops": 0, "op_time": 0.0}
+        for c, chunk in enumerate(chunks):
+            record["chunks"].append({"spans": list(chunk.log.spans), "emulated": chunk.log.emulated,
+                                     "comm_wait": chunk.log.comm_wait, "w_runs": dict(chunk.log.w_runs),
+                                     "deferred": chunk.log.deferred, "w_in_backward": chunk.log.w_in_backward,
+                                     "grad": chunk.linear.weight.grad.clone() if chunk.linear.weight.grad is not None
+                                     else None})
+        if not v.megatron and fbf.last_step is not None:
+            ops = [r for r in fbf.last_step.timeline if r.op.kind in ("F", "B", "W", "BW")]
+            record["ops"] = len(ops)
+            record["op_time"] = sum(r.end - r.start for r in ops)
+            record["timeline"] = [(r.op.kind, r.op.mb, r.op.chunk, r.stage, r.start, r.end) for r in ops]
+        record["losses"] = [float(d["lm loss"]) for d in losses] if losses else []
+        steps.append(record)
+    return {"steps": steps}
+
+
+def _memory_kib() -> dict:
+    """This process's resident memory: all of it (RSS, shared pages of the fork server included)
+    and its own (private pages: what one more rank costs)."""
+    out = {"rss": 0, "private": 0}
+    try:
+        with open("/proc/self/smaps_rollup", encoding="ascii") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key == "Rss":
+                    out["rss"] = int(rest.split()[0])
+                elif key in ("Private_Clean", "Private_Dirty"):
+                    out["private"] += int(rest.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+# -- the launcher ----------------------------------------------------------------------------------
+
+def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
+        p2p_timeout_s: float = 60.0, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None) -> tuple[list[Optional[dict]], dict]:
+    """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
+    memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError."""
+    from ..compat import cpu_ranks
+
+    epoch = time.monotonic()
+    case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
+            "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
+            "p2p_mode": p2p_mode,
+            "variants": [replace(v, sim_timeline=None) for v in variants]}
+    work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
+    limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s
+    per_rank = cpu_ranks.run_ranks(_rank_body, case, pp, timeout_s=limit)
+    out = []
+    for i, v in enumerate(variants):
+        out.append(None if v.skipped else summarise(v, [r["variants"][i] for r in per_rank]))
+    memory = {"rss_kib": [r["memory"]["rss"] for r in per_rank],
+              "private_kib": [r["memory"]["private"] for r in per_rank]}
+    return out, memory
+
+
+def summarise(v: Variant, ranks: list[dict]) -> dict:
+    """Measured numbers of one variant from every rank's step records (median over steps)."""
+    pp = len(ranks)
+    nsteps = len(ranks[0]["steps"])
+    makespans, syncs, asyncs, busies, overheads = [], [], [], [], []
+    for s in range(nsteps):
+        recs = [r["steps"][s] for r in ranks]
+        starts, ends, busy, spans = [], [], [], []
+        for rec in recs:
+            ops = [sp for c in rec["chunks"] for sp in c["spans"]]
+            first, last = min(sp[1] for sp in ops), max(sp[2] for sp in ops)
+            starts.append(first)
+            ends.append(last)
+            spans.append(last - first)
+            busy.append(sum(c["emulated"] for c in rec["chunks"]))
+        makespan = max(ends) - min(starts)
+        work = sum(busy)
+        makespans.append(makespan)
+        syncs.append(1.0 - work / (pp * makespan))
+        asyncs.append(1.0 - work / (pp * max(spans)))
+        busies.append(busy)
+        n_ops = sum(rec["ops"] for rec in recs)
+        if n_ops:
+            inside = sum(c["emulated"] + c["comm_wait"] for rec in recs for c in rec["chunks"])
+            overheads.append((sum(rec["op_time"] for rec in recs) - inside) / n_ops)
+    mid = sorted(range(nsteps), key=lambda i: makespans[i])[nsteps // 2]  # the median step
+    mean_op = (sum(busies[mid]) / max(1, sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])))
+    busy = busies[mid]
+    return {
+        "label": v.label,
+        "makespan": statistics.median(makespans),
+        "makespan_min": min(makespans),
+        "makespan_max": max(makespans),
+        "bubble_rate": statistics.median(syncs),
+        "bubble_rate_async": statistics.median(asyncs),
+        "busy": busy,
+        "idle": [makespans[mid] - b for b in busy],
+        "overhead_per_op": statistics.median(overheads) if overheads else None,
+        "mean_op_time": mean_op,
+        "steps": nsteps,
+        "timeline": _timeline(ranks, mid),
+        "records": ranks,
+    }
+
+
+def _timeline(ranks: list[dict], step: int) -> list[list[tuple]]:
+    """Per rank (kind, mb, chunk, start, end) of one step's emulated ops, seconds from the step's first op."""
+    rows = [[(sp[0], None, c, sp[1], sp[2]) for c, ch in enumerate(r["steps"][step]["chunks"]) for sp in ch["spans"]]
+            for r in ranks]
+    origin = min(sp[3] for row in rows for sp in row)
+    return [sorted(((k, mb, c, a - origin, b - origin) for k, mb, c, a, b in row), key=lambda t: t[3]) for row in rows]
