@@ -274,3 +274,97 @@ def _timeline(ranks: list[dict], step: int) -> list[list[tuple]]:
             for r in ranks]
     origin = min(sp[3] for row in rows for sp in row)
     return [sorted(((k, mb, c, a - origin, b - origin) for k, mb, c, a, b in row), key=lambda t: t[3]) for row in rows]
+
+
+# -- what the command prints ---------------------------------------------------------------------
+
+def first_failure(text: str) -> str:
+    """The first failing rank's error line out of `cpu_ranks.run_ranks`'s RuntimeError text."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("rank ") and line.endswith("failed:") and i + 1 < len(lines):
+            return f"{line[:-len(' failed:')]}: {lines[i + 1]}"
+    return lines[0] if lines else text
+
+
+def _ms(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(1e3 * x, 4)
+
+
+def _measured(r: dict) -> dict:
+    return {"makespan": _ms(r["makespan"]), "makespan_min": _ms(r["makespan_min"]), "makespan_max": _ms(r["makespan_max"]),
+            "bubble_rate": round(r["bubble_rate"], 5), "bubble_rate_async": round(r["bubble_rate_async"], 5),
+            "busy": [_ms(b) for b in r["busy"]], "idle": [_ms(i) for i in r["idle"]],
+            "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"]}
+
+
+def _simulated(v: Variant) -> dict:
+    s = v.simulated
+    busy = s["busy"]
+    return {"makespan": _ms(s["makespan"]), "bubble_rate": round(s["bubble_rate"], 5),
+            "bubble_rate_async": round(s["bubble_rate_async"], 5), "busy": [_ms(b) for b in busy],
+            "idle": [_ms(s["makespan"] - b) for b in busy]}
+
+
+def report(variants: list[Variant], results: list, memory: dict, *, pp: int, microbatches: int, unit_ms: float,
+           elements: int, p2p_mode: str) -> dict:
+    """One JSON-friendly object: the schedule's measured and simulated numbers (times in ms), the
+    baselines' likewise (or why one did not run), memory per rank (KiB)."""
+    head, rest = variants[0], list(zip(variants[1:], results[1:]))
+    out = {"schedule": head.label, "pp": pp, "microbatches": microbatches, "chunks": head.chunks,
+           "placement": head.placement, "time_unit_ms": unit_ms, "activation_bytes": 4 * elements,
+           "p2p_mode": p2p_mode, "units": "ms",
+           "measured": _measured(results[0]), "simulated": _simulated(head), "baselines": []}
+    for v, r in rest:
+        if r is None:
+            out["baselines"].append({"name": v.label, "skipped": v.skipped})
+        else:
+            out["baselines"].append({"name": v.label, "chunks": v.chunks, "measured": _measured(r),
+                                     "simulated": _simulated(v)})
+    private = memory["private_kib"]
+    out["memory_per_rank_kib"] = {"rss_max": max(memory["rss_kib"]), "private_max": max(private),
+                                  "private_mean": round(sum(private) / len(private))}
+    return out
+
+
+def report_text(rep: dict) -> str:
+    def num(x) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    rows = [(rep["schedule"], rep["measured"], rep["simulated"])]
+    rows += [(b["name"], b["measured"], b["simulated"]) for b in rep["baselines"] if "measured" in b]
+    lines = [f"emulated {rep['schedule']}: pp={rep['pp']}, {rep['microbatches']} microbatches, {rep['chunks']} "
+             f"chunk(s) per rank; 1 cost unit = {rep['time_unit_ms']:g} ms; activations {rep['activation_bytes']} "
+             f"bytes; p2p {rep['p2p_mode']}; median of {rep['measured']['steps']} steps (times in ms)", ""]
+    header = (f"{'schedule':24s} {'makespan':>10s} {'sim':>10s} {'bubble':>8s} {'sim':>8s} {'async':>8s} "
+              f"{'sim':>8s} {'overhead/op':>12s}")
+    lines += [header, "-" * len(header)]
+    for name, meas, sim in rows:
+        lines.append(f"{name:24s} {num(meas['makespan']):>10s} {num(sim['makespan']):>10s} "
+                     f"{meas['bubble_rate']:8.4f} {sim['bubble_rate']:8.4f} {meas['bubble_rate_async']:8.4f} "
+                     f"{sim['bubble_rate_async']:8.4f} {num(meas['overhead_per_op']):>12s}")
+    for b in rep["baselines"]:
+        if "skipped" in b:
+            lines.append(f"{b['name']:24s} not run: {b['skipped']}")
+    meas, sim = rep["measured"], rep["simulated"]
+    lines += ["", f"{'rank':>4s} {'busy':>10s} {'idle':>10s} {'sim idle':>10s}"]
+    for r, (busy, idle) in enumerate(zip(meas["busy"], meas["idle"])):
+        lines.append(f"{r:4d} {num(busy):>10s} {num(idle):>10s} {num(sim['idle'][r]):>10s}")
+    mem = rep["memory_per_rank_kib"]
+    lines += ["", f"overhead/op: an op's wall time beyond its emulated time (megatron's forward_step/backward_step, "
+                  f"the executor's bookkeeping, the wake-up), mean op {num(meas['mean_op_time'])} ms; memory per rank: "
+                  f"{mem['private_max'] / 1024:.1f} MiB of its own (max), {mem['rss_max'] / 1024:.0f} MiB resident "
+                  f"with the pages shared with the fork server"]
+    return "\n".join(lines)
+
+
+class _Span:
+    __slots__ = ("op", "start", "end", "stage")
+
+    def __init__(self, op, start, end) -> None:
+        self.op, self.start, self.end, self.stage = op, start, end, None
+
+
+def spans(timeline: list) -> list[list]:
+    """(kind, mb, chunk, start, end) rows as objects the trace writer takes."""
+    return [[_Span((k, mb, c), a, b) for k, mb, c, a, b in row] for row in timeline]
