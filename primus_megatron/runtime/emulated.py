@@ -212,8 +212,8 @@ class EmulatedChunk(torch.nn.Module):
 
     def forward(self, shape: Sequence[int]) -> torch.Tensor:
         """One microbatch through this stage; `shape` is the activation's [seq, batch, hidden]."""
-        if self.pre_process:
-            x = torch.ones(shape, dtype=torch.float32)
+        if self.pre_process:  # as an embedding's output: a tensor the backward reaches (the linear's B splits)
+            x = torch.ones(shape, dtype=torch.float32, requires_grad=True)
         else:
             if self.input_tensor is None:
                 raise RuntimeError(f"emulated stage {self.stage} ran its forward without an input tensor")
