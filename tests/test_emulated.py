@@ -108,10 +108,12 @@ def test_emulate_refuses_bad_input_before_any_rank_starts(argv, words, capsys, m
 # -- a small run, end to end ------------------------------------------------------------------------
 
 def test_emulate_json_follows_the_simulator(capsys, tmp_path):
-    """1F1B at pp=4, 4 microbatches, 15 ms ops: the measured makespan is never below the plan (every op
-    waits its time) and within 1.5x of it; a runtime that ran the ranks one after another would take
-    about 2.3x (4 x 180 ms of work against a 323 ms plan) and fail, and its bubble would be 0.75
-    against the plan's 0.44."""
+    """1F1B at pp=4, 4 microbatches, 15 ms ops, strict (NCCL-order) p2p: the measured makespan is never
+    below the plan (every op waits its time) and within 1.7x of it; a runtime that ran the ranks one
+    after another would take about 2.3x (4 x 180 ms of work against a 320 ms plan) and fail, and its
+    bubble would be 0.75 against the plan's 0.44. The margin is wide because the lowering posts a
+    rank's receives early and NCCL order holds its later sends behind them (1.39x measured here
+    against 1.06x with plain gloo p2p; BENCHMARKS.md, emulated devices)."""
     trace = tmp_path / "t.json"
     code = cli.main(["emulate", "--schedule", "1f1b", "--pp", "4", "-m", "4", "--cost-f", "15", "--cost-b", "15",
                      "--cost-w", "15", "--cost-comm", "0.5", "--steps", "3", "--format", "json",
@@ -121,8 +123,8 @@ def test_emulate_json_follows_the_simulator(capsys, tmp_path):
     rep = json.loads(out[out.index("{"):])
     meas, sim = rep["measured"], rep["simulated"]
     assert sim["makespan"] == pytest.approx(7 * 45 + 6 * 0.5 + 2 * 0.5, abs=2.0)
-    assert sim["makespan"] * 0.99 <= meas["makespan"] <= sim["makespan"] * 1.5
-    assert abs(meas["bubble_rate"] - sim["bubble_rate"]) < 0.15
+    assert sim["makespan"] * 0.99 <= meas["makespan"] <= sim["makespan"] * 1.7
+    assert abs(meas["bubble_rate"] - sim["bubble_rate"]) < 0.2
     assert len(meas["busy"]) == 4 and all(b == pytest.approx(4 * 45) for b in meas["busy"])
     assert meas["overhead_per_op"] is not None and rep["memory_per_rank_kib"]["private_max"] > 0
     events = json.loads(trace.read_text())["traceEvents"]
