@@ -62,12 +62,23 @@ def simulated(sched: S.Schedule, costs: S.Costs, scale: float) -> dict:
             "busy": [scale * b for b in sim.busy]}
 
 
+def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float, megatron: bool = False,
+                 skipped: Optional[str] = None) -> Variant:
+    """A variant running `sched` (or, `megatron`, megatron's own schedule of its shape) on chunks
+    whose op times are `costs` x `scale` seconds."""
+    from ..runtime.emulated import stage_times
+
+    pp = sched.pp
+    return Variant(label, sched, megatron, stage_times(costs, pp, sched.chunks_per_rank, sched.placement, scale=scale),
+                   simulated(sched, costs, scale), skipped,
+                   [[(sp.op.kind, sp.op.mb, sp.op.chunk, scale * sp.start, scale * sp.end) for sp in row]
+                    for row in S.simulate(sched, costs).timeline])
+
+
 def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float, memory_limit: Optional[float] = None,
          chunks: Optional[int] = None, post_validation: bool = False, baselines: Sequence[str] = (),
          label: Optional[str] = None) -> list[Variant]:
     """The variants of one emulate run (module doc); ScheduleError / ValueError for bad input."""
-    from ..runtime.emulated import stage_times
-
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise ValueError(f"--baselines takes {', '.join(BASELINES)}, got {', '.join(unknown)}")
@@ -75,10 +86,7 @@ def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float,
                        post_validation=post_validation)
 
     def variant(lbl: str, s: S.Schedule, megatron: bool, skipped: Optional[str] = None) -> Variant:
-        return Variant(lbl, s, megatron, stage_times(costs, pp, s.chunks_per_rank, s.placement, scale=scale),
-                       simulated(s, costs, scale), skipped,
-                       [[(sp.op.kind, sp.op.mb, sp.op.chunk, scale * sp.start, scale * sp.end) for sp in row]
-                        for row in S.simulate(s, costs).timeline])
+        return make_variant(lbl, s, costs, scale=scale, megatron=megatron, skipped=skipped)
 
     out = [variant(label or sched.name, sched, False)]
     for base in baselines:
