@@ -129,3 +129,26 @@ def test_emulate_json_follows_the_simulator(capsys, tmp_path):
     assert meas["overhead_per_op"] is not None and rep["memory_per_rank_kib"]["private_max"] > 0
     events = json.loads(trace.read_text())["traceEvents"]
     assert sum(1 for e in events if e.get("ph") == "X") == 2 * 4 * 4 * 2  # measured + simulated: 8 ops x 4 ranks
+
+
+def test_post_validation_on_emulated_gradients_matches_the_synchronous_step():
+    """An optimizer step after every iteration (a real all-reduce of the gradient norm, then a timed
+    SGD step): zb-h1 under post-validation (its check runs inside the next step's prefix) ends with
+    the parameters of the synchronous step, which megatron's 1F1B reaches too; the straggler rank's
+    slower step does not change them."""
+    import dataclasses
+
+    import torch
+
+    costs = S.Costs(f=0.002, b=0.002, w=0.002, comm=0.0)
+    zb = E.plan("zb-h1", 2, 4, costs, scale=1.0, post_validation=True, baselines=[E.MEGATRON_1F1B])
+    variants = [zb[0], dataclasses.replace(zb[0], label="zb-h1 post-validated", post_validation=True), zb[1]]
+    results, _ = E.run(variants, 2, 4, elements=64, steps=3, warmup=0, p2p_timeout_s=30,
+                       optimizer={"step_s": 0.003, "straggler_rank": 1, "straggler_factor": 2.0})
+    sync, post, megatron = (r["params"] for r in results)
+    start = torch.eye(4)
+    for rank in range(2):
+        assert not torch.equal(sync[rank][0], start)  # three steps moved the parameters
+        torch.testing.assert_close(post[rank][0], sync[rank][0], rtol=0, atol=0)
+        torch.testing.assert_close(megatron[rank][0], sync[rank][0], rtol=1e-6, atol=1e-7)
+    assert all(r["iteration"] > 0 for r in results)

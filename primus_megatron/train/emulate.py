@@ -46,6 +46,7 @@ class Variant:
     simulated: dict  # makespan (seconds), bubble_rate, bubble_rate_async
     skipped: Optional[str] = None  # why it is not run (a baseline whose constraints this setting breaks)
     sim_timeline: Any = None  # the simulator's timeline (seconds), kept in the launcher
+    post_validation: bool = False  # with an optimizer step: ours steps under post-validation
 
     @property
     def chunks(self) -> int:
@@ -101,6 +102,64 @@ def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float,
             continue
         out.append(variant(base, S.generate("interleaved-1f1b", pp, microbatches, chunks=n), True))
     return out
+
+
+# -- the emulated optimizer step ---------------------------------------------------------------------
+
+class EmulatedOptimizer:
+    """megatron's optimizer interface, as its training loop and `PostValidationOptimizer` use it, over
+    the emulated chunks' real parameters: a torch SGD step that also waits `step_s` (the emulated
+    optimizer time). `step()` is megatron's synchronous path: the global all-reduce of the gradient
+    norm's square (every rank waits for the slowest: the synchronisation post-validation removes),
+    then clipping and the step. `clip_grad` > 0 makes post-validation snapshot and check every step."""
+
+    is_stub_optimizer = False
+
+    def __init__(self, params, *, step_s: float, clip_grad: float = 1.0e6, lr: float = 1.0e-3) -> None:
+        import types
+
+        import torch
+
+        self.optimizer = torch.optim.SGD(list(params), lr=lr)
+        self.config = types.SimpleNamespace(clip_grad=clip_grad, use_precision_aware_optimizer_no_fp8_or_ds_fp8=False)
+        self.step_s = step_s
+
+    def get_parameters(self) -> list:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def get_main_grads_for_grad_norm(self) -> list:
+        return [p.grad for p in self.get_parameters() if p.grad is not None]
+
+    def get_grad_stats_parallel_group(self):
+        return None  # the whole world: every pipeline rank's gradients count
+
+    def prepare_grads(self) -> bool:
+        return False  # fp32: the gradients are the main gradients, nothing to unscale
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step_with_ready_grads(self) -> bool:
+        from ..runtime.emulated import wait_until
+
+        wait_until(time.monotonic() + self.step_s)
+        self.optimizer.step()
+        return True
+
+    def step(self) -> tuple:
+        import torch
+        import torch.distributed as dist
+        from megatron.core.optimizer import clip_grads
+
+        grads = self.get_main_grads_for_grad_norm()
+        total = torch.zeros(1) + sum(float(g.double().pow(2).sum()) for g in grads)
+        dist.all_reduce(total)  # the global synchronisation
+        norm = float(total.item()) ** 0.5
+        if self.config.clip_grad > 0 and self.config.clip_grad / (norm + 1.0e-6) < 1.0:
+            clip_grads.clip_grad_by_total_norm_fp32(self.get_parameters(), max_norm=self.config.clip_grad,
+                                                    total_norm=norm)
+        self.step_with_ready_grads()
+        return True, norm, None
 
 
 # -- the ranks -------------------------------------------------------------------------------------
@@ -160,16 +219,25 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
         fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
                                           p2p_mode=case.get("p2p_mode"))
     shape = (1, 1, elements)
+    opt = _optimizer(rank, case, v, chunks)
     steps = []
     for step in range(case["warmup"] + case["steps"]):
         for chunk in chunks:
             chunk.log.reset()
-            chunk.zero_grad(set_to_none=True)
-        dist.barrier()  # the optimizer step's global synchronisation: every step starts together
+        if opt is None:
+            for chunk in chunks:
+                chunk.zero_grad(set_to_none=True)
+            dist.barrier()  # the optimizer step's global synchronisation: every step starts together
+        else:
+            opt.zero_grad()  # under post-validation: once the pending step is validated
         t0 = time.monotonic()
         losses = fbf(forward_step_func=forward_step_func(shape), data_iterator=[None] * len(chunks) if len(chunks) > 1 else None,
                      model=chunks if len(chunks) > 1 else chunks[0], num_microbatches=m, seq_length=1,
                      micro_batch_size=1, forward_only=False)
+        grads = [chunk.linear.weight.grad.clone() if chunk.linear.weight.grad is not None else None
+                 for chunk in chunks]
+        if opt is not None:
+            opt.step()
         t1 = time.monotonic()
         if step < case["warmup"]:
             continue
@@ -178,8 +246,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
             record["chunks"].append({"spans": list(chunk.log.spans), "emulated": chunk.log.emulated,
                                      "comm_wait": chunk.log.comm_wait, "w_runs": dict(chunk.log.w_runs),
                                      "deferred": chunk.log.deferred, "w_in_backward": chunk.log.w_in_backward,
-                                     "grad": chunk.linear.weight.grad.clone() if chunk.linear.weight.grad is not None
-                                     else None})
+                                     "grad": grads[c]})
         if not v.megatron and fbf.last_step is not None:
             ops = [r for r in fbf.last_step.timeline if r.op.kind in ("F", "B", "W", "BW")]
             record["ops"] = len(ops)
@@ -187,7 +254,27 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
             record["timeline"] = [(r.op.kind, r.op.mb, r.op.chunk, r.stage, r.start, r.end) for r in ops]
         record["losses"] = [float(d["lm loss"]) for d in losses] if losses else []
         steps.append(record)
-    return {"steps": steps}
+    if opt is not None and hasattr(opt, "finish"):
+        opt.finish()  # validate the last step
+    params = [chunk.linear.weight.detach().clone() for chunk in chunks]
+    return {"steps": steps, "params": params}
+
+
+def _optimizer(rank: int, case: dict, v: Variant, chunks: list):
+    """The emulated optimizer step of `case["optimizer"]` (None: a barrier between steps instead):
+    synchronous, or under post-validation for our schedules (megatron's own cannot validate)."""
+    spec = case.get("optimizer")
+    if not spec:
+        return None
+    step_s = spec["step_s"] * (spec.get("straggler_factor", 1.0) if rank == spec.get("straggler_rank") else 1.0)
+    opt = EmulatedOptimizer([p for c in chunks for p in c.parameters()], step_s=step_s)
+    if v.post_validation and not v.megatron:
+        from ..optim import PostValidationOptimizer
+
+        return PostValidationOptimizer(opt, chunks, timeout_s=case["p2p_timeout_s"])
+    return opt
+
+
 
 
 def _memory_kib() -> dict:
@@ -210,7 +297,8 @@ def _memory_kib() -> dict:
 # -- the launcher ----------------------------------------------------------------------------------
 
 def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
-        p2p_timeout_s: float = 60.0, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None) -> tuple[list[Optional[dict]], dict]:
+        p2p_timeout_s: float = 60.0, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
+        optimizer: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
     memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError."""
     from ..compat import cpu_ranks
@@ -218,7 +306,7 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
     epoch = time.monotonic()
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
             "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
-            "p2p_mode": p2p_mode,
+            "p2p_mode": p2p_mode, "optimizer": optimizer,
             "variants": [replace(v, sim_timeline=None) for v in variants]}
     work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
     limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s
@@ -256,6 +344,8 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         if n_ops:
             inside = sum(c["emulated"] + c["comm_wait"] for rec in recs for c in rec["chunks"])
             overheads.append((sum(rec["op_time"] for rec in recs) - inside) / n_ops)
+    # steps back to back (an optimizer step, no barrier): the iteration is the slowest rank's period
+    periods = [(r["steps"][-1]["end"] - r["steps"][0]["begin"]) / nsteps for r in ranks]
     mid = sorted(range(nsteps), key=lambda i: makespans[i])[nsteps // 2]  # the median step
     mean_op = (sum(busies[mid]) / max(1, sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])))
     busy = busies[mid]
@@ -269,6 +359,8 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         "busy": busy,
         "idle": [makespans[mid] - b for b in busy],
         "overhead_per_op": statistics.median(overheads) if overheads else None,
+        "iteration": max(periods),
+        "params": [r.get("params") for r in ranks],
         "mean_op_time": mean_op,
         "steps": nsteps,
         "timeline": _timeline(ranks, mid),
