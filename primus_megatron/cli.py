@@ -211,6 +211,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how gloo carries p2p: strict (as NCCL orders it, eager init; default), strict-lazy, plain")
     p.add_argument("--p2p-timeout", type=_seconds, default=60.0, metavar="SECONDS",
                    help="a rank waiting this long on another fails the run, naming who waited for what (default 60)")
+    p.add_argument("--optimizer-ms", type=_positive("milliseconds"), default=None, metavar="MS",
+                   help="end every iteration with an emulated optimizer step: a real all-reduce of the gradient norm "
+                        "(every rank waits for the slowest) and MS of step time; steps then run back to back")
+    p.add_argument("--optimizer-post-validation", action="store_true",
+                   help="with --optimizer-ms: our schedule steps under post-validation (no global synchronisation "
+                        "before the step; megatron's baselines keep the synchronous step)")
+    p.add_argument("--straggler", default=None, metavar="RANK:FACTOR",
+                   help="with --optimizer-ms: this rank's optimizer step takes FACTOR times as long")
     p.add_argument("--timeline", metavar="FILE", help="write measured and simulated timelines as a Chrome/Perfetto "
                                                       "trace (.json)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
@@ -539,6 +547,23 @@ def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
     return _costs(args), pp, m, unit or 1.0
 
 
+def _optimizer_spec(args: argparse.Namespace, pp: int) -> Optional[dict]:
+    if args.optimizer_ms is None:
+        if args.optimizer_post_validation or args.straggler:
+            raise UsageError("--optimizer-post-validation and --straggler need --optimizer-ms")
+        return None
+    spec = {"step_s": args.optimizer_ms / 1000.0}
+    if args.straggler:
+        rank, _, factor = args.straggler.partition(":")
+        try:
+            spec["straggler_rank"], spec["straggler_factor"] = int(rank), float(factor)
+        except ValueError:
+            raise UsageError(f"--straggler must be RANK:FACTOR (e.g. 3:1.5), got {args.straggler!r}") from None
+        if not 0 <= spec["straggler_rank"] < pp or not spec["straggler_factor"] >= 1.0:
+            raise UsageError(f"--straggler needs a rank in 0..{pp - 1} and a factor >= 1, got {args.straggler!r}")
+    return spec
+
+
 def _baselines(text: str) -> list[str]:
     from .train.emulate import BASELINES
 
@@ -567,19 +592,24 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         raise UsageError(f"--activation-kib must be at least {MIN_ELEMENTS * 4 / 1024:g} ({MIN_ELEMENTS} fp32 values), "
                          f"got {args.activation_kib:g}")
     baselines = _baselines(args.baselines)
+    optimizer = _optimizer_spec(args, pp)
     from .train import emulate as E
 
     variants = E.plan(args.schedule, pp, m, costs, scale=unit / 1000.0, memory_limit=args.memory_limit,
                       chunks=args.chunks, post_validation=args.post_validation, baselines=baselines)
+    if optimizer and args.optimizer_post_validation:
+        import dataclasses
+
+        variants[0] = dataclasses.replace(variants[0], post_validation=True)
     try:
         results, memory = E.run(variants, pp, m, elements=elements, steps=args.steps, p2p_mode=args.p2p_mode,
-                                p2p_timeout_s=args.p2p_timeout)
+                                p2p_timeout_s=args.p2p_timeout, optimizer=optimizer)
     except (RuntimeError, TimeoutError) as exc:
         print(f"{PROG}: the emulated run of {variants[0].label} at pp={pp}, {m} microbatches failed: "
               f"{E.first_failure(str(exc))}", file=sys.stderr)
         return 1
     report = E.report(variants, results, memory, pp=pp, microbatches=m, unit_ms=unit, elements=elements,
-                      p2p_mode=args.p2p_mode)
+                      p2p_mode=args.p2p_mode, optimizer=optimizer)
     if args.timeline:
         from .schedules.trace import chrome_trace_json
 

@@ -395,7 +395,8 @@ def _measured(r: dict) -> dict:
     return {"makespan": _ms(r["makespan"]), "makespan_min": _ms(r["makespan_min"]), "makespan_max": _ms(r["makespan_max"]),
             "bubble_rate": round(r["bubble_rate"], 5), "bubble_rate_async": round(r["bubble_rate_async"], 5),
             "busy": [_ms(b) for b in r["busy"]], "idle": [_ms(i) for i in r["idle"]],
-            "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"]}
+            "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"],
+            "iteration": _ms(r["iteration"])}
 
 
 def _simulated(v: Variant) -> dict:
@@ -407,13 +408,14 @@ def _simulated(v: Variant) -> dict:
 
 
 def report(variants: list[Variant], results: list, memory: dict, *, pp: int, microbatches: int, unit_ms: float,
-           elements: int, p2p_mode: str) -> dict:
+           elements: int, p2p_mode: str, optimizer: Optional[dict] = None) -> dict:
     """One JSON-friendly object: the schedule's measured and simulated numbers (times in ms), the
     baselines' likewise (or why one did not run), memory per rank (KiB)."""
     head, rest = variants[0], list(zip(variants[1:], results[1:]))
     out = {"schedule": head.label, "pp": pp, "microbatches": microbatches, "chunks": head.chunks,
            "placement": head.placement, "time_unit_ms": unit_ms, "activation_bytes": 4 * elements,
-           "p2p_mode": p2p_mode, "units": "ms",
+           "p2p_mode": p2p_mode, "units": "ms", "optimizer": optimizer,
+           "post_validation": head.post_validation,
            "measured": _measured(results[0]), "simulated": _simulated(head), "baselines": []}
     for v, r in rest:
         if r is None:
@@ -447,6 +449,9 @@ def report_text(rep: dict) -> str:
         if "skipped" in b:
             lines.append(f"{b['name']:24s} not run: {b['skipped']}")
     meas, sim = rep["measured"], rep["simulated"]
+    if rep.get("optimizer"):
+        lines += ["", "iteration with the optimizer step (steps back to back, slowest rank's period): "
+                  + "; ".join(f"{name} {num(m_['iteration'])}" for name, m_, _ in rows)]
     lines += ["", f"{'rank':>4s} {'busy':>10s} {'idle':>10s} {'sim idle':>10s}"]
     for r, (busy, idle) in enumerate(zip(meas["busy"], meas["idle"])):
         lines.append(f"{r:4d} {num(busy):>10s} {num(idle):>10s} {num(sim['idle'][r]):>10s}")
