@@ -92,6 +92,8 @@ def test_memory_per_rank_is_reported(pp2_runs):
     (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--profile", "/nonexistent.json"], "does not exist"),
     (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--time-unit", "0"], "--time-unit"),
     (["--schedule", "zb-auto", "--pp", "4", "-m", "4", "--memory-limit", "0.5"], "memory limit 0.5"),
+    (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--straggler", "2:1.5"], "need --optimizer-ms"),
+    (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--optimizer-ms", "5", "--straggler", "9:2"], "rank in 0..3"),
 ])
 def test_emulate_refuses_bad_input_before_any_rank_starts(argv, words, capsys, monkeypatch):
     from primus_megatron.compat import cpu_ranks
