@@ -80,6 +80,9 @@ def run_setting(name: str, setting, chunked: bool, args) -> dict:
     from primus_megatron.train import emulate as E
 
     vs = variants(setting, chunked, args.scale / 1000.0)
+    if args.schedules:
+        keep = args.schedules.split(",")
+        vs = [v for v in vs if v.label in keep or v.label.split("=")[0] in keep]
     t0 = time.perf_counter()
     results, memory = E.run(vs, setting.pp, setting.microbatches, elements=int(args.activation_kib * 256),
                             steps=args.steps, warmup=1, p2p_mode=args.p2p_mode, p2p_timeout_s=120)
@@ -134,6 +137,7 @@ def main(argv=None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="ms of emulated time per paper ms (default 1)")
     parser.add_argument("--steps", type=int, default=1)
     parser.add_argument("--activation-kib", type=float, default=64.0)
+    parser.add_argument("--schedules", default=None, help="comma-separated column labels to run (default: all)")
     parser.add_argument("--p2p-mode", choices=("strict", "strict-lazy", "plain"), default="strict")
     C.add_markdown_options(parser)
     args = parser.parse_args(argv)
