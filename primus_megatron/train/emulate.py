@@ -230,7 +230,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
             dist.barrier()  # the optimizer step's global synchronisation: every step starts together
         else:
             opt.zero_grad()  # under post-validation: once the pending step is validated
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.process_time()
         losses = fbf(forward_step_func=forward_step_func(shape), data_iterator=[None] * len(chunks) if len(chunks) > 1 else None,
                      model=chunks if len(chunks) > 1 else chunks[0], num_microbatches=m, seq_length=1,
                      micro_batch_size=1, forward_only=False)
@@ -238,10 +238,10 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
                  for chunk in chunks]
         if opt is not None:
             opt.step()
-        t1 = time.monotonic()
+        t1, cpu1 = time.monotonic(), time.process_time()
         if step < case["warmup"]:
             continue
-        record = {"begin": t0, "end": t1, "chunks": [], "ops": 0, "op_time": 0.0}
+        record = {"begin": t0, "end": t1, "cpu": cpu1 - cpu0, "chunks": [], "ops": 0, "op_time": 0.0}
         for c, chunk in enumerate(chunks):
             record["chunks"].append({"spans": list(chunk.log.spans), "emulated": chunk.log.emulated,
                                      "comm_wait": chunk.log.comm_wait, "w_runs": dict(chunk.log.w_runs),
@@ -347,6 +347,10 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
     # steps back to back (an optimizer step, no barrier): the iteration is the slowest rank's period
     periods = [(r["steps"][-1]["end"] - r["steps"][0]["begin"]) / nsteps for r in ranks]
     mid = sorted(range(nsteps), key=lambda i: makespans[i])[nsteps // 2]  # the median step
+    # host work: every rank's CPU time in the step (all its threads) per emulated op, and the cores
+    # that work needs at the measured pace (more than the machine has: the times include waiting for one)
+    cpu = sum(r["steps"][mid]["cpu"] for r in ranks)
+    n_emulated = sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])
     mean_op = (sum(busies[mid]) / max(1, sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])))
     busy = busies[mid]
     return {
@@ -360,6 +364,8 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         "idle": [makespans[mid] - b for b in busy],
         "overhead_per_op": statistics.median(overheads) if overheads else None,
         "iteration": max(periods),
+        "cpu_per_op": cpu / max(1, n_emulated),
+        "cores_busy": cpu / makespans[mid],
         "params": [r.get("params") for r in ranks],
         "mean_op_time": mean_op,
         "steps": nsteps,
@@ -396,7 +402,8 @@ def _measured(r: dict) -> dict:
             "bubble_rate": round(r["bubble_rate"], 5), "bubble_rate_async": round(r["bubble_rate_async"], 5),
             "busy": [_ms(b) for b in r["busy"]], "idle": [_ms(i) for i in r["idle"]],
             "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"],
-            "iteration": _ms(r["iteration"])}
+            "iteration": _ms(r["iteration"]), "cpu_per_op": _ms(r["cpu_per_op"]),
+            "cores_busy": round(r["cores_busy"], 2)}
 
 
 def _simulated(v: Variant) -> dict:
@@ -456,6 +463,11 @@ def report_text(rep: dict) -> str:
     for r, (busy, idle) in enumerate(zip(meas["busy"], meas["idle"])):
         lines.append(f"{r:4d} {num(busy):>10s} {num(idle):>10s} {num(sim['idle'][r]):>10s}")
     mem = rep["memory_per_rank_kib"]
+    cores = os.cpu_count() or 1
+    lines += ["", f"host work: {num(meas['cpu_per_op'])} ms of CPU per op (all ranks' threads), "
+                  f"{meas['cores_busy']:.2f} cores busy on average over the step; this machine has {cores}"
+                  + (" (fewer: the measured times include waiting for a core; emulate longer ops with --time-unit)"
+                     if meas["cores_busy"] > 0.8 * cores else "")]
     lines += ["", f"overhead/op: an op's wall time beyond its emulated time (megatron's forward_step/backward_step, "
                   f"the executor's bookkeeping, the wake-up), mean op {num(meas['mean_op_time'])} ms; memory per rank: "
                   f"{mem['private_max'] / 1024:.1f} MiB of its own (max), {mem['rss_max'] / 1024:.0f} MiB resident "
