@@ -121,7 +121,7 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
     lines = [C.command_block(C.command_line("benchmarks/emulated_scale.py", argv)), __doc__.split("\n\n", 2)[2].strip(),
              "", f"Scale: {args.scale:g} ms of emulated time per paper ms; activations {args.activation_kib:g} KiB; "
                  f"p2p {args.p2p_mode}; {args.steps} measured step(s) after one warm-up; {elapsed / 60:.1f} min on "
-                 f"this machine (2 cores shared with other work; load average at the start "
+                 f"this machine (2 cores shared with other work; load average when the report was written "
                  f"{os.getloadavg()[0]:.1f}), taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
              C.table(["setting", "schedule", "measured", "simulated", "paper", "meas - sim",
                       "overhead/op ms / mean op ms"], rows), ""]
