@@ -117,7 +117,8 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
                 overheads.append((ovh, r["mean_op_time"]))
             meas, sim = r["bubble_rate_async"], v.simulated["bubble_rate_async"]
             rows.append([name, v.label, f"{meas:.4f}", f"{sim:.4f}", "-" if paper is None else f"{paper:.4f}",
-                         f"{meas - sim:+.4f}", "" if ovh is None else f"{1e3 * ovh:.2f} / {1e3 * r['mean_op_time']:.1f}"])
+                         f"{meas - sim:+.4f}",
+                         "" if ovh is None else f"{1e3 * ovh:.2f} / {1e3 * r['mean_op_time']:.1f}"])
     lines = [C.command_block(C.command_line("benchmarks/emulated_scale.py", argv)), __doc__.split("\n\n", 2)[2].strip(),
              "", f"Scale: {args.scale:g} ms of emulated time per paper ms; activations {args.activation_kib:g} KiB; "
                  f"p2p {args.p2p_mode}; {args.steps} measured step(s) after one warm-up; {elapsed / 60:.1f} min on "

@@ -231,7 +231,8 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
         else:
             opt.zero_grad()  # under post-validation: once the pending step is validated
         t0, cpu0 = time.monotonic(), time.process_time()
-        losses = fbf(forward_step_func=forward_step_func(shape), data_iterator=[None] * len(chunks) if len(chunks) > 1 else None,
+        data = [None] * len(chunks) if len(chunks) > 1 else None  # megatron's interleaved wants one per chunk
+        losses = fbf(forward_step_func=forward_step_func(shape), data_iterator=data,
                      model=chunks if len(chunks) > 1 else chunks[0], num_microbatches=m, seq_length=1,
                      micro_batch_size=1, forward_only=False)
         grads = [chunk.linear.weight.grad.clone() if chunk.linear.weight.grad is not None else None
@@ -398,7 +399,8 @@ def _ms(x: Optional[float]) -> Optional[float]:
 
 
 def _measured(r: dict) -> dict:
-    return {"makespan": _ms(r["makespan"]), "makespan_min": _ms(r["makespan_min"]), "makespan_max": _ms(r["makespan_max"]),
+    return {"makespan": _ms(r["makespan"]), "makespan_min": _ms(r["makespan_min"]),
+            "makespan_max": _ms(r["makespan_max"]),
             "bubble_rate": round(r["bubble_rate"], 5), "bubble_rate_async": round(r["bubble_rate_async"], 5),
             "busy": [_ms(b) for b in r["busy"]], "idle": [_ms(i) for i in r["idle"]],
             "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"],
