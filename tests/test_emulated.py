@@ -154,3 +154,15 @@ def test_post_validation_on_emulated_gradients_matches_the_synchronous_step():
         torch.testing.assert_close(post[rank][0], sync[rank][0], rtol=0, atol=0)
         torch.testing.assert_close(megatron[rank][0], sync[rank][0], rtol=1e-6, atol=1e-7)
     assert all(r["iteration"] > 0 for r in results)
+
+
+def test_a_rank_that_waits_too_long_is_named_at_the_users_pp(capsys):
+    """A forward longer than the p2p timeout: the waiting rank's timeout comes back as one line
+    naming the rank, the op and the message it waited for, and the command exits 1."""
+    code = cli.main(["emulate", "--schedule", "zb-h1", "--pp", "3", "-m", "3", "--cost-f", "2500",
+                     "--cost-b", "1", "--cost-w", "1", "--p2p-timeout", "1", "--steps", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and "\n" not in err and "Traceback" not in err
+    assert "the emulated run of zb-h1 at pp=3, 3 microbatches failed: rank 0: " in err
+    assert ("rank 1: PipelineTimeout: pipeline rank 1 (global 1) waited 1 s (limit 1 s) in op F0 (microbatch 0, "
+            "chunk 0, stage 1) for the receive of activation mb0 stage 0->1 from pipeline rank 0") in err

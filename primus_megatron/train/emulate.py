@@ -385,13 +385,16 @@ def _timeline(ranks: list[dict], step: int) -> list[list[tuple]]:
 
 # -- what the command prints ---------------------------------------------------------------------
 
-def first_failure(text: str) -> str:
-    """The first failing rank's error line out of `cpu_ranks.run_ranks`'s RuntimeError text."""
+def first_failure(text: str, most: int = 4) -> str:
+    """Each failing rank's error line out of `cpu_ranks.run_ranks`'s RuntimeError text, on one line
+    (a rank that timed out first and the ranks left waiting on it all show)."""
     lines = text.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("rank ") and line.endswith("failed:") and i + 1 < len(lines):
-            return f"{line[:-len(' failed:')]}: {lines[i + 1]}"
-    return lines[0] if lines else text
+    found = [f"{line[:-len(' failed:')]}: {lines[i + 1]}" for i, line in enumerate(lines)
+             if line.startswith("rank ") and line.endswith("failed:") and i + 1 < len(lines)]
+    if not found:
+        return lines[0] if lines else text
+    more = f"; and {len(found) - most} more rank(s)" if len(found) > most else ""
+    return "; ".join(found[:most]) + more
 
 
 def _ms(x: Optional[float]) -> Optional[float]:
