@@ -7,9 +7,10 @@
     primus-pipeline compare --pp 8 --microbatches 24 --plot all.png
     primus-pipeline export --schedule zb-h1 --pp 4 --microbatches 8 --format torch
     primus-pipeline balance --profile run.profile.json --schedule zbv --pp 8 --microbatches 24 --num-layers 32
+    primus-pipeline emulate --schedule zb-auto --pp 16 -m 48 --cost-f 11.3 --cost-b 11.2 --cost-w 8.1 --baselines all
 
 Pure Python: imports the planner only (no torch, no megatron); matplotlib
-only when a picture is asked for. Bad arguments print one sentence and exit
+only when a picture is asked for; `emulate` alone runs the torch runtime. Bad arguments print one sentence and exit
 with status 2; set PRIMUS_DEBUG=1 to see tracebacks of unexpected errors.
 """
 from __future__ import annotations
@@ -131,7 +132,8 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool, size_required: bo
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance.")
+    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance; "
+                                               "emulate runs one on local ranks with emulated devices.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
