@@ -31,8 +31,6 @@ from .. import schedules as S
 MEGATRON_1F1B = "megatron-1f1b"
 MEGATRON_INTERLEAVED = "megatron-interleaved"
 BASELINES = (MEGATRON_1F1B, MEGATRON_INTERLEAVED)
-# the registered schedule whose plan each megatron baseline runs (its simulated counterpart)
-COUNTERPART = {MEGATRON_1F1B: "1f1b", MEGATRON_INTERLEAVED: "interleaved-1f1b"}
 
 
 @dataclass
