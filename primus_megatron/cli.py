@@ -7,9 +7,10 @@
     primus-pipeline compare --pp 8 --microbatches 24 --plot all.png
     primus-pipeline export --schedule zb-h1 --pp 4 --microbatches 8 --format torch
     primus-pipeline balance --profile run.profile.json --schedule zbv --pp 8 --microbatches 24 --num-layers 32
+    primus-pipeline emulate --schedule zb-auto --pp 16 -m 48 --cost-f 11.3 --cost-b 11.2 --cost-w 8.1 --baselines all
 
 Pure Python: imports the planner only (no torch, no megatron); matplotlib
-only when a picture is asked for. Bad arguments print one sentence and exit
+only when a picture is asked for; `emulate` alone runs the torch runtime. Bad arguments print one sentence and exit
 with status 2; set PRIMUS_DEBUG=1 to see tracebacks of unexpected errors.
 """
 from __future__ import annotations
@@ -111,11 +112,11 @@ def _add_offload(p: argparse.ArgumentParser) -> None:
 _seconds = _positive("seconds")
 
 
-def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
+def _add_common(p: argparse.ArgumentParser, *, schedule: bool, size_required: bool = True) -> None:
     if schedule:
         p.add_argument("--schedule", required=True, metavar="NAME", help="a registered schedule (see 'primus-pipeline list')")
-    p.add_argument("--pp", required=True, type=_int_at_least(2), metavar="P", help="pipeline ranks (>= 2)")
-    p.add_argument("--microbatches", "-m", required=True, type=_int_at_least(1), metavar="M",
+    p.add_argument("--pp", required=size_required, type=_int_at_least(2), metavar="P", help="pipeline ranks (>= 2)")
+    p.add_argument("--microbatches", "-m", required=size_required, type=_int_at_least(1), metavar="M",
                    help="microbatches per step (>= 1)")
     costs = p.add_argument_group("costs", "a number, or a comma-separated list: per rank (P values) or per virtual stage "
                                           "(P x chunks values); f, b, w are one rank's full share of a microbatch")
@@ -145,7 +146,8 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance.")
+    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance; "
+                                               "emulate runs one on local ranks with emulated devices.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -193,6 +195,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-layers", required=True, type=_int_at_least(1), metavar="N", help="transformer layers")
     p.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="X",
                    help="peak activation memory per rank, in units of an average rank's layers for one microbatch")
+
+    p = sub.add_parser("emulate", help="run the real runtime on P local ranks with emulated devices",
+                       description="Run a schedule with the real runtime (executor, strict NCCL-order p2p, weight-"
+                                   "gradient store) on P local gloo ranks whose model chunks take the given op times "
+                                   "instead of computing, and print measured against simulated iteration time and "
+                                   "bubble rate. A dry run of a pipeline before a cluster job: a hang shows here, "
+                                   "named. Costs: --cost-* (or --pipeline-costs), a profile (--profile) or one of the "
+                                   "Zero Bubble paper's settings (--paper-setting).")
+    _add_common(p, schedule=True, size_required=False)
+    p.add_argument("--chunks", type=_int_at_least(1), default=None, metavar="C",
+                   help="chunks per rank, for schedules that allow a choice (interleaved-1f1b)")
+    p.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",
+                   help="costs as training's --pipeline-costs takes them (instead of --cost-*)")
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="costs from a profile written by training with --pipeline-profile-out (seconds)")
+    p.add_argument("--num-layers", type=_int_at_least(1), default=None, metavar="N",
+                   help="transformer layers, with --profile (default: the profiled run's)")
+    p.add_argument("--paper-setting", default=None, metavar="NAME",
+                   help="the Zero Bubble paper's profiled costs (ms) and memory model, and its pp and microbatches: "
+                        "t5-MODEL-pP-mM (Table 5) or t8-MODEL-pP-mM (Table 8, per-chunk costs), e.g. t5-1.5B-p8-m32")
+    p.add_argument("--time-unit", type=_positive("milliseconds"), default=None, metavar="MS",
+                   help="milliseconds of emulated time per cost unit (default 1: costs in ms; with --profile "
+                        "1000: its seconds)")
+    p.add_argument("--activation-kib", type=_positive("KiB"), default=64.0, metavar="K",
+                   help="size of one microbatch's activation (and gradient) between stages, KiB (default 64)")
+    p.add_argument("--steps", type=_int_at_least(1), default=3, metavar="N",
+                   help="measured steps (default 3; the median is reported), after one warm-up step")
+    p.add_argument("--baselines", default="", metavar="LIST",
+                   help="also run, in the same processes: megatron-1f1b, megatron-interleaved (comma-separated), "
+                        "or all")
+    p.add_argument("--p2p-mode", choices=("strict", "strict-lazy", "plain"), default="strict",
+                   help="how gloo carries p2p: strict (as NCCL orders it, eager init; default), strict-lazy, plain")
+    p.add_argument("--p2p-timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="a rank waiting this long on another fails the run, naming who waited for what (default 60)")
+    p.add_argument("--optimizer-ms", type=_positive("milliseconds"), default=None, metavar="MS",
+                   help="end every iteration with an emulated optimizer step: a real all-reduce of the gradient norm "
+                        "(every rank waits for the slowest) and MS of step time; steps then run back to back")
+    p.add_argument("--optimizer-post-validation", action="store_true",
+                   help="with --optimizer-ms: our schedule steps under post-validation (no global synchronisation "
+                        "before the step; megatron's baselines keep the synchronous step)")
+    p.add_argument("--straggler", default=None, metavar="RANK:FACTOR",
+                   help="with --optimizer-ms: this rank's optimizer step takes FACTOR times as long")
+    p.add_argument("--timeline", metavar="FILE", help="write measured and simulated timelines as a Chrome/Perfetto "
+                                                      "trace (.json)")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     return parser
 
 
@@ -494,8 +541,156 @@ def cmd_balance(args: argparse.Namespace) -> int:
     return 0
 
 
+
+# ---------------------------------------------------------------- emulate
+
+MAX_EMULATED_RANKS = 64  # forked processes on one machine (about 25 MiB of its own memory each)
+
+
+def _paper_setting(name: str):
+    """'t5-1.5B-p8-m32' / 't8-6.2B-p16-m48' -> (setting, per-chunk), else UsageError."""
+    from .schedules import paper_settings as P
+
+    tables = {"t5": (P.TABLE5_SETTINGS, False), "t8": (P.TABLE8_SETTINGS, True)}
+    known = {f"{t}-{s.model}-p{s.pp}-m{s.microbatches}": (s, chunked)
+             for t, (settings, chunked) in tables.items() for s in settings}
+    if name not in known:
+        raise UsageError(f"--paper-setting must be one of {', '.join(known)}, got {name!r}")
+    return known[name]
+
+
+def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
+    """(costs, pp, microbatches, ms per cost unit) from exactly one cost source; UsageError otherwise."""
+    from .schedules import ScheduleError
+
+    cost_flags = [f"--cost-{k}" for k in (*COST_FIELDS, "bw")
+                  if getattr(args, f"cost_{k}") != (None if k == "bw" else (0.0 if k == "comm" else 1.0))]
+    sources = [name for name, given in (("--cost-*", bool(cost_flags)), ("--pipeline-costs", args.pipeline_costs),
+                                        ("--profile", args.profile), ("--paper-setting", args.paper_setting)) if given]
+    if len(sources) > 1:
+        raise UsageError(f"give one cost source, not {' and '.join(sources)}")
+    pp, m, unit = args.pp, args.microbatches, args.time_unit
+    if args.paper_setting:
+        setting, chunked = _paper_setting(args.paper_setting)
+        if (pp or setting.pp) != setting.pp or (m or setting.microbatches) != setting.microbatches:
+            raise UsageError(f"--paper-setting {args.paper_setting} is pp={setting.pp}, {setting.microbatches} "
+                             f"microbatches; leave --pp and --microbatches out or give those")
+        mem_b, mem_w = args.mem_b, args.mem_w
+        if mem_b is not None or mem_w is not None:
+            raise UsageError("--paper-setting brings the paper's memory model; leave --mem-b and --mem-w out")
+        # Table 8 gives one chunk's costs: a rank's share is twice them (F/B/W; comm per message)
+        return setting.costs(share=2.0 if chunked else 1.0), setting.pp, setting.microbatches, unit or 1.0
+    if pp is None or m is None:
+        raise UsageError("--pp and --microbatches are required (or --paper-setting)")
+    if args.profile:
+        from .schedules import balance, info, registry
+        from .schedules.layer_split import LayerSplit
+
+        try:
+            model = balance.load_profile(args.profile)
+            with open(args.profile, encoding="utf-8") as f:
+                meta = json.load(f).get("meta", {})
+        except ValueError as exc:
+            raise UsageError(f"--profile: {exc}") from None
+        layers = args.num_layers or meta.get("num_layers")
+        if not layers:
+            raise UsageError(f"--profile {args.profile!r} does not say its layer count; give --num-layers")
+        chunks = registry.resolve_chunks(info(args.schedule), args.chunks)
+        try:
+            costs = balance.stage_costs(model, LayerSplit(int(layers)), pp, chunks)
+        except ScheduleError as exc:
+            raise UsageError(f"--profile with --num-layers {layers}: {exc}") from None
+        return costs, pp, m, unit or 1000.0
+    if args.pipeline_costs:
+        from .megatron_lm.args import parse_costs
+
+        try:
+            return parse_costs(args.pipeline_costs), pp, m, unit or 1.0
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return _costs(args), pp, m, unit or 1.0
+
+
+def _optimizer_spec(args: argparse.Namespace, pp: int) -> Optional[dict]:
+    if args.optimizer_ms is None:
+        if args.optimizer_post_validation or args.straggler:
+            raise UsageError("--optimizer-post-validation and --straggler need --optimizer-ms")
+        return None
+    spec = {"step_s": args.optimizer_ms / 1000.0}
+    if args.straggler:
+        rank, _, factor = args.straggler.partition(":")
+        try:
+            spec["straggler_rank"], spec["straggler_factor"] = int(rank), float(factor)
+        except ValueError:
+            raise UsageError(f"--straggler must be RANK:FACTOR (e.g. 3:1.5), got {args.straggler!r}") from None
+        if not 0 <= spec["straggler_rank"] < pp or not spec["straggler_factor"] >= 1.0:
+            raise UsageError(f"--straggler needs a rank in 0..{pp - 1} and a factor >= 1, got {args.straggler!r}")
+    return spec
+
+
+def _baselines(text: str) -> list[str]:
+    from .train.emulate import BASELINES
+
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if names == ["all"]:
+        return list(BASELINES)
+    bad = [n for n in names if n not in BASELINES]
+    if bad:
+        raise UsageError(f"--baselines takes {', '.join(BASELINES)} or all (comma-separated), got {', '.join(bad)}")
+    return names
+
+
+def cmd_emulate(args: argparse.Namespace) -> int:
+    """Everything is checked (costs, the plan, outputs) before the first rank starts."""
+    from .schedules import generate  # noqa: F401  (the planner; torch only from here on)
+
+    if args.timeline:
+        _check_output("--timeline", args.timeline, (".json",))
+    costs, pp, m, unit = _emulate_costs(args)
+    if pp > MAX_EMULATED_RANKS:
+        raise UsageError(f"--pp must be at most {MAX_EMULATED_RANKS} for emulation on one machine, got {pp}")
+    elements = int(args.activation_kib * 1024) // 4
+    from .runtime.emulated import MIN_ELEMENTS
+
+    if elements < MIN_ELEMENTS:
+        raise UsageError(f"--activation-kib must be at least {MIN_ELEMENTS * 4 / 1024:g} ({MIN_ELEMENTS} fp32 values), "
+                         f"got {args.activation_kib:g}")
+    baselines = _baselines(args.baselines)
+    optimizer = _optimizer_spec(args, pp)
+    from .train import emulate as E
+
+    variants = E.plan(args.schedule, pp, m, costs, scale=unit / 1000.0, memory_limit=args.memory_limit,
+                      chunks=args.chunks, post_validation=args.post_validation, baselines=baselines)
+    if optimizer and args.optimizer_post_validation:
+        import dataclasses
+
+        variants[0] = dataclasses.replace(variants[0], post_validation=True)
+    try:
+        results, memory = E.run(variants, pp, m, elements=elements, steps=args.steps, p2p_mode=args.p2p_mode,
+                                p2p_timeout_s=args.p2p_timeout, optimizer=optimizer)
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"{PROG}: the emulated run of {variants[0].label} at pp={pp}, {m} microbatches failed: "
+              f"{E.first_failure(str(exc))}", file=sys.stderr)
+        return 1
+    report = E.report(variants, results, memory, pp=pp, microbatches=m, unit_ms=unit, elements=elements,
+                      p2p_mode=args.p2p_mode, optimizer=optimizer)
+    if args.timeline:
+        from .schedules.trace import chrome_trace_json
+
+        timelines = {}
+        for v, r in zip(variants, results):
+            if r is not None:
+                timelines[f"{v.label} (measured)"] = E.spans(r["timeline"])
+                timelines[f"{v.label} (simulated)"] = E.spans(v.sim_timeline)
+        _write_outputs([(args.timeline, chrome_trace_json(timelines, us_per_unit=1e6))])
+    if args.format == "json":
+        print(json.dumps(report, indent=1))
+    else:
+        print(E.report_text(report))
+    return 0
+
 COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export,
-            "balance": cmd_balance}
+            "balance": cmd_balance, "emulate": cmd_emulate}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -32,6 +32,11 @@ class WeightGradStore:
     def capturing(self) -> bool:
         return self._key is not None
 
+    @property
+    def current_key(self) -> Optional[Hashable]:
+        """The key a capture defers under (None outside one)."""
+        return self._key
+
     @contextlib.contextmanager
     def capture(self, key: Hashable) -> Iterator[None]:
         """Within this context, hooked layers defer their weight gradient under `key`."""

@@ -1,0 +1,490 @@
+"""Run schedules on emulated devices: P local gloo ranks, the real runtime, timed ops.
+
+`plan` builds what is run (our schedule, validated here, before any rank starts,
+and megatron-core's own 1F1B / interleaved 1F1B as baselines) with each variant's
+per-stage op times and its simulation; `run` forks the ranks from the preloaded fork
+server (`compat.cpu_ranks`) and runs every variant in the same processes on the same
+kind of emulated chunks (`runtime.emulated`), our schedules through
+`get_forward_backward_func` (strict NCCL-order p2p on gloo), megatron's through its
+own `forward_backward_func`; `summarise` turns the measured op spans into the
+numbers the simulator gives: makespan, bubble rate, per-rank busy and idle.
+
+Time: the emulated ops wait on CLOCK_MONOTONIC, one clock for every process of the
+host, so spans from all ranks share one axis. Before each measured step the ranks
+meet at a barrier (the optimizer step's global synchronisation in a run without
+post-validation), so a step's makespan is from the earliest op start to the latest
+op end over all ranks, as the simulator's `makespan`, and its bubble rate is the
+paper's (cost - work) / cost with cost = P x makespan and work the emulated op time
+(`bubble_rate`, the simulator's sync bubble); `bubble_rate_async` uses the longest
+rank's own span instead (the simulator's async bubble: no barrier between steps).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Optional, Sequence
+
+from .. import schedules as S
+
+MEGATRON_1F1B = "megatron-1f1b"
+MEGATRON_INTERLEAVED = "megatron-interleaved"
+BASELINES = (MEGATRON_1F1B, MEGATRON_INTERLEAVED)
+
+
+@dataclass
+class Variant:
+    """One thing to run: our schedule (`schedule` set) or a megatron baseline."""
+
+    label: str
+    schedule: S.Schedule  # ours: the plan run; a baseline: its counterpart's plan (for the simulation)
+    megatron: bool
+    times: list  # runtime.emulated.StageTimes per virtual stage, seconds
+    simulated: dict  # makespan (seconds), bubble_rate, bubble_rate_async
+    skipped: Optional[str] = None  # why it is not run (a baseline whose constraints this setting breaks)
+    sim_timeline: Any = None  # the simulator's timeline (seconds), kept in the launcher
+    post_validation: bool = False  # with an optimizer step: ours steps under post-validation
+
+    @property
+    def chunks(self) -> int:
+        return self.schedule.chunks_per_rank
+
+    @property
+    def placement(self) -> str:
+        return self.schedule.placement
+
+
+def simulated(sched: S.Schedule, costs: S.Costs, scale: float) -> dict:
+    sim = S.simulate(sched, costs)
+    return {"makespan": scale * sim.makespan, "bubble_rate": sim.bubble_sync, "bubble_rate_async": sim.bubble_async,
+            "busy": [scale * b for b in sim.busy]}
+
+
+def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float, megatron: bool = False,
+                 skipped: Optional[str] = None) -> Variant:
+    """A variant running `sched` (or, `megatron`, megatron's own schedule of its shape) on chunks
+    whose op times are `costs` x `scale` seconds."""
+    from ..runtime.emulated import stage_times
+
+    pp = sched.pp
+    return Variant(label, sched, megatron, stage_times(costs, pp, sched.chunks_per_rank, sched.placement, scale=scale),
+                   simulated(sched, costs, scale), skipped,
+                   [[(sp.op.kind, sp.op.mb, sp.op.chunk, scale * sp.start, scale * sp.end) for sp in row]
+                    for row in S.simulate(sched, costs).timeline])
+
+
+def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float, memory_limit: Optional[float] = None,
+         chunks: Optional[int] = None, post_validation: bool = False, baselines: Sequence[str] = (),
+         label: Optional[str] = None) -> list[Variant]:
+    """The variants of one emulate run (module doc); ScheduleError / ValueError for bad input."""
+    unknown = [b for b in baselines if b not in BASELINES]
+    if unknown:
+        raise ValueError(f"--baselines takes {', '.join(BASELINES)}, got {', '.join(unknown)}")
+    sched = S.generate(name, pp, microbatches, costs=costs, memory_limit=memory_limit, chunks=chunks,
+                       post_validation=post_validation)
+
+    def variant(lbl: str, s: S.Schedule, megatron: bool, skipped: Optional[str] = None) -> Variant:
+        return make_variant(lbl, s, costs, scale=scale, megatron=megatron, skipped=skipped)
+
+    out = [variant(label or sched.name, sched, False)]
+    for base in baselines:
+        if base == MEGATRON_1F1B:
+            out.append(variant(base, S.generate("1f1b", pp, microbatches), True))
+            continue
+        n = chunks if chunks and chunks >= 2 else 2
+        if microbatches % pp:
+            # megatron-core 0.16.1 schedules.py:995-1015 (groups of pp microbatches per virtual stage)
+            out.append(Variant(base, sched, True, [], {}, skipped=f"megatron's interleaved schedule needs the "
+                               f"microbatch count to be a multiple of pp ({microbatches} is not of {pp})"))
+            continue
+        out.append(variant(base, S.generate("interleaved-1f1b", pp, microbatches, chunks=n), True))
+    return out
+
+
+# -- the emulated optimizer step ---------------------------------------------------------------------
+
+class EmulatedOptimizer:
+    """megatron's optimizer interface, as its training loop and `PostValidationOptimizer` use it, over
+    the emulated chunks' real parameters: a torch SGD step that also waits `step_s` (the emulated
+    optimizer time). `step()` is megatron's synchronous path: the global all-reduce of the gradient
+    norm's square (every rank waits for the slowest: the synchronisation post-validation removes),
+    then clipping and the step. `clip_grad` > 0 makes post-validation snapshot and check every step."""
+
+    is_stub_optimizer = False
+
+    def __init__(self, params, *, step_s: float, clip_grad: float = 1.0e6, lr: float = 1.0e-3) -> None:
+        import types
+
+        import torch
+
+        self.optimizer = torch.optim.SGD(list(params), lr=lr)
+        self.config = types.SimpleNamespace(clip_grad=clip_grad, use_precision_aware_optimizer_no_fp8_or_ds_fp8=False)
+        self.step_s = step_s
+
+    def get_parameters(self) -> list:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def get_main_grads_for_grad_norm(self) -> list:
+        return [p.grad for p in self.get_parameters() if p.grad is not None]
+
+    def get_grad_stats_parallel_group(self):
+        return None  # the whole world: every pipeline rank's gradients count
+
+    def prepare_grads(self) -> bool:
+        return False  # fp32: the gradients are the main gradients, nothing to unscale
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    def step_with_ready_grads(self) -> bool:
+        from ..runtime.emulated import wait_until
+
+        wait_until(time.monotonic() + self.step_s)
+        self.optimizer.step()
+        return True
+
+    def step(self) -> tuple:
+        import torch
+        import torch.distributed as dist
+        from megatron.core.optimizer import clip_grads
+
+        grads = self.get_main_grads_for_grad_norm()
+        total = torch.zeros(1) + sum(float(g.double().pow(2).sum()) for g in grads)
+        dist.all_reduce(total)  # the global synchronisation
+        norm = float(total.item()) ** 0.5
+        if self.config.clip_grad > 0 and self.config.clip_grad / (norm + 1.0e-6) < 1.0:
+            clip_grads.clip_grad_by_total_norm_fp32(self.get_parameters(), max_norm=self.config.clip_grad,
+                                                    total_norm=norm)
+        self.step_with_ready_grads()
+        return True, norm, None
+
+
+# -- the ranks -------------------------------------------------------------------------------------
+
+def _rank_body(rank: int, case: dict) -> dict:
+    import torch.distributed as dist
+
+    from ..runtime.emulated import tighten_timer_slack
+
+    tighten_timer_slack()
+    results = []
+    for v in case["variants"]:
+        if v.skipped:
+            results.append(None)
+            continue
+        dist.barrier()
+        results.append(_run_variant(rank, case, v))
+    return {"variants": results, "memory": _memory_kib()}
+
+
+def _run_variant(rank: int, case: dict, v: Variant) -> dict:
+    import torch
+    from megatron.core import parallel_state as ps
+
+    if v.megatron and v.chunks > 1:
+        ps.set_virtual_pipeline_model_parallel_world_size(v.chunks)
+    try:
+        return _steps(rank, case, v)
+    finally:
+        if v.megatron and v.chunks > 1:
+            ps.set_virtual_pipeline_model_parallel_world_size(None)
+        torch.distributed.barrier()
+
+
+def _steps(rank: int, case: dict, v: Variant) -> dict:
+    import torch
+    import torch.distributed as dist
+
+    from ..runtime.emulated import EmulatedChunk, emulated_config, forward_step_func
+    from ..schedules.ir import stage_of
+
+    pp, m, elements = case["pp"], case["microbatches"], case["elements"]
+    config = emulated_config(pp=pp, chunks=v.chunks, elements=elements)
+    n = pp * v.chunks
+    chunks = []
+    for c in range(v.chunks):
+        stage = stage_of(v.placement, pp, rank, c)
+        chunks.append(EmulatedChunk(config, stage, n, v.times[stage], epoch=case["epoch"],
+                                    vp_stage=c if v.chunks > 1 else None))
+    if v.megatron:
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        fbf = get_forward_backward_func()
+    else:
+        import primus_megatron as pm
+
+        fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
+                                          p2p_mode=case.get("p2p_mode"))
+    shape = (1, 1, elements)
+    opt = _optimizer(rank, case, v, chunks)
+    steps = []
+    for step in range(case["warmup"] + case["steps"]):
+        for chunk in chunks:
+            chunk.log.reset()
+        if opt is None:
+            for chunk in chunks:
+                chunk.zero_grad(set_to_none=True)
+            dist.barrier()  # the optimizer step's global synchronisation: every step starts together
+        else:
+            opt.zero_grad()  # under post-validation: once the pending step is validated
+        t0, cpu0 = time.monotonic(), time.process_time()
+        data = [None] * len(chunks) if len(chunks) > 1 else None  # megatron's interleaved wants one per chunk
+        losses = fbf(forward_step_func=forward_step_func(shape), data_iterator=data,
+                     model=chunks if len(chunks) > 1 else chunks[0], num_microbatches=m, seq_length=1,
+                     micro_batch_size=1, forward_only=False)
+        grads = [chunk.linear.weight.grad.clone() if chunk.linear.weight.grad is not None else None
+                 for chunk in chunks]
+        if opt is not None:
+            opt.step()
+        t1, cpu1 = time.monotonic(), time.process_time()
+        if step < case["warmup"]:
+            continue
+        record = {"begin": t0, "end": t1, "cpu": cpu1 - cpu0, "chunks": [], "ops": 0, "op_time": 0.0}
+        for c, chunk in enumerate(chunks):
+            record["chunks"].append({"spans": list(chunk.log.spans), "emulated": chunk.log.emulated,
+                                     "comm_wait": chunk.log.comm_wait, "w_runs": dict(chunk.log.w_runs),
+                                     "deferred": chunk.log.deferred, "w_in_backward": chunk.log.w_in_backward,
+                                     "grad": grads[c]})
+        if not v.megatron and fbf.last_step is not None:
+            ops = [r for r in fbf.last_step.timeline if r.op.kind in ("F", "B", "W", "BW")]
+            record["ops"] = len(ops)
+            record["op_time"] = sum(r.end - r.start for r in ops)
+            record["timeline"] = [(r.op.kind, r.op.mb, r.op.chunk, r.stage, r.start, r.end) for r in ops]
+        record["losses"] = [float(d["lm loss"]) for d in losses] if losses else []
+        steps.append(record)
+    if opt is not None and hasattr(opt, "finish"):
+        opt.finish()  # validate the last step
+    params = [chunk.linear.weight.detach().clone() for chunk in chunks]
+    return {"steps": steps, "params": params}
+
+
+def _optimizer(rank: int, case: dict, v: Variant, chunks: list):
+    """The emulated optimizer step of `case["optimizer"]` (None: a barrier between steps instead):
+    synchronous, or under post-validation for our schedules (megatron's own cannot validate)."""
+    spec = case.get("optimizer")
+    if not spec:
+        return None
+    step_s = spec["step_s"] * (spec.get("straggler_factor", 1.0) if rank == spec.get("straggler_rank") else 1.0)
+    opt = EmulatedOptimizer([p for c in chunks for p in c.parameters()], step_s=step_s)
+    if v.post_validation and not v.megatron:
+        from ..optim import PostValidationOptimizer
+
+        return PostValidationOptimizer(opt, chunks, timeout_s=case["p2p_timeout_s"])
+    return opt
+
+
+
+
+def _memory_kib() -> dict:
+    """This process's resident memory: all of it (RSS, shared pages of the fork server included)
+    and its own (private pages: what one more rank costs)."""
+    out = {"rss": 0, "private": 0}
+    try:
+        with open("/proc/self/smaps_rollup", encoding="ascii") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key == "Rss":
+                    out["rss"] = int(rest.split()[0])
+                elif key in ("Private_Clean", "Private_Dirty"):
+                    out["private"] += int(rest.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+# -- the launcher ----------------------------------------------------------------------------------
+
+def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
+        p2p_timeout_s: float = 60.0, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
+        optimizer: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
+    """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
+    memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError."""
+    from ..compat import cpu_ranks
+
+    epoch = time.monotonic()
+    case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
+            "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
+            "p2p_mode": p2p_mode, "optimizer": optimizer,
+            "variants": [replace(v, sim_timeline=None) for v in variants]}
+    work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
+    limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s
+    per_rank = cpu_ranks.run_ranks(_rank_body, case, pp, timeout_s=limit)
+    out = []
+    for i, v in enumerate(variants):
+        out.append(None if v.skipped else summarise(v, [r["variants"][i] for r in per_rank]))
+    memory = {"rss_kib": [r["memory"]["rss"] for r in per_rank],
+              "private_kib": [r["memory"]["private"] for r in per_rank]}
+    return out, memory
+
+
+def summarise(v: Variant, ranks: list[dict]) -> dict:
+    """Measured numbers of one variant from every rank's step records (median over steps)."""
+    pp = len(ranks)
+    nsteps = len(ranks[0]["steps"])
+    makespans, syncs, asyncs, busies, overheads = [], [], [], [], []
+    for s in range(nsteps):
+        recs = [r["steps"][s] for r in ranks]
+        starts, ends, busy, spans = [], [], [], []
+        for rec in recs:
+            ops = [sp for c in rec["chunks"] for sp in c["spans"]]
+            first, last = min(sp[1] for sp in ops), max(sp[2] for sp in ops)
+            starts.append(first)
+            ends.append(last)
+            spans.append(last - first)
+            busy.append(sum(c["emulated"] for c in rec["chunks"]))
+        makespan = max(ends) - min(starts)
+        work = sum(busy)
+        makespans.append(makespan)
+        syncs.append(1.0 - work / (pp * makespan))
+        asyncs.append(1.0 - work / (pp * max(spans)))
+        busies.append(busy)
+        n_ops = sum(rec["ops"] for rec in recs)
+        if n_ops:
+            inside = sum(c["emulated"] + c["comm_wait"] for rec in recs for c in rec["chunks"])
+            overheads.append((sum(rec["op_time"] for rec in recs) - inside) / n_ops)
+    # steps back to back (an optimizer step, no barrier): the iteration is the slowest rank's period
+    periods = [(r["steps"][-1]["end"] - r["steps"][0]["begin"]) / nsteps for r in ranks]
+    mid = sorted(range(nsteps), key=lambda i: makespans[i])[nsteps // 2]  # the median step
+    # host work: every rank's CPU time in the step (all its threads) per emulated op, and the cores
+    # that work needs at the measured pace (more than the machine has: the times include waiting for one)
+    cpu = sum(r["steps"][mid]["cpu"] for r in ranks)
+    n_emulated = sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])
+    mean_op = (sum(busies[mid]) / max(1, sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])))
+    busy = busies[mid]
+    return {
+        "label": v.label,
+        "makespan": statistics.median(makespans),
+        "makespan_min": min(makespans),
+        "makespan_max": max(makespans),
+        "bubble_rate": statistics.median(syncs),
+        "bubble_rate_async": statistics.median(asyncs),
+        "busy": busy,
+        "idle": [makespans[mid] - b for b in busy],
+        "overhead_per_op": statistics.median(overheads) if overheads else None,
+        "iteration": max(periods),
+        "cpu_per_op": cpu / max(1, n_emulated),
+        "cores_busy": cpu / makespans[mid],
+        "params": [r.get("params") for r in ranks],
+        "mean_op_time": mean_op,
+        "steps": nsteps,
+        "timeline": _timeline(ranks, mid),
+        "records": ranks,
+    }
+
+
+def _timeline(ranks: list[dict], step: int) -> list[list[tuple]]:
+    """Per rank (kind, mb, chunk, start, end) of one step's emulated ops, seconds from the step's first op."""
+    rows = [[(sp[0], None, c, sp[1], sp[2]) for c, ch in enumerate(r["steps"][step]["chunks"]) for sp in ch["spans"]]
+            for r in ranks]
+    origin = min(sp[3] for row in rows for sp in row)
+    return [sorted(((k, mb, c, a - origin, b - origin) for k, mb, c, a, b in row), key=lambda t: t[3]) for row in rows]
+
+
+# -- what the command prints ---------------------------------------------------------------------
+
+def first_failure(text: str, most: int = 4) -> str:
+    """Each failing rank's error line out of `cpu_ranks.run_ranks`'s RuntimeError text, on one line
+    (a rank that timed out first and the ranks left waiting on it all show)."""
+    lines = text.splitlines()
+    found = [f"{line[:-len(' failed:')]}: {lines[i + 1]}" for i, line in enumerate(lines)
+             if line.startswith("rank ") and line.endswith("failed:") and i + 1 < len(lines)]
+    if not found:
+        return lines[0] if lines else text
+    more = f"; and {len(found) - most} more rank(s)" if len(found) > most else ""
+    return "; ".join(found[:most]) + more
+
+
+def _ms(x: Optional[float]) -> Optional[float]:
+    return None if x is None else round(1e3 * x, 4)
+
+
+def _measured(r: dict) -> dict:
+    return {"makespan": _ms(r["makespan"]), "makespan_min": _ms(r["makespan_min"]),
+            "makespan_max": _ms(r["makespan_max"]),
+            "bubble_rate": round(r["bubble_rate"], 5), "bubble_rate_async": round(r["bubble_rate_async"], 5),
+            "busy": [_ms(b) for b in r["busy"]], "idle": [_ms(i) for i in r["idle"]],
+            "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"],
+            "iteration": _ms(r["iteration"]), "cpu_per_op": _ms(r["cpu_per_op"]),
+            "cores_busy": round(r["cores_busy"], 2)}
+
+
+def _simulated(v: Variant) -> dict:
+    s = v.simulated
+    busy = s["busy"]
+    return {"makespan": _ms(s["makespan"]), "bubble_rate": round(s["bubble_rate"], 5),
+            "bubble_rate_async": round(s["bubble_rate_async"], 5), "busy": [_ms(b) for b in busy],
+            "idle": [_ms(s["makespan"] - b) for b in busy]}
+
+
+def report(variants: list[Variant], results: list, memory: dict, *, pp: int, microbatches: int, unit_ms: float,
+           elements: int, p2p_mode: str, optimizer: Optional[dict] = None) -> dict:
+    """One JSON-friendly object: the schedule's measured and simulated numbers (times in ms), the
+    baselines' likewise (or why one did not run), memory per rank (KiB)."""
+    head, rest = variants[0], list(zip(variants[1:], results[1:]))
+    out = {"schedule": head.label, "pp": pp, "microbatches": microbatches, "chunks": head.chunks,
+           "placement": head.placement, "time_unit_ms": unit_ms, "activation_bytes": 4 * elements,
+           "p2p_mode": p2p_mode, "units": "ms", "optimizer": optimizer,
+           "post_validation": head.post_validation,
+           "measured": _measured(results[0]), "simulated": _simulated(head), "baselines": []}
+    for v, r in rest:
+        if r is None:
+            out["baselines"].append({"name": v.label, "skipped": v.skipped})
+        else:
+            out["baselines"].append({"name": v.label, "chunks": v.chunks, "measured": _measured(r),
+                                     "simulated": _simulated(v)})
+    private = memory["private_kib"]
+    out["memory_per_rank_kib"] = {"rss_max": max(memory["rss_kib"]), "private_max": max(private),
+                                  "private_mean": round(sum(private) / len(private))}
+    return out
+
+
+def report_text(rep: dict) -> str:
+    def num(x) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    rows = [(rep["schedule"], rep["measured"], rep["simulated"])]
+    rows += [(b["name"], b["measured"], b["simulated"]) for b in rep["baselines"] if "measured" in b]
+    lines = [f"emulated {rep['schedule']}: pp={rep['pp']}, {rep['microbatches']} microbatches, {rep['chunks']} "
+             f"chunk(s) per rank; 1 cost unit = {rep['time_unit_ms']:g} ms; activations {rep['activation_bytes']} "
+             f"bytes; p2p {rep['p2p_mode']}; median of {rep['measured']['steps']} steps (times in ms)", ""]
+    header = (f"{'schedule':24s} {'makespan':>10s} {'sim':>10s} {'bubble':>8s} {'sim':>8s} {'async':>8s} "
+              f"{'sim':>8s} {'overhead/op':>12s}")
+    lines += [header, "-" * len(header)]
+    for name, meas, sim in rows:
+        lines.append(f"{name:24s} {num(meas['makespan']):>10s} {num(sim['makespan']):>10s} "
+                     f"{meas['bubble_rate']:8.4f} {sim['bubble_rate']:8.4f} {meas['bubble_rate_async']:8.4f} "
+                     f"{sim['bubble_rate_async']:8.4f} {num(meas['overhead_per_op']):>12s}")
+    for b in rep["baselines"]:
+        if "skipped" in b:
+            lines.append(f"{b['name']:24s} not run: {b['skipped']}")
+    meas, sim = rep["measured"], rep["simulated"]
+    if rep.get("optimizer"):
+        lines += ["", "iteration with the optimizer step (steps back to back, slowest rank's period): "
+                  + "; ".join(f"{name} {num(m_['iteration'])}" for name, m_, _ in rows)]
+    lines += ["", f"{'rank':>4s} {'busy':>10s} {'idle':>10s} {'sim idle':>10s}"]
+    for r, (busy, idle) in enumerate(zip(meas["busy"], meas["idle"])):
+        lines.append(f"{r:4d} {num(busy):>10s} {num(idle):>10s} {num(sim['idle'][r]):>10s}")
+    mem = rep["memory_per_rank_kib"]
+    cores = os.cpu_count() or 1
+    lines += ["", f"host work: {num(meas['cpu_per_op'])} ms of CPU per op (all ranks' threads), "
+                  f"{meas['cores_busy']:.2f} cores busy on average over the step; this machine has {cores}"
+                  + (" (fewer: the measured times include waiting for a core; emulate longer ops with --time-unit)"
+                     if meas["cores_busy"] > 0.8 * cores else "")]
+    lines += ["", f"overhead/op: an op's wall time beyond its emulated time (megatron's forward_step/backward_step, "
+                  f"the executor's bookkeeping, the wake-up), mean op {num(meas['mean_op_time'])} ms; memory per rank: "
+                  f"{mem['private_max'] / 1024:.1f} MiB of its own (max), {mem['rss_max'] / 1024:.0f} MiB resident "
+                  f"with the pages shared with the fork server"]
+    return "\n".join(lines)
+
+
+class _Span:
+    __slots__ = ("op", "start", "end", "stage")
+
+    def __init__(self, op, start, end) -> None:
+        self.op, self.start, self.end, self.stage = op, start, end, None
+
+
+def spans(timeline: list) -> list[list]:
+    """(kind, mb, chunk, start, end) rows as objects the trace writer takes."""
+    return [[_Span((k, mb, c), a, b) for k, mb, c, a, b in row] for row in timeline]
