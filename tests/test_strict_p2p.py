@@ -103,6 +103,23 @@ def test_batch_items_run_in_the_executor_strict():
         _assert_same(results, f"{cases[i]['schedule']} with Batch items, strict")
 
 
+def test_the_products_lowering_runs_strict_lazy():
+    """The product's lowering posts every posting as a Batch, single ops included. Under lazy init a
+    batch of one is still a batch (torch's batch_isend_irecv coalesces it; its first use creates the
+    group's communicator, a rendezvous of every rank), not a lone op (the pair's communicator): a
+    mode that took a one-op batch for a lone op would meet one rank's pairwise first contact with
+    the other's group creation and hang here (it did, in zbv at pp=2). Same losses and gradients as
+    the reference."""
+    cases = [{"schedule": name, "microbatches": 4, "options": {"p2p_timeout_s": 30, "p2p_mode": "strict-lazy"}}
+             for name in ("zbv", "1f1b")]
+    per_rank = H.run_ranks({"body": H.cases_body, "pp": 2, "num_layers": 4, "cases": cases}, 2, timeout_s=300)
+    for i in range(len(cases)):
+        results = [r[i] for r in per_rank]
+        for rank, res in enumerate(results):
+            assert "error" not in res, f"{cases[i]['schedule']} rank {rank}: {res['error']}"
+        _assert_same(results, f"{cases[i]['schedule']}, the product's lowering, strict-lazy")
+
+
 def _assert_same(results: list, what: str) -> None:
     """Losses and every gradient equal the non-pipelined reference (rank 0 holds it)."""
     losses = [x for res in results for x in res["losses"]]

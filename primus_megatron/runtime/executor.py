@@ -215,7 +215,7 @@ class _Step:
                                             self.config.deallocate_pipeline_outputs)
             self.in_flight.pop(key, None)
 
-    def post(self, items) -> None:
+    def post(self, items, *, batched: bool) -> None:
         """Post Send/Recv items: one alone, or a Batch's together (one batch_isend_irecv)."""
         posts = []
         for item in items:
@@ -225,7 +225,7 @@ class _Step:
             else:
                 tensor = self.produced.pop(item.msg).contiguous()
                 posts.append(Post(True, tensor, item.peer, str(item.msg), self._op_label(msg=item.msg, receiving=False)))
-        for item, pending in zip(items, self.p2p.post(posts)):
+        for item, pending in zip(items, self.p2p.post(posts, batched=batched)):
             if isinstance(item, Recv):
                 self.recvs[item.msg] = pending
             elif item.msg.kind == F:
@@ -251,10 +251,10 @@ class _Step:
     def execute(self, index: int, item) -> None:
         ctx, config, rank = self.ctx, self.config, self.rank
         if isinstance(item, (Send, Recv)):
-            self.post((item,))
+            self.post((item,), batched=False)
             return
         if isinstance(item, Batch):
-            self.post(item.items)
+            self.post(item.items, batched=True)
             return
         op, stage = item, self.sched.stage(rank, item)
         chunk = ctx.model[op.chunk]
@@ -354,7 +354,7 @@ class _Step:
         `Prefixes.drain_batch`, which is what the prefix's hang check proved), drop everything
         of the abandoned attempt."""
         if batch is not None:
-            self.post(batch.items)
+            self.post(batch.items, batched=True)
         for msg, pending in list(self.recvs.items()):
             self.p2p.wait(pending, op=f"drain after a failed post-validation ({msg})")
         self.p2p.wait_all_sends(op="drain after a failed post-validation")

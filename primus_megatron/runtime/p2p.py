@@ -128,10 +128,14 @@ class P2P:
     def post_send(self, tensor: torch.Tensor, *, peer: int, what: str, op: str = "") -> _Pending:
         return self.post([Post(True, tensor.contiguous(), peer, what, op)])[0]
 
-    def post(self, posts: list) -> list:
-        """Post one op, or several as one batch; a _Pending per op (a batch's share its work)."""
+    def post(self, posts: list, *, batched: Optional[bool] = None) -> list:
+        """Post one op alone, or ops as one batch (`batched`; by default when there are several);
+        a _Pending per op (a batch's share its work). A batch of one op is still a batch: torch's
+        `batch_isend_irecv` runs it in a coalescing group on NCCL (distributed_c10d.py, torch 2.13),
+        which under lazy init uses the group's communicator, not the pair's."""
+        batched = len(posts) > 1 if batched is None else batched
         try:
-            work = self._post(posts)
+            work = self._post(posts, batched)
         except Exception as exc:  # a dead peer can fail the post itself (or, lazy, never make first contact)
             if self._queue is not None:
                 strict_p2p.abandon(self.group)
@@ -149,11 +153,11 @@ class P2P:
             pendings.append(pending)
         return pendings
 
-    def _post(self, posts: list):
+    def _post(self, posts: list, batched: bool):
         if self._queue is not None:
             entries = [strict_p2p.Entry(p.send, p.tensor, self.global_rank(p.peer), p.label()) for p in posts]
-            return self._queue.submit(entries, timeout_s=self.timeout_s)
-        if len(posts) == 1:
+            return self._queue.submit(entries, batched=batched, timeout_s=self.timeout_s)
+        if not batched:
             p = posts[0]
             op = dist.isend if p.send else dist.irecv
             return op(p.tensor, self.global_rank(p.peer), group=self.group)

@@ -24,7 +24,8 @@ submission (benchmarks/p2p_strict_overhead.py).
 Lazy init (no `device_id`) is modelled on request (`lazy=True`): PyTorch's
 `ProcessGroupNCCL::pointToPoint` keys a lone send or receive by the rank pair and
 creates that two-rank communicator on the pair's first op (a rendezvous that
-blocks the host of both), and keys a batched op by the device, whose first use
+blocks the host of both), and keys a batched op (one of `batch_isend_irecv`, even
+a batch of one) by the device, whose first use
 creates the group's communicator (a rendezvous of every rank of the group). So
 here the host's first lone post to a peer blocks until that peer's host posts a
 lone op to it too, and the host's first batch blocks until every rank of the
@@ -94,10 +95,13 @@ class StrictQueue:
         self.thread = threading.Thread(target=self._serve, name="primus-strict-p2p", daemon=True)
         self.thread.start()
 
-    def submit(self, entries: list, *, timeout_s: Optional[float] = None) -> Completion:
-        """Queue one lone op (one entry) or one batch (several, posted together). Under lazy init a
-        first contact blocks here, on the host, for up to `timeout_s` (TimeoutError)."""
-        if self.lazy and len(entries) == 1:
+    def submit(self, entries: list, *, batched: Optional[bool] = None,
+               timeout_s: Optional[float] = None) -> Completion:
+        """Queue one lone op or one batch (`batched`, by default when there are several entries;
+        a batch of one is a batch: it goes through the group's communicator, module doc). Under
+        lazy init a first contact blocks here, on the host, for up to `timeout_s` (TimeoutError)."""
+        batched = len(entries) > 1 if batched is None else batched
+        if self.lazy and not batched:
             self._first_contact(entries[0], timeout_s)
         elif self.lazy and not self.group_made:
             self._make_group(timeout_s)
