@@ -40,6 +40,7 @@ output layer as the word embedding, experts by global expert index):
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import math
@@ -103,11 +104,9 @@ def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:
 
 def named_global_parameters(chunk, ep_rank: int = 0):
     """(global name, parameter) of a (wrapped) chunk; local experts get their global index."""
-    from primus_megatron.runtime.placement import _unwrap, global_parameter_name
-
-    inner = _unwrap(chunk)
+    inner = ref.unwrap(chunk)  # the reference's own naming (megatron_reference), not the product's
     for local, p in inner.named_parameters():
-        name = global_parameter_name(inner, local)
+        name = ref.global_param_name(inner, local)
         parts = name.split(".")
         if "local_experts" in parts:
             i = parts.index("local_experts") + 1
@@ -241,7 +240,6 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
 
     import primus_megatron as pm
     import primus_megatron.schedules  # noqa: F401
-    from primus_megatron.runtime import linear_hooks
 
     tp, pp = ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size()
     tp_rank = ps.get_tensor_model_parallel_rank()
@@ -253,8 +251,7 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
         chunks = [provider(config, spec)]
         nchunks = 1
         ddp_spec = {}  # plain synchronous DDP (dp = 1)
-    elif schedule == MEGATRON:
-        linear_hooks.uninstall()  # megatron's own linear backward, not ours
+    elif schedule == MEGATRON:  # run inside ref.megatron_own_linear() (world_body)
         config = transformer_config(spec, tp=tp, pp=pp, vp=None)
         chunks = [provider(config, spec, pre_process=ps.is_pipeline_first_stage(),
                            post_process=ps.is_pipeline_last_stage())]
@@ -456,8 +453,13 @@ def world_body(rank: int, world_case: dict) -> int:
         case = world_case["cases"][i]
         started = time.perf_counter()
         failed = False
+        # megatron's 1F1B is an oracle: megatron's own linear layers, not the hook a schedule of
+        # ours installed in this process
+        oracle = ref.megatron_own_linear() if case["schedule"] == MEGATRON else contextlib.nullcontext()
         try:
-            result = run_case(case["spec"], case["schedule"])
+            with oracle as oracle_linear:
+                result = run_case(case["spec"], case["schedule"])
+            result["oracle_linear"] = oracle_linear
             result["seconds"] = time.perf_counter() - started
             _save(result, os.path.join(directory, f"{i}.{rank}.pt"))
             done += 1
@@ -482,7 +484,9 @@ def reference_body(rank: int, world_case: dict) -> dict:
     out = {}
     for name, spec in world_case["specs"].items():
         try:
-            out[name] = _reference_run(spec)
+            with ref.megatron_own_linear() as oracle_linear:
+                out[name] = _reference_run(spec)
+            out[name]["oracle_linear"] = oracle_linear
         except Exception as exc:
             out[name] = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"}
     return out

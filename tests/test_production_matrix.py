@@ -337,6 +337,12 @@ def test_equals_the_non_pipelined_reference(worlds, reference, case):
     refs = reference[config]
     if "error" in refs:
         pytest.fail(f"{config}: the non-pipelined reference raised:\n{refs['error'][-6000:]}", pytrace=False)
+    # the oracles (the reference, megatron's 1F1B) ran megatron's own linear layers, not our hook
+    assert refs["oracle_linear"] == [ref.MEGATRON_LINEAR] * 2, f"{config}: reference ran {refs['oracle_linear']}"
+    if schedule == H.MEGATRON:
+        for r in per_rank:
+            assert r["oracle_linear"] == [ref.MEGATRON_LINEAR] * 2, \
+                f"{config}: megatron's 1F1B on rank {r['rank']} ran {r['oracle_linear']}"
     assert_matches_reference(config, schedule, per_rank, refs)
 
 
