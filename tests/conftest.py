@@ -78,9 +78,14 @@ def _skip_reason(report) -> str:
     return str(longrepr)
 
 
+_GOLDEN: dict = {}  # outcome -> count, for tests marked `golden`
+
+
 def pytest_runtest_logreport(report):
     if report.skipped and not hasattr(report, "wasxfail"):
         _SKIPS.append((report.nodeid, _skip_reason(report)))
+    if "golden" in report.keywords and (report.when == "call" or report.outcome != "passed"):
+        _GOLDEN[report.outcome] = _GOLDEN.get(report.outcome, 0) + 1
 
 
 def pytest_collectreport(report):
@@ -111,6 +116,13 @@ def pytest_terminal_summary(terminalreporter):
 
     import expected_skips
 
+    if _GOLDEN:  # the planner's change detectors (tests/test_schedule_golden.py), apart from the rest
+        failed = _GOLDEN.get("failed", 0)
+        terminalreporter.write_line(
+            "golden (change detectors of the planner's output): " + ", ".join(
+                f"{n} {outcome}" for outcome, n in sorted(_GOLDEN.items()))
+            + (" -- a golden failure is a change of behaviour: intended? regenerate (tests/test_schedule_golden.py)"
+               if failed else ""), red=bool(failed))
     if not _SKIPS:
         return
     unexpected = _unexpected_skips()
