@@ -331,6 +331,7 @@ def run_case(spec: dict, schedule: str) -> dict:
         saved_param_sync, config.param_sync_func = config.param_sync_func, None
     out = {"rank": torch.distributed.get_rank(), "pp_rank": pp_rank, "dp_rank": dp_rank, "tp_rank": tp_rank,
            "iterations": [], "linear_layers": _linear_counts(model)}
+    attention_calls = _count_core_attention_calls(model, out)
     m = spec["microbatches"]
     for it in range(spec["iterations"]):
         batches = microbatches(spec, it, dp_rank)
@@ -339,11 +340,17 @@ def run_case(spec: dict, schedule: str) -> dict:
             for c in model:
                 c.zero_grad_buffer()
         optimizer.zero_grad()  # post-validation: deferred until the pending step is validated
+        attention_calls[0] = 0
         store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=data,
                     model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=SEQ,
                     micro_batch_size=MBS, decoder_seq_length=SEQ, forward_only=False)
-        record = {"losses": ref.losses_from_store(store),
+        record = {"losses": ref.losses_from_store(store), "core_attention_calls": attention_calls[0],
                   "grads": record_grads(model, owned, distributed, tp_rank, ep_rank)}
+        if post_validation and it > 0:
+            # the previous step was validated (rolled back, or clipped and redone) inside this call,
+            # after this step's prefix: its outcome and parameters are known now
+            out["iterations"][-1].update(step=_outcome(optimizer.last_result),
+                                         params=record_params(model, owned, distributed, tp_rank, ep_rank))
         last = getattr(fbf, "last_step", None)
         if last is not None:
             record.update(wgrads_deferred=last.wgrads_deferred, wgrads_run=last.wgrads_run)
@@ -353,7 +360,7 @@ def run_case(spec: dict, schedule: str) -> dict:
             inject_nonfinite_gradient(model)  # stage 0 is on pipeline rank 0 under every placement
         result = optimizer.step()
         if not post_validation:
-            record["step"] = (bool(result[0]), None if result[1] is None else float(result[1]))
+            record["step"] = _outcome(result)
             record["params"] = record_params(model, owned, distributed, tp_rank, ep_rank)
         # Under post-validation the outcome is known in the next step (Megatron-LM's loop is told the
         # step succeeded, as primus_megatron.megatron_lm.post_validation answers): the hooks go on
@@ -367,6 +374,8 @@ def run_case(spec: dict, schedule: str) -> dict:
         final = optimizer.finish()
         out["step"] = None if final is None else (bool(final[0]), final[1])
         out["post_validation"] = dict(optimizer.stats)
+        out["iterations"][-1].update(step=_outcome(final),
+                                     params=record_params(model, owned, distributed, tp_rank, ep_rank))
     if param_gather_hooks and len(model[0].remove_forward_pre_hook_handles):
         for c in model:  # training.py at the end of train(): a final synchronous all-gather
             c.disable_forward_pre_hook()
@@ -375,6 +384,29 @@ def run_case(spec: dict, schedule: str) -> dict:
             c.start_param_sync(force_sync=True)
     out["final_params"] = record_model_params(model, tp_rank, ep_rank)
     return out
+
+
+def _outcome(result) -> tuple:
+    """(update successful, grad norm) of an optimizer step's (ok, norm, zeros)."""
+    return bool(result[0]), None if result[1] is None else float(result[1])
+
+
+def _count_core_attention_calls(model, out: dict) -> list:
+    """Count the forward calls of every core attention module (the part selective recompute
+    checkpoints, megatron's default `recompute_modules=['core_attn']`): one per microbatch in
+    the forward pass, one more in the backward when it is recomputed (tensor_parallel's
+    CheckpointFunction runs it again). Returns the counter ([calls]); out['core_attention']
+    gets the number of such modules."""
+    calls = [0]
+    modules = [mod for chunk in model for name, mod in chunk.named_modules() if name.endswith(".core_attention")]
+
+    def count(*_):
+        calls[0] += 1
+
+    for mod in modules:
+        mod.register_forward_hook(count)
+    out["core_attention"] = len(modules)
+    return calls
 
 
 def _save(obj, path: str) -> None:
