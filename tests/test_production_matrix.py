@@ -35,10 +35,12 @@ Tolerances (why: every run does the same arithmetic per microbatch and layer;
 what differs is the order of fp32 sums: microbatches accumulated into
 main_grad, the data-parallel mean of 2 partial sums against the reference's
 sum over 8 microbatches, tied-embedding sums, tensor-parallel partial GEMMs):
-* against megatron's 1F1B: bitwise (losses, gradients, grad norms, parameters
-  after every step and at the end; bf16 in every iteration too), except the tied
-  embedding under V, whose two copies' gradients are summed in another order:
-  1e-6 of the tensor's largest value (measured <= 8e-7), parameters as below.
+* against megatron's 1F1B: bitwise (losses, gradients, parameters after every
+  step and at the end; bf16 in every iteration too), except the tied embedding
+  under V, whose two copies' gradients are summed in another order: 1e-6 of the
+  tensor's largest value (measured <= 8e-7), parameters as below. Grad norms:
+  1e-6 relative (the sum of squares runs over a rank's parameters in chunk
+  order, which differs under several chunks per rank; measured <= 9e-8).
 * against the reference, losses and gradients: max |a - e| / max |e| per tensor
   <= 1e-5 (fp32; bf16 in the first iteration). Measured today: <= 2e-6. A
   missing or doubled microbatch (25 % of a gradient), a weight-gradient product
@@ -203,6 +205,11 @@ def _grad_tol(config, it, against: str = "reference") -> float:
     if against == "megatron":
         return _megatron_tol(config)
     return 1e-2 if _bf16(config) and it > 0 else 1e-5
+
+
+# The grad norm's sum of squares runs over a rank's parameters in their chunks' order, which
+# differs under several chunks per rank (interleaved, V): a few fp32 ulps (measured <= 9e-8).
+NORM_VS_MEGATRON = 1e-6
 
 
 def _megatron_tol(config) -> float:
@@ -401,7 +408,7 @@ def assert_matches_megatron(config, schedule, per_rank, mega):
         assert "params" in per_rank[0]["iterations"][it], f"{what}: no parameters recorded after the step"
         for r in per_rank:
             _check_step(f"{what} rank {r['rank']} optimizer step", r["iterations"][it]["step"],
-                        mega[0]["iterations"][it]["step"], rel_tol=_megatron_tol(config))
+                        mega[0]["iterations"][it]["step"], rel_tol=NORM_VS_MEGATRON)
         expected_of, coverage = _megatron_expectation([r["iterations"][it]["params"] for r in mega])
         _check_pieces(f"{what} main parameter after the step", [r["iterations"][it]["params"] for r in per_rank],
                       expected_of, _megatron_param_check(config), must_cover=coverage, replicas=replicas)
