@@ -67,7 +67,8 @@ DP=2 x PP=2 (TP + sequence parallel with an overlapped data-parallel reduce that
 has a group to reduce over); the reference in a world of one. One launch per world runs every case; a case
 that raises costs only itself (matrix_harness). `-k` selects which
 configurations run, not only which are checked. Today's run time: about 2
-minutes when every case passes (3 launches); a case that deadlocks adds the 60 s
+minutes when every case passes (3 launches; 100-126 s measured 2026-11-25, the 8-rank
+TP+SP world about 4 s more than it took on 4 ranks); a case that deadlocks adds the 60 s
 p2p / gloo timeout.
 """
 from __future__ import annotations
