@@ -1,4 +1,5 @@
-"""Shared test setup: the repository on sys.path and a bounded hypothesis profile."""
+"""Shared test setup: the repository on sys.path, a bounded hypothesis profile, and a session
+that fails on a skip tests/expected_skips.py does not expect."""
 from __future__ import annotations
 
 import os
@@ -63,3 +64,74 @@ def megatron_lm_tree(tmp_path_factory):
         return H.prepare(str(tmp_path_factory.mktemp("megatron-lm")))
     except H.MegatronLMUnavailable as exc:
         pytest.fail(str(exc))
+
+
+# -- unexpected skips fail the session (tests/expected_skips.py) ----------------------------------
+
+_SKIPS: list = []  # (node id, reason) of every skip in this session
+
+
+def _skip_reason(report) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return str(longrepr)
+
+
+_GOLDEN: dict = {}  # outcome -> count, for tests marked `golden`
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _SKIPS.append((report.nodeid, _skip_reason(report)))
+    if "golden" in report.keywords and (report.when == "call" or report.outcome != "passed"):
+        _GOLDEN[report.outcome] = _GOLDEN.get(report.outcome, 0) + 1
+
+
+def pytest_collectreport(report):
+    if report.skipped:  # a module that skipped itself at import (pytest.importorskip, allow_module_level)
+        _SKIPS.append((report.nodeid, _skip_reason(report)))
+
+
+def _unexpected_skips() -> list:
+    import expected_skips
+
+    out = []
+    for nodeid, reason in _SKIPS:
+        why = expected_skips.unexpected_because(reason)
+        if why is not None:
+            out.append((nodeid, reason, why))
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    """A skip not declared expected (or whose condition does not hold here) fails the run."""
+    if _unexpected_skips() and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter):
+    import collections
+
+    import expected_skips
+
+    if _GOLDEN:  # the planner's change detectors (tests/test_schedule_golden.py), apart from the rest
+        failed = _GOLDEN.get("failed", 0)
+        terminalreporter.write_line(
+            "golden (change detectors of the planner's output): " + ", ".join(
+                f"{n} {outcome}" for outcome, n in sorted(_GOLDEN.items()))
+            + (" -- a golden failure is a change of behaviour: intended? regenerate (tests/test_schedule_golden.py)"
+               if failed else ""), red=bool(failed))
+    if not _SKIPS:
+        return
+    unexpected = _unexpected_skips()
+    expected = collections.Counter(expected_skips.condition_of(r) for n, r in _SKIPS
+                                   if (n, r) not in {(u[0], u[1]) for u in unexpected})
+    if expected:
+        terminalreporter.write_line("expected skips: " + ", ".join(
+            f"{count} when {condition}" for condition, count in sorted(expected.items())))
+    if unexpected:
+        terminalreporter.section("unexpected skips (the session fails: tests/expected_skips.py)", red=True)
+        for nodeid, reason, why in unexpected:
+            terminalreporter.write_line(f"{nodeid}: {reason}  [{why}]", red=True)

@@ -40,6 +40,7 @@ output layer as the word embedding, experts by global expert index):
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import math
@@ -103,11 +104,9 @@ def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:
 
 def named_global_parameters(chunk, ep_rank: int = 0):
     """(global name, parameter) of a (wrapped) chunk; local experts get their global index."""
-    from primus_megatron.runtime.placement import _unwrap, global_parameter_name
-
-    inner = _unwrap(chunk)
+    inner = ref.unwrap(chunk)  # the reference's own naming (megatron_reference), not the product's
     for local, p in inner.named_parameters():
-        name = global_parameter_name(inner, local)
+        name = ref.global_param_name(inner, local)
         parts = name.split(".")
         if "local_experts" in parts:
             i = parts.index("local_experts") + 1
@@ -241,7 +240,6 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
 
     import primus_megatron as pm
     import primus_megatron.schedules  # noqa: F401
-    from primus_megatron.runtime import linear_hooks
 
     tp, pp = ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size()
     tp_rank = ps.get_tensor_model_parallel_rank()
@@ -253,8 +251,7 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
         chunks = [provider(config, spec)]
         nchunks = 1
         ddp_spec = {}  # plain synchronous DDP (dp = 1)
-    elif schedule == MEGATRON:
-        linear_hooks.uninstall()  # megatron's own linear backward, not ours
+    elif schedule == MEGATRON:  # run inside ref.megatron_own_linear() (world_body)
         config = transformer_config(spec, tp=tp, pp=pp, vp=None)
         chunks = [provider(config, spec, pre_process=ps.is_pipeline_first_stage(),
                            post_process=ps.is_pipeline_last_stage())]
@@ -335,6 +332,7 @@ def run_case(spec: dict, schedule: str) -> dict:
         saved_param_sync, config.param_sync_func = config.param_sync_func, None
     out = {"rank": torch.distributed.get_rank(), "pp_rank": pp_rank, "dp_rank": dp_rank, "tp_rank": tp_rank,
            "iterations": [], "linear_layers": _linear_counts(model)}
+    attention_calls = _count_core_attention_calls(model, out)
     m = spec["microbatches"]
     for it in range(spec["iterations"]):
         batches = microbatches(spec, it, dp_rank)
@@ -343,11 +341,17 @@ def run_case(spec: dict, schedule: str) -> dict:
             for c in model:
                 c.zero_grad_buffer()
         optimizer.zero_grad()  # post-validation: deferred until the pending step is validated
+        attention_calls[0] = 0
         store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=data,
                     model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=SEQ,
                     micro_batch_size=MBS, decoder_seq_length=SEQ, forward_only=False)
-        record = {"losses": ref.losses_from_store(store),
+        record = {"losses": ref.losses_from_store(store), "core_attention_calls": attention_calls[0],
                   "grads": record_grads(model, owned, distributed, tp_rank, ep_rank)}
+        if post_validation and it > 0:
+            # the previous step was validated (rolled back, or clipped and redone) inside this call,
+            # after this step's prefix: its outcome and parameters are known now
+            out["iterations"][-1].update(step=_outcome(optimizer.last_result),
+                                         params=record_params(model, owned, distributed, tp_rank, ep_rank))
         last = getattr(fbf, "last_step", None)
         if last is not None:
             record.update(wgrads_deferred=last.wgrads_deferred, wgrads_run=last.wgrads_run,
@@ -358,7 +362,7 @@ def run_case(spec: dict, schedule: str) -> dict:
             inject_nonfinite_gradient(model)  # stage 0 is on pipeline rank 0 under every placement
         result = optimizer.step()
         if not post_validation:
-            record["step"] = (bool(result[0]), None if result[1] is None else float(result[1]))
+            record["step"] = _outcome(result)
             record["params"] = record_params(model, owned, distributed, tp_rank, ep_rank)
         # Under post-validation the outcome is known in the next step (Megatron-LM's loop is told the
         # step succeeded, as primus_megatron.megatron_lm.post_validation answers): the hooks go on
@@ -372,6 +376,8 @@ def run_case(spec: dict, schedule: str) -> dict:
         final = optimizer.finish()
         out["step"] = None if final is None else (bool(final[0]), final[1])
         out["post_validation"] = dict(optimizer.stats)
+        out["iterations"][-1].update(step=_outcome(final),
+                                     params=record_params(model, owned, distributed, tp_rank, ep_rank))
     if param_gather_hooks and len(model[0].remove_forward_pre_hook_handles):
         for c in model:  # training.py at the end of train(): a final synchronous all-gather
             c.disable_forward_pre_hook()
@@ -380,6 +386,29 @@ def run_case(spec: dict, schedule: str) -> dict:
             c.start_param_sync(force_sync=True)
     out["final_params"] = record_model_params(model, tp_rank, ep_rank)
     return out
+
+
+def _outcome(result) -> tuple:
+    """(update successful, grad norm) of an optimizer step's (ok, norm, zeros)."""
+    return bool(result[0]), None if result[1] is None else float(result[1])
+
+
+def _count_core_attention_calls(model, out: dict) -> list:
+    """Count the forward calls of every core attention module (the part selective recompute
+    checkpoints, megatron's default `recompute_modules=['core_attn']`): one per microbatch in
+    the forward pass, one more in the backward when it is recomputed (tensor_parallel's
+    CheckpointFunction runs it again). Returns the counter ([calls]); out['core_attention']
+    gets the number of such modules."""
+    calls = [0]
+    modules = [mod for chunk in model for name, mod in chunk.named_modules() if name.endswith(".core_attention")]
+
+    def count(*_):
+        calls[0] += 1
+
+    for mod in modules:
+        mod.register_forward_hook(count)
+    out["core_attention"] = len(modules)
+    return calls
 
 
 def _save(obj, path: str) -> None:
@@ -458,8 +487,13 @@ def world_body(rank: int, world_case: dict) -> int:
         case = world_case["cases"][i]
         started = time.perf_counter()
         failed = False
+        # megatron's 1F1B is an oracle: megatron's own linear layers, not the hook a schedule of
+        # ours installed in this process
+        oracle = ref.megatron_own_linear() if case["schedule"] == MEGATRON else contextlib.nullcontext()
         try:
-            result = run_case(case["spec"], case["schedule"])
+            with oracle as oracle_linear:
+                result = run_case(case["spec"], case["schedule"])
+            result["oracle_linear"] = oracle_linear
             result["seconds"] = time.perf_counter() - started
             _save(result, os.path.join(directory, f"{i}.{rank}.pt"))
             done += 1
@@ -484,7 +518,9 @@ def reference_body(rank: int, world_case: dict) -> dict:
     out = {}
     for name, spec in world_case["specs"].items():
         try:
-            out[name] = _reference_run(spec)
+            with ref.megatron_own_linear() as oracle_linear:
+                out[name] = _reference_run(spec)
+            out[name]["oracle_linear"] = oracle_linear
         except Exception as exc:
             out[name] = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()[-3000:]}"}
     return out

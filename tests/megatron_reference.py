@@ -43,6 +43,7 @@ Global parameter names used here are the full (pp=1) model's names:
 named ``embedding.word_embeddings.weight``.
 """
 
+import contextlib
 import datetime
 from functools import partial
 
@@ -324,11 +325,45 @@ def losses_from_store(forward_data_store):
     return out
 
 
+# What megatron-core's parallel linear layers call at every forward (looked up at call time,
+# tensor_parallel/layers.py at core_v0.16.1: 948, 1239); our runtime replaces it process-wide.
+MEGATRON_LINEAR = "megatron.core.tensor_parallel.layers.linear_with_grad_accumulation_and_async_allreduce"
+
+
+def linear_in_use() -> str:
+    """The qualified name of the function megatron-core's parallel linear layers call now."""
+    from megatron.core.tensor_parallel import layers
+
+    fn = layers.linear_with_grad_accumulation_and_async_allreduce
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+@contextlib.contextmanager
+def megatron_own_linear():
+    """Run an oracle (the reference, megatron's own schedules) on megatron-core's own linear
+    layers: a schedule of ours run earlier in this process left its hook installed
+    (`get_forward_backward_func` installs it process-wide). Yields the list of what the layers
+    call at entry and at exit (a test asserts both are MEGATRON_LINEAR); the hook comes back
+    after if it was installed before."""
+    from primus_megatron.runtime import linear_hooks
+
+    hooked = linear_in_use() != MEGATRON_LINEAR
+    linear_hooks.uninstall()
+    seen = [linear_in_use()]
+    try:
+        yield seen
+        seen.append(linear_in_use())
+    finally:
+        if hooked:
+            linear_hooks.install()
+
+
 def reference_losses_and_grads(full_model, microbatches):
     """Plain single-process run: per-microbatch losses and {global name: grad}.
 
     The objective is mean over microbatches of each microbatch's masked token
     mean, the same as megatron's schedules with either loss_func flavour.
+    Callers run it inside `megatron_own_linear()`.
     """
     model = unwrap(full_model)
     model.zero_grad(set_to_none=True)

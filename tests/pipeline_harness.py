@@ -7,6 +7,7 @@ timeout kills every rank and raises in the parent.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import traceback
 from functools import partial
@@ -119,8 +120,11 @@ def _one_step(rank, case, pp):
                   model=model if len(model) > 1 else model[0], num_microbatches=m,
                   seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE,
                   forward_only=case.get("forward_only", False))
+    # megatron's own schedules are an oracle: megatron's own linear layers, not our hook
+    oracle = ref.megatron_own_linear() if sched in MEGATRON_OWN else contextlib.nullcontext()
     try:
-        store = fbf(**kwargs)
+        with oracle as oracle_linear:
+            store = fbf(**kwargs)
     finally:
         if case.get("break_hooks"):
             from primus_megatron.runtime import linear_hooks
@@ -130,15 +134,18 @@ def _one_step(rank, case, pp):
               "grads": _main_grads(model) if case.get("fusion") else ref.chunk_grads(model),
               "layers": [ref.layer_numbers(c) for c in model],
               "stages": [getattr(c, "pipeline_stage", None) for c in model]}
-    if sched not in MEGATRON_OWN:
+    if sched in MEGATRON_OWN:
+        result["oracle_linear"] = oracle_linear
+    else:
         result.update(wgrads_deferred=fbf.last_step.wgrads_deferred, wgrads_run=fbf.last_step.wgrads_run,
                       linear_layers=sum(1 for c in model for mod in c.modules()
                                         if type(mod).__name__ in ("ColumnParallelLinear", "RowParallelLinear")),
                       timeline=[(r.op.kind, r.op.mb, r.op.chunk) for r in fbf.last_step.timeline])
-    if rank == 0 and not case.get("forward_only"):
-        result["ref_losses"], result["ref_grads"] = ref.reference_losses_and_grads(full, batches)
-    elif rank == 0:
-        result["ref_losses"] = ref.reference_losses_and_grads(full, batches)[0]
+    if rank == 0:
+        with ref.megatron_own_linear() as result["ref_linear"]:
+            result["ref_losses"], ref_grads = ref.reference_losses_and_grads(full, batches)
+        if not case.get("forward_only"):
+            result["ref_grads"] = ref_grads
     return result
 
 
@@ -256,6 +263,24 @@ def watchdog_body(rank, world_case):
     return "returned"  # a hang that is not caught ends here only after the gloo timeout
 
 
+def assert_oracles_ran_megatrons_own_linear(cases: list, per_rank: list) -> int:
+    """Every oracle of cases_body's results (per_rank[rank][case]: megatron's own schedules on
+    every rank, the reference on rank 0) ran megatron-core's own linear layers from start to
+    end, not our hook. Returns how many oracle runs were checked."""
+    checked = 0
+    for i, case in enumerate(cases):
+        for rank, results in enumerate(per_rank):
+            res = results[i]
+            assert "error" not in res, f"{case} rank {rank}: {res['error']}"
+            seen = ([("megatron's schedule", res["oracle_linear"])] if case["schedule"] in MEGATRON_OWN else []) \
+                + ([("the reference", res["ref_linear"])] if rank == 0 else [])
+            for oracle, linear in seen:
+                assert linear == [ref.MEGATRON_LINEAR] * 2, \
+                    f"{case} rank {rank}: {oracle} ran with {linear} as megatron's linear, not {ref.MEGATRON_LINEAR}"
+                checked += 1
+    return checked
+
+
 def cases_body(rank, world_case):
     """Run world_case['cases'] in order on the same process group; an exception
     in one case is returned as {'error': text} so the others still run."""
@@ -307,11 +332,13 @@ def tp_body(rank, world_case):
         m, sched = case["microbatches"], case["schedule"]
         overrides = dict(tensor_model_parallel_size=tp, **case.get("config", {}))
         batches = ref.make_microbatches(m, seed=1)
+        oracle = contextlib.nullcontext()
         if sched == "megatron-1f1b":
             from megatron.core.pipeline_parallel import get_forward_backward_func
 
             model = ref.build_pipeline_chunks(world_case["num_layers"], **overrides)
             fbf = get_forward_backward_func()
+            oracle = ref.megatron_own_linear()  # an oracle: megatron's own linear layers, not our hook
         else:
             chunks = pm.schedules.info(sched).chunks
             config = ref.tiny_gpt_config(world_case["num_layers"], pipeline_model_parallel_size=pp,
@@ -322,10 +349,11 @@ def tp_body(rank, world_case):
         init_by_global_name_(model, tp_rank, tp)
         if case.get("fusion"):
             _attach_main_grad(model)
-        store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(batches),
-                    model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=ref.SEQ_LENGTH,
-                    micro_batch_size=ref.MICRO_BATCH_SIZE)
-        out.append({"tp_rank": tp_rank, "losses": ref.losses_from_store(store),
+        with oracle as oracle_linear:
+            store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(batches),
+                        model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=ref.SEQ_LENGTH,
+                        micro_batch_size=ref.MICRO_BATCH_SIZE)
+        out.append({"tp_rank": tp_rank, "losses": ref.losses_from_store(store), "oracle_linear": oracle_linear,
                     "grads": _main_grads(model) if case.get("fusion") else ref.chunk_grads(model)})
     return out
 

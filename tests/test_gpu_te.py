@@ -27,12 +27,14 @@ from functools import partial
 import pytest
 import torch
 
+import expected_skips
 import megatron_reference as ref
 
 HAVE_TE = importlib.util.find_spec("transformer_engine") is not None
 pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and HAVE_TE and ref.environment_ok()),
-                                reason="needs a CUDA GPU, TransformerEngine and megatron-core (TE does not install on "
-                                       "the CPU machines; tests/test_te_wgrad.py covers the logic with a stand-in)")
+                                reason=expected_skips.reason(
+                                    "no-cuda-te", "needs a CUDA GPU, TransformerEngine and megatron-core (TE does not "
+                                    "install on the CPU machines; tests/test_te_wgrad.py covers the logic with a stand-in)"))
 
 WORLD = 2
 NUM_LAYERS, MICROBATCHES = 4, 4

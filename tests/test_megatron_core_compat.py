@@ -14,6 +14,7 @@ import types
 import pytest
 import torch
 
+import expected_skips
 import megatron_reference as ref
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
@@ -99,7 +100,7 @@ def test_the_hook_takes_exactly_the_installed_functions_keywords():
 
 
 @pytest.mark.skipif(not _has("megatron.core.tensor_parallel.gtp_api", "wrap_module_params_gtp"),
-                    reason="GTP weight sharding is megatron-core 0.19's; 0.16.1 has none")
+                    reason=expected_skips.reason("megatron-core<0.19", "GTP weight sharding is megatron-core 0.19's; 0.16.1 has none"))
 def test_gtp_sharded_weights_are_refused_in_steps_with_w_ops():
     ref.init_single_process()
     from primus_megatron.runtime import linear_hooks
@@ -221,7 +222,7 @@ def test_post_validation_norm_is_megatrons_own():
 
 
 @pytest.mark.skipif(not _has("megatron.core.optimizer.optimizer", "SEPARATE_GRAD_NORM_GROUPS"),
-                    reason="separate gradient-norm groups are megatron-core 0.19's")
+                    reason=expected_skips.reason("megatron-core<0.19", "separate gradient-norm groups are megatron-core 0.19's"))
 def test_post_validation_refuses_a_separately_clipped_group():
     from primus_megatron.optim.post_validation import PostValidationOptimizer
 
@@ -259,7 +260,7 @@ def test_megatron_fsdp_is_refused_from_the_ddp_config():
     from megatron.core.distributed import DistributedDataParallelConfig
 
     if not hasattr(DistributedDataParallelConfig(), "use_megatron_fsdp"):
-        pytest.skip("this megatron-core has no Megatron-FSDP")
+        pytest.skip(expected_skips.reason("megatron-core<0.19", "this megatron-core has no Megatron-FSDP"))
     config = ref.tiny_gpt_config(1)
     problem = _refusal(config, also=(DistributedDataParallelConfig(use_megatron_fsdp=True),))
     assert problem and "--use-megatron-fsdp cannot be used with --pipeline-schedule zb-h1" in problem
@@ -270,7 +271,7 @@ def test_megatron_fsdp_is_refused_from_the_ddp_config():
                     or "moe_paged_stash" not in inspect.signature(
                         __import__("megatron.core.transformer.transformer_config",
                                    fromlist=["TransformerConfig"]).TransformerConfig).parameters,
-                    reason="config.moe_paged_stash is megatron-core 0.19's")
+                    reason=expected_skips.reason("megatron-core<0.19", "config.moe_paged_stash is megatron-core 0.19's"))
 def test_this_megatrons_config_fields_are_the_refused_ones():
     """The table names real fields of the installed TransformerConfig (a renamed field would
     silently pass)."""
@@ -296,7 +297,8 @@ def test_this_megatrons_config_fields_are_the_refused_ones():
     pytest.param({"call": "multi-module"}, "multi-module pipeline",
                  marks=pytest.mark.skipif(not _has("megatron.core.process_groups_config",
                                                    "MultiModuleProcessGroupCollection"),
-                                          reason="multi-module pipelines are megatron-core 0.19's")),
+                                          reason=expected_skips.reason("megatron-core<0.19",
+                                                                        "multi-module pipelines are megatron-core 0.19's"))),
 ], ids=["paged-stash", "gtp", "offloading-forward-only", "local-cuda-graphs-forward-only", "communicator-stages",
         "megatron-fsdp-forward-only", "multi-module"])
 def test_refused_on_every_rank_before_any_wait(case, needle):
@@ -337,7 +339,7 @@ def test_megatron_lm_get_forward_backward_func_refuses_a_multi_module_collection
     try:
         from megatron.core.process_groups_config import MultiModuleProcessGroupCollection
     except ImportError:
-        pytest.skip("multi-module pipelines are megatron-core 0.19's")
+        pytest.skip(expected_skips.reason("megatron-core<0.19", "multi-module pipelines are megatron-core 0.19's"))
     multi = MultiModuleProcessGroupCollection(module_pgs={"llm": plain}, language_model_module_name="llm")
     with pytest.raises(UnsupportedSetting, match="multi-module pipeline"):
         refuse_schedule_groups(schedule_pg_collection=multi)

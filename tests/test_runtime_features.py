@@ -100,6 +100,12 @@ def test_deallocated_pipeline_outputs(results):
         _close_grads(_grads(rows), rows[0]["ref_grads"], f"{case['schedule']} deallocate")
 
 
+def test_the_oracles_run_megatrons_own_linear_layers(results):
+    per_rank = [[rows[rank] for rows in results] for rank in range(PP)]
+    megatron_runs = sum(c["schedule"] in H.MEGATRON_OWN for c in CASES)
+    assert H.assert_oracles_ran_megatrons_own_linear(CASES, per_rank) == len(CASES) + PP * megatron_runs
+
+
 def test_two_tuple_loss_func(results):
     for case, rows in _select(results, three_tuple=False):
         _close(torch.tensor(_losses(rows)), torch.tensor(rows[0]["ref_losses"]), case["schedule"])

@@ -118,6 +118,14 @@ def test_every_schedule_matches_megatrons_own_1f1b(world):
         _assert_same(losses, grads, m_losses, m_grads, f"{case['schedule']} vs megatron 1F1B pp={pp}")
 
 
+def test_the_oracles_run_megatrons_own_linear_layers(world):
+    """The reference and megatron's own schedules run in the same processes as our schedules,
+    which install their linear hook process-wide: the harness takes it out for them."""
+    pp, cases, per_rank = world
+    megatron_runs = sum(c["schedule"] in H.MEGATRON_OWN for c in cases)
+    assert H.assert_oracles_ran_megatrons_own_linear(cases, per_rank) == len(cases) + pp * megatron_runs
+
+
 def test_layers_keep_their_global_numbers_under_every_placement(world):
     pp, cases, per_rank = world
     for i, case in enumerate(cases):

@@ -32,6 +32,8 @@ def test_tensor_parallel_2_x_pipeline_2_matches_megatron_1f1b(tp_results, tp_ran
     for i, case in enumerate(TP_CASES):
         if case["schedule"] == "megatron-1f1b":
             continue
+        assert all(r[baseline[case.get("fusion", False)]]["oracle_linear"] == [ref.MEGATRON_LINEAR] * 2
+                   for r in tp_results), "megatron's 1F1B (the oracle) ran through our linear hook"
         losses, grads = _per_tp_rank(tp_results, i, tp_rank)
         m_losses, m_grads = _per_tp_rank(tp_results, baseline[case.get("fusion", False)], tp_rank)
         torch.testing.assert_close(torch.tensor(losses), torch.tensor(m_losses), rtol=1e-5, atol=1e-7)

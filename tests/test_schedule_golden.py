@@ -23,11 +23,23 @@ issue #28's lowering in one global message order with batches, and its hang
 check under NCCL/RCCL queue semantics, whose messages changed):
 
     python tests/test_schedule_golden.py > /tmp/golden.txt
+
+Reported as their own group: every test here carries the `golden` marker (pytest.ini), the
+session prints a separate "golden (change detectors)" line (tests/conftest.py), a failing digest
+reads "golden change: <case>", and `-m "not golden"` runs the suite without them. A digest
+says only that something changed; for a small curated set (`CURATED`) the readable op orders
+are stored too, in tests/golden/<case>.txt (each rank's op list, then its lowered items: ops
+and the sends and receives around them, with the simulated makespan), so a change shows as a
+diff there. They come from the same cases; after an intended change rewrite them with
+
+    python tests/test_schedule_golden.py --regen
 """
 from __future__ import annotations
 
+import difflib
 import functools
 import hashlib
+import os
 import random
 import sys
 from dataclasses import replace
@@ -42,6 +54,8 @@ from primus_megatron.schedules.ir import B, BW, F, LOOP, V, W
 from primus_megatron.schedules.listsched import list_schedule_scored
 from primus_megatron.schedules.prefix import prefixes
 from primus_megatron.schedules.validation import check_channels
+
+pytestmark = pytest.mark.golden
 
 COSTS = {
     "unit": Costs(),
@@ -261,12 +275,87 @@ def _load_golden() -> dict:
 @pytest.mark.parametrize("label", sorted(CASES))
 def test_golden(label):
     golden = _load_golden()
-    assert label in golden, f"no golden value for {label}: regenerate (see the module doc)"
-    assert digest(CASES[label]()) == golden[label], label
+    assert label in golden, f"golden change: no golden value for {label}: regenerate (see the module doc)"
+    got = digest(CASES[label]())
+    assert got == golden[label], \
+        f"golden change: {label}: digest {got}, pinned {golden[label]} (the planner's output changed; see the module doc)"
 
 
 def test_every_golden_value_has_a_case():
     assert set(_load_golden()) == set(CASES)
+
+
+# -- readable op orders of a curated set ----------------------------------------------------------
+
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+CURATED = [
+    "gen/1f1b/pp4/m8/unit/limitNone/chunksNone",
+    "gen/interleaved-1f1b/pp4/m8/unit/limitNone/chunksNone",
+    "gen/interleaved-zb/pp3/m5/unit/limitNone/chunksNone",
+    "gen/zb-h1/pp4/m8/unit/limitNone/chunksNone",
+    "gen/zb-h2/pp4/m8/unit/limitNone/chunksNone",
+    "gen/zb-auto/pp4/m8/b2comm/limitNone/chunksNone",
+    "gen/zbv/pp4/m8/unit/limitNone/chunksNone",
+    "gen/zbv/pp4/m8/b2comm/limit2.0/chunksNone",
+    "gen/v-half/pp4/m8/unit/limitNone/chunksNone",
+    "gen/v-min/pp4/m8/unit/limitNone/chunksNone",
+    "gen/zb-h1/pp2/m1/unit/limitNone/chunksNone",
+    "gen/zb-optimal/pp2/m3/limit2.0",
+]
+
+
+def _item(x) -> str:
+    if isinstance(x, Op):
+        return f"{x.kind}{x.mb}.{x.chunk}"
+    if isinstance(x, (Send, Recv)):
+        what = "activation" if x.msg.kind == F else "gradient"
+        verb = "send to" if isinstance(x, Send) else "recv from"
+        return f"    {verb} rank {x.peer}: {what} mb{x.msg.mb} stage {x.msg.src_stage}->{x.msg.dst_stage}"
+    if hasattr(x, "items"):  # a batch of sends and receives posted together
+        return "    batch:\n" + "\n".join("  " + _item(i) for i in x.items)
+    return f"    {x!r}"
+
+
+def readable(label: str) -> str:
+    """A curated case as text: the simulated makespan, each rank's op list, then its lowered
+    items in the order the rank issues them (ops unindented, sends and receives indented)."""
+    value = CASES[label]()
+    lines = [f"# {label}", "# written by: python tests/test_schedule_golden.py --regen", ""]
+    if isinstance(value, tuple) and value and value[0] == "ScheduleError":
+        return "\n".join(lines + [f"ScheduleError: {value[1]}", ""])
+    ops, lowered, makespan = value[0], value[1], value[2]
+    lines.append(f"makespan {makespan!r}")
+    for r, row in enumerate(ops):
+        lines.append(f"rank {r} ops ({len(row)}):")
+        lines += ["    " + " ".join(_item(op) for op in row[i:i + 12]) for i in range(0, len(row), 12)]
+    for r, row in enumerate(lowered):
+        lines.append(f"rank {r} lowered ({len(row)} items):")
+        lines += [_item(x) for x in row]
+    return "\n".join(lines) + "\n"
+
+
+def _path(label: str) -> str:
+    return os.path.join(GOLDEN_DIR, label.removeprefix("gen/").replace("/", "_") + ".txt")
+
+
+@pytest.mark.parametrize("label", CURATED)
+def test_curated_orders_read_as_stored(label):
+    assert label in CASES, f"curated case {label} is not a golden case"
+    path = _path(label)
+    assert os.path.exists(path), f"golden change: {path} missing: python tests/test_schedule_golden.py --regen"
+    with open(path) as f:
+        stored = f.read()
+    now = readable(label)
+    if now != stored:
+        diff = "".join(difflib.unified_diff(stored.splitlines(True), now.splitlines(True), path, "now", n=2))
+        pytest.fail(f"golden change: {label} (stored -> now; rewrite with --regen if intended):\n{diff[:8000]}",
+                    pytrace=False)
+
+
+def test_the_stored_orders_are_the_curated_set():
+    stored = sorted(os.listdir(GOLDEN_DIR))
+    assert stored == sorted(os.path.basename(_path(label)) for label in CURATED), \
+        "tests/golden holds other files than the curated set: python tests/test_schedule_golden.py --regen"
 
 
 GOLDEN_TEXT = """
@@ -1769,7 +1858,21 @@ listsched/seed8 ad3794a1a7597506
 listsched/seed9 52aa064b3343753c
 """
 
+def _regen() -> None:
+    """Rewrite tests/golden/ (the readable orders of CURATED) from the planner as it is."""
+    os.makedirs(GOLDEN_DIR, exist_ok=True)
+    for name in os.listdir(GOLDEN_DIR):
+        os.remove(os.path.join(GOLDEN_DIR, name))
+    for label in CURATED:
+        with open(_path(label), "w") as f:
+            f.write(readable(label))
+    print(f"wrote {len(CURATED)} files to {GOLDEN_DIR}")
+
+
 if __name__ == "__main__":
-    for label in sorted(CASES):
-        print(label, digest(CASES[label]()))
+    if "--regen" in sys.argv[1:]:
+        _regen()
+    else:  # the digests, for GOLDEN_TEXT
+        for label in sorted(CASES):
+            print(label, digest(CASES[label]()))
     sys.exit(0)

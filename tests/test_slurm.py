@@ -21,6 +21,8 @@ import time
 
 import pytest
 
+import expected_skips
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SBATCH = os.path.join(ROOT, "examples", "slurm", "pretrain_gpt.sbatch")
 SLURM_LOCAL = os.path.join(ROOT, "tests", "slurm", "slurm_local.sh")
@@ -182,11 +184,12 @@ def _slurm_local(cmd, timeout):
 @pytest.fixture(scope="module")
 def slurm_cluster(request):
     if os.environ.get("PRIMUS_SKIP_SLURM") == "1":
-        pytest.skip("PRIMUS_SKIP_SLURM=1: the SLURM end-to-end test is disabled")
+        pytest.skip(expected_skips.reason("no-slurm", "PRIMUS_SKIP_SLURM=1: the SLURM end-to-end test is disabled"))
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("the SLURM end-to-end test needs root (it installs slurm-wlm/munge and runs slurmctld, slurmd)")
+        pytest.skip(expected_skips.reason("no-slurm", "the SLURM end-to-end test needs root (it installs slurm-wlm/munge "
+                                          "and runs slurmctld, slurmd)"))
     if not (shutil.which("slurmd") or os.path.exists("/usr/sbin/slurmd")) and not shutil.which("apt-get"):
-        pytest.skip("SLURM is not installed and apt-get is not available to install it")
+        pytest.skip(expected_skips.reason("no-slurm", "SLURM is not installed and apt-get is not available to install it"))
 
     def stop():
         try:

@@ -25,6 +25,7 @@ from functools import partial
 import pytest
 import torch
 
+import expected_skips
 import megatron_reference as ref
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
@@ -58,7 +59,7 @@ def _run_spawned(body, case: dict, world: int = 1, timeout_s: float = 300.0):
     per_rank = cpu_ranks.run_ranks(body, {"pp": world, **case}, world, timeout_s=timeout_s)
     for res in per_rank:
         if isinstance(res, dict) and str(res.get("skip", "")).startswith("SKIP"):
-            pytest.skip(res["skip"])
+            pytest.skip(expected_skips.reason("real-te", res["skip"]))
     return per_rank
 
 
@@ -762,7 +763,7 @@ def test_without_transformer_engine_everything_is_a_no_op():
     from primus_megatron.runtime import te_wgrad
 
     if "transformer_engine.pytorch" in sys.modules:
-        pytest.skip("TransformerEngine is loaded in this interpreter")
+        pytest.skip(expected_skips.reason("real-te", "TransformerEngine is loaded in this interpreter"))
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     assert te_wgrad.enable(model) == 0
     assert te_wgrad.prepare_step([model], splitting=True) == 0

@@ -323,6 +323,12 @@ def test_every_schedule_on_an_uneven_split_matches_the_reference_and_megatrons_1
             _assert_same(losses, grads, m_losses, m_grads, what + f" vs {cases[megatron[case['split']]]['schedule']}")
 
 
+def test_the_oracles_run_megatrons_own_linear_layers(world):
+    pp, cases, per_rank = world
+    megatron_runs = sum(c["schedule"] in H.MEGATRON_OWN for c in cases)
+    assert H.assert_oracles_ran_megatrons_own_linear(cases, per_rank) == len(cases) + pp * megatron_runs
+
+
 def test_every_chunk_holds_the_layers_of_its_global_stage(world):
     pp, cases, per_rank = world
     for i, case in enumerate(cases):
