@@ -51,6 +51,18 @@ def _real_te_installed() -> bool:
     return spec is not None and "te_standin" not in (spec.origin or "")
 
 
+def _no_cuda() -> bool:
+    import torch
+
+    return not torch.cuda.is_available()
+
+
+def _no_real_te_on_cuda() -> bool:
+    """No real TransformerEngine that can run here: none importable (or only the test stand-in),
+    or no CUDA device for it."""
+    return not _real_te_installed() or _no_cuda()
+
+
 def _slurm_unavailable() -> bool:
     if os.environ.get("PRIMUS_SKIP_SLURM") == "1":
         return True
@@ -63,6 +75,8 @@ def _slurm_unavailable() -> bool:
 CONDITIONS: dict[str, tuple[str, Callable[[], bool]]] = {
     "no-cuda-te": ("no CUDA GPU or no TransformerEngine (the CPU machines)", _no_cuda_or_te),
     "real-te": ("a real TransformerEngine is installed (the CPU stand-in cannot load)", _real_te_installed),
+    "no-cuda": ("no CUDA (or HIP) device", _no_cuda),
+    "no-real-te": ("no real TransformerEngine that runs here (none installed, or no GPU for it)", _no_real_te_on_cuda),
     "megatron-core<0.19": ("the installed megatron-core is older than 0.19 (leg 1: 0.16.1)",
                            lambda: _megatron_core_older_than(0, 19)),
     "no-slurm": ("PRIMUS_SKIP_SLURM=1, not root, or neither SLURM nor apt-get", _slurm_unavailable),

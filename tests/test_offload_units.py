@@ -8,6 +8,8 @@ import weakref
 import pytest
 import torch
 
+import expected_skips
+
 from primus_megatron.runtime.offload import ActivationOffload, OffloadError
 from primus_megatron.schedules import Op
 
@@ -103,7 +105,7 @@ def test_a_failed_step_releases_everything_and_an_unused_offload_is_reported():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(),
-                    reason="needs a CUDA device (the pinned-buffer, stream and event path)")
+                    reason=expected_skips.reason("no-cuda", "needs a CUDA device (the pinned-buffer, stream and event path)"))
 def test_cuda_offload_is_bitwise_and_frees_the_device_copy():
     """The GPU path: pinned host buffers, D2H/H2D streams, the B's stream waiting on the reload's event."""
     device = torch.device("cuda", torch.cuda.current_device())

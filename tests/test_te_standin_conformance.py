@@ -23,6 +23,7 @@ import sys
 import pytest
 import torch
 
+import expected_skips
 import te_conformance_cases as cases
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -65,7 +66,7 @@ def _run(standin: bool, out: str) -> dict:
 def recorded(tmp_path_factory):
     reason = real_te_unavailable()
     if reason:
-        pytest.skip(reason)
+        pytest.skip(expected_skips.reason("no-real-te", reason))
     work = tmp_path_factory.mktemp("te-conformance")
     standin, real = _run(True, str(work / "standin.pt")), _run(False, str(work / "real.pt"))
     assert standin["standin"] and not real["standin"]
@@ -104,6 +105,6 @@ def test_standin_conforms_to_real_te(recorded, case):
             f"{want.get('traceback') or got.get('traceback')}")
         return
     if "unavailable" in want["ok"]:
-        pytest.skip(f"real TE {real['version']}: {want['ok']['unavailable']}")
+        pytest.skip(expected_skips.reason("real-te", f"real TE {real['version']}: {want['ok']['unavailable']}"))
     differences = compare(got["ok"], want["ok"], case, fp8=case.startswith("fp8"))
     assert not differences, f"stand-in vs TE {real['version']}:\n" + "\n".join(differences)
