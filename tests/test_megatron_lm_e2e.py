@@ -127,12 +127,31 @@ def test_pp2_schedule_trains_exactly_as_megatron(runs, schedule):
         chosen = re.search(r"^auto: chose (\S+)$", ours.log, re.M)
         assert chosen and _arg(ours, "pipeline_schedule") == chosen.group(1) != "auto", H.tail(ours.log)
         schedule = chosen.group(1)
+        assert ours.numbers() == runs.pp2(schedule).numbers(), "auto did not train exactly as the schedule it chose"
     assert _arg(ours, "pipeline_schedule") == schedule
     if schedule in ("zbv", "v-half", "v-min"):
         assert _arg(ours, "virtual_pipeline_model_parallel_size") == "2"
-    assert ours.numbers() == own.numbers()
+    if schedule in SCHEDULES:
+        assert ours.numbers() == own.numbers()
+    else:  # auto's choice with several chunks per rank in the loop layout (interleaved-zb at equal costs): the
+        # gradient norm for clipping is summed over a rank's chunks in their order, about one float32 rounding
+        # step from 1F1B's (tests/test_production_matrix.py measures <= 9e-8 relative), and the clipped update
+        # can move the last printed digit of a later loss; every gradient itself is compared bitwise there
+        _assert_close(ours.numbers(), own.numbers(), rel=1e-6)
     if schedule == "zb-auto":
         assert REPLANNED.search(ours.log), H.tail(ours.log)
+
+
+def _assert_close(got: dict, want: dict, *, rel: float) -> None:
+    """Megatron-LM's logged numbers equal in everything but the value, each value within `rel`."""
+    assert got.keys() == want.keys() and got["validation"].keys() == want["validation"].keys(), (got, want)
+    pairs = [(k, g, w) for k in ("lm loss", "grad norm", "skipped") for g, w in zip(got[k], want[k], strict=True)]
+    pairs += [(k, got["validation"][k], want["validation"][k]) for k in want["validation"]]
+    for what, g, w in pairs:
+        if g == w:
+            continue
+        g, w = (float(str(x).split()[-1]) for x in (g, w))
+        assert abs(g - w) <= rel * abs(w), f"{what}: {g} vs megatron's {w}"
 
 
 # a V schedule (rank 0 holds both ends; the harder case for DDP's buckets and the gathers); every
