@@ -22,17 +22,20 @@ import json
 import os
 import runpy
 import signal
-import socket
 import sys
 import traceback
 
 _GRACE_S = 10  # from SIGTERM to SIGKILL for the ranks left when one fails (torchrun waits too)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _agent_store():
+    """The rendezvous store, hosted by the launcher as torchrun's agent hosts it: bound to a port
+    the kernel picks and held for the run, so no other process can take the port between picking
+    it and rank 0 binding it (a picked-then-closed port once failed a run: address already in use).
+    The ranks connect as clients (TORCHELASTIC_USE_AGENT_STORE, torch.distributed.rendezvous)."""
+    from torch.distributed import TCPStore
+
+    return TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
 
 def _rank(rank: int, nproc: int, port: int, argv: list, env: dict) -> None:
@@ -44,7 +47,7 @@ def _rank(rank: int, nproc: int, port: int, argv: list, env: dict) -> None:
                       WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc), ROLE_WORLD_SIZE=str(nproc),
                       GROUP_WORLD_SIZE="1", ROLE_NAME="default", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                       TORCHELASTIC_RUN_ID="primus-tests", TORCHELASTIC_RESTART_COUNT="0",
-                      TORCHELASTIC_MAX_RESTARTS="0")
+                      TORCHELASTIC_MAX_RESTARTS="0", TORCHELASTIC_USE_AGENT_STORE="True")
     sys.argv = ["pretrain_gpt.py", *argv]
     code = 0
     try:
@@ -71,7 +74,8 @@ def _launch(request: dict) -> None:
     fd = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    nproc, port = request["nproc"], _free_port()
+    store = _agent_store()  # noqa: F841  (held open until the launcher exits)
+    nproc, port = request["nproc"], store.port
     ranks = {}
     for rank in range(nproc):
         pid = os.fork()

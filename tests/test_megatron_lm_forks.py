@@ -15,17 +15,19 @@ import pytest
 import megatron_lm_harness as H
 
 FAKE = '''
-import json, os, sys, time
+import json, os, socket, sys, time
 import helper_module  # imported once by the launcher; __main__ below runs per rank
 if __name__ == "__main__":
     rank = int(os.environ["RANK"])
     what = sys.argv[sys.argv.index("--do") + 1]
     keys = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-            "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS")
+            "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "TORCHELASTIC_USE_AGENT_STORE")
+    with socket.socket() as probe:  # the rendezvous port must be held by the launcher, not merely picked
+        held = probe.connect_ex(("127.0.0.1", int(os.environ["MASTER_PORT"]))) == 0
     # one write() per line: ranks share the log, and print() under -u writes the text and its
     # newline apart, so two ranks' lines could merge into one
     os.write(1, ("ENV " + json.dumps({k: os.environ.get(k) for k in keys} | {"argv0": sys.argv[0],
-             "imported_once": helper_module.PID != os.getpid()}) + "\\n").encode())
+             "imported_once": helper_module.PID != os.getpid(), "port_held": held}) + "\\n").encode())
     if what in ("fail", "hang"):
         open(f"pid-{rank}", "w").write(str(os.getpid()))
     if what == "fail" and rank == 1:
@@ -77,6 +79,8 @@ def test_each_rank_gets_torchruns_environment_and_runs_pretrain_gpt_as_main(tree
     assert len({e["MASTER_PORT"] for e in envs}) == 1 and envs[0]["MASTER_ADDR"] == "127.0.0.1"
     assert all(e["TORCHELASTIC_RUN_ID"] and e["OMP_NUM_THREADS"] == "1" for e in envs)
     assert all(e["argv0"] == "pretrain_gpt.py" and e["imported_once"] for e in envs)
+    # the launcher hosts the rendezvous store on a port it holds, as torchrun's agent does
+    assert all(e["port_held"] and e["TORCHELASTIC_USE_AGENT_STORE"] == "True" for e in envs), envs
     forks = _forks_of(tree)
     again = H.run(tree, 2, ["--do", "ok"], cpu_flag=False)  # the same import-once process serves the next run
     assert again.returncode == 0 and [e["WORLD_SIZE"] for e in _envs(again.log)] == ["2", "2"]
