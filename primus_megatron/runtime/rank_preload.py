@@ -1,6 +1,6 @@
 """What every CPU rank imports, imported once by the rank launcher's fork server.
 
-`cpu_ranks` starts its ranks from a fork server that has imported this module:
+`runtime.local_ranks` starts its ranks from a fork server that has imported this module:
 each rank then begins with torch, megatron-core and our runtime already
 imported instead of importing them again (about 6 s of CPU per rank, 12 s of
 wall time for four ranks on two cores, per launch). Only imports happen here:
