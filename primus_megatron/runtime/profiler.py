@@ -256,7 +256,7 @@ def combined_costs(summaries: list, schedule: S.Schedule) -> tuple[S.Costs, dict
     n = schedule.num_stages
     f, b, w = [0.0] * n, [0.0] * n, [0.0] * n
     bw: list = [None] * n  # a BW op's own time, where the schedule ran one
-    mf, mb, mw = [0.0] * n, [0.0] * n, [0.0] * n
+    mf, mb = [0.0] * n, [0.0] * n
     comms = []
     for summary in summaries:
         if summary["comm"] > 0:
@@ -275,18 +275,18 @@ def combined_costs(summaries: list, schedule: S.Schedule) -> tuple[S.Costs, dict
                 mf[stage] = delta
             elif kind == S.B:
                 mb[stage] = delta
-            elif kind == S.W:
-                mw[stage] = delta
             elif kind == S.BW:
-                mb[stage], mw[stage] = 0.0, delta
+                mb[stage] = 0.0  # one backward op: nothing is kept for a W
     b, w, fused = measured_backward(b, w, bw)
     # Memory in units of an average rank's activations for one microbatch.
     per_rank = defaultdict(float)
     for stage in range(n):
         per_rank[schedule.owner(stage)[0]] += mf[stage]
     unit = (sum(per_rank.values()) / len(per_rank)) or 1.0
-    mf, mb, mw = ([x / unit for x in v] for v in (mf, mb, mw))
-    mw = [-(a + c) for a, c in zip(mf, mb)]  # deltas sum to zero exactly (medians need not)
+    mf, mb = ([x / unit for x in v] for v in (mf, mb))
+    # W frees what F added and B kept, so the deltas sum to zero exactly; the measured W deltas
+    # (medians over other steps) need not, and are not used.
+    mw = [-(a + c) for a, c in zip(mf, mb)]
     costs = S.Costs(f=f, b=b, w=w, comm=statistics.median(comms) if comms else 0.0, mem_f=mf, mem_b=mb, mem_w=mw,
                     bw=fused)
     return costs, {"unit_bytes": unit, "f": f, "b": b, "w": w, "comm": costs.comm}
