@@ -4,7 +4,8 @@ Time comes from a clock chosen by the device (`clock_for`): on a GPU (CUDA, or
 HIP, whose devices torch also calls "cuda"), CUDA/HIP events recorded on the
 current stream, read once they have completed, so an op's time is the GPU's
 and the host never waits for it (host timestamps would show launch order);
-on CPU the host's clock. On CPU, time is wall time and memory is what the executor and the
+on CPU the host's clock (each op's CPU time is recorded beside it, `HostCpuClock`). On CPU,
+time is wall time and memory is what the executor and the
 weight-gradient store keep alive: the tensors autograd saved during F (read from
 the graph's nodes, one count per storage, parameters excluded), of which B frees all but
 what the deferred weight-gradient closures hold (and B adds the output
@@ -47,6 +48,28 @@ class HostClock:
         return mark
 
 
+class HostCpuClock(HostClock):
+    """The host's clock, with the marking thread's CPU time beside it: a mark is (seconds, CPU
+    seconds of this thread). `elapsed` and `seconds` are the host's wall time, as `HostClock`'s;
+    `cpu_elapsed` is the CPU time the thread spent between two marks. An op runs on its rank's
+    one thread, so that is the op's own work even when several ranks time-share a core, where
+    its wall time also counts the time the operating system gave to other ranks."""
+
+    kind = "host+cpu"
+
+    def mark(self) -> tuple[float, float]:
+        return time.perf_counter(), time.thread_time()
+
+    def elapsed(self, start, end) -> float:
+        return end[0] - start[0]
+
+    def seconds(self, mark) -> float:
+        return mark[0]
+
+    def cpu_elapsed(self, start, end) -> float:
+        return end[1] - start[1]
+
+
 class EventClock:
     """CUDA/HIP events on the current stream (`torch.cuda.Event(enable_timing=True)`; HIP maps
     them to hipEvents): a mark is an event, recorded without waiting; reading one waits for it
@@ -76,8 +99,9 @@ class EventClock:
 
 
 def clock_for(device, *, event_type=None):
-    """EventClock on a GPU device, HostClock otherwise: chosen by the device, not by a flag."""
-    return EventClock(event_type) if getattr(device, "type", device) == "cuda" else HostClock()
+    """EventClock on a GPU device, else the host's clock with each thread's CPU time beside it
+    (HostCpuClock): chosen by the device, not by a flag."""
+    return EventClock(event_type) if getattr(device, "type", device) == "cuda" else HostCpuClock()
 
 
 def _storage_key(t: torch.Tensor) -> tuple[int, int]:

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from ..runtime.collectives import collective_device
+from . import cpu_replay
 from .loop import (NonFiniteLoss, check_loss, forward_step, gather_timeline, initialize, log0, measured_bubble,
                    post_losses, reduce_losses, write_timeline)
 
@@ -70,7 +71,7 @@ def _format_log(iteration, args, elapsed_ms, lr, losses, loss_scale, grad_norm, 
               f"number of skipped iterations: {skipped:3d}",
               f"tokens/s: {tokens_per_s:.0f}"]
     if bubble is not None:
-        parts.append(f"bubble (measured): {bubble:.3f}")
+        parts.append(f"bubble (measured{', wall clock' if getattr(args, 'time_sharing', None) else ''}): {bubble:.3f}")
     if extra:
         parts.append(extra)
     return " | ".join(parts) + " |"
@@ -170,7 +171,8 @@ def train(args) -> dict:
         norms.append(grad_norm)
         if done % args.log_interval == 0 or done == args.train_iters:
             bubble = measured_bubble(timeline) if timeline else None
-            extra = f"planned bubble: {planned[0]:.3f} | planned peak act: {planned[1]:g} mb" if planned else ""
+            extra = " | ".join(filter(None, [cpu_replay.log_field(args, timeline), f"planned bubble: {planned[0]:.3f} | "
+                                             f"planned peak act: {planned[1]:g} mb" if planned else ""]))
             tokens = args.global_batch_size * args.seq_length / elapsed
             log0(_format_log(done, args, elapsed * 1e3, optimizer.param_groups[0]["lr"], losses,
                              optimizer.get_loss_scale().item(), grad_norm, skipped_total, tokens, bubble, extra))
