@@ -245,7 +245,7 @@ def train(args) -> dict:
              f"chrome://tracing or ui.perfetto.dev)")
         log0("reading it: one row per pipeline rank, boxes are ops (F forward, B input gradient, W weight "
              "gradient; the number is the microbatch, hatched boxes the rank's second chunk), white space is idle "
-             "time; the upper panel is the plan simulated from this run's measured op costs, the lower what ran")
+             f"time; {cpu_replay.panels(args)}")
     from ..schedules.balance import flags
     from ..schedules.layer_split import LayerSplit
 
