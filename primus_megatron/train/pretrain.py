@@ -171,8 +171,10 @@ def train(args) -> dict:
         norms.append(grad_norm)
         if done % args.log_interval == 0 or done == args.train_iters:
             bubble = measured_bubble(timeline) if timeline else None
-            extra = " | ".join(filter(None, [cpu_replay.log_field(args, timeline), f"planned bubble: {planned[0]:.3f} | "
-                                             f"planned peak act: {planned[1]:g} mb" if planned else ""]))
+            # ranks time-sharing cores: the replay and its plan from CPU times replace the plan's bubble
+            # under the profiled wall-clock costs, which the time sharing distorts
+            bubbles = cpu_replay.log_field(args, timeline) or (f"planned bubble: {planned[0]:.3f}" if planned else "")
+            extra = " | ".join(filter(None, [bubbles, f"planned peak act: {planned[1]:g} mb" if planned else ""]))
             tokens = args.global_batch_size * args.seq_length / elapsed
             log0(_format_log(done, args, elapsed * 1e3, optimizer.param_groups[0]["lr"], losses,
                              optimizer.get_loss_scale().item(), grad_norm, skipped_total, tokens, bubble, extra))
