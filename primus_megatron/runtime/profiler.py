@@ -24,7 +24,7 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Iterator
 
 import torch
 import torch.distributed as dist
