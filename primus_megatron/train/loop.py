@@ -328,11 +328,15 @@ def costs_from_timeline(timeline: list[list], num_stages: int, *, time_shared: b
 def write_timeline(args, timeline: list[list], title: str, plan=None) -> None:
     """The picture of one iteration: with `plan` (the executed Schedule), the plan
     simulated from this iteration's measured op costs above the measurement, on one
-    time axis (ms); plus a Chrome trace of the measurement."""
+    time axis (ms); where ranks time-share cores, the costs are the ops' CPU times and the
+    executed order replayed from them (`cpu_replay`) sits between the two; plus a Chrome
+    trace of the measurement."""
+    from dataclasses import replace
+
     from ..schedules import simulate
     from ..schedules.plot import plot_timeline
     from ..schedules.trace import write_chrome_trace
-    from .cpu_replay import replayed
+    from .cpu_replay import p2p_latency, replayed
 
     t0 = min(r.start for tl in timeline for r in tl)
     # milliseconds since the iteration's first op (the trace's time unit)
@@ -344,7 +348,7 @@ def write_timeline(args, timeline: list[list], title: str, plan=None) -> None:
     panels, notes = {}, {}
     measured = "measured (this run, wall clock)" if again else "measured (this run)"
     if plan is not None:
-        costs = (costs_from_timeline(again, plan.num_stages) if again
+        costs = (replace(costs_from_timeline(again, plan.num_stages), comm=p2p_latency(shifted)) if again
                  else costs_from_timeline(shifted, plan.num_stages, time_shared=time_shared))
         planned = simulate(plan, costs)
         what = "CPU times" if again else "costs"
