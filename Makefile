@@ -73,7 +73,7 @@ DEMO_ARGS = --cpu --pipeline-model-parallel-size 4 --pipeline-schedule $(SCHEDUL
 	--lr-warmup-iters 4 --min-lr 1e-4 --eval-interval 20 --eval-iters 2 --timeline out/demo_timeline.png
 
 # With at least 4 cores each rank gets its own (pinned); with fewer they time-share, and the
-# picture and the log say so.
+# picture and the log say so and add the executed order replayed from each op's CPU time.
 demo: $(STAMP)
 	$(BIN)/python -m primus_megatron.train.data --build-corpus-dataset out/data/corpus_text_document
 	OMP_NUM_THREADS=1 PRIMUS_PIN_RANKS=$$( [ $$(nproc) -ge 4 ] && echo 1 || echo 0 ) \

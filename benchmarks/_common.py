@@ -1,6 +1,6 @@
 """Shared helpers of the CPU benchmarks (not a benchmark itself).
 
-* `run_ranks(body, case, world)`: `compat.cpu_ranks.run_ranks` with each rank
+* `run_ranks(body, case, world)`: `runtime.local_ranks.run_ranks` with each rank
   pinned to one core (rank r -> the r-th core this process may use, modulo
   their number) and a 300 s collective timeout unless the case names one.
 * the one markdown writer every benchmark uses: `add_markdown_options(parser)`
@@ -26,11 +26,11 @@ if ROOT not in sys.path:
 
 def run_ranks(body, case: dict, world: int, *, timeout_s: float, pin: bool = True) -> list:
     """Run body(rank, case) on `world` gloo ranks, pinned one per core; results indexed by rank."""
-    from primus_megatron.compat import cpu_ranks
+    from primus_megatron.runtime import local_ranks
 
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     case = {"gloo_timeout": 300, **case}  # long benchmark runs: a generous collective timeout
-    return cpu_ranks.run_ranks(body, case, world, timeout_s=timeout_s, pin=pin)
+    return local_ranks.run_ranks(body, case, world, timeout_s=timeout_s, pin=pin)
 
 
 def add_markdown_options(parser) -> None:

@@ -23,7 +23,7 @@ Writes out/gpu_check/report.md and report.json:
    tokens/s and peak memory from Megatron-LM's own log lines.
 
 On CPU (`--cpu-dry-run`) the same code runs with gloo: the matrix in one process group of
-forked ranks (compat/cpu_ranks.py), eager and lazy init as the strict p2p mode's two
+forked ranks (runtime/local_ranks.py), eager and lazy init as the strict p2p mode's two
 variants (strict, strict-lazy), no flight recorder; Megatron-LM's part only with
 `--megatron-lm` (local layers, fp32).
 """
@@ -276,13 +276,13 @@ class _IterationTimer:
 
 def run_matrix_cpu(configs: list, opts: dict) -> list:
     """The dry run: every configuration of one pp in one process group of forked gloo ranks."""
-    from primus_megatron.compat import cpu_ranks
+    from primus_megatron.runtime import local_ranks
 
     out = []
     for pp in sorted({c["pp"] for c in configs}):
         mine = [c for c in configs if c["pp"] == pp]
         case = {**opts, "pp": pp, "configs": mine, "gpu": False}
-        per_rank = cpu_ranks.run_ranks(matrix_body, case, pp, timeout_s=opts["config_timeout_s"] * len(mine))
+        per_rank = local_ranks.run_ranks(matrix_body, case, pp, timeout_s=opts["config_timeout_s"] * len(mine))
         out += per_rank[0]
     return out
 

@@ -145,14 +145,7 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool, size_required: bo
                         "instead of the makespan")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance; "
-                                               "emulate runs one on local ranks with emulated devices.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    sub.required = True
-
-    sub.add_parser("list", help="registered schedules", description="Every registered schedule name and alias.")
-
+def _add_simulate(sub: Any) -> None:
     p = sub.add_parser("simulate", help="timing, bubble and memory of one schedule",
                        description="Simulate one schedule: makespan, bubble rates, per-rank busy/idle and peak memory.")
     _add_common(p, schedule=True)
@@ -163,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the schedule's JSON export instead of the table")
     _add_offload(p)
 
+
+def _add_compare(sub: Any) -> None:
     p = sub.add_parser("compare", help="every schedule side by side",
                        description="Simulate every registered schedule for the same pipeline and costs.")
     _add_common(p, schedule=False)
@@ -173,6 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "it the best order found so far is used, which may not be optimal")
     _add_offload(p)
 
+
+def _add_export(sub: Any) -> None:
     p = sub.add_parser("export", help="the schedule's op order as JSON or torch action strings",
                        description="Export one schedule: JSON (the documented format) or torch.distributed.pipelining "
                                    "action strings, one rank per line.")
@@ -182,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("json", "torch"), default="json", help="output format (default json)")
     p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
 
+
+def _add_balance(sub: Any) -> None:
     p = sub.add_parser("balance", help="the layer split that runs a schedule fastest, from a measured profile",
                        description="Simulate the schedule on every layer split megatron-core can build (first/last "
                                    "pipeline rank layer counts, embedding/loss accounted) under the per-layer, "
@@ -195,6 +194,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-layers", required=True, type=_int_at_least(1), metavar="N", help="transformer layers")
     p.add_argument("--memory-limit", type=_memory_limit, default=None, metavar="X",
                    help="peak activation memory per rank, in units of an average rank's layers for one microbatch")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance; "
+                                               "emulate runs one on local ranks with emulated devices.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    sub.add_parser("list", help="registered schedules", description="Every registered schedule name and alias.")
+
+    _add_simulate(sub)
+    _add_compare(sub)
+    _add_export(sub)
+    _add_balance(sub)
 
     p = sub.add_parser("emulate", help="run the real runtime on P local ranks with emulated devices",
                        description="Run a schedule with the real runtime (executor, strict NCCL-order p2p, weight-"

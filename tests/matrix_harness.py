@@ -54,7 +54,7 @@ from functools import partial
 import torch
 
 import megatron_reference as ref
-from primus_megatron.compat import cpu_ranks
+from primus_megatron.runtime import local_ranks
 
 SEQ = ref.SEQ_LENGTH
 MBS = ref.MICRO_BATCH_SIZE
@@ -421,7 +421,7 @@ def _save(obj, path: str) -> None:
 
 
 def _init_parallel_state(world_case: dict) -> None:
-    """Fresh megatron process groups for world_case's tp x pp (x ep): at start-up (cpu_ranks set up
+    """Fresh megatron process groups for world_case's tp x pp (x ep): at start-up (local_ranks set up
     tp x pp; MoE needs expert parallel too) and after a case that failed on every rank, so
     that nothing a failed case left in flight on the old groups can reach the next case.
     The old groups stay registered with torch.distributed (never garbage-collected while a
@@ -564,7 +564,7 @@ def _reference_run(spec: dict) -> dict:
 # -- the parent side -------------------------------------------------------------------------------
 
 def run_reference(specs: dict, *, timeout_s: float = 900) -> dict:
-    return cpu_ranks.run_ranks(reference_body, {"pp": 1, "specs": specs}, 1, timeout_s=timeout_s)[0]
+    return local_ranks.run_ranks(reference_body, {"pp": 1, "specs": specs}, 1, timeout_s=timeout_s)[0]
 
 
 def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1800) -> list:
@@ -582,7 +582,7 @@ def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1
             os.remove(path)
         launch_error = None
         try:
-            cpu_ranks.run_ranks(world_body, {**layout, "cases": cases, "start": start, "dir": directory}, world,
+            local_ranks.run_ranks(world_body, {**layout, "cases": cases, "start": start, "dir": directory}, world,
                                 timeout_s=max(60.0, deadline - time.monotonic()))
         except (RuntimeError, TimeoutError) as exc:
             launch_error = str(exc)
@@ -610,7 +610,7 @@ def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1
 
 
 def _silent_deaths(launch_error: str | None) -> str:
-    """The ranks cpu_ranks found dead without a word (a signal, the out-of-memory killer): they
+    """The ranks local_ranks found dead without a word (a signal, the out-of-memory killer): they
     wrote no error file, and their peers' errors (connections reset) only point at them."""
     found = re.findall(r"^rank (\d+) failed:\n(its process .*)$", launch_error or "", re.M)
     return "\n".join(f"rank {r}: {text}" for r, text in found)

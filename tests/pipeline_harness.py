@@ -15,7 +15,7 @@ from functools import partial
 import torch
 
 import megatron_reference as ref
-from primus_megatron.compat import cpu_ranks
+from primus_megatron.runtime import local_ranks
 
 
 def _provider(config, tied, pre_process=True, post_process=True, vp_stage=None):
@@ -24,7 +24,7 @@ def _provider(config, tied, pre_process=True, post_process=True, vp_stage=None):
 
 def run_ranks(case: dict, world: int, *, timeout_s: float = 240.0) -> list:
     """Run case['body'](rank, case) on `world` gloo ranks; results indexed by rank."""
-    return cpu_ranks.run_ranks(case["body"], case, world, timeout_s=timeout_s)
+    return local_ranks.run_ranks(case["body"], case, world, timeout_s=timeout_s)
 
 
 # -- the standard body: training steps of schedules vs the single-process reference -----------------

@@ -31,7 +31,7 @@ import pytest
 import torch
 
 import megatron_reference as ref
-from primus_megatron.compat import cpu_ranks
+from primus_megatron.runtime import local_ranks
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
 
@@ -139,7 +139,7 @@ def _round_trips(rank: int, case: dict) -> dict:
 
 
 def test_optimizer_state_saved_and_loaded_resumes_bitwise(tmp_path):
-    per_rank = cpu_ranks.run_ranks(_round_trips, {"pp": 1, "dir": str(tmp_path)}, 2, timeout_s=300)
+    per_rank = local_ranks.run_ranks(_round_trips, {"pp": 1, "dir": str(tmp_path)}, 2, timeout_s=300)
     for rank, results in enumerate(per_rank):
         for name, result in results.items():
             state, resumed = result["state"]

@@ -96,12 +96,12 @@ def test_memory_per_rank_is_reported(pp2_runs):
     (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--optimizer-ms", "5", "--straggler", "9:2"], "rank in 0..3"),
 ])
 def test_emulate_refuses_bad_input_before_any_rank_starts(argv, words, capsys, monkeypatch):
-    from primus_megatron.compat import cpu_ranks
+    from primus_megatron.runtime import local_ranks
 
     def no_ranks(*a, **k):
         raise AssertionError("a rank was started")
 
-    monkeypatch.setattr(cpu_ranks, "run_ranks", no_ranks)
+    monkeypatch.setattr(local_ranks, "run_ranks", no_ranks)
     assert cli.main(["emulate", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and "\n" not in err and "Traceback" not in err

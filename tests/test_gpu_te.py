@@ -234,7 +234,7 @@ def gpu_results():
 
     import torch.multiprocessing as mp
 
-    from primus_megatron.compat.cpu_ranks import free_port
+    from primus_megatron.runtime.local_ranks import free_port
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

@@ -65,3 +65,27 @@ def test_the_executed_timeline_keeps_events_until_read():
     assert abs((record.end - record.start) - 2.5e-3) < 1e-12 and end.synchronized
     host = OpRecord(0, Op("F", 3, 0), 1, 1.0, 1.25)  # CPU: marks are seconds
     assert (host.start, host.end) == (1.0, 1.25)
+
+
+def test_on_cpu_an_op_record_keeps_its_cpu_time_beside_its_wall_time():
+    """The host clock's marks carry the thread's CPU time: a wait counts in the wall time and not in
+    the CPU time, work in both (what the demo replays on time-shared cores, train/cpu_replay.py)."""
+    import time
+
+    from primus_megatron.train.cpu_replay import cpu_seconds
+
+    clock = clock_for(torch.device("cpu"))
+    start = clock.mark()
+    time.sleep(0.2)
+    slept = clock.mark()
+    busy_until = time.thread_time() + 0.05
+    while time.thread_time() < busy_until:
+        pass
+    worked = clock.mark()
+    assert clock.elapsed(start, slept) >= 0.2 and clock.cpu_elapsed(start, slept) < 0.1
+    assert clock.cpu_elapsed(slept, worked) >= 0.05
+    assert clock.elapsed(slept, worked) >= clock.cpu_elapsed(slept, worked)
+    record = OpRecord(0, Op("F", 0), 0, start, worked, clock)
+    assert record.start == clock.seconds(start) and record.end - record.start == clock.elapsed(start, worked)
+    assert cpu_seconds(record) == clock.cpu_elapsed(start, worked)
+    assert cpu_seconds(OpRecord(0, Op("F", 0), 0, 0.0, 1.0)) is None  # marks without a clock: no CPU time

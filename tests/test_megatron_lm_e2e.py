@@ -46,7 +46,7 @@ DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "-
 SCHEDULES = ["1f1b", "zb-h1", "zbv", "zb-auto", "auto"]
 # zb-auto: profiled at iteration 2, planned again from the measured costs for iterations 3 and 4. zbv keeps
 # its equal-cost plan here: a plan from measured costs differs between launches, and with tied embeddings
-# (rank 0 holds both) the last printed digit can follow it (README); zbv re-plans in the DP2xPP2 runs (untied)
+# (rank 0 holds both) the last printed digit can follow it (docs/schedules.md); zbv re-plans in the DP2xPP2 runs (untied)
 FIXED_ZBV = ["--pipeline-profile-steps", "0"]
 EXTRA = {"zb-auto": ["--pipeline-profile-steps", "1"], "zbv": FIXED_ZBV}
 REPLANNED = re.compile(r"^(re-planned \S+ from the measured costs|kept the running \S+ plan)", re.M)

@@ -222,7 +222,7 @@ def test_finish_shuts_gloo_down_in_cpu_mode_only():
     """pretrain_gpt.py calls finish() after pretrain(): in CPU mode every gloo group and
     megatron's references to them are gone before the interpreter exits (left to the exit,
     gloo aborts a finished rank now and then); GPU runs are left as Megatron-LM leaves them."""
-    from primus_megatron.compat.cpu_ranks import run_ranks
+    from primus_megatron.runtime.local_ranks import run_ranks
 
     results = run_ranks(_finish_body, {"pp": 2}, 2, timeout_s=120)
     assert results == [[(True, True), (False, False)]] * 2

@@ -51,7 +51,7 @@ def _args(dataset, save, *extra, pp=4, schedule="zbv", iters=6):
             "--train-iters", str(iters), "--pipeline-model-parallel-size", str(pp), "--pipeline-schedule", schedule,
             "--save", save, "--save-interval", "2",
             # one plan for every launch: a plan from measured costs can differ between the uninterrupted and the
-            # resumed launch, and with it the last bits of the tied embedding's gradient (README)
+            # resumed launch, and with it the last bits of the tied embedding's gradient (docs/schedules.md)
             "--pipeline-profile-steps", "0", *extra]
 
 

@@ -54,9 +54,9 @@ def _load_standin():
 
 
 def _run_spawned(body, case: dict, world: int = 1, timeout_s: float = 300.0):
-    from primus_megatron.compat import cpu_ranks
+    from primus_megatron.runtime import local_ranks
 
-    per_rank = cpu_ranks.run_ranks(body, {"pp": world, **case}, world, timeout_s=timeout_s)
+    per_rank = local_ranks.run_ranks(body, {"pp": world, **case}, world, timeout_s=timeout_s)
     for res in per_rank:
         if isinstance(res, dict) and str(res.get("skip", "")).startswith("SKIP"):
             pytest.skip(expected_skips.reason("real-te", res["skip"]))

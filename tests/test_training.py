@@ -93,7 +93,9 @@ def test_timeline_picture_and_trace_are_written(every_schedule):
 def test_demo_picture_shows_plan_over_measurement(dataset, tmp_path, one_core):
     """The picture of the executed iteration has the plan simulated from the run's
     measured op costs above the measured timeline, one time axis in ms, both
-    bubble figures, and a time-sharing note exactly when ranks share cores."""
+    bubble figures, and a time-sharing note exactly when ranks share cores; then, between
+    the two, the executed order replayed from each op's CPU time, which no wait for a
+    core can lengthen: it ends no later than the measured timeline."""
     import re
 
     if not one_core and len(os.sched_getaffinity(0)) < 2:
@@ -103,10 +105,14 @@ def test_demo_picture_shows_plan_over_measurement(dataset, tmp_path, one_core):
     H.run_ranks({"body": H.train_body, "pp": 2, "runs": [run], "one_core": one_core}, 2, timeout_s=600)
     svg = open(picture, encoding="utf-8").read()
     titles = re.findall(r">([^<>]*bubble sync [0-9.]+ / async [0-9.]+[^<>]*)<", svg)
-    assert len(titles) == 2, titles
-    assert titles[0].startswith("planned (the schedule simulated from this run") and "measured" in titles[1], titles
+    assert len(titles) == (3 if one_core else 2), titles
+    assert titles[0].startswith("planned (the schedule simulated from this run") and "measured" in titles[-1], titles
     assert "time (ms)" in svg
     assert ("2 rank processes time-share 1 core:" in svg) == one_core
+    if one_core:
+        assert titles[1].startswith("replayed (the order this run executed, each op taking the CPU time it used"), titles
+        replayed, measured = (float(re.search(r"makespan ([0-9.]+)", t).group(1)) for t in titles[1:])
+        assert 0 < replayed <= measured, titles
 
 
 def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_path):

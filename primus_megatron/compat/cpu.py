@@ -69,9 +69,10 @@ import types
 
 import torch
 
+from .cpu_torch import CPU as _CPU, TorchOnCpu
+
 __all__ = ["enable", "is_enabled"]
 
-_CPU = torch.device("cpu")
 _enabled = False
 
 # megatron modules whose global ``torch`` becomes the CPU proxy (and why).
@@ -136,113 +137,6 @@ def _te_extension() -> tuple:
     installed: they pass ``device=torch.cuda.current_device()`` to TE's constructors unless
     --use-cpu-initialization (extensions/transformer_engine.py:305)."""
     return ("megatron.core.extensions.transformer_engine",) if transformer_engine_runs_on_cpu() else ()
-
-
-def _cpu_device(device):
-    """Map a CUDA device spec (``"cuda"``, ``"cuda:1"``, an int, a cuda device) to CPU."""
-    if device is None:
-        return None
-    if isinstance(device, int) or torch.device(device).type == "cuda":
-        return _CPU
-    return device
-
-
-def _on_cpu(factory):
-    """Wrap a tensor factory so that a CUDA ``device=`` argument lands on CPU."""
-
-    def wrapper(*args, **kwargs):
-        if "device" in kwargs:
-            kwargs["device"] = _cpu_device(kwargs["device"])
-        return factory(*args, **kwargs)
-
-    wrapper.__name__ = getattr(factory, "__name__", "factory")
-    return wrapper
-
-
-class _CudaOnCpu(types.ModuleType):
-    """``torch.cuda`` as seen by a patched megatron module."""
-
-    def __init__(self):
-        super().__init__("torch.cuda")
-
-    @staticmethod
-    def current_device():
-        # megatron passes this as ``device=``; a CPU device is accepted everywhere it is used
-        return _CPU
-
-    @staticmethod
-    def synchronize(device=None):
-        # gloo work is complete once its request is waited on: nothing to synchronise
-        return None
-
-    # CPU ops run in program order: one stream, whose events are complete when recorded
-    @staticmethod
-    def Stream(*args, **kwargs):
-        return _STREAM
-
-    @staticmethod
-    def current_stream(*args, **kwargs):
-        return _STREAM
-
-    @staticmethod
-    def stream(stream):
-        return contextlib.nullcontext()
-
-    def __getattr__(self, name):
-        return getattr(torch.cuda, name)
-
-
-class _Event:
-    """A CUDA event on the CPU: complete when recorded."""
-
-    def synchronize(self) -> None:
-        return None
-
-    def wait(self, stream=None) -> None:
-        return None
-
-    def query(self) -> bool:
-        return True
-
-
-class _Stream:
-    """A CUDA stream that orders nothing: CPU work runs in program order."""
-
-    def wait_stream(self, other) -> None:
-        return None
-
-    def wait_event(self, event) -> None:
-        return None
-
-    def record_event(self, event=None) -> _Event:
-        return _Event()
-
-    def synchronize(self) -> None:
-        return None
-
-    def query(self) -> bool:
-        return True
-
-
-_STREAM = _Stream()
-
-
-class _TorchOnCpu(types.ModuleType):
-    """``torch`` as seen by a patched megatron module: CUDA placements go to CPU."""
-
-    def __init__(self):
-        super().__init__("torch")
-        self.cuda = _CudaOnCpu()
-        for name in ("empty", "zeros", "ones", "full", "tensor"):
-            setattr(self, name, _on_cpu(getattr(torch, name)))
-
-    @staticmethod
-    def autocast(device_type, *args, **kwargs):
-        # config.enable_autocast makes schedules.forward_step open autocast("cuda")
-        return torch.autocast("cpu" if device_type == "cuda" else device_type, *args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(torch, name)
 
 
 def _patch_memory_buffer():
@@ -568,7 +462,7 @@ def enable(training=False):
         return
     if _enabled:
         return
-    proxy = _TorchOnCpu()
+    proxy = TorchOnCpu()
     for module_name in _PROXIED_MODULES + _te_extension():
         importlib.import_module(module_name).torch = proxy
     _patch_memory_buffer()

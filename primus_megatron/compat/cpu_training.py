@@ -49,6 +49,8 @@ import sys
 
 import torch
 
+from . import cpu_torch
+
 _enabled = False
 
 # Megatron-LM modules (and the two megatron-core ones only its loop uses) whose global
@@ -84,9 +86,7 @@ def _zero(*args, **kwargs) -> int:
 
 
 def _make_proxy():
-    from . import cpu
-
-    class _CudaForTraining(cpu._CudaOnCpu):
+    class _CudaForTraining(cpu_torch.CudaOnCpu):
         """``torch.cuda`` as seen by Megatron-LM's training modules in CPU mode."""
 
         is_available = staticmethod(lambda: True)
@@ -103,12 +103,12 @@ def _make_proxy():
         set_rng_state = staticmethod(_nothing)
         manual_seed = staticmethod(_nothing)
 
-    class _TorchForTraining(cpu._TorchOnCpu):
+    class _TorchForTraining(cpu_torch.TorchOnCpu):
         def __init__(self):
             super().__init__()
             self.cuda = _CudaForTraining()
             for name in ("rand", "randn", "empty_like", "zeros_like", "ones_like", "arange"):
-                setattr(self, name, cpu._on_cpu(getattr(torch, name)))
+                setattr(self, name, cpu_torch.on_cpu(getattr(torch, name)))
 
     return _TorchForTraining()
 

@@ -285,9 +285,9 @@ def finish() -> None:
 
     Megatron-LM never destroys its process groups. When gloo's groups are left for the
     interpreter's exit, a run that finished now and then dies anyway: 'terminate called
-    without an active exception', SIGABRT, while the interpreter collects garbage. A bare
-    torchrun script with gloo subgroups shows this too (3 of 20 runs here); with the groups
-    shut down first, 0 of 90. This is only local work: no collective, nothing waits on
+    without an active exception', SIGABRT, while the interpreter collects garbage (a bare
+    torchrun script with gloo subgroups does the same); shutting the groups down first avoids
+    it. This is only local work: no collective, nothing waits on
     another rank. After a failure it is skipped, because a worker thread may still be blocked
     on a dead peer, and torchrun stops the ranks then. GPU runs (NCCL) are left as
     Megatron-LM leaves them.

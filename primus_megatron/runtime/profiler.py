@@ -4,7 +4,8 @@ Time comes from a clock chosen by the device (`clock_for`): on a GPU (CUDA, or
 HIP, whose devices torch also calls "cuda"), CUDA/HIP events recorded on the
 current stream, read once they have completed, so an op's time is the GPU's
 and the host never waits for it (host timestamps would show launch order);
-on CPU the host's clock. On CPU, time is wall time and memory is what the executor and the
+on CPU the host's clock (each op's CPU time is recorded beside it, `HostCpuClock`). On CPU,
+time is wall time and memory is what the executor and the
 weight-gradient store keep alive: the tensors autograd saved during F (read from
 the graph's nodes, one count per storage, parameters excluded), of which B frees all but
 what the deferred weight-gradient closures hold (and B adds the output
@@ -23,7 +24,7 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+from typing import Iterator
 
 import torch
 import torch.distributed as dist
@@ -45,6 +46,28 @@ class HostClock:
 
     def seconds(self, mark) -> float:
         return mark
+
+
+class HostCpuClock(HostClock):
+    """The host's clock, with the marking thread's CPU time beside it: a mark is (seconds, CPU
+    seconds of this thread). `elapsed` and `seconds` are the host's wall time, as `HostClock`'s;
+    `cpu_elapsed` is the CPU time the thread spent between two marks. An op runs on its rank's
+    one thread, so that is the op's own work even when several ranks time-share a core, where
+    its wall time also counts the time the operating system gave to other ranks."""
+
+    kind = "host+cpu"
+
+    def mark(self) -> tuple[float, float]:
+        return time.perf_counter(), time.thread_time()
+
+    def elapsed(self, start, end) -> float:
+        return end[0] - start[0]
+
+    def seconds(self, mark) -> float:
+        return mark[0]
+
+    def cpu_elapsed(self, start, end) -> float:
+        return end[1] - start[1]
 
 
 class EventClock:
@@ -76,8 +99,9 @@ class EventClock:
 
 
 def clock_for(device, *, event_type=None):
-    """EventClock on a GPU device, HostClock otherwise: chosen by the device, not by a flag."""
-    return EventClock(event_type) if getattr(device, "type", device) == "cuda" else HostClock()
+    """EventClock on a GPU device, else the host's clock with each thread's CPU time beside it
+    (HostCpuClock): chosen by the device, not by a flag."""
+    return EventClock(event_type) if getattr(device, "type", device) == "cuda" else HostCpuClock()
 
 
 def _storage_key(t: torch.Tensor) -> tuple[int, int]:
@@ -256,7 +280,7 @@ def combined_costs(summaries: list, schedule: S.Schedule) -> tuple[S.Costs, dict
     n = schedule.num_stages
     f, b, w = [0.0] * n, [0.0] * n, [0.0] * n
     bw: list = [None] * n  # a BW op's own time, where the schedule ran one
-    mf, mb, mw = [0.0] * n, [0.0] * n, [0.0] * n
+    mf, mb = [0.0] * n, [0.0] * n
     comms = []
     for summary in summaries:
         if summary["comm"] > 0:
@@ -275,18 +299,18 @@ def combined_costs(summaries: list, schedule: S.Schedule) -> tuple[S.Costs, dict
                 mf[stage] = delta
             elif kind == S.B:
                 mb[stage] = delta
-            elif kind == S.W:
-                mw[stage] = delta
             elif kind == S.BW:
-                mb[stage], mw[stage] = 0.0, delta
+                mb[stage] = 0.0  # one backward op: nothing is kept for a W
     b, w, fused = measured_backward(b, w, bw)
     # Memory in units of an average rank's activations for one microbatch.
     per_rank = defaultdict(float)
     for stage in range(n):
         per_rank[schedule.owner(stage)[0]] += mf[stage]
     unit = (sum(per_rank.values()) / len(per_rank)) or 1.0
-    mf, mb, mw = ([x / unit for x in v] for v in (mf, mb, mw))
-    mw = [-(a + c) for a, c in zip(mf, mb)]  # deltas sum to zero exactly (medians need not)
+    mf, mb = ([x / unit for x in v] for v in (mf, mb))
+    # W frees what F added and B kept, so the deltas sum to zero exactly; the measured W deltas
+    # (medians over other steps) need not, and are not used.
+    mw = [-(a + c) for a, c in zip(mf, mb)]
     costs = S.Costs(f=f, b=b, w=w, comm=statistics.median(comms) if comms else 0.0, mem_f=mf, mem_b=mb, mem_w=mw,
                     bw=fused)
     return costs, {"unit_bytes": unit, "f": f, "b": b, "w": w, "comm": costs.comm}

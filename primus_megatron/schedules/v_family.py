@@ -24,9 +24,7 @@ from .variants import best_of
 # Greedy priority under a memory limit: the chunk-1 backward, the chunk-1 forward,
 # the chunk-0 backward, the chunk-0 forward (each oldest microbatch first); W only
 # fills gaps or makes room. Work that finishes a microbatch's trip round the V
-# frees memory soonest. Chosen among all 24 orders of the four, W last or first, with
-# and without the later-chunk reserve: the best at pp=4, m=8, costs (1, 2, 1, 0.05),
-# under both the V-Half and the V-Min block's memory.
+# frees memory soonest.
 _RANK = {(B, 1): 0, (F, 1): 1, (B, 0): 2, (F, 0): 3}
 
 
@@ -52,7 +50,7 @@ def v_family(pp: int, m: int, block, sc: StageCosts, memory_limit: Optional[floa
             ends = compact(pp, slots, sc, keep=steady_window(slots, m))
             candidates.append(("list-scheduled ends", lambda: list_schedule_scored(pp, m, 2, V, sc, None, slot_policy(ends))))
             candidates.append(("list-scheduled plain", lambda: list_schedule_scored(pp, m, 2, V, sc, None, slot_policy(slots))))
-    if not sc.one_slot:  # with one-slot costs the block never lost to it (pp 4-16, m 2pp-4pp)
+    if not sc.one_slot:  # one-slot costs: the cost model the block is built for
         block_peak = max(max(row) for row in memory_profile(pp, slots, sc))
         limit = block_peak if memory_limit is None else min(block_peak, memory_limit)
         candidates.append(("deepest first", lambda: list_schedule_scored(pp, m, 2, V, sc, limit, DEEPEST_FIRST)))

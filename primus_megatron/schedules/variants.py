@@ -36,7 +36,7 @@ def best_of(candidates: Iterable[tuple[str, Candidate]], *, pp: int, m: int, chu
     run with an optimizer barrier, or of one without (each rank starts its next iteration
     when it ends this one, `objective`). With `fill`, the winner's W ops are then re-placed
     from the costs (`w_fill`) where that scores better at no more memory than the winner's
-    (not under one-slot costs, where it never did: pp 4-16, m 2pp-4pp, zbv, v-half, v-min)."""
+    (not under one-slot costs, the cost model the fixed patterns are built for)."""
     rank = objective(post_validation)
     best, best_score, lowest = None, None, None
     for _, make in candidates:

@@ -134,6 +134,38 @@ def indexed_dataset_is_current(jsonl_paths: Sequence[str], output_prefix: str, t
     return meta.get("fingerprint") == _fingerprint(jsonl_paths, tokenizer, append_eod, json_key)
 
 
+def _add_documents(builder, jsonl_paths: Sequence[str], tokenizer, dtype, *, append_eod: bool,
+                   json_key: str) -> Tuple[int, int, int]:
+    """Tokenize every document into `builder`: (documents, tokens, skipped empty documents).
+    Raises ValueError when no document has a token."""
+    documents = tokens = skipped = 0
+    for text in iter_jsonl_documents(jsonl_paths, json_key):
+        ids = list(tokenizer.tokenize(text))
+        if not ids:
+            skipped += 1
+            continue
+        if append_eod:
+            ids.append(tokenizer.eod)
+        builder.add_document(numpy.asarray(ids, dtype=dtype), [len(ids)])
+        documents += 1
+        tokens += len(ids)
+    if documents == 0:
+        raise ValueError(f"no non-empty {json_key!r} documents in {', '.join(jsonl_paths)}")
+    return documents, tokens, skipped
+
+
+def _commit(tmp_prefix: str, output_prefix: str) -> None:
+    """Rename the temporary files into place: the old .idx goes first, so an old .idx never pairs
+    with a new .bin, and the new .idx comes last."""
+    (bin_path, idx_path, meta_path), (tmp_bin, tmp_idx, tmp_meta) = _paths(output_prefix), _paths(tmp_prefix)
+    for old in (idx_path, meta_path):
+        if os.path.exists(old):
+            os.remove(old)
+    os.replace(tmp_bin, bin_path)
+    os.replace(tmp_meta, meta_path)
+    os.replace(tmp_idx, idx_path)
+
+
 def build_indexed_dataset(jsonl_paths: Sequence[str], output_prefix: str, tokenizer=None, *,
                           append_eod: bool = True, json_key: str = "text") -> Dict[str, object]:
     """Tokenize JSONL documents into Megatron's ``output_prefix.bin`` / ``.idx``.
@@ -165,27 +197,15 @@ def build_indexed_dataset(jsonl_paths: Sequence[str], output_prefix: str, tokeni
     tmp_bin, tmp_idx, tmp_meta = _paths(tmp_prefix)
 
     dtype = DType.optimal_dtype(tokenizer.vocab_size)
-    documents = tokens = skipped = 0
     committed = False
     try:
         builder = IndexedDatasetBuilder(tmp_bin, dtype=dtype)
         try:
-            for text in iter_jsonl_documents(jsonl_paths, json_key):
-                ids = list(tokenizer.tokenize(text))
-                if not ids:
-                    skipped += 1
-                    continue
-                if append_eod:
-                    ids.append(tokenizer.eod)
-                builder.add_document(numpy.asarray(ids, dtype=dtype), [len(ids)])
-                documents += 1
-                tokens += len(ids)
+            documents, tokens, skipped = _add_documents(builder, jsonl_paths, tokenizer, dtype,
+                                                        append_eod=append_eod, json_key=json_key)
         except BaseException:
             builder.data_file.close()
             raise
-        if documents == 0:
-            builder.data_file.close()
-            raise ValueError(f"no non-empty {json_key!r} documents in {', '.join(jsonl_paths)}")
         builder.finalize(tmp_idx)
         check = IndexedDataset(tmp_prefix, mmap=False)  # reads the pair back: counts must agree
         if len(check) != documents or int(check.sequence_lengths.sum()) != tokens:
@@ -199,13 +219,7 @@ def build_indexed_dataset(jsonl_paths: Sequence[str], output_prefix: str, tokeni
         with open(tmp_meta, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1, sort_keys=True)
             f.write("\n")
-        # Commit: drop the old .idx first so an old .idx never pairs with a new .bin, .idx last.
-        for old in (idx_path, meta_path):
-            if os.path.exists(old):
-                os.remove(old)
-        os.replace(tmp_bin, bin_path)
-        os.replace(tmp_meta, meta_path)
-        os.replace(tmp_idx, idx_path)
+        _commit(tmp_prefix, output_prefix)
         committed = True
     finally:
         if not committed:

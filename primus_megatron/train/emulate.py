@@ -3,7 +3,7 @@
 `plan` builds what is run (our schedule, validated here, before any rank starts,
 and megatron-core's own 1F1B / interleaved 1F1B as baselines) with each variant's
 per-stage op times and its simulation; `run` forks the ranks from the preloaded fork
-server (`compat.cpu_ranks`) and runs every variant in the same processes on the same
+server (`runtime.local_ranks`) and runs every variant in the same processes on the same
 kind of emulated chunks (`runtime.emulated`), our schedules through
 `get_forward_backward_func` (strict NCCL-order p2p on gloo), megatron's through its
 own `forward_backward_func`; `summarise` turns the measured op spans into the
@@ -300,7 +300,7 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
         optimizer: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
     memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError."""
-    from ..compat import cpu_ranks
+    from ..runtime import local_ranks
 
     epoch = time.monotonic()
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
@@ -309,7 +309,7 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
             "variants": [replace(v, sim_timeline=None) for v in variants]}
     work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
     limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s
-    per_rank = cpu_ranks.run_ranks(_rank_body, case, pp, timeout_s=limit)
+    per_rank = local_ranks.run_ranks(_rank_body, case, pp, timeout_s=limit)
     out = []
     for i, v in enumerate(variants):
         out.append(None if v.skipped else summarise(v, [r["variants"][i] for r in per_rank]))
@@ -384,7 +384,7 @@ def _timeline(ranks: list[dict], step: int) -> list[list[tuple]]:
 # -- what the command prints ---------------------------------------------------------------------
 
 def first_failure(text: str, most: int = 4) -> str:
-    """Each failing rank's error line out of `cpu_ranks.run_ranks`'s RuntimeError text, on one line
+    """Each failing rank's error line out of `local_ranks.run_ranks`'s RuntimeError text, on one line
     (a rank that timed out first and the ranks left waiting on it all show)."""
     lines = text.splitlines()
     found = [f"{line[:-len(' failed:')]}: {lines[i + 1]}" for i, line in enumerate(lines)

@@ -62,8 +62,9 @@ def cpu_time_sharing(ranks_here: int) -> Optional[tuple[int, int]]:
 
 def time_sharing_note(ranks: int, cores: int) -> str:
     return (f"{ranks} rank processes share {cores} core{'s' * (cores != 1)} here, so measured op times and gaps are mostly the "
-            f"operating system switching between ranks, not the schedule's bubbles; the planned timeline (the "
-            f"schedule simulated from the measured op costs) is what one core per rank would show")
+            f"operating system switching between ranks, not the schedule's bubbles; each op's CPU time is measured "
+            f"too, and the executed order replayed from it (the log's replayed bubble, the picture's replayed "
+            f"timeline) is what one core per rank would show")
 
 
 # -- forward step (Megatron-LM's pretrain_gpt.forward_step) --------------------------------------
@@ -285,15 +286,15 @@ def gather_timeline(runner) -> Optional[list[list]]:
 
     if runner is None or getattr(runner, "last_step", None) is None:
         return None
+    from .cpu_replay import ExecutedOp, cpu_seconds
+
     group = ps.get_pipeline_model_parallel_group()
-    records = [(r.op, r.stage, r.start, r.end) for r in runner.last_step.timeline]
+    records = [(r.op, r.stage, r.start, r.end, cpu_seconds(r)) for r in runner.last_step.timeline]
     gathered: list = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, (ps.get_pipeline_model_parallel_rank(), records), group=group)
-    from ..runtime.executor import OpRecord
-
     out: list[list] = [[] for _ in gathered]
     for rank, recs in gathered:
-        out[rank] = [OpRecord(rank, op, stage, start, end) for op, stage, start, end in recs]
+        out[rank] = [ExecutedOp(rank, *rec) for rec in recs]
     return out
 
 
@@ -307,6 +308,7 @@ def costs_from_timeline(timeline: list[list], num_stages: int, *, time_shared: b
 
     from ..schedules import B, BW, F, W, Costs
     from ..schedules.costs import measured_backward
+    from .cpu_replay import p2p_latency
 
     durations: dict = {}
     for tl in timeline:
@@ -320,34 +322,41 @@ def costs_from_timeline(timeline: list[list], num_stages: int, *, time_shared: b
 
     f = per_stage(F)
     b, w, bw = measured_backward(per_stage(B), per_stage(W), per_stage(BW, None))
-    ends = {(r.op.mb, r.stage): (r.rank, r.end) for tl in timeline for r in tl if r.op.kind == F}
-    gaps = [r.start - ends[(r.op.mb, r.stage - 1)][1] for tl in timeline for r in tl
-            if r.op.kind == F and (r.op.mb, r.stage - 1) in ends and ends[(r.op.mb, r.stage - 1)][0] != r.rank]
-    comm = max(0.0, min(gaps)) if gaps else 0.0
-    return Costs(f=f, b=b, w=w, comm=comm, bw=bw)
+    return Costs(f=f, b=b, w=w, comm=p2p_latency(timeline), bw=bw)
 
 
 def write_timeline(args, timeline: list[list], title: str, plan=None) -> None:
     """The picture of one iteration: with `plan` (the executed Schedule), the plan
     simulated from this iteration's measured op costs above the measurement, on one
-    time axis (ms); plus a Chrome trace of the measurement."""
-    from ..runtime.executor import OpRecord
+    time axis (ms); where ranks time-share cores, the costs are the ops' CPU times and the
+    executed order replayed from them (`cpu_replay`) sits between the two; plus a Chrome
+    trace of the measurement."""
+    from dataclasses import replace
+
     from ..schedules import simulate
     from ..schedules.plot import plot_timeline
     from ..schedules.trace import write_chrome_trace
+    from .cpu_replay import p2p_latency, replayed
 
     t0 = min(r.start for tl in timeline for r in tl)
     # milliseconds since the iteration's first op (the trace's time unit)
-    shifted = [[OpRecord(r.rank, r.op, r.stage, 1e3 * (r.start - t0), 1e3 * (r.end - t0)) for r in tl]
-               for tl in timeline]
+    shifted = [[r._replace(start=1e3 * (r.start - t0), end=1e3 * (r.end - t0),
+                           cpu=None if r.cpu is None else 1e3 * r.cpu) for r in tl] for tl in timeline]
+    time_shared = bool(getattr(args, "time_sharing", None))
+    # ranks time-sharing cores: the executed order, each op taking the CPU time it used
+    again = replayed(shifted) if time_shared else None
     panels, notes = {}, {}
-    measured = "measured (this run)"
+    measured = "measured (this run, wall clock)" if again else "measured (this run)"
     if plan is not None:
-        costs = costs_from_timeline(shifted, plan.num_stages, time_shared=bool(getattr(args, "time_sharing", None)))
+        costs = (replace(costs_from_timeline(again, plan.num_stages), comm=p2p_latency(shifted)) if again
+                 else costs_from_timeline(shifted, plan.num_stages, time_shared=time_shared))
         planned = simulate(plan, costs)
-        panels["planned (the schedule simulated from this run's measured op costs)"] = planned
+        what = "CPU times" if again else "costs"
+        panels[f"planned (the schedule simulated from this run's measured op {what})"] = planned
+    if again:
+        panels["replayed (the order this run executed, each op taking the CPU time it used: one core per rank)"] = again
     panels[measured] = shifted
-    if getattr(args, "time_sharing", None):
+    if time_shared:
         ranks, cores = args.time_sharing
         notes[measured] = (f"{ranks} rank processes time-share {cores} core{'s' * (cores != 1)}: gaps are mostly the "
                            f"operating system switching between ranks, not pipeline bubbles")

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from ..runtime.collectives import collective_device
+from . import cpu_replay
 from .loop import (NonFiniteLoss, check_loss, forward_step, gather_timeline, initialize, log0, measured_bubble,
                    post_losses, reduce_losses, write_timeline)
 
@@ -70,7 +71,7 @@ def _format_log(iteration, args, elapsed_ms, lr, losses, loss_scale, grad_norm, 
               f"number of skipped iterations: {skipped:3d}",
               f"tokens/s: {tokens_per_s:.0f}"]
     if bubble is not None:
-        parts.append(f"bubble (measured): {bubble:.3f}")
+        parts.append(f"bubble (measured{', wall clock' if getattr(args, 'time_sharing', None) else ''}): {bubble:.3f}")
     if extra:
         parts.append(extra)
     return " | ".join(parts) + " |"
@@ -170,7 +171,10 @@ def train(args) -> dict:
         norms.append(grad_norm)
         if done % args.log_interval == 0 or done == args.train_iters:
             bubble = measured_bubble(timeline) if timeline else None
-            extra = f"planned bubble: {planned[0]:.3f} | planned peak act: {planned[1]:g} mb" if planned else ""
+            # ranks time-sharing cores: the replay and its plan from CPU times replace the plan's bubble
+            # under the profiled wall-clock costs, which the time sharing distorts
+            bubbles = cpu_replay.log_field(args, timeline) or (f"planned bubble: {planned[0]:.3f}" if planned else "")
+            extra = " | ".join(filter(None, [bubbles, f"planned peak act: {planned[1]:g} mb" if planned else ""]))
             tokens = args.global_batch_size * args.seq_length / elapsed
             log0(_format_log(done, args, elapsed * 1e3, optimizer.param_groups[0]["lr"], losses,
                              optimizer.get_loss_scale().item(), grad_norm, skipped_total, tokens, bubble, extra))
@@ -243,7 +247,7 @@ def train(args) -> dict:
              f"chrome://tracing or ui.perfetto.dev)")
         log0("reading it: one row per pipeline rank, boxes are ops (F forward, B input gradient, W weight "
              "gradient; the number is the microbatch, hatched boxes the rank's second chunk), white space is idle "
-             "time; the upper panel is the plan simulated from this run's measured op costs, the lower what ran")
+             f"time; {cpu_replay.panels(args)}")
     from ..schedules.balance import flags
     from ..schedules.layer_split import LayerSplit
 

@@ -11,7 +11,6 @@ from ..v_family import v_family
           description="V-shape, minimal memory (~1/3 of 1F1B), bubble ~2/3 of 1F1B's")
 def v_min(pp: int, microbatches: int, *, costs, memory_limit=None, post_validation: bool = False,
           **_) -> list[list[Op]]:
-    # V-Min's block has no slack: letting B/W into gaps never helped (measured
-    # over pp 4..32, comm 0 and 0.1), so only the squeezed orders are tried.
+    # V-Min's block has no slack for B or W to move into, so only the squeezed orders are tried.
     return v_family(pp, microbatches, v_min_block(pp), costs, memory_limit, "v-min", gaps=False,
                     post_validation=post_validation)

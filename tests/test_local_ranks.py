@@ -1,4 +1,4 @@
-"""The CPU rank launcher (`compat.cpu_ranks`): results by rank, and every run ends.
+"""The CPU rank launcher (`runtime.local_ranks`): results by rank, and every run ends.
 
 A worker's exception must come back naming the rank (while the other ranks are
 blocked waiting on it), a rank killed without a word must come back named with
@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from primus_megatron.compat import cpu_ranks
+from primus_megatron.runtime import local_ranks
 
 
 def _identity_body(rank: int, case: dict) -> dict:
@@ -71,7 +71,7 @@ def _children() -> set[int]:
 
 
 def test_results_come_back_indexed_by_rank_from_initialised_cpu_ranks():
-    results = cpu_ranks.run_ranks(_identity_body, {"pp": 2}, 2, timeout_s=120)
+    results = local_ranks.run_ranks(_identity_body, {"pp": 2}, 2, timeout_s=120)
     assert [r["rank"] for r in results] == [0, 1]
     assert [r["pp_rank"] for r in results] == [0, 1]
     for r in results:
@@ -84,7 +84,7 @@ def test_an_exception_on_one_rank_is_raised_naming_it_and_ends_the_others():
     before = _children()
     started = time.monotonic()
     with pytest.raises(RuntimeError) as info:
-        cpu_ranks.run_ranks(_fail_on_one_body, {"pp": 2, "bad": 1, "gloo_timeout": 300}, 2, timeout_s=120)
+        local_ranks.run_ranks(_fail_on_one_body, {"pp": 2, "bad": 1, "gloo_timeout": 300}, 2, timeout_s=120)
     message = str(info.value)
     assert "rank 1 failed" in message and "ValueError: boom on rank 1" in message
     assert "rank 0 failed" not in message  # rank 0 never reported: killed, not blamed
@@ -97,7 +97,7 @@ def test_a_rank_that_never_finishes_ends_the_run_at_the_time_limit_naming_it():
     before = _children()
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=r"ranks \[0\] did not finish in 15 s"):
-        cpu_ranks.run_ranks(_hang_on_one_body, {"pp": 2, "slow": 0}, 2, timeout_s=15)
+        local_ranks.run_ranks(_hang_on_one_body, {"pp": 2, "slow": 0}, 2, timeout_s=15)
     assert 15 <= time.monotonic() - started < 60
     assert _children() <= before
 
@@ -106,7 +106,7 @@ def test_a_rank_killed_without_a_word_is_named_with_its_signal_and_ends_the_othe
     before = _children()
     started = time.monotonic()
     with pytest.raises(RuntimeError) as info:
-        cpu_ranks.run_ranks(_killed_on_one_body, {"pp": 2, "bad": 0, "gloo_timeout": 300}, 2, timeout_s=300)
+        local_ranks.run_ranks(_killed_on_one_body, {"pp": 2, "bad": 0, "gloo_timeout": 300}, 2, timeout_s=300)
     message = str(info.value)
     assert "rank 0 failed:\nits process was killed by signal 9 (SIGKILL)" in message
     assert "rank 1 failed" not in message

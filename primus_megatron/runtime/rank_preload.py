@@ -1,9 +1,9 @@
 """What every CPU rank imports, imported once by the rank launcher's fork server.
 
-`cpu_ranks` starts its ranks from a fork server that has imported this module:
+`runtime.local_ranks` starts its ranks from a fork server that has imported this module:
 each rank then begins with torch, megatron-core and our runtime already
-imported instead of importing them again (about 6 s of CPU per rank, 12 s of
-wall time for four ranks on two cores, per launch). Only imports happen here:
+imported instead of importing them again (6-9 s of CPU per rank and launch:
+docs/testing.md). Only imports happen here:
 nothing a rank could inherit in a state other than "just imported". Modules
 whose import-time decisions a rank may want to change (a TransformerEngine
 stand-in put on sys.path by a test) are imported by the rank as before.

@@ -1,6 +1,7 @@
-"""Run a function on several gloo ranks on CPU, each a process of its own.
+"""Run a function on several local gloo ranks on CPU, each a process of its own.
 
-What the tests and the benchmarks use to run a real pipeline without GPUs:
+What `primus-pipeline emulate`, the tests and the benchmarks use to run a real pipeline
+without GPUs:
 every rank enables the CPU mode (`compat.cpu`), runs one thread (one OpenMP
 thread, one intra-op and one inter-op torch thread), joins a gloo process group
 whose collectives time out after `case.get("gloo_timeout", 60)` seconds (megatron's
@@ -43,7 +44,7 @@ def _context():
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(["primus_megatron.compat.rank_preload"])  # no effect once the server runs
+    ctx.set_forkserver_preload(["primus_megatron.runtime.rank_preload"])  # no effect once the server runs
     return ctx
 
 
