@@ -48,11 +48,8 @@ def test_deferred_linear_equals_megatrons_backward_single_process():
         layer.zero_grad(set_to_none=True)
         x.grad = None
         store = get_store()
-        store.splitting = defer  # the split is decided when the forward runs
-        try:
+        with store.step(splitting=defer):  # the split is decided when the forward runs
             out, _ = layer(x)
-        finally:
-            store.splitting = False
         if defer:
             with store.capture("k"):
                 out.square().sum().backward()
@@ -122,11 +119,8 @@ def _split_forward_backward(layer, x, key):
     from primus_megatron.runtime.wgrad_store import get_store
 
     store = get_store()
-    store.splitting = True
-    try:
+    with store.step(splitting=True):
         out, _ = layer(x)
-    finally:
-        store.splitting = False
     with store.capture(key):
         out.square().sum().backward()
     return store
@@ -225,8 +219,11 @@ def test_a_failed_step_leaves_nothing_for_the_next_steps_w():
         class schedule:
             splits_backward = True
 
+    class Context:
+        forward_only = False
+
     with pytest.raises(Exception):
-        executor.run_step(Lowered(), 0, None, None)
+        executor.run_step(Lowered(), 0, None, Context())
     assert store.pending((0, 0)) == 0 and not store.splitting
 
 
