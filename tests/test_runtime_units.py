@@ -239,3 +239,34 @@ def test_megatrons_transformer_engine_wrappers_count_as_transformer_engine_layer
     chunk = torch.nn.Sequential(torch.nn.Linear(2, 2), wrapper())
     assert uses_transformer_engine([torch.nn.Sequential(torch.nn.Linear(2, 2)), chunk])
     assert not uses_transformer_engine([torch.nn.Sequential(torch.nn.Linear(2, 2))])
+
+
+def test_the_store_splits_only_inside_a_step_and_a_failed_step_leaves_it_empty():
+    """`step(splitting=...)` is the one place splitting is switched on; it empties the store when
+    it opens and when the step raises; a profiled B's `held` list gets what W keeps alive."""
+    from primus_megatron.runtime.wgrad_store import WeightGradStore, WeightGradStoreError
+
+    store = WeightGradStore()
+    with store.capture("stale"):
+        store.defer(lambda: None)
+    with store.step(splitting=True):
+        assert store.splitting and store.pending("stale") == 0
+        kept: list = []
+        marker = torch.zeros(3)
+        with store.capture("k", held=kept):
+            store.defer(lambda: None, tensors=(marker,))
+        with store.capture("other"):  # no list given: nothing recorded
+            store.defer(lambda: None, tensors=(torch.ones(1),))
+        assert kept == [marker] and store.run("k") == 1
+        with pytest.raises(WeightGradStoreError, match="opened inside another"):
+            with store.step(splitting=False):
+                pass
+    assert not store.splitting and store.pending("other") == 1  # a step that ends well keeps its queue
+    with pytest.raises(RuntimeError, match="boom"):
+        with store.step(splitting=True):
+            with store.capture("k"):
+                store.defer(lambda: None)
+            raise RuntimeError("boom")
+    assert not store.splitting and store.pending("k") == 0
+    with store.step(splitting=False):
+        assert not store.splitting
