@@ -3,8 +3,10 @@
 F and B/BW ops call megatron-core's own `forward_step` / `backward_step`, so
 loss scaling, returned loss dicts, timers, autocast and per-token losses are
 exactly megatron's. B runs inside a weight-gradient capture; W runs what B
-deferred. Activations crossing ranks use the Send/Recv items the lowering pass
-placed; the V turn (stage p-1 -> p, both on the last rank) stays local.
+deferred. What each op takes and gives comes from the lowering
+(`Lowered.op_io`): activations and gradients crossing ranks travel by the
+Send/Recv items it placed; the V turn (stage p-1 -> p, both on the last rank)
+is handed over locally.
 
 megatron-core 0.16.1, `pipeline_parallel/schedules.py`: `forward_step` (311)
 calls `forward_step_func(data_iterator, model)`; on the last stage its loss

@@ -184,18 +184,27 @@ _ROWS = _RowsBySchedule()
 
 
 _KIND_CHUNK, _MB, _CHUNK = itemgetter(0, 2), attrgetter("mb"), attrgetter("chunk")
-_OP_TYPE, _INT_TYPE = frozenset({Op}), frozenset({int})
 
 
 def op_rows(rank: int, ops: Sequence, rules: dict, m: int, chunks: int) -> tuple[list[Rule], list[int]]:
-    """The rule and the microbatch of every op of one rank (module doc), checking each op."""
-    if (_OP_TYPE.issuperset(map(type, ops)) and _INT_TYPE.issuperset(map(type, map(_MB, ops)))
-            and _INT_TYPE.issuperset(map(type, map(_CHUNK, ops)))):
+    """The rule and the microbatch of every op of one rank (module doc), checking each op.
+
+    The planner compiles every candidate order it scores (the simulator reads these rows),
+    so the common case, plain ops with int fields, is checked and looked up in whole-list
+    passes; anything else goes op by op (`_checked_rows`), which names the first bad op."""
+    if _plain_ops(ops):
         row = list(map(rules.get, map(_KIND_CHUNK, ops)))  # None for an unknown kind or chunk
         mbs = list(map(_MB, ops))
         if None not in row and (not mbs or (min(mbs) >= 0 and max(mbs) < m)):
             return row, mbs
     return _checked_rows(rank, ops, rules, m, chunks)
+
+
+def _plain_ops(ops: Sequence) -> bool:
+    """Every op is an `Op` whose microbatch and chunk are of type int (not bool, not a
+    numpy integer: those take the op-by-op path)."""
+    return ({Op}.issuperset(map(type, ops)) and {int}.issuperset(map(type, map(_MB, ops)))
+            and {int}.issuperset(map(type, map(_CHUNK, ops))))
 
 
 def _checked_rows(rank: int, ops: Sequence, rules: dict, m: int, chunks: int) -> tuple[list[Rule], list[int]]:

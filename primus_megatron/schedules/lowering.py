@@ -21,6 +21,10 @@ upcoming op needs is never held back by a message sent after that op would
 start; a send goes alone (`_batches` says why). Every
 group is a `Batch`, even a single operation: batched p2p uses the process
 group's own communicator (one stream) under both communicator init modes.
+
+The executor reads each compute op's messages from here too (`Lowered.op_io`):
+what it takes and gives, from and to which rank, or on its own rank (the V
+turn), from the same rules the postings were placed by.
 """
 from __future__ import annotations
 
