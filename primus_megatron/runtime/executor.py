@@ -251,7 +251,7 @@ class _Step:
 
     # -- one item --------------------------------------------------------------------------
     def execute(self, index: int, item) -> None:
-        ctx, config, rank = self.ctx, self.config, self.rank
+        ctx = self.ctx
         if isinstance(item, (Send, Recv)):
             self.post((item,), batched=False)
             return
@@ -259,75 +259,88 @@ class _Step:
             self.post(item.items, batched=True)
             return
         io = self.io[index]
-        op, stage = item, io.stage
-        chunk = ctx.model[op.chunk]
+        op, key = item, (item.mb, item.chunk)
         self.sync.before(index)
         if self.offload:
             self.offload.before(op)  # the reloads the plan issues as this op starts
         if op.kind == F:
-            input_tensor = None
-            if io.takes is not None:
-                input_tensor = self.incoming(io).requires_grad_(not ctx.forward_only)
-            start = self._start()  # after the input arrived: waiting is idle time, not work
-            with self.memory.forward((op.mb, op.chunk)) if self.memory else contextlib.nullcontext(), \
-                    self.offload.forward((op.mb, op.chunk)) if self.offload else contextlib.nullcontext():
-                output, num_tokens = self.m.forward_step(
-                    ctx.forward_step_func, self.data_for(op.chunk, op.mb), chunk, ctx.num_microbatches, input_tensor,
-                    self.forward_data_store, config, ctx.cp_group_size, collect_non_loss_data=ctx.collect_non_loss_data,
-                    is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
-                    current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
-                    is_last_stage=stage == self.n - 1)
-            self.total_num_tokens += num_tokens
-            if io.gives is not None:
-                self.produced[io.gives] = output
-            if not ctx.forward_only:
-                self.saved[(op.mb, op.chunk)] = (input_tensor, output)
+            start, output = self._forward(io)
         elif op.kind in (B, BW):
-            grad = None if io.takes is None else self.incoming(io)
-            pending = self.in_flight.get((op.mb, op.chunk))
-            if pending is not None:  # its output must be sent (and freed) before backward
-                self.p2p.finish_send(pending, op=str(op))
-                self.release_sent(pending)
-            if self.offload:
-                self.offload.ready((op.mb, op.chunk))  # the B's stream waits for its reload
-            start = self._start()
-            input_tensor, output = self.saved.pop((op.mb, op.chunk))
-            held = [] if self.memory else None  # what the deferred W keeps alive, for measured memory
-            capture = self.store.capture((op.mb, op.chunk), held=held) if op.kind == B else contextlib.nullcontext()
-            if self.memory:
-                self.memory.begin()
-            with capture:
-                if backward_takes_model_type(self.m.backward_step):
-                    input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, config)
-                else:  # megatron-core 0.19 dropped model_type
-                    input_grad = self.m.backward_step(input_tensor, output, grad, config)
-            if self.offload:
-                self.offload.release((op.mb, op.chunk))
-            mem_delta = None
-            if self.memory:
-                mem_delta = self.memory.backward((op.mb, op.chunk), held, full=op.kind == BW)
-            if io.gives is not None:
-                self.produced[io.gives] = input_grad
+            start, mem_delta = self._backward(io)
         else:  # W
             start = self._start()
             if self.memory:
                 self.memory.begin()
-            self.store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {rank}")
-            mem_delta = self.memory.weight((op.mb, op.chunk)) if self.memory else None
+            self.store.run(key, what=f"{op} on pipeline rank {self.rank}")
+            mem_delta = self.memory.weight(key) if self.memory else None
         end = self._end()
         if self.memory and op.kind == F:  # counted outside the op's time
-            self.memory.forward_done((op.mb, op.chunk), output)
-            mem_delta = self.memory.forward_bytes((op.mb, op.chunk))
+            self.memory.forward_done(key, output)
+            mem_delta = self.memory.forward_bytes(key)
         if self.offload and op.kind == F:
-            self.offload.offloaded((op.mb, op.chunk))  # after the profiler's graph walk, which reads the saved tensors
+            self.offload.offloaded(key)  # after the profiler's graph walk, which reads the saved tensors
         self.sync.after(index)
         if ctx.record_timeline:
-            self.timeline.append(OpRecord(rank, op, stage, start, end, self._clock_or_none()))
+            self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none()))
         if ctx.profile is not None:
-            self._durations.append((op.kind, stage, start, end))  # read after the step (events)
-            ctx.profile.memory[(op.kind, stage)].append(mem_delta)
+            self._durations.append((op.kind, io.stage, start, end))  # read after the step (events)
+            ctx.profile.memory[(op.kind, io.stage)].append(mem_delta)
         for done in self.p2p.reap_sends():
             self.release_sent(done)
+
+    def _forward(self, io: OpIO):
+        """An F op: megatron's forward_step on the input it takes; returns (start mark, output)."""
+        ctx, op = self.ctx, io.op
+        key = (op.mb, op.chunk)
+        input_tensor = None
+        if io.takes is not None:
+            input_tensor = self.incoming(io).requires_grad_(not ctx.forward_only)
+        start = self._start()  # after the input arrived: waiting is idle time, not work
+        with self.memory.forward(key) if self.memory else contextlib.nullcontext(), \
+                self.offload.forward(key) if self.offload else contextlib.nullcontext():
+            output, num_tokens = self.m.forward_step(
+                ctx.forward_step_func, self.data_for(op.chunk, op.mb), ctx.model[op.chunk], ctx.num_microbatches,
+                input_tensor, self.forward_data_store, self.config, ctx.cp_group_size,
+                collect_non_loss_data=ctx.collect_non_loss_data,
+                is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
+                current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
+                is_last_stage=io.stage == self.n - 1)
+        self.total_num_tokens += num_tokens
+        if io.gives is not None:
+            self.produced[io.gives] = output
+        if not ctx.forward_only:
+            self.saved[key] = (input_tensor, output)
+        return start, output
+
+    def _backward(self, io: OpIO):
+        """A B op (its weight gradient deferred to W) or a BW op: megatron's backward_step on the
+        gradient it takes; returns (start mark, measured memory change or None)."""
+        ctx, op = self.ctx, io.op
+        key = (op.mb, op.chunk)
+        grad = None if io.takes is None else self.incoming(io)
+        pending = self.in_flight.get(key)
+        if pending is not None:  # its output must be sent (and freed) before backward
+            self.p2p.finish_send(pending, op=str(op))
+            self.release_sent(pending)
+        if self.offload:
+            self.offload.ready(key)  # the B's stream waits for its reload
+        start = self._start()
+        input_tensor, output = self.saved.pop(key)
+        held = [] if self.memory else None  # what the deferred W keeps alive, for measured memory
+        capture = self.store.capture(key, held=held) if op.kind == B else contextlib.nullcontext()
+        if self.memory:
+            self.memory.begin()
+        with capture:
+            if backward_takes_model_type(self.m.backward_step):
+                input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, self.config)
+            else:  # megatron-core 0.19 dropped model_type
+                input_grad = self.m.backward_step(input_tensor, output, grad, self.config)
+        if self.offload:
+            self.offload.release(key)
+        mem_delta = self.memory.backward(key, held, full=op.kind == BW) if self.memory else None
+        if io.gives is not None:
+            self.produced[io.gives] = input_grad
+        return start, mem_delta
 
     def _clock_or_none(self):
         return None if self.clock.kind == "host" else self.clock
