@@ -115,13 +115,11 @@ def _megatron_linear(vocab: int, hidden: int, tokens: int) -> tuple[int, int]:
     x = torch.randn(tokens, 1, hidden, dtype=torch.bfloat16, requires_grad=True)
     before = _live_storages()
     store = get_store()
-    store.clear()
-    store.splitting = True
-    out, _ = layer(x)
-    with store.capture((0, 0)):
-        out.float().sum().backward()
-    store.run((0, 0))
-    store.splitting = False
+    with store.step(splitting=True):
+        out, _ = layer(x)
+        with store.capture((0, 0)):
+            out.float().sum().backward()
+        store.run((0, 0))
     del out
     x.grad = None
     return _held(before, {})

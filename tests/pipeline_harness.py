@@ -384,17 +384,14 @@ def sp_linear_body(rank, world_case):
         for p in params:
             p.grad = None
         store = get_store()
-        store.splitting = defer  # decided at forward time, as in a step with W ops
-        try:
+        with store.step(splitting=defer):  # decided at forward time, as in a step with W ops
             out, _ = row(col(x)[0])
-        finally:
-            store.splitting = False
         loss = out.square().sum()
         if defer:
-            store.held = []
-            with store.capture("sp"):
+            kept: list = []
+            with store.capture("sp", held=kept):
                 loss.backward()
-            held, store.held = [tuple(t.shape) for t in store.held], None
+            held = [tuple(t.shape) for t in kept]
             buf = get_global_memory_buffer().get_tensor([8, 2, 32], torch.float32, "mpu")
             buf.fill_(float("nan"))  # later ops reuse megatron's shared gather buffer
             deferred = store.pending("sp")

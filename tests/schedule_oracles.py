@@ -175,6 +175,27 @@ def _outgoing(schedule: Schedule, rank: int, op: Op) -> Optional[Message]:
     return None
 
 
+def op_messages_reference(schedule: Schedule, rank: int, op: Op) -> tuple:
+    """(takes, takes_from, gives, gives_to) of an op, as `lowering.OpIO` states them: the message
+    it consumes (its input, made at another stage) and the rank sending it, -1 where that stage
+    is on this rank; the message it makes for another stage and where it goes, likewise."""
+    stage, n = schedule.stage(rank, op), schedule.num_stages
+    takes = takes_from = None
+    need = _input(op.kind, stage, n)
+    if need is not None and need[1] != stage:
+        takes = Message(need[0], op.mb, need[1], stage)
+        owner = schedule.owner(need[1])[0]
+        takes_from = owner if owner != rank else -1
+    gives = gives_to = None
+    made = _outputs(op.kind)[0]
+    for other in (stage - 1, stage + 1):
+        if 0 <= other < n and any(_input(kind, other, n) == (made, stage) for kind in (F, B, W)):
+            gives = Message(made, op.mb, stage, other)
+            owner = schedule.owner(other)[0]
+            gives_to = owner if owner != rank else -1
+    return takes, -1 if takes_from is None else takes_from, gives, -1 if gives_to is None else gives_to
+
+
 def _static_problem(lowered: Lowered) -> Optional[str]:
     """The first problem that needs no run: per rank in item order (a malformed posting, a
     send before its op, a message sent or received twice, an op with no receive before it

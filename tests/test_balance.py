@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from primus_megatron.schedules import balance as B
-from primus_megatron.schedules import info, names
+from primus_megatron.schedules import ScheduleError, info, names
 from primus_megatron.schedules.layer_split import LayerSplit, check, stage_layers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -87,9 +87,9 @@ def test_profile_round_trip_and_bad_files(tmp_path):
     assert B.load_profile(path) == HEAVY_HEAD
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "other"}))
-    with pytest.raises(ValueError, match="is not a primus-pipeline-profile/1 file"):
+    with pytest.raises(ScheduleError, match="is not a primus-pipeline-profile/1 file"):
         B.load_profile(str(bad))
-    with pytest.raises(ValueError, match="does not exist"):
+    with pytest.raises(ScheduleError, match="does not exist"):
         B.load_profile(str(tmp_path / "missing.json"))
 
 

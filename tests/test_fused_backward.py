@@ -83,7 +83,7 @@ def test_fused_ratio_and_the_profile_file_keep_it(tmp_path):
     assert B.load_profile(path).fused == 1.0
     data["costs"]["fused"] = 0.0
     json.dump(data, open(path, "w"))
-    with pytest.raises(ValueError, match="non-positive fused-backward ratio"):
+    with pytest.raises(S.ScheduleError, match="non-positive fused-backward ratio"):
         B.load_profile(path)
 
 

@@ -37,11 +37,8 @@ def _split_grads(layer, x, defer: bool):
     layer.zero_grad(set_to_none=True)
     x.grad = None
     store = get_store()
-    store.splitting = defer
-    try:
+    with store.step(splitting=defer):
         out, _ = layer(x)
-    finally:
-        store.splitting = False
     if defer:
         with store.capture("k"):
             out.square().sum().backward()
@@ -110,12 +107,9 @@ def test_gtp_sharded_weights_are_refused_in_steps_with_w_ops():
     x = torch.randn(3, 4, requires_grad=True)
     w = torch.nn.Parameter(torch.randn(5, 4))
     store = get_store()
-    store.splitting = True
-    try:
-        with pytest.raises(linear_hooks.GTPWeightShardingUnsupported, match="gtp_remat_size 2"):
-            linear_hooks.deferrable_linear(x, w, None, False, False, False, None, 0, tp_group=None, gtp_remat_size=2)
-    finally:
-        store.splitting = False
+    with store.step(splitting=True), \
+            pytest.raises(linear_hooks.GTPWeightShardingUnsupported, match="gtp_remat_size 2"):
+        linear_hooks.deferrable_linear(x, w, None, False, False, False, None, 0, tp_group=None, gtp_remat_size=2)
 
 
 # -- megatron's backward_step -------------------------------------------------------------------
@@ -125,10 +119,10 @@ def test_backward_step_is_called_with_the_arguments_it_takes():
     training tests run it)."""
     from megatron.core.pipeline_parallel import schedules
 
-    from primus_megatron.runtime.executor import _BACKWARD_TAKES_MODEL_TYPE
+    from primus_megatron.runtime.executor import backward_takes_model_type
 
     params = list(inspect.signature(schedules.backward_step).parameters)
-    assert _BACKWARD_TAKES_MODEL_TYPE(schedules.backward_step) == ("model_type" in params)
+    assert backward_takes_model_type(schedules.backward_step) == ("model_type" in params)
     ref.init_single_process()
     config = ref.tiny_gpt_config(1)
     x = torch.randn(3, requires_grad=True)

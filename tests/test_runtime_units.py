@@ -48,11 +48,8 @@ def test_deferred_linear_equals_megatrons_backward_single_process():
         layer.zero_grad(set_to_none=True)
         x.grad = None
         store = get_store()
-        store.splitting = defer  # the split is decided when the forward runs
-        try:
+        with store.step(splitting=defer):  # the split is decided when the forward runs
             out, _ = layer(x)
-        finally:
-            store.splitting = False
         if defer:
             with store.capture("k"):
                 out.square().sum().backward()
@@ -122,11 +119,8 @@ def _split_forward_backward(layer, x, key):
     from primus_megatron.runtime.wgrad_store import get_store
 
     store = get_store()
-    store.splitting = True
-    try:
+    with store.step(splitting=True):
         out, _ = layer(x)
-    finally:
-        store.splitting = False
     with store.capture(key):
         out.square().sum().backward()
     return store
@@ -225,8 +219,11 @@ def test_a_failed_step_leaves_nothing_for_the_next_steps_w():
         class schedule:
             splits_backward = True
 
+    class Context:
+        forward_only = False
+
     with pytest.raises(Exception):
-        executor.run_step(Lowered(), 0, None, None)
+        executor.run_step(Lowered(), 0, None, Context())
     assert store.pending((0, 0)) == 0 and not store.splitting
 
 
@@ -242,3 +239,34 @@ def test_megatrons_transformer_engine_wrappers_count_as_transformer_engine_layer
     chunk = torch.nn.Sequential(torch.nn.Linear(2, 2), wrapper())
     assert uses_transformer_engine([torch.nn.Sequential(torch.nn.Linear(2, 2)), chunk])
     assert not uses_transformer_engine([torch.nn.Sequential(torch.nn.Linear(2, 2))])
+
+
+def test_the_store_splits_only_inside_a_step_and_a_failed_step_leaves_it_empty():
+    """`step(splitting=...)` is the one place splitting is switched on; it empties the store when
+    it opens and when the step raises; a profiled B's `held` list gets what W keeps alive."""
+    from primus_megatron.runtime.wgrad_store import WeightGradStore, WeightGradStoreError
+
+    store = WeightGradStore()
+    with store.capture("stale"):
+        store.defer(lambda: None)
+    with store.step(splitting=True):
+        assert store.splitting and store.pending("stale") == 0
+        kept: list = []
+        marker = torch.zeros(3)
+        with store.capture("k", held=kept):
+            store.defer(lambda: None, tensors=(marker,))
+        with store.capture("other"):  # no list given: nothing recorded
+            store.defer(lambda: None, tensors=(torch.ones(1),))
+        assert kept == [marker] and store.run("k") == 1
+        with pytest.raises(WeightGradStoreError, match="opened inside another"):
+            with store.step(splitting=False):
+                pass
+    assert not store.splitting and store.pending("other") == 1  # a step that ends well keeps its queue
+    with pytest.raises(RuntimeError, match="boom"):
+        with store.step(splitting=True):
+            with store.capture("k"):
+                store.defer(lambda: None)
+            raise RuntimeError("boom")
+    assert not store.splitting and store.pending("k") == 0
+    with store.step(splitting=False):
+        assert not store.splitting

@@ -16,12 +16,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from primus_megatron.schedules import Op, Recv, Send, UNIT, generate, info, lower, names, simulate, validate
+from primus_megatron.schedules import ScheduleError
 from primus_megatron.schedules.lowering import Batch, flat_p2p, p2p_ops
 from primus_megatron.schedules.prefix import prefixes
 from primus_megatron.schedules.rendezvous import EAGER, LAZY, check_channels, run_p2p
 from primus_megatron.schedules.simulation import end_times
 
-from schedule_oracles import hoisted_lowering, p2p_reference, queue_order_conflict
+from schedule_oracles import hoisted_lowering, op_messages_reference, p2p_reference, queue_order_conflict
 from test_schedule_properties import cost_models
 
 HEURISTIC = [n for n in names() if n != "zb-optimal"]  # the ILP solves small cases only (test_schedule_optimal.py)
@@ -125,3 +126,42 @@ def test_queue_run_times_by_hand():
                      "batch [recv activation mb1 stage 0->1 from rank 0]", "F0"]
     spans = run_p2p(lowered, sc).spans
     assert [(str(op), start) for op, start, _ in spans[1]][:3] == [("F0", 2.0), ("BW0", 3.0), ("F1", 5.0)]
+
+
+@pytest.mark.parametrize("name", HEURISTIC)
+def test_op_io_names_each_ops_messages_as_the_lowering_posts_them(name):
+    """What the executor reads (`Lowered.op_io`): per item, each compute op with the message it
+    takes and gives, as the reference states the dependency rule; the messages with a peer are
+    exactly the rank's receives and sends, from and to that peer; the rest (the V turn) are
+    made and taken on the rank itself."""
+    for pp, m in [(2, 4), (3, 6), (4, 8)]:
+        lowered = validate(generate(name, pp, m, validate=False))
+        for r, items in enumerate(lowered.ranks):
+            ios = lowered.op_io(r)
+            assert len(ios) == len(items)
+            received, sent, made_here, taken_here = set(), set(), set(), set()
+            for item, io in zip(items, ios):
+                if p2p_ops(item):
+                    assert io is None
+                    continue
+                assert io.op == item and io.stage == lowered.schedule.stage(r, item)
+                expected = op_messages_reference(lowered.schedule, r, item)
+                assert (io.takes, io.takes_from, io.gives, io.gives_to) == expected, (name, pp, r, item)
+                if io.takes is not None:
+                    (received if io.takes_from >= 0 else taken_here).add((io.takes, io.takes_from))
+                if io.gives is not None:
+                    (sent if io.gives_to >= 0 else made_here).add((io.gives, io.gives_to))
+            posted = list(flat_p2p(items))
+            assert received == {(x.msg, x.peer) for x in posted if isinstance(x, Recv)}
+            assert sent == {(x.msg, x.peer) for x in posted if isinstance(x, Send)}
+            assert {msg for msg, _ in made_here} == {msg for msg, _ in taken_here}
+        if lowered.schedule.placement == "v":
+            assert any(io is not None and io.takes_from < 0 and io.takes is not None
+                       for io in lowered.op_io(pp - 1))  # the V turn is among them
+
+
+def test_op_io_refuses_an_item_that_is_neither_an_op_nor_a_posting():
+    lowered = validate(generate("zb-h1", 2, 4, validate=False))
+    broken = type(lowered)(lowered.schedule, (lowered.ranks[0] + ("F9",), lowered.ranks[1]))
+    with pytest.raises(ScheduleError, match="rank 0 has 'F9', which is neither a compute op"):
+        broken.op_io(0)

@@ -255,8 +255,8 @@ def test_rendezvous_edge_cases_agree(self_channel):
 
 
 def test_compiled_form_is_not_reused_for_a_copy_with_other_microbatches():
-    """dataclasses.replace shares `meta` (where the compiled form is cached): a copy
-    with another microbatch count is compiled afresh, not judged by the original's rows."""
+    """dataclasses.replace shares `meta`: a copy with another microbatch count is compiled
+    afresh, not judged by the original's rows."""
     from dataclasses import replace
 
     base = Schedule("hand", 2, 2, 1, LOOP, ((Op(F, 0), Op(F, 1), Op(BW, 0), Op(BW, 1)),
@@ -267,3 +267,25 @@ def test_compiled_form_is_not_reused_for_a_copy_with_other_microbatches():
     assert outcome(check_complete, more)[0] == "error"
     fewer = replace(base, microbatches=1)
     assert outcome(check_complete, fewer)[0] == "error"
+
+
+def test_planning_writes_nothing_into_the_frozen_schedule_and_keeps_no_schedule_alive():
+    """The compiled rows and the stage table live outside the schedule (no cache in `meta`);
+    a validated schedule's rows are reused while it lives and dropped when it goes."""
+    import gc
+    import weakref
+
+    from primus_megatron.schedules import compiled as C
+    from primus_megatron.schedules import generate, validate
+
+    sched = generate("zbv", 4, 8, validate=False)
+    meta = dict(sched.meta)
+    validate(sched)
+    assert sched.meta == meta
+    first = C.compile_schedule(sched)
+    assert C.compile_schedule(sched).rules is first.rules  # compiled once while it lives
+    gone = weakref.ref(sched)
+    entries = len(C._ROWS._entries)
+    del sched, first
+    gc.collect()
+    assert gone() is None and len(C._ROWS._entries) == entries - 1

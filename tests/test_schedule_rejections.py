@@ -374,3 +374,38 @@ def test_w_order_holds_for_user_written_schedules_too():
     validate(good)
     bad = good.with_ranks(ranks)
     rejects(validate, bad, match=["rank 1 ", "W of microbatch 1 before the W of microbatch 0 on chunk 0 (stage 1)"])
+
+
+# (f) every bad input of the planner is a ScheduleError (errors.py) ------------------------------
+
+def test_block_slots_missing_an_ops_input_are_refused_naming_both():
+    from primus_megatron.schedules.blocks import compact, repeat, v_min_block
+
+    pp, m = 2, 3
+    slots = repeat(pp, m, v_min_block(pp))
+    sc = UNIT.resolve(pp, 2, "v")
+    del slots[(F, 1, 0)]  # F of microbatch 1 at stage 0 (stage 1's F of microbatch 1 needs it)
+    rejects(compact, pp, slots, sc, match=["block slots place F of microbatch 1 at stage 1 but not F of microbatch 1 "
+                                           "at stage 0"])
+    slots = repeat(pp, m, v_min_block(pp))
+    for stage in range(2 * pp):  # microbatch 0 gone entirely: microbatch 1 follows it
+        for kind in (F, B, W):
+            del slots[(kind, 0, stage)]
+    rejects(compact, pp, slots, sc, match=["but not F of microbatch 0 at stage 0, which it follows"])
+
+
+def test_an_unknown_op_kind_in_the_dependency_rule_is_refused():
+    from primus_megatron.schedules.deps import input_of
+
+    rejects(input_of, "X", 0, 4, match=["op kind must be one of F, B, W, BW, got 'X'"])
+
+
+def test_bad_profile_files_and_plot_names_are_refused(tmp_path):
+    from primus_megatron.schedules.balance import load_profile
+    from primus_megatron.schedules.plot import plot_format, render_timeline
+
+    rejects(load_profile, str(tmp_path / "missing.json"), match=["missing.json' does not exist"])
+    (tmp_path / "bad.json").write_text("{}")
+    rejects(load_profile, str(tmp_path / "bad.json"), match=["is not a primus-pipeline-profile/1 file"])
+    rejects(plot_format, "timeline.txt", match=["must end in .png or .svg, got '.txt'"])
+    rejects(render_timeline, simulate(generate("1f1b", 2, 2)), "gif", match=["plot format must be one of png, svg"])

@@ -382,10 +382,9 @@ def s_fp8_bias_gradient_in_b_and_quantized_puts(te):
     handed, restore = _recording_puts()
     try:
         for mb in (0, 1):
-            store.held = []
-            with store.capture((mb, 0)):
+            held = []
+            with store.capture((mb, 0), held=held):
                 _loss(outs[mb]).backward()
-            held, store.held = store.held, None
             items = [item for tensor_list in handed for item in tensor_list]
             assert items and not any(isinstance(item, torch.Tensor) for item in items), \
                 [type(item).__name__ for item in items]
@@ -679,7 +678,7 @@ def s_debug_mode_and_userbuffers_refused(te):
 
 
 def s_held_until_w_is_counted(te):
-    """What the planner's measured memory counts as held from B to W (store.held, read by the
+    """What the planner's measured memory counts as held from B to W (capture's `held`, read by the
     runtime profiler) is every tensor TE hands `put`: under sequence parallelism that is the
     all-gathered input (v2.11 linear.py:649-672 gathers `inputmat_total`, 899 puts it; the
     stand-in has no tensor parallelism, so here it is the input itself) and the grad_output
@@ -698,16 +697,13 @@ def s_held_until_w_is_counted(te):
             routed_put(tensor_list, func)
 
         layer.wgrad_store.put = spy
-    store.held = []
-    try:
-        out = net(_inputs(1)[0])
-        with store.capture((0, 0)):
-            _loss(out).backward()
-        held = {t.untyped_storage().data_ptr() for t in store.held}
-        assert len(put) == 6 and all(t.untyped_storage().data_ptr() in held for t in put)
-        store.run((0, 0))
-    finally:
-        store.held = None
+    kept: list = []
+    out = net(_inputs(1)[0])
+    with store.capture((0, 0), held=kept):
+        _loss(out).backward()
+    held = {t.untyped_storage().data_ptr() for t in kept}
+    assert len(put) == 6 and all(t.untyped_storage().data_ptr() in held for t in put)
+    store.run((0, 0))
 
 
 def _raises(exc_type, needle: str, fn) -> None:
@@ -812,11 +808,10 @@ def tp_body(rank, te) -> dict:
                 outs = [forward(net, x) for x in xs]
             held_shapes = []
             for mb in (0, 1):
-                store.held = []
-                with store.capture((mb, 0)):
+                held = []
+                with store.capture((mb, 0), held=held):
                     _loss(outs[mb]).backward()
-                held_shapes.append(sorted(tuple(t.shape) for t in store.held))
-                store.held = None
+                held_shapes.append(sorted(tuple(t.shape) for t in held))
             for mb in (1, 0):
                 store.run((mb, 0))
             store.assert_empty()

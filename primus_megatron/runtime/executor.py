@@ -3,8 +3,10 @@
 F and B/BW ops call megatron-core's own `forward_step` / `backward_step`, so
 loss scaling, returned loss dicts, timers, autocast and per-token losses are
 exactly megatron's. B runs inside a weight-gradient capture; W runs what B
-deferred. Activations crossing ranks use the Send/Recv items the lowering pass
-placed; the V turn (stage p-1 -> p, both on the last rank) stays local.
+deferred. What each op takes and gives comes from the lowering
+(`Lowered.op_io`): activations and gradients crossing ranks travel by the
+Send/Recv items it placed; the V turn (stage p-1 -> p, both on the last rank)
+is handed over locally.
 
 megatron-core 0.16.1, `pipeline_parallel/schedules.py`: `forward_step` (311)
 calls `forward_step_func(data_iterator, model)`; on the last stage its loss
@@ -28,6 +30,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from ..schedules import B, BW, F, W, Batch, Lowered, Message, Op, Recv, Send
+from ..schedules.lowering import OpIO
 from . import offload as activation_offload
 from . import te_wgrad
 from .grad_sync import GradSync
@@ -143,7 +146,7 @@ class _Replay:
 
 
 @functools.lru_cache(maxsize=None)
-def _BACKWARD_TAKES_MODEL_TYPE(backward_step: Callable) -> bool:
+def backward_takes_model_type(backward_step: Callable) -> bool:
     """megatron's backward_step(input, output, output_grad, model_type, config) before 0.19;
     (input, output, output_grad, config) since."""
     return "model_type" in inspect.signature(backward_step).parameters
@@ -159,6 +162,10 @@ class _Step:
         self.lowered, self.rank, self.p2p, self.ctx = lowered, rank, p2p, ctx
         self.sched = lowered.schedule
         self.n = self.sched.num_stages
+        # what each op takes and gives, as the lowering placed it: per item, and per message its ops
+        self.io: tuple[Optional[OpIO], ...] = lowered.op_io(rank)
+        self.maker = {io.gives: io for io in self.io if io is not None and io.gives is not None}
+        self.taker = {io.takes: io for io in self.io if io is not None and io.takes is not None}
         self.config = ctx.config
         self.store = get_store()
         self.device = next(ctx.model[0].parameters()).device
@@ -198,14 +205,16 @@ class _Step:
         it = self.ctx.data_iterators[chunk]
         return it.view(mb) if isinstance(it, _MicrobatchTee) else it
 
-    def incoming(self, msg: Message, op: Op) -> torch.Tensor:
-        if msg in self.produced:  # same-rank hand-over (V turn)
+    def incoming(self, io: OpIO) -> torch.Tensor:
+        """The message `io`'s op takes: handed over on this rank (the V turn) or received."""
+        msg = io.takes
+        if io.takes_from < 0:
             tensor = self.produced.pop(msg)
             handed = tensor.detach()  # keeps the storage even if the producer's output is freed below
             if msg.kind == F:
                 self.m.deallocate_output_tensor(tensor, self.config.deallocate_pipeline_outputs)
             return handed
-        return self.p2p.wait(self.recvs.pop(msg), op=f"{op} (microbatch {op.mb}, chunk {op.chunk}, stage {msg.dst_stage})")
+        return self.p2p.wait(self.recvs.pop(msg), op=io.label())
 
     def release_sent(self, pending) -> None:
         key = self.sent_outputs.pop(id(pending), None)
@@ -221,25 +230,18 @@ class _Step:
         for item in items:
             if isinstance(item, Recv):
                 buf = torch.empty(self.ctx.tensor_shape, dtype=self.dtype, device=self.device)
-                posts.append(Post(False, buf, item.peer, str(item.msg), self._op_label(msg=item.msg, receiving=True)))
+                posts.append(Post(False, buf, item.peer, str(item.msg), self.taker[item.msg].label()))
             else:
                 tensor = self.produced.pop(item.msg).contiguous()
-                posts.append(Post(True, tensor, item.peer, str(item.msg), self._op_label(msg=item.msg, receiving=False)))
+                posts.append(Post(True, tensor, item.peer, str(item.msg), self.maker[item.msg].label()))
         for item, pending in zip(items, self.p2p.post(posts, batched=batched)):
             if isinstance(item, Recv):
                 self.recvs[item.msg] = pending
-            elif item.msg.kind == F:
-                key = (item.msg.mb, self.sched.owner(item.msg.src_stage)[1])
+            elif item.msg.kind == F:  # an activation: its F's output, freed once sent
+                op = self.maker[item.msg].op
+                key = (op.mb, op.chunk)
                 self.sent_outputs[id(pending)] = key
                 self.in_flight[key] = pending
-
-    def _op_label(self, *, msg: Message, receiving: bool) -> str:
-        """The op that consumes (receiving) or produced a message, named as the timeout messages name ops."""
-        stage = msg.dst_stage if receiving else msg.src_stage
-        chunk = self.sched.owner(stage)[1]
-        # activations are made and used by F ops, gradients by B (or BW) ops
-        kind = "F" if msg.kind == F else ("B" if self.sched.splits_backward else "BW")
-        return f"{kind}{msg.mb}{'.' + str(chunk) if chunk else ''} (microbatch {msg.mb}, chunk {chunk}, stage {stage})"
 
     def _start(self):
         return self.clock.mark()
@@ -249,83 +251,96 @@ class _Step:
 
     # -- one item --------------------------------------------------------------------------
     def execute(self, index: int, item) -> None:
-        ctx, config, rank = self.ctx, self.config, self.rank
+        ctx = self.ctx
         if isinstance(item, (Send, Recv)):
             self.post((item,), batched=False)
             return
         if isinstance(item, Batch):
             self.post(item.items, batched=True)
             return
-        op, stage = item, self.sched.stage(rank, item)
-        chunk = ctx.model[op.chunk]
+        io = self.io[index]
+        op, key = item, (item.mb, item.chunk)
         self.sync.before(index)
         if self.offload:
             self.offload.before(op)  # the reloads the plan issues as this op starts
         if op.kind == F:
-            input_tensor = None
-            if stage > 0:
-                input_tensor = self.incoming(Message(F, op.mb, stage - 1, stage), op).requires_grad_(not ctx.forward_only)
-            start = self._start()  # after the input arrived: waiting is idle time, not work
-            with self.memory.forward((op.mb, op.chunk)) if self.memory else contextlib.nullcontext(), \
-                    self.offload.forward((op.mb, op.chunk)) if self.offload else contextlib.nullcontext():
-                output, num_tokens = self.m.forward_step(
-                    ctx.forward_step_func, self.data_for(op.chunk, op.mb), chunk, ctx.num_microbatches, input_tensor,
-                    self.forward_data_store, config, ctx.cp_group_size, collect_non_loss_data=ctx.collect_non_loss_data,
-                    is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
-                    current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
-                    is_last_stage=stage == self.n - 1)
-            self.total_num_tokens += num_tokens
-            if stage + 1 < self.n:
-                self.produced[Message(F, op.mb, stage, stage + 1)] = output
-            if not ctx.forward_only:
-                self.saved[(op.mb, op.chunk)] = (input_tensor, output)
+            start, output = self._forward(io)
         elif op.kind in (B, BW):
-            grad = None if stage == self.n - 1 else self.incoming(Message(B, op.mb, stage + 1, stage), op)
-            pending = self.in_flight.get((op.mb, op.chunk))
-            if pending is not None:  # its output must be sent (and freed) before backward
-                self.p2p.finish_send(pending, op=str(op))
-                self.release_sent(pending)
-            if self.offload:
-                self.offload.ready((op.mb, op.chunk))  # the B's stream waits for its reload
-            start = self._start()
-            input_tensor, output = self.saved.pop((op.mb, op.chunk))
-            capture = self.store.capture((op.mb, op.chunk)) if op.kind == B else contextlib.nullcontext()
-            if self.memory:
-                self.store.held = []
-                self.memory.begin()
-            with capture:
-                if _BACKWARD_TAKES_MODEL_TYPE(self.m.backward_step):
-                    input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, config)
-                else:  # megatron-core 0.19 dropped model_type
-                    input_grad = self.m.backward_step(input_tensor, output, grad, config)
-            if self.offload:
-                self.offload.release((op.mb, op.chunk))
-            mem_delta = None
-            if self.memory:
-                held, self.store.held = self.store.held, None
-                mem_delta = self.memory.backward((op.mb, op.chunk), held, full=op.kind == BW)
-            if stage > 0:
-                self.produced[Message(B, op.mb, stage, stage - 1)] = input_grad
+            start, mem_delta = self._backward(io)
         else:  # W
             start = self._start()
             if self.memory:
                 self.memory.begin()
-            self.store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {rank}")
-            mem_delta = self.memory.weight((op.mb, op.chunk)) if self.memory else None
+            self.store.run(key, what=f"{op} on pipeline rank {self.rank}")
+            mem_delta = self.memory.weight(key) if self.memory else None
         end = self._end()
         if self.memory and op.kind == F:  # counted outside the op's time
-            self.memory.forward_done((op.mb, op.chunk), output)
-            mem_delta = self.memory.forward_bytes((op.mb, op.chunk))
+            self.memory.forward_done(key, output)
+            mem_delta = self.memory.forward_bytes(key)
         if self.offload and op.kind == F:
-            self.offload.offloaded((op.mb, op.chunk))  # after the profiler's graph walk, which reads the saved tensors
+            self.offload.offloaded(key)  # after the profiler's graph walk, which reads the saved tensors
         self.sync.after(index)
         if ctx.record_timeline:
-            self.timeline.append(OpRecord(rank, op, stage, start, end, self._clock_or_none()))
+            self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none()))
         if ctx.profile is not None:
-            self._durations.append((op.kind, stage, start, end))  # read after the step (events)
-            ctx.profile.memory[(op.kind, stage)].append(mem_delta)
+            self._durations.append((op.kind, io.stage, start, end))  # read after the step (events)
+            ctx.profile.memory[(op.kind, io.stage)].append(mem_delta)
         for done in self.p2p.reap_sends():
             self.release_sent(done)
+
+    def _forward(self, io: OpIO):
+        """An F op: megatron's forward_step on the input it takes; returns (start mark, output)."""
+        ctx, op = self.ctx, io.op
+        key = (op.mb, op.chunk)
+        input_tensor = None
+        if io.takes is not None:
+            input_tensor = self.incoming(io).requires_grad_(not ctx.forward_only)
+        start = self._start()  # after the input arrived: waiting is idle time, not work
+        with self.memory.forward(key) if self.memory else contextlib.nullcontext(), \
+                self.offload.forward(key) if self.offload else contextlib.nullcontext():
+            output, num_tokens = self.m.forward_step(
+                ctx.forward_step_func, self.data_for(op.chunk, op.mb), ctx.model[op.chunk], ctx.num_microbatches,
+                input_tensor, self.forward_data_store, self.config, ctx.cp_group_size,
+                collect_non_loss_data=ctx.collect_non_loss_data,
+                is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
+                current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
+                is_last_stage=io.stage == self.n - 1)
+        self.total_num_tokens += num_tokens
+        if io.gives is not None:
+            self.produced[io.gives] = output
+        if not ctx.forward_only:
+            self.saved[key] = (input_tensor, output)
+        return start, output
+
+    def _backward(self, io: OpIO):
+        """A B op (its weight gradient deferred to W) or a BW op: megatron's backward_step on the
+        gradient it takes; returns (start mark, measured memory change or None)."""
+        ctx, op = self.ctx, io.op
+        key = (op.mb, op.chunk)
+        grad = None if io.takes is None else self.incoming(io)
+        pending = self.in_flight.get(key)
+        if pending is not None:  # its output must be sent (and freed) before backward
+            self.p2p.finish_send(pending, op=str(op))
+            self.release_sent(pending)
+        if self.offload:
+            self.offload.ready(key)  # the B's stream waits for its reload
+        start = self._start()
+        input_tensor, output = self.saved.pop(key)
+        held = [] if self.memory else None  # what the deferred W keeps alive, for measured memory
+        capture = self.store.capture(key, held=held) if op.kind == B else contextlib.nullcontext()
+        if self.memory:
+            self.memory.begin()
+        with capture:
+            if backward_takes_model_type(self.m.backward_step):
+                input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, self.config)
+            else:  # megatron-core 0.19 dropped model_type
+                input_grad = self.m.backward_step(input_tensor, output, grad, self.config)
+        if self.offload:
+            self.offload.release(key)
+        mem_delta = self.memory.backward(key, held, full=op.kind == BW) if self.memory else None
+        if io.gives is not None:
+            self.produced[io.gives] = input_grad
+        return start, mem_delta
 
     def _clock_or_none(self):
         return None if self.clock.kind == "host" else self.clock
@@ -366,22 +381,17 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext, *, validat
     previous optimizer step), first run only the prefix (`schedules.prefix`),
     then call validate(); True means the step it validated was redone
     differently, so the prefix is drained, dropped and the step restarted."""
-    store = get_store()
-    store.clear()  # nothing from an earlier step (one that raised) may run in this step's W ops
-    step = _Step(lowered, rank, p2p, ctx)
-    items = lowered.ranks[rank]
-    store.splitting = not ctx.forward_only and lowered.schedule.splits_backward
-    try:
-        with step.sync.step():
-            result = _run_items(step, items, ctx, validate, prefix)
-    except BaseException:
-        store.clear()
-        if step.offload is not None:
-            step.offload.clear()  # a failed step keeps nothing on host or device
-        raise
-    finally:
-        store.splitting = False
-    return result
+    splitting = not ctx.forward_only and lowered.schedule.splits_backward
+    # the store starts empty (nothing of an earlier step that raised may run in this step's W ops)
+    with get_store().step(splitting=splitting):
+        step = _Step(lowered, rank, p2p, ctx)
+        try:
+            with step.sync.step():
+                return _run_items(step, lowered.ranks[rank], ctx, validate, prefix)
+        except BaseException:
+            if step.offload is not None:
+                step.offload.clear()  # a failed step keeps nothing on host or device
+            raise
 
 
 def _run_items(step: "_Step", items, ctx: StepContext, validate, prefix) -> StepResult:

@@ -42,6 +42,8 @@ weight has that attribute (586-610), else computes it unfused (614).
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from .dummy_grad import zero_grad_view
@@ -222,19 +224,14 @@ class DeferrableLinear(torch.autograd.Function):
         return (grad_input, None, grad_bias, *([None] * ctx.num_rest))
 
 
-_FORWARD_ARGS = None
-
-
+@functools.lru_cache(maxsize=None)
 def _megatron_forward_args() -> tuple:
     """The names of megatron's autograd forward arguments after (input, weight, bias),
     in its order: megatron-core 0.16.1 ends with tp_group, 0.19 adds gtp_remat_size."""
-    global _FORWARD_ARGS
-    if _FORWARD_ARGS is None:
-        import inspect
+    import inspect
 
-        names = list(inspect.signature(_megatron_linear_fn().forward).parameters)
-        _FORWARD_ARGS = tuple(names[names.index("bias") + 1:])
-    return _FORWARD_ARGS
+    names = list(inspect.signature(_megatron_linear_fn().forward).parameters)
+    return tuple(names[names.index("bias") + 1:])
 
 
 class GTPWeightShardingUnsupported(ValueError):

@@ -1,12 +1,18 @@
 """Deferred weight gradients: closures queued during B, run by W.
 
-While a step of a schedule with W ops runs, `splitting` is set: hooked layers
-build their forward so that their backward can be split. During a B op the
-executor opens `capture((mb, chunk))`; those layers then compute only the
-input gradient and `defer` a closure that computes the weight gradient. The
-W op for the same key runs the closures. A W whose key has nothing queued is
-an error: the split would silently be a no-op. The executor empties the store
-when a step starts and when one fails, so nothing crosses steps.
+The executor runs each step inside `step(splitting=...)`: for a training step
+of a schedule with W ops, `splitting` is true while it is open, and hooked
+layers build their forward so that their backward can be split. During a B op
+the executor opens `capture((mb, chunk))`; those layers then compute only the
+input gradient and `defer` a closure that computes the weight gradient (a
+profiled B also passes `held`, a list that receives the tensors the closures
+keep). The W op for the same key runs the closures. A W whose key has nothing
+queued is an error: the split would silently be a no-op. `step` empties the
+store when it opens and when the step fails, so nothing crosses steps.
+
+The store is process-wide (`get_store`): megatron's linear layers and
+TransformerEngine's wgrad store reach it from inside autograd, where nothing
+can be passed to them.
 """
 from __future__ import annotations
 
@@ -23,10 +29,32 @@ class WeightGradStore:
     def __init__(self) -> None:
         self._queues: dict[Hashable, list[Callable[[], None]]] = defaultdict(list)
         self._key: Optional[Hashable] = None
+        self._held: Optional[list] = None  # the open capture's `held`
+        self._splitting = False
         self.deferred = 0  # closures queued since the last reset_counters()
         self.ran = 0  # closures run since the last reset_counters()
-        self.held: list | None = None  # when a list: tensors kept for W are appended (profiling)
-        self.splitting = False  # a step with W ops is running (set by the executor)
+
+    @property
+    def splitting(self) -> bool:
+        """True inside `step(splitting=True)`: hooked layers' forwards can be split."""
+        return self._splitting
+
+    @contextlib.contextmanager
+    def step(self, *, splitting: bool) -> Iterator[None]:
+        """One step: the store starts empty and is emptied if the step raises; with
+        `splitting` (a training step of a schedule with W ops) hooked layers build
+        forwards whose backward can be split while it is open."""
+        if self._splitting:
+            raise WeightGradStoreError("a weight-gradient step opened inside another")
+        self.clear()
+        self._splitting = bool(splitting)
+        try:
+            yield
+        except BaseException:
+            self.clear()
+            raise
+        finally:
+            self._splitting = False
 
     @property
     def capturing(self) -> bool:
@@ -38,23 +66,25 @@ class WeightGradStore:
         return self._key
 
     @contextlib.contextmanager
-    def capture(self, key: Hashable) -> Iterator[None]:
-        """Within this context, hooked layers defer their weight gradient under `key`."""
+    def capture(self, key: Hashable, *, held: Optional[list] = None) -> Iterator[None]:
+        """Within this context, hooked layers defer their weight gradient under `key`; the
+        tensors each deferred closure keeps alive are appended to `held` when given
+        (measured activation memory)."""
         if self._key is not None:
             raise WeightGradStoreError(f"nested weight-gradient capture: {key} inside {self._key}")
-        self._key = key
+        self._key, self._held = key, held
         try:
             yield
         finally:
-            self._key = None
+            self._key = self._held = None
 
     def defer(self, fn: Callable[[], None], tensors: tuple = ()) -> None:
         """Queue `fn` under the capture's key; `tensors` are what it keeps alive
         until it runs (for activation-memory accounting)."""
         self._queues[self._key].append(fn)
         self.deferred += 1
-        if self.held is not None:
-            self.held.extend(tensors)
+        if self._held is not None:
+            self._held.extend(tensors)
 
     def pending(self, key: Hashable) -> int:
         return len(self._queues.get(key, ()))
@@ -80,7 +110,7 @@ class WeightGradStore:
 
     def clear(self) -> None:
         self._queues.clear()
-        self._key = None
+        self._key = self._held = None
 
     def reset_counters(self) -> None:
         self.deferred = self.ran = 0

@@ -374,9 +374,9 @@ def save_profile(path: str, model: ModelCosts, *, meta: Optional[dict] = None) -
 
 
 def load_profile(path: str) -> ModelCosts:
-    """A profile written by `save_profile`; a one-sentence ValueError otherwise."""
+    """A profile written by `save_profile`; a one-sentence ScheduleError otherwise."""
     if not os.path.isfile(path):
-        raise ValueError(f"profile {path!r} does not exist")
+        raise ScheduleError(f"profile {path!r} does not exist")
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -387,12 +387,12 @@ def load_profile(path: str) -> ModelCosts:
                            comm=float(c["comm"]), head_memory=float(c.get("head_memory", 0.0)),
                            fused=float(c.get("fused", 1.0)), wgrad_memory=float(c.get("wgrad_memory", 1.0)))
     except (ValueError, KeyError, TypeError):
-        raise ValueError(f"profile {path!r} is not a {FORMAT} file (write one with --pipeline-profile-out)") from None
+        raise ScheduleError(f"profile {path!r} is not a {FORMAT} file (write one with --pipeline-profile-out)") from None
     for part in (model.layer, model.embedding, model.head):
         if min(part.f, part.b, part.w) < 0:
-            raise ValueError(f"profile {path!r} has negative costs")
+            raise ScheduleError(f"profile {path!r} has negative costs")
     if not model.fused > 0:
-        raise ValueError(f"profile {path!r} has a non-positive fused-backward ratio")
+        raise ScheduleError(f"profile {path!r} has a non-positive fused-backward ratio")
     if not 0.0 <= model.wgrad_memory <= 1.0:
-        raise ValueError(f"profile {path!r} has a weight-gradient memory share outside [0, 1]")
+        raise ScheduleError(f"profile {path!r} has a weight-gradient memory share outside [0, 1]")
     return model

@@ -22,6 +22,7 @@ from typing import Optional
 
 from .costs import StageCosts
 from .deps import input_of
+from .errors import ScheduleError
 from .ir import B, F, V, W, Op, new_op, owner_of
 from .listsched import Policy
 from .gc_pause import gc_paused
@@ -124,12 +125,12 @@ def compact(pp: int, slots: Slots, sc: StageCosts, keep: tuple[int, int] = (0, -
         earliest = 0
         if j:
             if went[me - 1] is None:
-                raise KeyError((kind, j - 1, s))
+                raise _unplaced((kind, j - 1, s), (kind, j, s))
             earliest = went[me - 1] + 1
         src = feed[kind][s]
         if src >= 0:
             if went[src + j] is None:
-                raise KeyError((inputs[kind][s][0], j, inputs[kind][s][1]))
+                raise _unplaced((inputs[kind][s][0], j, inputs[kind][s][1]), (kind, j, s))
             if went[src + j] >= earliest:
                 earliest = went[src + j] + 1
         grow = sc.mem[kind][s]
@@ -164,6 +165,14 @@ def compact(pp: int, slots: Slots, sc: StageCosts, keep: tuple[int, int] = (0, -
         went[me] = t
         final.append(t)
     return dict(zip(map(_FIRST, items), final))
+
+
+def _unplaced(missing: tuple[str, int, int], op: tuple[str, int, int]) -> ScheduleError:
+    """The error for slots that place an op but not an op it follows (its input, or the same
+    op of the previous microbatch); keys are (kind, microbatch, stage)."""
+    kind, mb, stage = op
+    return ScheduleError(f"block slots place {kind} of microbatch {mb} at stage {stage} but not "
+                         f"{missing[0]} of microbatch {missing[1]} at stage {missing[2]}, which it follows")
 
 
 def steady_window(slots: Slots, m: int) -> tuple[int, int]:

@@ -20,8 +20,9 @@ per result.
 from __future__ import annotations
 
 import operator
+import weakref
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from operator import attrgetter, itemgetter
 from typing import NamedTuple, Sequence
 
@@ -46,6 +47,7 @@ class Rule(NamedTuple):
     out2: int  # offset of a second result (BW's weight gradient)
     dst: int  # the stage on another rank that waits for the op's result
     send_to: int  # the rank holding `dst`
+    to_stage: int  # the stage that waits for the op's result, on this rank (the V turn) or another; -1: none
 
     @property
     def recv_kind(self) -> str:
@@ -91,15 +93,14 @@ def _rule(slot: int, kind: str, chunk: int, stage: int, n: int, rank: int, place
         owner = owner_of(placement, pp, src)[0]
         recv_from = owner if owner != rank else -1
     outs = [stage * 3 + RESULT_KINDS.index(k) for k in outputs_of(kind)]
-    dst = consumer_stage(outputs_of(kind)[0], stage, n)
-    send_to = -1
-    if dst is not None:
-        owner = owner_of(placement, pp, dst)[0]
-        send_to = owner if owner != rank else -1
-    if send_to < 0:
-        dst = -1
+    consumer = consumer_stage(outputs_of(kind)[0], stage, n)
+    dst = send_to = -1
+    if consumer is not None:
+        owner = owner_of(placement, pp, consumer)[0]
+        if owner != rank:
+            dst, send_to = consumer, owner
     return Rule(slot, kind, chunk, stage, need_off, src, recv_from, outs[0], outs[1] if len(outs) > 1 else -1,
-                dst, send_to)
+                dst, send_to, -1 if consumer is None else consumer)
 
 
 @dataclass(frozen=True)
@@ -117,57 +118,93 @@ class Compiled:
 
 
 def compile_schedule(schedule: Schedule) -> Compiled:
-    """Check the schedule's ops and build its rows (cached on the schedule).
+    """Check the schedule's ops and build its rows (once per schedule object: `_ROWS`).
 
     Raises ScheduleError naming the first op, in rank and op order, that is not
     a compute op of a known kind with a microbatch and a chunk in range; a
     schedule with more op lists than ranks; a placement that cannot hold its
     chunks. A schedule with fewer op lists than ranks runs nothing on the others."""
-    cached = _cached(schedule)
-    if cached is not None:
-        return cached
+    table = schedule_rule_table(schedule)
+    rows = _ROWS.get(schedule)
+    if rows is None:
+        rows = _ROWS.put(schedule, _compile_rows(schedule, table))
+    return Compiled(schedule, rows[0], rows[1], table)
+
+
+def schedule_rule_table(schedule: Schedule) -> RuleTable:
+    """The rule table of the schedule's layout; raises ScheduleError for a placement that
+    cannot hold its chunks."""
     schedule.stage_table  # noqa: B018 (raises for a placement that cannot hold the chunks)
+    return rule_table(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+
+
+def _compile_rows(schedule: Schedule, table: RuleTable) -> tuple[tuple[list[Rule], ...], tuple[list[int], ...]]:
     pp, m, chunks = schedule.pp, schedule.microbatches, schedule.chunks_per_rank
     if len(schedule.ranks) > pp:
         raise ScheduleError(f"schedule {schedule.name!r} has {len(schedule.ranks)} op lists for {pp} pipeline ranks")
-    table = rule_table(pp, chunks, schedule.placement)
     rules, mbs = [], []
     for r in range(pp):
         ops = schedule.ranks[r] if r < len(schedule.ranks) else ()
         row_rules, row_mbs = op_rows(r, ops, table[r].by_op, m, chunks)
         rules.append(row_rules)
         mbs.append(row_mbs)
-    compiled = Compiled(schedule, tuple(rules), tuple(mbs), table)
-    schedule.meta["_compiled"] = compiled
-    return compiled
+    return tuple(rules), tuple(mbs)
 
 
-def _cached(schedule: Schedule) -> "Compiled | None":
-    """The schedule's compiled form if it is of these very ranks and this layout and
-    microbatch count (a copy made with dataclasses.replace shares `meta`)."""
-    compiled = schedule.meta.get("_compiled")
-    if compiled is None:
-        return None
-    was = compiled.schedule
-    if was.ranks is not schedule.ranks or (was.pp, was.microbatches, was.chunks_per_rank, was.placement) != \
-            (schedule.pp, schedule.microbatches, schedule.chunks_per_rank, schedule.placement):
-        return None
-    return compiled
+class _RowsBySchedule:
+    """The compiled rows of each live schedule, keyed by the schedule object itself.
+
+    The simulator, the completeness check and the lowering each compile the
+    schedule they are given; validating one compiles it once. A schedule's
+    fields are frozen, so its rows never go stale; a copy (`dataclasses.replace`,
+    `with_ranks`) is another object and is compiled afresh. An entry refers to its
+    schedule weakly and goes when the schedule does (the rows do not refer back)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[weakref.ref, tuple]] = {}
+
+    def get(self, schedule: Schedule) -> "tuple | None":
+        entry = self._entries.get(id(schedule))
+        if entry is None or entry[0]() is not schedule:
+            return None
+        return entry[1]
+
+    def put(self, schedule: Schedule, rows: tuple) -> tuple:
+        key = id(schedule)
+        self._entries[key] = (weakref.ref(schedule, partial(self._drop, key)), rows)
+        return rows
+
+    def _drop(self, key: int, ref: weakref.ref) -> None:
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is ref:
+            del self._entries[key]
+
+
+_ROWS = _RowsBySchedule()
 
 
 _KIND_CHUNK, _MB, _CHUNK = itemgetter(0, 2), attrgetter("mb"), attrgetter("chunk")
-_OP_TYPE, _INT_TYPE = frozenset({Op}), frozenset({int})
 
 
 def op_rows(rank: int, ops: Sequence, rules: dict, m: int, chunks: int) -> tuple[list[Rule], list[int]]:
-    """The rule and the microbatch of every op of one rank (module doc), checking each op."""
-    if (_OP_TYPE.issuperset(map(type, ops)) and _INT_TYPE.issuperset(map(type, map(_MB, ops)))
-            and _INT_TYPE.issuperset(map(type, map(_CHUNK, ops)))):
+    """The rule and the microbatch of every op of one rank (module doc), checking each op.
+
+    The planner compiles every candidate order it scores (the simulator reads these rows),
+    so the common case, plain ops with int fields, is checked and looked up in whole-list
+    passes; anything else goes op by op (`_checked_rows`), which names the first bad op."""
+    if _plain_ops(ops):
         row = list(map(rules.get, map(_KIND_CHUNK, ops)))  # None for an unknown kind or chunk
         mbs = list(map(_MB, ops))
         if None not in row and (not mbs or (min(mbs) >= 0 and max(mbs) < m)):
             return row, mbs
     return _checked_rows(rank, ops, rules, m, chunks)
+
+
+def _plain_ops(ops: Sequence) -> bool:
+    """Every op is an `Op` whose microbatch and chunk are of type int (not bool, not a
+    numpy integer: those take the op-by-op path)."""
+    return ({Op}.issuperset(map(type, ops)) and {int}.issuperset(map(type, map(_MB, ops)))
+            and {int}.issuperset(map(type, map(_CHUNK, ops))))
 
 
 def _checked_rows(rank: int, ops: Sequence, rules: dict, m: int, chunks: int) -> tuple[list[Rule], list[int]]:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .ir import B, BW, F, W
+from .errors import ScheduleError
+from .ir import B, BW, COMPUTE_KINDS, F, W
 
 Key = tuple[str, int, int]
 RESULT_KINDS = (F, B, W)  # results, in the order of their index in the compiled form's result keys
@@ -33,7 +34,7 @@ def input_of(kind: str, stage: int, num_stages: int) -> Optional[tuple[str, int]
         return (B, stage)
     if kind in (B, BW):
         return (F, stage) if stage == num_stages - 1 else (B, stage + 1)
-    raise ValueError(f"unknown op kind {kind!r}")
+    raise ScheduleError(f"op kind must be one of {', '.join(COMPUTE_KINDS)}, got {kind!r}")
 
 
 def outputs_of(kind: str) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ and chunk 1 at stage 2 * pp - 1 - r (rank 0 holds the first and the last).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import Iterator, NamedTuple
 
 from .errors import ScheduleError
@@ -56,6 +56,12 @@ def owner_of(placement: str, pp: int, stage: int) -> tuple[int, int]:
     raise ScheduleError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
 
 
+@lru_cache(maxsize=64)
+def stage_table(placement: str, pp: int, chunks: int) -> tuple[tuple[int, ...], ...]:
+    """table[rank][chunk] -> global stage of a layout (a pure function, remembered per layout)."""
+    return tuple(tuple(stage_of(placement, pp, r, c) for c in range(chunks)) for r in range(pp))
+
+
 @dataclass(frozen=True)
 class Schedule:
     """One training step of a pipeline: an ordered op list per rank.
@@ -78,15 +84,8 @@ class Schedule:
 
     @property
     def stage_table(self) -> tuple[tuple[int, ...], ...]:
-        """stage_table[rank][chunk] -> global stage (cached, keyed by the layout: a copy made
-        with dataclasses.replace shares `meta`)."""
-        key = (self.pp, self.chunks_per_rank, self.placement)
-        cached = self.meta.get("_stage_table")
-        if cached is None or cached[0] != key:
-            table = tuple(tuple(stage_of(self.placement, self.pp, r, c) for c in range(self.chunks_per_rank))
-                          for r in range(self.pp))
-            cached = self.meta["_stage_table"] = (key, table)
-        return cached[1]
+        """stage_table[rank][chunk] -> global stage."""
+        return stage_table(self.placement, self.pp, self.chunks_per_rank)
 
     def stage(self, rank: int, op: Op) -> int:
         return self.stage_table[rank][op.chunk]
@@ -106,6 +105,5 @@ class Schedule:
                 yield r, i, op
 
     def with_ranks(self, ranks: list[list[Op]] | tuple[tuple[Op, ...], ...]) -> "Schedule":
-        meta = {k: v for k, v in self.meta.items() if k != "_compiled"}  # the compiled form is of these ranks
         return Schedule(self.name, self.pp, self.microbatches, self.chunks_per_rank,
-                        self.placement, tuple(tuple(r) for r in ranks), meta)
+                        self.placement, tuple(tuple(r) for r in ranks), dict(self.meta))

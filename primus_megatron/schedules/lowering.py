@@ -21,6 +21,10 @@ upcoming op needs is never held back by a message sent after that op would
 start; a send goes alone (`_batches` says why). Every
 group is a `Batch`, even a single operation: batched p2p uses the process
 group's own communicator (one stream) under both communicator init modes.
+
+The executor reads each compute op's messages from here too (`Lowered.op_io`):
+what it takes and gives, from and to which rank, or on its own rank (the V
+turn), from the same rules the postings were placed by.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Iterator, NamedTuple, Optional, Union
 
-from .compiled import compile_schedule, rule_table
+from .compiled import compile_schedule, rule_table, schedule_rule_table
 from .costs import UNIT, Costs, StageCosts
 from .deps import RESULT_KINDS
 from .errors import ScheduleError
@@ -78,6 +82,7 @@ class Batch(NamedTuple):
 
 
 Item = Union[Op, Send, Recv, Batch]
+_POSTINGS = (Send, Recv, Batch)
 
 
 def p2p_ops(item) -> tuple:
@@ -96,12 +101,57 @@ def flat_p2p(items) -> Iterator:
         yield from p2p_ops(item)
 
 
+class OpIO(NamedTuple):
+    """A compute op of a lowered rank with the messages it exchanges (`Lowered.op_io`).
+
+    `takes` is the activation (F) or input gradient (B, BW) the op consumes, made
+    at the neighbouring stage; None where its input is made at its own stage (the
+    first stage's F, the last stage's B or BW, every W). `takes_from` is the rank
+    whose Send delivers it, or -1 where this rank makes it (the V turn hands it
+    over locally). `gives` and `gives_to` are the message the op makes for the
+    neighbouring stage and the rank it is sent to (-1: consumed on this rank)."""
+
+    op: Op
+    stage: int
+    takes: Optional[Message]
+    takes_from: int
+    gives: Optional[Message]
+    gives_to: int
+
+    def label(self) -> str:
+        """The op as timeout and hang messages name it."""
+        return f"{self.op} (microbatch {self.op.mb}, chunk {self.op.chunk}, stage {self.stage})"
+
+
 @dataclass(frozen=True)
 class Lowered:
     """A schedule with its communication: `ranks[r]` mixes Op, Send, Recv and Batch."""
 
     schedule: Schedule
     ranks: tuple[tuple[Item, ...], ...]
+
+    def op_io(self, rank: int) -> tuple[Optional[OpIO], ...]:
+        """Aligned with `ranks[rank]`: each compute op with the messages it takes and gives
+        (the ones this lowering's Send and Recv items carry, or hands over on the rank),
+        None for a posting. Raises ScheduleError for an item that is neither."""
+        sched = self.schedule
+        by_op = schedule_rule_table(sched)[rank].by_op
+        out: list[Optional[OpIO]] = []
+        for item in self.ranks[rank]:
+            if type(item) in _POSTINGS:
+                out.append(None)
+                continue
+            rule = by_op.get((item.kind, item.chunk)) if isinstance(item, Op) else None
+            if rule is None:
+                raise ScheduleError(f"rank {rank} has {item!r}, which is neither a compute op of chunks "
+                                    f"0..{sched.chunks_per_rank - 1} nor a send, receive or batch")
+            takes = gives = None
+            if rule.src >= 0 and rule.src != rule.stage:
+                takes = Message(rule.recv_kind, item.mb, rule.src, rule.stage)
+            if rule.to_stage >= 0:
+                gives = Message(rule.send_kind, item.mb, rule.stage, rule.to_stage)
+            out.append(OpIO(item, rule.stage, takes, rule.recv_from, gives, rule.send_to))
+        return tuple(out)
 
 
 def _rule(schedule: Schedule, rank: int, op: Op):

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from .atomic_file import atomic_write
+from .errors import ScheduleError
 from .trace import op_fields
 
 PLOT_FORMATS = {".png": "png", ".svg": "svg"}
@@ -46,10 +47,10 @@ class Panel:
 
 
 def plot_format(path: str | os.PathLike) -> str:
-    """'png' or 'svg' from the file name; a one-sentence ValueError otherwise."""
+    """'png' or 'svg' from the file name; a one-sentence ScheduleError otherwise."""
     ext = os.path.splitext(os.fspath(path))[1].lower()
     if ext not in PLOT_FORMATS:
-        raise ValueError(f"plot file {os.fspath(path)!r} must end in {' or '.join(PLOT_FORMATS)}, got {ext or 'no extension'!r}")
+        raise ScheduleError(f"plot file {os.fspath(path)!r} must end in {' or '.join(PLOT_FORMATS)}, got {ext or 'no extension'!r}")
     return PLOT_FORMATS[ext]
 
 
@@ -164,7 +165,7 @@ def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optio
     from matplotlib.patches import Patch
 
     if fmt not in PLOT_FORMATS.values():
-        raise ValueError(f"plot format must be one of {', '.join(PLOT_FORMATS.values())}, got {fmt!r}")
+        raise ScheduleError(f"plot format must be one of {', '.join(PLOT_FORMATS.values())}, got {fmt!r}")
     ps = panels(results_or_timelines)
     # SVG keeps its text as text (searchable, smaller) instead of glyph outlines
     with matplotlib.rc_context({"hatch.linewidth": 0.6, "svg.fonttype": "none"}):
