@@ -26,6 +26,9 @@ class WeightGradStoreError(RuntimeError):
 
 
 class WeightGradStore:
+    # fixed attributes: setting the old `splitting`/`held` flags by hand raises instead of doing nothing
+    __slots__ = ("_queues", "_key", "_held", "_splitting", "deferred", "ran")
+
     def __init__(self) -> None:
         self._queues: dict[Hashable, list[Callable[[], None]]] = defaultdict(list)
         self._key: Optional[Hashable] = None
