@@ -13,12 +13,15 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from .schedules import V, layer_split, names, registry
 from .schedules.costs import Costs
 from .schedules.layer_split import LayerSplit
 from .schedules.registry import ScheduleInfo
+
+if TYPE_CHECKING:
+    from .schedules.ir import Schedule
 
 DEFAULT_P2P_TIMEOUT_S = 600.0
 # --pipeline-schedule auto in our script: the schedule that runs while costs are measured (loop
@@ -110,19 +113,35 @@ def _profiling(spec: PipelineSpec) -> dict:
     return {"profile_window": window, "replan": measure}
 
 
-def from_options(schedule: str, *, chunks: Optional[int] = None, costs: Optional[Costs] = None,
+def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = None, costs: Optional[Costs] = None,
                  memory_limit: Optional[float] = None, profile_steps: Optional[tuple[int, int]] = None,
                  replan: bool = False, profile_out: Optional[str] = None, post_validation: bool = False,
                  offload: str = "off", offload_bandwidth: Optional[float] = None,
                  p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None) -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
-    is the window of training steps measured. Unknown names and chunk counts fail in one sentence."""
-    entry = registry.info(schedule)
+    is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
+    A Schedule (run as given) brings its own entry: its name's, or one describing it."""
+    if isinstance(schedule, str):
+        entry = registry.info(schedule)
+    else:
+        entry = _entry_of(schedule)
+        chunks = schedule.chunks_per_rank
     window = tuple(profile_steps) if profile_steps is not None else None
     return PipelineSpec(entry, registry.resolve_chunks(entry, chunks), costs=costs, memory_limit=memory_limit,
                         profile_steps=(window[1] - window[0]) if window else 0, profile_window=window,
                         replan=replan, profile_out=profile_out, post_validation=post_validation, offload=offload,
                         offload_bandwidth=offload_bandwidth, p2p_timeout_s=p2p_timeout_s, p2p_mode=p2p_mode)
+
+
+def _entry_of(schedule: "Schedule") -> ScheduleInfo:
+    try:
+        entry = registry.info(schedule.name)
+    except ValueError:
+        entry = None
+    if entry is None or (entry.placement, entry.splits_backward) != (schedule.placement, schedule.splits_backward):
+        entry = ScheduleInfo(schedule.name, None, schedule.placement, schedule.chunks_per_rank, "", "",
+                             variable_chunks=True, splits_backward=schedule.splits_backward)
+    return entry
 
 
 def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optional[PipelineSpec]:

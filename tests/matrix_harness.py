@@ -324,6 +324,7 @@ def run_case(spec: dict, schedule: str) -> dict:
         from primus_megatron.optim import PostValidationOptimizer
 
         optimizer = PostValidationOptimizer(optimizer, model, timeout_s=60)
+        fbf.validation = optimizer.take_validation  # the next step validates this one
     owned = _owned_ranges(optimizer.optimizer if post_validation else optimizer)
     saved_param_sync = None
     if param_gather_hooks:  # training.py: no pre-hook and no param_sync_func until the first step succeeded
