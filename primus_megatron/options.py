@@ -55,6 +55,7 @@ class PipelineSpec:
     p2p_mode: Optional[str] = None  # how CPU (gloo) runs carry p2p: runtime.p2p.resolve_mode
     choose: bool = False
     deterministic: bool = False  # no plan from measured costs (Megatron-LM's --deterministic-mode)
+    note: Optional[str] = None  # what --pipeline-balance chose from a profile, logged at start-up
 
     @property
     def name(self) -> str:

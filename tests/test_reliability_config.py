@@ -413,7 +413,7 @@ def megatron_lm_installed(monkeypatch):
         monkeypatch.setitem(sys.modules, name, mod)
     megatron = pytest.importorskip("megatron")
     monkeypatch.setattr(megatron, "training", pkg, raising=False)
-    monkeypatch.setattr(plugin, "_INSTALLED", False)
+    monkeypatch.setattr(plugin, "_PLUGIN", None)
     monkeypatch.setenv("RANK", "0")
     plugin.install()
     return initialize, calls

@@ -203,16 +203,19 @@ def test_both_training_entry_points_plan_for_the_runs_objective(post):
     --optimizer-post-validation and --pipeline-costs (memory model included) to the runner."""
     import argparse
 
+    from primus_megatron import options
+    from primus_megatron.megatron_lm import args as mlm_args
     from primus_megatron.megatron_lm import plugin
     from primus_megatron.train import pretrain
 
     args = argparse.Namespace(pipeline_schedule="zb-auto", pipeline_costs="1,1.2,0.7,0.05,mem-w=-0.4",
-                              pipeline_memory_limit=8.0, pipeline_chunks=None, pipeline_chunks_resolved=1,
+                              pipeline_memory_limit=8.0, pipeline_chunks=None,
                               pipeline_p2p_timeout=60.0, pipeline_profile_steps=3, pipeline_profile_out=None,
                               optimizer_post_validation=post, deterministic_mode=False,
                               pipeline_offload="off", pipeline_offload_bandwidth=None)
     expected = S.generate("zb-auto", 4, 6, costs=S.Costs(f=1, b=1.2, w=0.7, comm=0.05, mem_b=-0.6, mem_w=-0.4),
                           memory_limit=8.0, post_validation=post)
-    for runner in (pretrain.forward_backward_func(args), plugin.forward_backward_func_for(args)):
+    for runner in (pretrain.forward_backward_func(options.from_args(args)),
+                   plugin.forward_backward_func_for(mlm_args.spec_of(args))):
         assert runner.post_validation is post
         assert runner.costs.mem_w == -0.4 and runner.plan(4, 6)[0].ranks == expected.ranks

@@ -406,7 +406,7 @@ def test_auto_considers_the_schedules_the_split_fits(monkeypatch, capsys):
     import argparse
 
     from primus_megatron.megatron_lm import plugin
-    from primus_megatron.megatron_lm.args import split_fits
+    from primus_megatron.options import split_fits
 
     args = argparse.Namespace(pipeline_schedule="auto", num_layers=8, pipeline_model_parallel_size=2,
                               tensor_model_parallel_size=1, world_size=2, micro_batch_size=1, global_batch_size=8,
