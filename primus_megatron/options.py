@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from .schedules import V, layer_split, names, registry
@@ -56,6 +56,9 @@ class PipelineSpec:
     choose: bool = False
     deterministic: bool = False  # no plan from measured costs (Megatron-LM's --deterministic-mode)
     note: Optional[str] = None  # what --pipeline-balance chose from a profile, logged at start-up
+    # The (Schedule, Lowered) the option checks generated and validated for the run's pipeline size
+    # and microbatch count: the runner's first plan, not made again.
+    checked_plan: Optional[tuple] = field(default=None, compare=False, repr=False)
 
     @property
     def name(self) -> str:
@@ -89,7 +92,7 @@ class PipelineSpec:
         """The spec for schedule `name` (auto's choice), planned from `costs` if given."""
         entry = registry.info(name)
         chosen = dataclasses.replace(self, entry=entry, chunks=entry.chunks, choose=False,
-                                     costs=costs if costs is not None else self.costs)
+                                     costs=costs if costs is not None else self.costs, checked_plan=None)
         return dataclasses.replace(chosen, **_profiling(chosen))
 
     def balanced(self, split: LayerSplit, name: Optional[str] = None) -> "PipelineSpec":
@@ -273,8 +276,37 @@ def check_schedule(args: argparse.Namespace, spec: Optional[PipelineSpec], *,
     size, the layer split, the options that cannot combine with deferred weight gradients, and
     the schedule itself for the microbatch count (global batch / micro batch / data parallel)
     and memory limit. `te_support(schedule)`: Megatron-LM's TransformerEngine probe."""
+    return checked(args, spec, te_support=te_support)[0]
+
+
+def checked(args: argparse.Namespace, spec: Optional[PipelineSpec], *,
+            te_support: Optional[Callable[[str], Optional[str]]] = None) -> tuple[Optional[str], Optional[PipelineSpec]]:
+    """`check_schedule`'s sentence (or None), and the spec carrying the plan the check made
+    (`checked_plan`) where the arguments give the pipeline size and microbatch count."""
     if spec is None:
-        return None
+        return None, None
+    problem = _check_spec(args, spec, te_support)
+    if problem:
+        return problem, spec
+    pp, microbatches = getattr(args, "pipeline_model_parallel_size", None), num_microbatches(args)
+    if spec.choose or pp is None or microbatches is None:
+        return None, spec
+    from .schedules import ScheduleError, generate, validate
+
+    limit = spec.memory_limit if spec.offload == "off" else None  # with offload the offload plan meets it
+    try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
+        sched = generate(spec.name, pp, microbatches, costs=spec.costs, memory_limit=limit, chunks=spec.chunks,
+                         post_validation=spec.post_validation, validate=False)
+        lowered = validate(sched, costs=spec.costs, memory_limit=limit)
+    except ScheduleError as exc:
+        return (f"--pipeline-schedule {spec.name} with {microbatches} microbatches (global batch / micro batch "
+                f"/ data parallel) on {pp} pipeline ranks: {exc}"), spec
+    return None, dataclasses.replace(spec, checked_plan=(sched, lowered))
+
+
+def _check_spec(args: argparse.Namespace, spec: PipelineSpec,
+                te_support: Optional[Callable[[str], Optional[str]]]) -> Optional[str]:
+    """check_schedule but the schedule's own generation."""
     pp = getattr(args, "pipeline_model_parallel_size", None)
     split = spec.layer_split(args)
     if spec.choose:
@@ -288,23 +320,9 @@ def check_schedule(args: argparse.Namespace, spec: Optional[PipelineSpec], *,
     if pp is not None and pp < 2:
         return (f"--pipeline-schedule {spec.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
                 f"drop --pipeline-schedule to train without pipelining")
-    problem = (check_layer_split(args, pp, spec.chunks, f"--pipeline-schedule {spec.name}",
-                                 w_ops=spec.splits_backward, split=split)
-               or check_deferred_wgrad_args(args, spec, te_support))
-    if problem:
-        return problem
-    microbatches = num_microbatches(args)
-    if pp is not None and microbatches is not None:
-        from .schedules import ScheduleError, generate
-
-        try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
-            generate(spec.name, pp, microbatches, costs=spec.costs,
-                     memory_limit=spec.memory_limit if spec.offload == "off" else None, chunks=spec.chunks,
-                     post_validation=spec.post_validation)
-        except ScheduleError as exc:
-            return (f"--pipeline-schedule {spec.name} with {microbatches} microbatches (global batch / micro batch "
-                    f"/ data parallel) on {pp} pipeline ranks: {exc}")
-    return None
+    return (check_layer_split(args, pp, spec.chunks, f"--pipeline-schedule {spec.name}",
+                              w_ops=spec.splits_backward, split=split)
+            or check_deferred_wgrad_args(args, spec, te_support))
 
 
 def check_deferred_wgrad_args(args: argparse.Namespace, spec: PipelineSpec,

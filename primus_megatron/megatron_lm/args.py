@@ -27,12 +27,18 @@ def check_schedule_args(args: argparse.Namespace, spec: Optional[PipelineSpec] =
     cannot combine with deferred weight gradients. Pure Python unless the model has
     TransformerEngine layers and the schedule W ops: then the installed TE is asked whether it
     can defer them. `spec`: the one already built (balanced or chosen), else built here."""
+    return checked(args, spec)[0]
+
+
+def checked(args: argparse.Namespace,
+            spec: Optional[PipelineSpec] = None) -> tuple[Optional[str], Optional[PipelineSpec]]:
+    """`check_schedule_args`'s sentence, and the spec carrying the plan the check made."""
     problem = options.check_options(args, split_chosen=spec is not None and spec.split is not None)
     if problem:
-        return problem
+        return problem, spec
     if spec is None:
         spec = spec_of(args)
-    return options.check_schedule(args, spec, te_support=check_te_support)
+    return options.checked(args, spec, te_support=check_te_support)
 
 
 def check_te_support(schedule: str) -> Optional[str]:

@@ -234,9 +234,10 @@ def _install_validate_args(plugin: Plugin) -> None:
     def validate_args(args, defaults={}):
         spec = _spec_before_validation(args, plugin.cpu_mode)
         result = original_validate(args, defaults)
-        from .args import check_schedule_args
+        from .args import checked
 
-        _refuse(check_schedule_args(args, spec))  # with data_parallel_size known: the whole check
+        problem, spec = checked(args, spec)  # with data_parallel_size known: the whole check
+        _refuse(problem)
         plugin.use(spec)
         return result
 

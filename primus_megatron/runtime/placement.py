@@ -52,9 +52,6 @@ from . import te_wgrad
 if TYPE_CHECKING:
     from ..options import PipelineSpec
 
-_ORIGINALS: dict[str, Callable] = {}
-
-
 def _loop_pair(pp: int, placement: str, vp_stage: Optional[int], pp_rank: Optional[int]) -> tuple[Optional[int], int]:
     from megatron.core import parallel_state
 

@@ -59,6 +59,11 @@ class Planner:
                                  f"microbatches, but the step has pp={pp} and {m}")
             if not forward_only:
                 return self._with_offload(key, sched, lowered)
+        elif spec.checked_plan is not None and spec.checked_plan[0].pp == pp \
+                and spec.checked_plan[0].microbatches == m:
+            sched, lowered = spec.checked_plan  # generated and validated by the option checks
+            if not forward_only:
+                return self._with_offload(key, sched, lowered)
         else:
             sched = S.generate(spec.name, pp, m, costs=spec.costs, memory_limit=limit, chunks=spec.chunks,
                                post_validation=spec.post_validation, validate=False)
@@ -103,7 +108,7 @@ class Planner:
         if it simulates no slower under the measured costs at no more peak activation memory."""
         key = (sched.pp, sched.microbatches, False)
         old = self._cache.get(key)
-        self.spec = dataclasses.replace(self.spec, costs=costs)
+        self.spec = dataclasses.replace(self.spec, costs=costs, checked_plan=None)
         self._cache.clear()
         self._prefixes.clear()
         self._offload_plans.clear()

@@ -41,6 +41,8 @@ class ScheduleInfo:
     splits_backward: bool = False
 
 
+# The registry itself (one per process, filled by @register as modules import; the built-ins
+# are imported on first lookup): the place every consumer reads, by design.
 _REGISTRY: dict[str, ScheduleInfo] = {}
 _ALIASES: dict[str, str] = {}
 _loaded = False

@@ -276,7 +276,7 @@ def _pipeline_spec(args: argparse.Namespace) -> Optional[PipelineSpec]:
     if problem:
         raise ConfigError(problem)
     spec = _balance_from_profile(args, options.from_args(args))
-    problem = options.check_schedule(args, spec)
+    problem, spec = options.checked(args, spec)  # the spec then carries the plan the check made
     if problem:
         raise ConfigError(problem)
     if spec is None:  # megatron-core's own schedule (checked above with a schedule)
