@@ -23,8 +23,7 @@ from ..options import PipelineSpec, from_options
 from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
 from .linear_hooks import install
 from .p2p import P2P, resolve_mode
-from .planner import (Planner, ScheduleMismatch, check_same_schedule, forward_only_schedule,  # noqa: F401
-                      schedule_fingerprint)
+from .planner import Planner, ScheduleMismatch, check_same_schedule  # noqa: F401  (ScheduleMismatch: runtime/__init__)
 from .profile_window import ProfilingWindow
 
 # What the post-validation optimizer hands the runner at each step: its pending validation (a
