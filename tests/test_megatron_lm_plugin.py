@@ -230,3 +230,32 @@ def test_finish_shuts_gloo_down_in_cpu_mode_only():
 
     results = run_ranks(_finish_body, {"pp": 2}, 2, timeout_s=120)
     assert results == [[(True, True), (False, False)]] * 2
+
+
+@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+def test_the_runner_takes_the_pending_validation_of_megatron_lms_post_validated_optimizer(fake_megatron_training,
+                                                                                        monkeypatch):
+    """--optimizer-post-validation: the optimizer Megatron-LM sets up is wrapped, and the runner's
+    validation source hands over its pending validation (once), nothing before it is set up."""
+    from primus_megatron import megatron_lm
+    from primus_megatron.megatron_lm import post_validation
+
+    class Wrapped:
+        def __init__(self, optimizer, model, scheduler, args):
+            self.pending = [f"validate {optimizer}"]
+
+        def take_validation(self):
+            return self.pending.pop() if self.pending else None
+
+    monkeypatch.setattr(post_validation, "MegatronLMPostValidation", Wrapped)
+    args, training, initialize, _ = fake_megatron_training
+    training.setup_model_and_optimizer = lambda *a, **k: (["chunk"], "adam", "scheduler")
+    training.train_step = training.training_log = lambda *a, **k: None
+    megatron_lm.install()
+    args.pipeline_schedule, args.optimizer_post_validation = "zb-h1", True
+    initialize.validate_args(args)
+    runner = training.get_forward_backward_func()
+    assert runner.validation() is None  # no optimizer yet
+    _, optimizer, _ = training.setup_model_and_optimizer()
+    assert isinstance(optimizer, Wrapped)
+    assert runner.validation() == "validate adam" and runner.validation() is None

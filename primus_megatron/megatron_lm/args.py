@@ -8,7 +8,7 @@ import argparse
 from typing import Optional
 
 from .. import options
-from ..options import PipelineSpec, add_args, parse_costs  # noqa: F401  (Megatron-LM's extra_args_provider; cli.py)
+from ..options import PipelineSpec, parse_costs  # noqa: F401  (parse_costs: cli.py imports it from here)
 
 
 def spec_of(args: argparse.Namespace) -> Optional[PipelineSpec]:

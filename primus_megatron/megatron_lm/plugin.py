@@ -81,7 +81,7 @@ _PLUGIN: Optional[Plugin] = None
 def extra_args_provider(existing: Optional[Callable] = None) -> Callable:
     """An extra_args_provider for Megatron-LM's pretrain() that adds our group
     and chains `existing` (e.g. add_modelopt_args)."""
-    from .args import add_args
+    from ..options import add_args
 
     def provider(parser):
         parser = add_args(parser, extra=existing)

@@ -169,3 +169,4 @@ def install(mlm_training) -> Callable[[], Optional[Callable[[], bool]]]:
     mlm_training.setup_model_and_optimizer = setup_model_and_optimizer
     mlm_training.train_step = wrapped_train_step
     mlm_training.training_log = wrapped_training_log
+    return validation
