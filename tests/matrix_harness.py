@@ -464,12 +464,11 @@ def _agree(store, prefix: str, i: int, rank: int, world: int, failed: bool) -> s
 
 
 def _forget_failed_step() -> None:
-    """Process-wide runtime state a step that raised may leave (queued weight gradients,
-    a pending post-validation): the next case starts clean."""
-    from primus_megatron.runtime import pending, wgrad_store
+    """Process-wide runtime state a step that raised may leave (queued weight gradients; a
+    pending post-validation belongs to that case's optimizer and runner): the next case starts clean."""
+    from primus_megatron.runtime import wgrad_store
 
     wgrad_store.get_store().clear()
-    pending.set_pending(None)
 
 
 def world_body(rank: int, world_case: dict) -> int:
