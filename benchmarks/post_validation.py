@@ -9,9 +9,9 @@ stack (`primus_megatron.train.pretrain.train` with a parsed argument namespace:
 megatron-core GPTModel, megatron DDP and Adam, mock data) under `zb-h2` and
 `zbv`, each with the synchronous optimizer step and with post-validation
 (--clip-grad 0, fp32: nothing can fail validation, so no rollbacks and no
-snapshot). `args.iteration_hook` gets every step's executed timeline (absolute
+snapshot). A `pretrain.Probe(on_iteration=...)` gets every step's executed timeline (absolute
 perf_counter times) and the optimizer step's start and end; the loop's
-`post_losses` (which starts the per-iteration loss all-reduce without waiting)
+`TrainingSteps.post_losses` (which starts the per-iteration loss all-reduce without waiting)
 and megatron's `finalize_model_grads` are wrapped here (not changed) to time them. Per rank and iteration boundary i -> i+1:
 
     gap       = first op start of i+1 - last op end of i
@@ -82,10 +82,11 @@ def pv_body(rank: int, case: dict) -> list:
     import megatron.core.distributed as mdist
 
     from primus_megatron.train import pretrain
-    from primus_megatron.train.arguments import parse
+    from primus_megatron.train.arguments import parse_run
+    from primus_megatron.train.forward_step import TrainingSteps
 
-    reduce_timer = _Timed(pretrain.post_losses)
-    pretrain.post_losses = reduce_timer  # train() looks the name up in its module at every iteration
+    reduce_timer = _Timed(TrainingSteps.post_losses)
+    TrainingSteps.post_losses = lambda steps, store: reduce_timer(steps, store)  # the loop calls it every iteration
     finalize_timer = _Timed(mdist.finalize_model_grads)
     mdist.finalize_model_grads = finalize_timer  # configure_hooks imports it from here at every train()
     out = []
@@ -93,7 +94,7 @@ def pv_body(rank: int, case: dict) -> list:
     for rnd in range(case["rounds"]):
         order = configs[rnd % len(configs):] + configs[:rnd % len(configs)]
         for config in order:
-            args = parse(argv_for(config, case["iters"]), world_size=PP)
+            args, spec = parse_run(argv_for(config, case["iters"]), world_size=PP)
             records = []
 
             def hook(iteration, step, t_step, t_stepped, records=records):
@@ -104,10 +105,9 @@ def pv_body(rank: int, case: dict) -> list:
                                 "t_step": t_step, "t_stepped": t_stepped,
                                 "ops": [(r.op.kind, r.stage, r.end - r.start) for r in ops]})
 
-            args.iteration_hook = hook
             reduce_timer.calls.clear()
             finalize_timer.calls.clear()
-            result = pretrain.train(args)
+            result = pretrain.train(args, spec, probe=pretrain.Probe(on_iteration=hook))
             out.append({"label": config[0], "round": rnd, "records": records, "reduce": list(reduce_timer.calls),
                         "finalize": list(finalize_timer.calls), "stats": result["post_validation"],
                         "losses": result["losses"]})
@@ -163,7 +163,7 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
         f"executor's end of step) without `finalize` = megatron's finalize_model_grads; `opt` = optimizer.step() "
         f"(megatron's step with its global grad-norm all-reduce, or the optimistic local step); `post_losses` = "
         f"posting the training loop's per-iteration loss all-reduce over the world, waited for when the iteration "
-        f"is settled (primus_megatron/train/loop.py); `post` = from there to the first op of i+1 (zeroing gradients, the next "
+        f"is settled (primus_megatron/train/pretrain.py); `post` = from there to the first op of i+1 (zeroing gradients, the next "
         f"step's set-up and, on a rank whose first op needs an activation, waiting for it). `VALIDATE`: the "
         f"post-validation check inside the next step. Times in ms. {elapsed:.0f} s in all on a shared machine (2 cores).\n")
     table_rows, verdict = [], {}

@@ -385,7 +385,7 @@ def own_op_simulation(res: list, plans: dict, comm: float) -> dict:
     from dataclasses import replace
 
     from primus_megatron import schedules as S
-    from primus_megatron.train.loop import costs_from_timeline
+    from primus_megatron.train.timeline import costs_from_timeline
 
     out = {}
     for key, plan in plans.items():

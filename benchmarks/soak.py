@@ -76,20 +76,22 @@ def soak_one(schedule: str, opts: dict) -> dict:
     from primus_megatron.runtime import p2p as p2p_module
     from primus_megatron.runtime.wgrad_store import get_store
     from primus_megatron.train import determinism, pretrain
-    from primus_megatron.train.arguments import parse
-    from primus_megatron.train.loop import forward_step
+    from primus_megatron.train.arguments import parse_run
+    from primus_megatron.train.forward_step import TrainingSteps
     from primus_megatron.train.model import build_model, build_optimizer, transformer_config
 
-    args = parse(["--cpu", "--mock-data", "--num-layers", str(NUM_LAYERS), "--hidden-size", str(HIDDEN),
+    args, spec = parse_run(["--cpu", "--mock-data", "--num-layers", str(NUM_LAYERS), "--hidden-size", str(HIDDEN),
                   "--num-attention-heads", str(HEADS), "--seq-length", str(SEQ), "--micro-batch-size",
                   str(MICRO_BATCH), "--global-batch-size", str(MICRO_BATCH * MICROBATCHES), "--lr", "1e-3",
                   "--pipeline-model-parallel-size", str(WORLD), "--pipeline-schedule", schedule,
                   "--pipeline-p2p-timeout", "120"], world_size=WORLD)
-    model = build_model(args, transformer_config(args), VOCAB)
-    determinism.install(model, args.seed)
+    model = build_model(args, spec, transformer_config(args, spec), VOCAB)
+    steps = TrainingSteps(args, spec)
+    forward_step = steps.forward_step
+    determinism.install(model, args.seed, lambda: steps.iteration)
     optimizer, scheduler = build_optimizer(args, model)
     pretrain.configure_hooks(args, model, optimizer)
-    fbf = pretrain.forward_backward_func(args)
+    fbf = pretrain.forward_backward_func(spec)
     data = batches(seed=7)
     store = get_store()
 
@@ -106,7 +108,7 @@ def soak_one(schedule: str, opts: dict) -> dict:
     gc.freeze()  # everything built so far: not counted, not scanned
     try:
         for iteration in range(opts["iterations"]):
-            determinism.set_iteration(iteration)
+            steps.iteration = iteration
             created.clear()
             start = time.perf_counter()
             for chunk in model:

@@ -8,10 +8,11 @@ __version__ = "0.1.0"
 _LAZY = {
     "get_forward_backward_func": "primus_megatron.runtime",
     "build_model": "primus_megatron.runtime",
+    "PipelineSpec": "primus_megatron.options",
 }
 
 
-_SUBMODULES = ("schedules", "runtime", "compat", "train", "megatron_lm", "cli")
+_SUBMODULES = ("schedules", "options", "runtime", "compat", "train", "megatron_lm", "cli")
 
 
 def __getattr__(name: str):

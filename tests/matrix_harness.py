@@ -324,6 +324,7 @@ def run_case(spec: dict, schedule: str) -> dict:
         from primus_megatron.optim import PostValidationOptimizer
 
         optimizer = PostValidationOptimizer(optimizer, model, timeout_s=60)
+        fbf.validation = optimizer.take_validation  # the next step validates this one
     owned = _owned_ranges(optimizer.optimizer if post_validation else optimizer)
     saved_param_sync = None
     if param_gather_hooks:  # training.py: no pre-hook and no param_sync_func until the first step succeeded
@@ -463,12 +464,11 @@ def _agree(store, prefix: str, i: int, rank: int, world: int, failed: bool) -> s
 
 
 def _forget_failed_step() -> None:
-    """Process-wide runtime state a step that raised may leave (queued weight gradients,
-    a pending post-validation): the next case starts clean."""
-    from primus_megatron.runtime import pending, wgrad_store
+    """Process-wide runtime state a step that raised may leave (queued weight gradients; a
+    pending post-validation belongs to that case's optimizer and runner): the next case starts clean."""
+    from primus_megatron.runtime import wgrad_store
 
     wgrad_store.get_store().clear()
-    pending.set_pending(None)
 
 
 def world_body(rank: int, world_case: dict) -> int:

@@ -158,9 +158,7 @@ def _use_lowering(fbf, case, pp):
     sched = S.generate(case["schedule"], pp, m, chunks=case.get("chunks"), validate=False)
     lowered = (strict_lowerings.hoisted(sched) if case["lowering"] == "hoisted"
                else strict_lowerings.batched(S.lower(sched)))
-    key = (pp, m, False)
-    fbf._cache[key] = (sched, lowered)
-    fbf._unchecked.add(key)
+    fbf.planner.use((pp, m, False), sched, lowered)
 
 
 def p2p_order_body(rank, world_case):
@@ -433,7 +431,7 @@ def train_body(rank, world_case):
     import torch.distributed as dist
 
     from primus_megatron.train import pretrain
-    from primus_megatron.train.arguments import parse
+    from primus_megatron.train.arguments import parse_run
 
     if world_case.get("no_subprocesses"):
         # a rank that forks while gloo's threads run can deadlock (megatron's checkpoint writer did)
@@ -451,10 +449,9 @@ def train_body(rank, world_case):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     out = []
     for argv in world_case["runs"]:
-        args = parse(argv, world_size=dist.get_world_size())
-        args.return_params = world_case.get("return_params", False)
-        out.append(dict(pretrain.train(args), schedule=args.pipeline_schedule,  # auto resolves it
-                        planned_costs=getattr(args, "pipeline_costs_measured", None)))
+        args, spec = parse_run(argv, world_size=dist.get_world_size())
+        # the result names the schedule that ran (auto's choice) and the costs it was planned from
+        out.append(pretrain.train(args, spec, probe=pretrain.Probe(keep_params=world_case.get("return_params", False))))
     return out
 
 

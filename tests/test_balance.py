@@ -130,7 +130,9 @@ def test_a_chosen_layout_is_set_in_megatron_lms_arguments_in_place_of_the_virtua
     virtual pipeline size from it and refuses it next to --num-virtual-stages-per-pipeline-rank."""
     import argparse
 
-    from primus_megatron.megatron_lm.args import apply_balance, check_layer_split
+    from primus_megatron import options
+    from primus_megatron.megatron_lm.args import apply_balance
+    from primus_megatron.options import check_layer_split
 
     args = argparse.Namespace(pipeline_schedule="zbv", num_layers=8, pipeline_model_parallel_size=2,
                               num_virtual_stages_per_pipeline_rank=2, num_layers_per_virtual_pipeline_stage=None,
@@ -138,9 +140,10 @@ def test_a_chosen_layout_is_set_in_megatron_lms_arguments_in_place_of_the_virtua
                               account_for_embedding_in_pipeline_split=False, account_for_loss_in_pipeline_split=False,
                               pipeline_model_parallel_layout=None, pipeline_memory_limit=None)
     assert check_layer_split(args, 2, 2, "zbv") is None
-    log = apply_balance(args, HEAVY_HEAD, 2, 16, source="test")
+    spec, log = apply_balance(args, options.from_args(args), HEAVY_HEAD, 2, 16, source="test")
     best, _ = B.choose("zbv", 2, 16, HEAVY_HEAD, 8)
     assert args.pipeline_model_parallel_layout == best.split.layout and best.split.layout in log
+    assert spec.name == "zbv" and spec.split == best.split
     assert args.num_virtual_stages_per_pipeline_rank is None
     assert check_layer_split(args, 2, 2, "zbv", w_ops=True) is None
     args.num_virtual_stages_per_pipeline_rank = 2

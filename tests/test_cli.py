@@ -119,7 +119,7 @@ def test_mem_b_alone_sets_mem_w():
 
 
 def test_pipeline_costs_carry_the_memory_model():
-    from primus_megatron.megatron_lm.args import parse_costs
+    from primus_megatron.options import parse_costs
 
     assert parse_costs("1,2,1,mem-w=-0.4") == S.Costs(f=1, b=2, w=1, mem_b=-0.6, mem_w=-0.4)
     assert parse_costs("1,2,1,comm=0.1,mem-b=-0.6,mem-w=-0.4") == \

@@ -113,7 +113,7 @@ def test_given_costs_take_a_bw_value_from_the_command_line(capsys):
     """`--pipeline-costs F,B,W,COMM,BW` (both entry points, and Megatron-LM's auto, which has no
     profile) and `primus-pipeline ... --cost-bw`."""
     from primus_megatron import cli
-    from primus_megatron.megatron_lm.args import parse_costs
+    from primus_megatron.options import parse_costs
 
     assert parse_costs("1,2,1,0.05,2.5") == S.Costs(f=1, b=2, w=1, comm=0.05, bw=2.5)
     assert parse_costs("1,2,1").bw is None

@@ -113,7 +113,7 @@ def fake_megatron_training(monkeypatch):
     import megatron
 
     monkeypatch.setattr(megatron, "training", pkg, raising=False)
-    monkeypatch.setattr(plugin, "_INSTALLED", False)
+    monkeypatch.setattr(plugin, "_PLUGIN", None)
     return args, training, initialize, seen
 
 
@@ -133,11 +133,12 @@ def test_install_is_a_no_op_without_a_schedule_and_idempotent(fake_megatron_trai
     assert seen == [None]
 
     args.pipeline_schedule = "zbv"
+    initialize.validate_args(args)
+    assert seen[-1] == 2  # the V needs two virtual stages per rank
     runner = training.get_forward_backward_func()
     assert isinstance(runner, PipelineRunner) and runner.name == "zbv" and runner.chunks == 2
     assert runner.losses_on_last_rank  # Megatron-LM reads losses on the last pipeline rank
-    initialize.validate_args(args)
-    assert seen[-1] == 2  # the V needs two virtual stages per rank
+    assert training.get_forward_backward_func() is runner  # one runner: train() and every evaluate()
     args.pipeline_schedule, args.num_virtual_stages_per_pipeline_rank = "zb-h1", None
     initialize.validate_args(args)
     assert seen[-1] is None
@@ -149,17 +150,20 @@ def test_a_schedule_that_uses_costs_measures_them_unless_given_or_deterministic(
     from those), nor under Megatron-LM's --deterministic-mode (a measured plan can differ between launches)."""
     from primus_megatron import megatron_lm
 
-    args, training, _, _ = fake_megatron_training
+    args, training, initialize, _ = fake_megatron_training
     megatron_lm.install()
     args.pipeline_schedule = schedule
+    initialize.validate_args(args)
     runner = training.get_forward_backward_func()
-    assert runner.replan and runner.profile_steps == (1, 4)
+    assert runner.spec.replan and runner.spec.profile_window == (1, 4)
     args.pipeline_costs = "1,2,1,0.05"
+    initialize.validate_args(args)
     runner = training.get_forward_backward_func()
-    assert not runner.replan and runner.profile_steps is None and runner.costs.b == 2
+    assert not runner.spec.replan and runner.spec.profile_window is None and runner.costs.b == 2
     args.pipeline_costs, args.deterministic_mode = None, True
+    initialize.validate_args(args)
     runner = training.get_forward_backward_func()
-    assert not runner.replan and runner.profile_steps is None and runner.costs is None
+    assert not runner.spec.replan and runner.spec.profile_window is None and runner.costs is None
 
 
 def test_patch_applies_to_megatron_lm_and_its_arguments_parse(tmp_path):
@@ -211,7 +215,7 @@ def _finish_body(rank: int, case: dict):
 
     seen = []
     for cpu_mode in (False, True):  # a GPU run first: it must leave the groups alone
-        plugin._CPU_MODE = cpu_mode
+        plugin._PLUGIN = plugin.Plugin(cpu_mode)
         finish()
         seen.append((dist.is_initialized(), parallel_state.model_parallel_is_initialized()))
     return seen
@@ -226,3 +230,32 @@ def test_finish_shuts_gloo_down_in_cpu_mode_only():
 
     results = run_ranks(_finish_body, {"pp": 2}, 2, timeout_s=120)
     assert results == [[(True, True), (False, False)]] * 2
+
+
+@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+def test_the_runner_takes_the_pending_validation_of_megatron_lms_post_validated_optimizer(fake_megatron_training,
+                                                                                        monkeypatch):
+    """--optimizer-post-validation: the optimizer Megatron-LM sets up is wrapped, and the runner's
+    validation source hands over its pending validation (once), nothing before it is set up."""
+    from primus_megatron import megatron_lm
+    from primus_megatron.megatron_lm import post_validation
+
+    class Wrapped:
+        def __init__(self, optimizer, model, scheduler, args):
+            self.pending = [f"validate {optimizer}"]
+
+        def take_validation(self):
+            return self.pending.pop() if self.pending else None
+
+    monkeypatch.setattr(post_validation, "MegatronLMPostValidation", Wrapped)
+    args, training, initialize, _ = fake_megatron_training
+    training.setup_model_and_optimizer = lambda *a, **k: (["chunk"], "adam", "scheduler")
+    training.train_step = training.training_log = lambda *a, **k: None
+    megatron_lm.install()
+    args.pipeline_schedule, args.optimizer_post_validation = "zb-h1", True
+    initialize.validate_args(args)
+    runner = training.get_forward_backward_func()
+    assert runner.validation() is None  # no optimizer yet
+    _, optimizer, _ = training.setup_model_and_optimizer()
+    assert isinstance(optimizer, Wrapped)
+    assert runner.validation() == "validate adam" and runner.validation() is None

@@ -413,7 +413,7 @@ def megatron_lm_installed(monkeypatch):
         monkeypatch.setitem(sys.modules, name, mod)
     megatron = pytest.importorskip("megatron")
     monkeypatch.setattr(megatron, "training", pkg, raising=False)
-    monkeypatch.setattr(plugin, "_INSTALLED", False)
+    monkeypatch.setattr(plugin, "_PLUGIN", None)
     monkeypatch.setenv("RANK", "0")
     plugin.install()
     return initialize, calls
@@ -577,7 +577,7 @@ def test_a_schedules_own_microbatch_minimum_is_reported(monkeypatch):
         return base.generator(pp, microbatches, **kw)
 
     monkeypatch.setitem(registry._REGISTRY, "test-min", base.__class__(
-        "test-min", needs_two_per_rank, base.placement, base.chunks, base.memory, "test"))
+        "test-min", needs_two_per_rank, base.placement, base.chunks, base.memory, "test", splits_backward=True))
     with pytest.raises(ConfigError, match=r"test-min with 4 microbatches .* needs at least 8 microbatches"):
         _parse(["--pipeline-schedule", "test-min", "--global-batch-size", "4"])
     assert _parse(["--pipeline-schedule", "test-min"]).num_microbatches == 8

@@ -270,25 +270,28 @@ def nan_body(rank, world_case):
     import torch
     from megatron.core.transformer.transformer_layer import TransformerLayer
 
-    from primus_megatron.train import determinism, loop, pretrain
-    from primus_megatron.train.arguments import parse
+    from primus_megatron.train import pretrain
+    from primus_megatron.train.arguments import parse_run
+    from primus_megatron.train.forward_step import NonFiniteLoss
 
     original = TransformerLayer.forward
     out = []
     for argv, poison in world_case["runs"]:
+        running = [0]  # the iteration in progress (0-based): the next after each optimizer step
+
         def forward(self, *a, _poison=poison, **k):
             result = original(self, *a, **k)
-            if _poison and self.layer_number == _poison[0] and determinism._state["iteration"] + 1 == _poison[1] \
+            if _poison and self.layer_number == _poison[0] and running[0] + 1 == _poison[1] \
                     and torch.is_grad_enabled():
                 return (result[0] * float("nan"),) + tuple(result[1:])
             return result
 
         TransformerLayer.forward = forward
         try:
-            args = parse(argv, world_size=2)
-            loop.configure_checks(args)
-            out.append({"losses": pretrain.train(args)["losses"]})
-        except loop.NonFiniteLoss as exc:
+            args, spec = parse_run(argv, world_size=2)
+            probe = pretrain.Probe(on_iteration=lambda iteration, *_: running.__setitem__(0, iteration + 1))
+            out.append({"losses": pretrain.train(args, spec, probe=probe)["losses"]})
+        except NonFiniteLoss as exc:
             out.append({"error": str(exc)})
         finally:
             TransformerLayer.forward = original

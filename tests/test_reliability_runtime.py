@@ -1,7 +1,7 @@
 """Ranks that would run different schedules find out before any p2p, at once.
 
 Every pipeline rank compares a fingerprint of the schedule it is about to run
-(primus_megatron.runtime.forward_backward.schedule_fingerprint) with the
+(primus_megatron.runtime.planner.schedule_fingerprint) with the
 others' before its first send or receive. Contract: a RuntimeError subclass
 whose message says the ranks' schedules differ and names them (name, or the
 fingerprints when the names agree), raised on every rank in well under the
@@ -63,7 +63,7 @@ def results():
 
 
 def _fingerprint(schedule, **options):
-    from primus_megatron.runtime.forward_backward import schedule_fingerprint
+    from primus_megatron.runtime.planner import schedule_fingerprint
 
     return schedule_fingerprint(S.generate(schedule, 2, MICROBATCHES, **options))
 

@@ -42,10 +42,10 @@ needs_megatron = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-c
 
 
 def _runner(name: str):
-    from primus_megatron.runtime.forward_backward import PipelineRunner
+    from primus_megatron.runtime import get_forward_backward_func
 
     lines: list[str] = []
-    return PipelineRunner(name, log=lines.append), lines
+    return get_forward_backward_func(name, log=lines.append), lines
 
 
 @needs_megatron
@@ -53,7 +53,7 @@ def _runner(name: str):
 def test_the_runner_takes_a_faster_plan_from_measured_costs(name):
     runner, lines = _runner(name)
     old, _ = runner.plan(4, 8)
-    runner._replan(old, UNEQUAL)
+    runner.planner.replan(old, UNEQUAL, step=4)
     new, _ = runner.plan(4, 8)
     assert new.ranks == S.generate(name, 4, 8, costs=UNEQUAL).ranks != old.ranks
     assert len(lines) == 1 and lines[0].startswith(f"re-planned {name} from the measured costs"), lines
@@ -66,7 +66,7 @@ def test_the_runner_keeps_its_plan_when_the_new_one_needs_more_memory(monkeypatc
     old, _ = runner.plan(4, 8)
     generate = S.generate
     monkeypatch.setattr(S, "generate", lambda name, *a, **k: generate("zbv", *a, **k))
-    runner._replan(old, UNEQUAL)
+    runner.planner.replan(old, UNEQUAL, step=4)
     assert runner.plan(4, 8)[0] is old
     assert len(lines) == 1 and lines[0].startswith("kept the running v-half plan"), lines
     # a cost-driven schedule searches under its memory limit: it takes the new plan
@@ -74,7 +74,7 @@ def test_the_runner_keeps_its_plan_when_the_new_one_needs_more_memory(monkeypatc
     runner, lines = _runner("zb-auto")
     old, _ = runner.plan(4, 8)
     monkeypatch.setattr(S, "generate", lambda name, *a, **k: generate("zb-h2", *a, **k))
-    runner._replan(old, UNEQUAL)
+    runner.planner.replan(old, UNEQUAL, step=4)
     assert runner.plan(4, 8)[0].ranks == generate("zb-h2", 4, 8).ranks
     assert lines[0].startswith("re-planned zb-auto"), lines
 
@@ -96,13 +96,13 @@ def test_measured_memory_reaches_the_zb_auto_re_plan():
     its plan differs from (and its span beats) the one today's default model (W frees all) gives."""
     from dataclasses import replace
 
-    from primus_megatron.runtime.forward_backward import PipelineRunner
+    from primus_megatron.runtime import get_forward_backward_func
 
     measured = _measured()
     assert measured.mem_b == pytest.approx([-0.62] * 4) and measured.mem_w == pytest.approx([-0.38] * 4)
-    runner = PipelineRunner("zb-auto", memory_limit=6.0, post_validation=True)
+    runner = get_forward_backward_func("zb-auto", memory_limit=6.0, post_validation=True)
     old, _ = runner.plan(4, 8)
-    runner._replan(old, measured)
+    runner.planner.replan(old, measured, step=4)
     new = runner.plan(4, 8)[0]
     assert new.ranks == S.generate("zb-auto", 4, 8, costs=measured, memory_limit=6.0, post_validation=True).ranks
     w_frees_all = replace(measured, mem_b=[0.0] * 4, mem_w=[-1.0] * 4)
@@ -117,12 +117,12 @@ def test_measured_memory_reaches_the_zb_auto_re_plan():
 def test_measured_memory_reaches_the_v_schedules_re_plan(name):
     """A V schedule's re-plan is generated under the measured costs, memory model included, and
     judged (no more peak activation memory) under it."""
-    from primus_megatron.runtime.forward_backward import PipelineRunner
+    from primus_megatron.runtime import get_forward_backward_func
 
     measured = _measured()
-    runner = PipelineRunner(name)
+    runner = get_forward_backward_func(name)
     old, _ = runner.plan(4, 8)
-    runner._replan(old, measured)
+    runner.planner.replan(old, measured, step=4)
     assert runner.costs is measured
     new = runner.plan(4, 8)[0]
     planned = S.generate(name, 4, 8, costs=measured)
@@ -183,13 +183,13 @@ def test_profile_files_carry_the_measured_memory_model(tmp_path):
 def test_the_runner_plans_for_the_runs_objective():
     """With post-validation the runner's plan minimises the longest span (the paper's 6.2B, p=8,
     m=32 at 2p: the makespan's plan keeps ZB-H2's span); without it, the makespan."""
-    from primus_megatron.runtime.forward_backward import PipelineRunner
+    from primus_megatron.runtime import get_forward_backward_func
     from primus_megatron.schedules import paper_settings as P
 
     setting = next(s for s in P.TABLE5_SETTINGS if (s.model, s.microbatches) == ("6.2B", 32))
     costs = setting.costs()
-    post = PipelineRunner("zb-auto", costs=costs, memory_limit=16.0, post_validation=True).plan(8, 32)[0]
-    sync = PipelineRunner("zb-auto", costs=costs, memory_limit=16.0).plan(8, 32)[0]
+    post = get_forward_backward_func("zb-auto", costs=costs, memory_limit=16.0, post_validation=True).plan(8, 32)[0]
+    sync = get_forward_backward_func("zb-auto", costs=costs, memory_limit=16.0).plan(8, 32)[0]
     assert post.ranks == S.generate("zb-auto", 8, 32, costs=costs, memory_limit=16.0, post_validation=True).ranks
     assert sync.ranks == S.generate("zb-auto", 8, 32, costs=costs, memory_limit=16.0).ranks
     assert max(S.simulate(post, costs).span) < max(S.simulate(sync, costs).span)
@@ -203,16 +203,19 @@ def test_both_training_entry_points_plan_for_the_runs_objective(post):
     --optimizer-post-validation and --pipeline-costs (memory model included) to the runner."""
     import argparse
 
+    from primus_megatron import options
+    from primus_megatron.megatron_lm import args as mlm_args
     from primus_megatron.megatron_lm import plugin
     from primus_megatron.train import pretrain
 
     args = argparse.Namespace(pipeline_schedule="zb-auto", pipeline_costs="1,1.2,0.7,0.05,mem-w=-0.4",
-                              pipeline_memory_limit=8.0, pipeline_chunks=None, pipeline_chunks_resolved=1,
+                              pipeline_memory_limit=8.0, pipeline_chunks=None,
                               pipeline_p2p_timeout=60.0, pipeline_profile_steps=3, pipeline_profile_out=None,
                               optimizer_post_validation=post, deterministic_mode=False,
                               pipeline_offload="off", pipeline_offload_bandwidth=None)
     expected = S.generate("zb-auto", 4, 6, costs=S.Costs(f=1, b=1.2, w=0.7, comm=0.05, mem_b=-0.6, mem_w=-0.4),
                           memory_limit=8.0, post_validation=post)
-    for runner in (pretrain.forward_backward_func(args), plugin.forward_backward_func_for(args)):
+    for runner in (pretrain.forward_backward_func(options.from_args(args)),
+                   plugin.forward_backward_func_for(mlm_args.spec_of(args))):
         assert runner.post_validation is post
         assert runner.costs.mem_w == -0.4 and runner.plan(4, 6)[0].ranks == expected.ranks

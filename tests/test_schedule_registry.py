@@ -70,7 +70,7 @@ def test_a_registered_generator_must_keep_each_chunks_w_ops_in_microbatch_order(
     last rank runs its W ops newest first (every dependency is satisfiable)."""
     from primus_megatron.schedules.ir import B, W
 
-    @register(BROKEN)
+    @register(BROKEN, splits_backward=True)
     def w_reversed(pp, microbatches, **_):
         ranks = [[Op(F, i) for i in range(microbatches)] + [Op(B, i) for i in range(microbatches)]
                  + [Op(W, i) for i in range(microbatches)] for _ in range(pp)]
@@ -128,3 +128,26 @@ def test_builtins_are_registered():
         assert entry.placement == (V if name in ("zbv", "v-half", "v-min") else "loop")
         assert entry.chunks == (2 if name in ("zbv", "v-half", "v-min", "interleaved-1f1b") else 1)
         assert entry.variable_chunks == (name == "interleaved-1f1b")
+
+
+@pytest.mark.parametrize("name", [n for n in names() if info(n).needs_extra is None])
+def test_declared_splits_backward_is_what_generation_yields(name):
+    """`splits_backward` is a static fact of the registry entry (the runtime and the option checks
+    read it without generating a schedule): every order the generator yields has W ops exactly
+    when the entry says so."""
+    entry = info(name)
+    for pp, m in [(2, 1), (2, 4), (3, 6), (4, 8)]:
+        schedule = generate(name, pp, m, validate=False)
+        assert any(op.kind == "W" for ops in schedule.ranks for op in ops) == entry.splits_backward, (pp, m)
+
+
+def test_zb_optimal_declares_w_ops():
+    """zb-optimal's generator needs an optional extra (not imported here): its W ops are declared."""
+    assert info("zb-optimal").splits_backward
+
+
+def test_a_generator_that_contradicts_its_declared_splits_backward_fails(scratch_registry):
+    register(TOY, splits_backward=True)(gpipe)  # gpipe runs full backwards (BW): no W ops
+    with pytest.raises(ScheduleError, match=r"registered with splits_backward=True, but its order for pp=2, 2 "
+                                            r"microbatches has no W ops: declare splits_backward=False"):
+        generate(TOY, 2, 2)

@@ -50,7 +50,6 @@ def _executed(sim, cpu_of):
 def test_the_demo_log_replays_the_executed_order_and_plans_it_from_the_same_cpu_times():
     """cpu_replay.log_field: the replayed bubble is the executed order's under each op's own CPU
     time; 'planned from them' is the simulator's under the per-stage medians of those times."""
-    from types import SimpleNamespace
 
     from primus_megatron.train import cpu_replay
 
@@ -61,8 +60,8 @@ def test_the_demo_log_replays_the_executed_order_and_plans_it_from_the_same_cpu_
     executed = _executed(sim, lambda s: (s.end - s.start) * (2 if (s.op.kind, s.op.mb) == (F, 3) else 1))
     noisy = replay([[(s.op, s.stage, r.cpu) for s, r in zip(row, rows)] for row, rows in zip(sim.timeline, executed)],
                    sched.num_stages, comm=0.0)
-    field = cpu_replay.log_field(SimpleNamespace(time_sharing=(2, 1)), executed)
+    field = cpu_replay.log_field((2, 1), executed)
     assert field == (f"bubble (replayed from op CPU times): {cpu_replay.bubble(noisy):.3f}, "
                      f"planned from them: {sim.bubble_sync:.3f}")
     assert cpu_replay.bubble(noisy) != pytest.approx(sim.bubble_sync)  # the two figures are not the same number
-    assert cpu_replay.log_field(SimpleNamespace(time_sharing=None), executed) == ""  # a core per rank: no replay
+    assert cpu_replay.log_field(None, executed) == ""  # a core per rank: no replay

@@ -406,7 +406,8 @@ def test_auto_considers_the_schedules_the_split_fits(monkeypatch, capsys):
     import argparse
 
     from primus_megatron.megatron_lm import plugin
-    from primus_megatron.megatron_lm.args import split_fits
+    from primus_megatron.megatron_lm.args import spec_of
+    from primus_megatron.options import split_fits
 
     args = argparse.Namespace(pipeline_schedule="auto", num_layers=8, pipeline_model_parallel_size=2,
                               tensor_model_parallel_size=1, world_size=2, micro_batch_size=1, global_batch_size=8,
@@ -421,6 +422,6 @@ def test_auto_considers_the_schedules_the_split_fits(monkeypatch, capsys):
     args.decoder_first_pipeline_num_layers = 1
     args.num_layers = 8
     monkeypatch.setenv("RANK", "0")
-    plugin._choose_before_build(args)  # Megatron-LM's loop: chosen before the model is built
-    assert S.info(args.pipeline_schedule).chunks == 1
-    assert f"auto: chose {args.pipeline_schedule}" in capsys.readouterr().out
+    chosen = plugin._choose_before_build(args, spec_of(args))  # Megatron-LM's loop: chosen before the model is built
+    assert chosen.chunks == 1 and not chosen.choose and args.pipeline_schedule == "auto"
+    assert f"auto: chose {chosen.name}" in capsys.readouterr().out

@@ -35,19 +35,53 @@ Idempotent; a no-op for runs without these options.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from .. import schedules as S
+from ..options import PipelineSpec
+from .args import spec_of
 
-_INSTALLED = False
-_CPU_MODE = False  # install() turned CPU mode on: finish() tears gloo down
+
+class Plugin:
+    """What install() set up for this process: CPU mode, the spec Megatron-LM's validated
+    arguments give (after `auto` or `--pipeline-balance` chose), the one runner of that spec
+    (training and evaluation), where a post-validated step waits, and the contexts entered
+    for the rest of the run (an ExitStack; `finish()` closes it)."""
+
+    def __init__(self, cpu_mode: bool) -> None:
+        self.cpu_mode = cpu_mode  # finish() tears gloo down
+        self.stack = contextlib.ExitStack()
+        self.spec: Optional[PipelineSpec] = None
+        self.validation: Optional[Callable] = None  # post_validation.install's source
+        self._runner = None
+
+    def use(self, spec: Optional[PipelineSpec]) -> None:
+        """The spec of the arguments Megatron-LM has just validated."""
+        self.spec, self._runner = spec, None
+
+    def runner(self):
+        if self._runner is None:
+            self._runner = forward_backward_func_for(self.spec, validation=self.validation)
+        return self._runner
+
+    def place_layers(self, pp: int, placement: str) -> None:
+        """Every later layer-offset lookup (model build, checkpoint keys) follows `placement`."""
+        from ..runtime.placement import layer_placement
+
+        self.stack.enter_context(layer_placement(pp, placement))  # a no-op when already in effect
+
+
+# The installed plugin. Megatron-LM calls our patches without a handle of ours, and
+# finish() is called by the patched pretrain_gpt.py: the one install per process lives here.
+_PLUGIN: Optional[Plugin] = None
 
 
 def extra_args_provider(existing: Optional[Callable] = None) -> Callable:
     """An extra_args_provider for Megatron-LM's pretrain() that adds our group
     and chains `existing` (e.g. add_modelopt_args)."""
-    from .args import add_args
+    from ..options import add_args
 
     def provider(parser):
         parser = add_args(parser, extra=existing)
@@ -66,38 +100,12 @@ def extra_args_provider(existing: Optional[Callable] = None) -> Callable:
     return provider
 
 
-def _args():
-    from megatron.training import get_args
-
-    return get_args()
-
-
-def _schedule_of(args) -> Optional[S.registry.ScheduleInfo]:
-    name = getattr(args, "pipeline_schedule", None)
-    return S.info(name) if name else None
-
-
-def forward_backward_func_for(args) -> Any:
-    """Our runner for the arguments' schedule (options from the command line)."""
+def forward_backward_func_for(spec: PipelineSpec, *, validation: Optional[Callable] = None) -> Any:
+    """Our runner for a spec of Megatron-LM's arguments (`args.spec_of`): losses handed to the
+    last pipeline rank, where Megatron-LM reads them; `validation`: a post-validated step's."""
     from ..runtime import get_forward_backward_func
-    from .args import parse_costs
 
-    entry = _schedule_of(args)
-    costs = parse_costs(args.pipeline_costs) if args.pipeline_costs else None
-    steps = args.pipeline_profile_steps
-    # a cost-driven schedule given no costs measures them over the first steps and re-plans (as in
-    # examples/pretrain_gpt.py); --pipeline-profile-out measures them for `primus-pipeline balance`
-    # --deterministic-mode: no plan from measured costs (it can differ between launches, and with it the
-    # order in which a weight shared by two chunks, the tied embedding under V, sums its gradients)
-    measure = entry.uses_costs and costs is None and steps > 0 and not getattr(args, "deterministic_mode", False)
-    profile_out = getattr(args, "pipeline_profile_out", None)
-    return get_forward_backward_func(
-        entry.name, chunks=getattr(args, "pipeline_chunks", None), memory_limit=args.pipeline_memory_limit,
-        costs=costs, p2p_timeout_s=args.pipeline_p2p_timeout, losses_on_last_rank=True,
-        profile_steps=(1, 1 + steps) if measure or profile_out else None, replan=measure, log=_log0,
-        profile_out=profile_out, post_validation=bool(getattr(args, "optimizer_post_validation", False)),
-        offload=getattr(args, "pipeline_offload", "off") or "off",
-        offload_bandwidth=getattr(args, "pipeline_offload_bandwidth", None))
+    return get_forward_backward_func(spec, losses_on_last_rank=True, log=_log0, validation=validation)
 
 
 def _log0(text: str) -> None:
@@ -118,16 +126,17 @@ def refuse_schedule_groups(pp_size=None, vp_size=None, schedule_pg_collection=No
         raise UnsupportedSetting(MULTI_MODULE)
 
 
-def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int, rank: int, chunks: int) -> Callable:
+def placed_provider(provider: Callable, entry: Union[S.registry.ScheduleInfo, PipelineSpec], pp: int, rank: int,
+                    chunks: int) -> Callable:
     """Wrap a model provider so chunk `vp_stage` is built as global stage
-    stage_of(placement, pp, rank, vp_stage), whatever pre/post flags megatron passes."""
+    stage_of(placement, pp, rank, vp_stage), whatever pre/post flags megatron passes.
+    `entry`: the schedule's registry entry or spec (its placement and whether it has W ops)."""
     from ..runtime import te_wgrad
     from ..runtime.placement import _tie_embeddings, _untie_group, layer_placement, patch_float16_module
-    from .args import splits_weight_gradients
 
     built: list = []
     n = pp * chunks
-    w_ops = splits_weight_gradients(entry)
+    w_ops = entry.splits_backward
 
     @functools.wraps(provider)
     def wrapper(pre_process=True, post_process=True, vp_stage=None, **kwargs):
@@ -152,24 +161,68 @@ def placed_provider(provider: Callable, entry: S.registry.ScheduleInfo, pp: int,
 
 def install() -> None:
     """Patch Megatron-LM's training entry points (see the module doc). Idempotent."""
-    global _INSTALLED, _CPU_MODE
-    if _INSTALLED:
+    global _PLUGIN
+    if _PLUGIN is not None:
         return
     from ..compat import cpu_training
 
-    cpu_mode = _CPU_MODE = cpu_training.requested()  # --cpu, or gloo without CUDA: before Megatron-LM asserts CUDA
-    if cpu_mode:
+    plugin = Plugin(cpu_training.requested())  # --cpu, or gloo without CUDA: before Megatron-LM asserts CUDA
+    if plugin.cpu_mode:
         from ..compat import cpu
 
         cpu.enable(training=True)
-    import importlib
-
     from megatron.training import training as mlm_training
 
+    from . import post_validation
+
+    plugin.validation = post_validation.install(mlm_training)  # only acts with --optimizer-post-validation
+    _install_training(mlm_training, plugin)
+    _install_validate_args(plugin)
+    _install_stage_builder(plugin)  # core_v0.19.0 builds the model from its config container, not get_model
+    _install_ddp_delay()
+    _PLUGIN = plugin
+
+
+def _install_training(mlm_training, plugin: Plugin) -> None:
+    """Our runner and our model placement in Megatron-LM's train(), evaluate() and get_model."""
     original_fbf = mlm_training.get_forward_backward_func
     original_get_model = mlm_training.get_model
-    # Megatron-LM core_v0.16.1 validates in initialize_megatron (its own import of the name),
-    # core_v0.19.0 in arguments.parse_and_validate_args: replace the name wherever it is bound
+
+    def get_forward_backward_func(*a, **kw):
+        # megatron-core 0.19: get_forward_backward_func(pp_size, vp_size, schedule_pg_collection)
+        if plugin.spec is None:
+            return original_fbf(*a, **kw)
+        refuse_schedule_groups(*a, **kw)
+        return plugin.runner()
+
+    def get_model(model_provider_func, *a, **kw):
+        spec = plugin.spec
+        if spec is None:
+            return original_get_model(model_provider_func, *a, **kw)
+        from megatron.core import parallel_state as ps
+
+        pp, rank = ps.get_pipeline_model_parallel_world_size(), ps.get_pipeline_model_parallel_rank()
+        _place_stages(plugin, pp)
+        return original_get_model(placed_provider(model_provider_func, spec, pp, rank, spec.chunks), *a, **kw)
+
+    mlm_training.get_forward_backward_func = get_forward_backward_func
+    mlm_training.get_model = get_model
+
+
+def _place_stages(plugin: Plugin, pp: int) -> None:
+    """Under V: layers numbered and stage questions answered by global stage from now on."""
+    spec = plugin.spec
+    if spec.placement == S.V:
+        plugin.place_layers(pp, spec.placement)
+        _remap_stage_predicates(pp, spec.chunks, spec.placement)
+
+
+def _install_validate_args(plugin: Plugin) -> None:
+    """Our checks, `auto`'s choice and --pipeline-balance around Megatron-LM's validate_args.
+    Megatron-LM core_v0.16.1 validates in initialize_megatron (its own import of the name),
+    core_v0.19.0 in arguments.parse_and_validate_args: replace the name wherever it is bound."""
+    import importlib
+
     homes = []
     for name in ("megatron.training.arguments", "megatron.training.initialize"):
         try:
@@ -177,65 +230,43 @@ def install() -> None:
         except ImportError:
             continue
     original_validate = next(m.validate_args for m in homes if getattr(m, "validate_args", None) is not None)
-    validate_homes = [m for m in homes if getattr(m, "validate_args", None) is original_validate]
-
-    def get_forward_backward_func(*a, **kw):
-        # megatron-core 0.19: get_forward_backward_func(pp_size, vp_size, schedule_pg_collection)
-        args = _args()
-        if not _schedule_of(args):
-            return original_fbf(*a, **kw)
-        refuse_schedule_groups(*a, **kw)
-        return forward_backward_func_for(args)
-
-    def get_model(model_provider_func, *a, **kw):
-        args = _args()
-        entry = _schedule_of(args)
-        if entry is None:
-            return original_get_model(model_provider_func, *a, **kw)
-        from megatron.core import parallel_state as ps
-
-        pp, rank = ps.get_pipeline_model_parallel_world_size(), ps.get_pipeline_model_parallel_rank()
-        chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
-        if entry.placement == S.V:
-            _remap_layers_permanently(pp, entry.placement)
-            _remap_stage_predicates(pp, chunks, entry.placement)
-        return original_get_model(placed_provider(model_provider_func, entry, pp, rank, chunks), *a, **kw)
 
     def validate_args(args, defaults={}):
-        _refuse(_precheck(args))  # a bad name or chunk count: before anything reads them
-        if getattr(args, "pipeline_balance", None) is not None:
-            _balance_before_build(args)  # the split (and with auto the schedule) from a saved profile
-        elif getattr(args, "pipeline_schedule", None) == "auto":
-            _choose_before_build(args)
-        if getattr(args, "optimizer_post_validation", False) and _schedule_of(args) is None:
-            _refuse("--optimizer-post-validation needs --pipeline-schedule (our executor validates the step "
-                    "during the next step's first forwards); add one, e.g. --pipeline-schedule zb-h1")
-        if cpu_mode:
-            _cpu_args(args)
-        _refuse(_split_precheck(args))  # before Megatron-LM's own assertions on the layer split
-        entry = _schedule_of(args)
-        if entry is not None:
-            chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
-            if chunks > 1 and args.num_virtual_stages_per_pipeline_rank is None \
-                    and args.num_layers_per_virtual_pipeline_stage is None \
-                    and getattr(args, "pipeline_model_parallel_layout", None) is None:  # a layout sets it
-                args.num_virtual_stages_per_pipeline_rank = chunks
+        spec = _spec_before_validation(args, plugin.cpu_mode)
         result = original_validate(args, defaults)
-        from .args import check_schedule_args
+        from .args import checked
 
-        _refuse(check_schedule_args(args))  # with data_parallel_size known: the whole check
+        problem, spec = checked(args, spec)  # with data_parallel_size known: the whole check
+        _refuse(problem)
+        plugin.use(spec)
         return result
 
-    from . import post_validation
+    for module in homes:
+        if getattr(module, "validate_args", None) is original_validate:
+            module.validate_args = validate_args
 
-    post_validation.install(mlm_training)  # only acts with --optimizer-post-validation
-    mlm_training.get_forward_backward_func = get_forward_backward_func
-    mlm_training.get_model = get_model
-    for module in validate_homes:
-        module.validate_args = validate_args
-    _install_stage_builder()  # core_v0.19.0 builds the model from its config container, not get_model
-    _install_ddp_delay()
-    _INSTALLED = True
+
+def _spec_before_validation(args, cpu_mode: bool) -> Optional[PipelineSpec]:
+    """Before Megatron-LM validates: the options alone, the spec (with --pipeline-balance FILE
+    or auto, chosen now: the model is built once), CPU mode's settings, the layer split, and the
+    virtual pipeline size the schedule's chunks need (unless given or set by a layout)."""
+    _refuse(_precheck(args))  # a bad name or chunk count: before anything reads them
+    spec = spec_of(args)
+    if getattr(args, "pipeline_balance", None) is not None:
+        spec = _balance_before_build(args, spec)  # the split (and with auto the schedule) from a saved profile
+    elif spec is not None and spec.choose:
+        spec = _choose_before_build(args, spec)
+    if getattr(args, "optimizer_post_validation", False) and spec is None:
+        _refuse("--optimizer-post-validation needs --pipeline-schedule (our executor validates the step "
+                "during the next step's first forwards); add one, e.g. --pipeline-schedule zb-h1")
+    if cpu_mode:
+        _cpu_args(args)
+    _refuse(_split_precheck(args, spec))  # before Megatron-LM's own assertions on the layer split
+    if spec is not None and spec.chunks > 1 and args.num_virtual_stages_per_pipeline_rank is None \
+            and args.num_layers_per_virtual_pipeline_stage is None \
+            and getattr(args, "pipeline_model_parallel_layout", None) is None:  # a layout sets it
+        args.num_virtual_stages_per_pipeline_rank = spec.chunks
+    return spec
 
 
 def _install_ddp_delay() -> None:
@@ -285,16 +316,20 @@ def finish() -> None:
 
     Megatron-LM never destroys its process groups. When gloo's groups are left for the
     interpreter's exit, a run that finished now and then dies anyway: 'terminate called
-    without an active exception', SIGABRT, while the interpreter collects garbage (a bare
-    torchrun script with gloo subgroups does the same); shutting the groups down first avoids
-    it. This is only local work: no collective, nothing waits on
+    without an active exception', SIGABRT, while the interpreter collects garbage. A bare
+    torchrun script with gloo subgroups shows this too; with the groups shut down first, it
+    does not. This is only local work: no collective, nothing waits on
     another rank. After a failure it is skipped, because a worker thread may still be blocked
     on a dead peer, and torchrun stops the ranks then. GPU runs (NCCL) are left as
     Megatron-LM leaves them.
     """
     import torch.distributed as dist
 
-    if not _CPU_MODE or not dist.is_available() or not dist.is_initialized():
+    plugin = _PLUGIN
+    if plugin is None:
+        return
+    plugin.stack.close()  # the layer placement entered for the run
+    if not plugin.cpu_mode or not dist.is_available() or not dist.is_initialized():
         return
     try:
         from megatron.core import parallel_state
@@ -305,7 +340,7 @@ def finish() -> None:
     dist.destroy_process_group()  # shuts every group down, the world group last
 
 
-def _install_stage_builder() -> None:
+def _install_stage_builder(plugin: Plugin) -> None:
     """Megatron-LM core_v0.19.0's pretrain() builds the model chunks with its model builder
     (megatron.training.models: build_virtual_pipeline_stages calls the builder's
     build_model(pg_collection, pre_process=, post_process=, vp_stage=) per chunk), not through
@@ -320,16 +355,12 @@ def _install_stage_builder() -> None:
         return
 
     def build_virtual_pipeline_stages(build_model_func, pg_collection, vp_size, *a, **kw):
-        args = _args()
-        entry = _schedule_of(args)
-        if entry is None:
+        spec = plugin.spec
+        if spec is None:
             return original(build_model_func, pg_collection, vp_size, *a, **kw)
         pp, rank = pg_collection.pp.size(), pg_collection.pp.rank()
-        chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
-        if entry.placement == S.V:
-            _remap_layers_permanently(pp, entry.placement)
-            _remap_stage_predicates(pp, chunks, entry.placement)
-        placed = placed_provider(functools.partial(build_model_func, pg_collection), entry, pp, rank, chunks)
+        _place_stages(plugin, pp)
+        placed = placed_provider(functools.partial(build_model_func, pg_collection), spec, pp, rank, spec.chunks)
 
         def build(pgs, pre_process=None, post_process=None, vp_stage=None):
             return placed(pre_process=pre_process, post_process=post_process, vp_stage=vp_stage)
@@ -378,10 +409,11 @@ def _microbatches(args, what: str) -> tuple[int, int]:
     return pp, gbs // (mbs * dp)
 
 
-def _balance_before_build(args) -> None:
-    """--pipeline-balance FILE: the layer split (with --pipeline-schedule auto, the
-    schedule too) chosen from a saved profile before Megatron-LM builds the model,
-    which it does once: `auto` balancing, which measures first, is our script's."""
+def _balance_before_build(args, spec: Optional[PipelineSpec]) -> PipelineSpec:
+    """--pipeline-balance FILE: the spec on the layer split (with --pipeline-schedule auto, the
+    schedule too) chosen from a saved profile before Megatron-LM builds the model, which it
+    does once (`auto` balancing, which measures first, is our script's); the split is written
+    into Megatron-LM's arguments, which its get_model reads."""
     import os
 
     from ..schedules.balance import load_profile
@@ -391,47 +423,42 @@ def _balance_before_build(args) -> None:
         _refuse("--pipeline-balance auto measures costs and then rebuilds the model, which Megatron-LM's loop does "
                 "not allow: write a profile with --pipeline-profile-out FILE.json in one run and pass "
                 "--pipeline-balance FILE.json in the next")
-    if _schedule_of(args) is None and args.pipeline_schedule != "auto":
+    if spec is None:
         _refuse("--pipeline-balance needs --pipeline-schedule (a registered name or auto)")
     pp, m = _microbatches(args, "--pipeline-balance")
     try:
-        text = apply_balance(args, load_profile(args.pipeline_balance), pp, m, source=args.pipeline_balance)
+        chosen, text = apply_balance(args, spec, load_profile(args.pipeline_balance), pp, m,
+                                     source=args.pipeline_balance)
     except (ValueError, S.ScheduleError) as exc:
         _refuse(f"--pipeline-balance {args.pipeline_balance}: {exc}")
     if os.environ.get("RANK", "0") == "0":
         print(text, flush=True)
+    return chosen
 
 
-def _choose_before_build(args) -> None:
+def _choose_before_build(args, spec: PipelineSpec) -> PipelineSpec:
     """`--pipeline-schedule auto` in Megatron-LM's loop: the model is built once,
     with the placement of the schedule chosen now, so the choice cannot wait for
     measured costs (examples/pretrain_gpt.py profiles first and may rebuild). The
     simulator ranks every registered schedule the layer split fits (even or
     uneven) under `--pipeline-costs` (default: equal F, B, W, no p2p cost) and
-    `--pipeline-memory-limit`; the fastest becomes the schedule, logged on rank 0."""
+    `--pipeline-memory-limit`; the spec of the fastest, logged on rank 0."""
     import os
 
-    from .args import parse_costs
+    from ..options import split_fits
 
     pp, m = _microbatches(args, "--pipeline-schedule auto")
-    try:
-        costs = parse_costs(args.pipeline_costs) if args.pipeline_costs else S.Costs()
-    except ValueError as exc:
-        _refuse(str(exc))
-    from .args import split_fits
-
     usable = [n for n in S.names() if split_fits(args, n)]  # the layer split (even or uneven) fits
     try:
-        best, rows = S.auto.choose(pp, m, costs, args.pipeline_memory_limit,
-                                   post_validation=getattr(args, "optimizer_post_validation", False),
-                                   candidates=usable)
+        best, rows = S.auto.choose(pp, m, spec.costs or S.Costs(), spec.memory_limit,
+                                   post_validation=spec.post_validation, candidates=usable)
     except S.ScheduleError as exc:
         _refuse(f"--pipeline-schedule auto: {exc}")
     if os.environ.get("RANK", "0") == "0":
         given = "--pipeline-costs " + args.pipeline_costs if args.pipeline_costs else "equal F, B, W costs"
         print(f"--pipeline-schedule auto, from {given} (Megatron-LM builds the model once, so costs are not measured "
               f"here):\n{S.auto.table(rows, best)}\nauto: chose {best}", flush=True)
-    args.pipeline_schedule = best
+    return spec.with_schedule(best)
 
 
 def _precheck(args) -> Optional[str]:
@@ -445,19 +472,17 @@ def _precheck(args) -> Optional[str]:
     return check_schedule_args(argparse.Namespace(**group))
 
 
-def _split_precheck(args) -> Optional[str]:
+def _split_precheck(args, spec: Optional[PipelineSpec]) -> Optional[str]:
     """The layer split for the schedule (pp ranks x its chunks), in one sentence, or None."""
-    entry = _schedule_of(args)
-    if entry is None or getattr(args, "pipeline_schedule", None) == "auto":
+    if spec is None or spec.choose:
         return None
-    from .args import check_layer_split, splits_weight_gradients
+    from ..options import check_layer_split
 
-    chunks = S.registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
     pp = getattr(args, "pipeline_model_parallel_size", None)
     if pp is None or pp < 2:
         return None  # check_schedule_args says what is wrong with the pipeline size
-    return check_layer_split(args, pp, chunks, f"--pipeline-schedule {entry.name}",
-                             w_ops=splits_weight_gradients(entry))
+    return check_layer_split(args, pp, spec.chunks, f"--pipeline-schedule {spec.name}", w_ops=spec.splits_backward,
+                             split=spec.split)
 
 
 def _refuse(problem: Optional[str]) -> None:
@@ -473,13 +498,16 @@ def _refuse(problem: Optional[str]) -> None:
     elif os.environ.get("TORCHELASTIC_RUN_ID"):
         import time
 
-        # under torchrun the first rank to exit stops the others: leave rank 0 (same arguments,
-        # same check, a moment later) the time to print the sentence; bounded, no collective
-        time.sleep(_REFUSE_GRACE_S)
+        # torchrun's agent polls its workers every 0.1 s (--monitor-interval's default,
+        # torch/distributed/run.py) and stops them all once one has failed: a rank exiting first
+        # could take rank 0 down before it prints. So the other ranks wait for rank 0 (same
+        # arguments, same check), whose exit makes torchrun stop them: the wait lasts as long as
+        # rank 0 takes, bounded here in case rank 0 never gets there; no collective.
+        time.sleep(REFUSE_GRACE_S)
     raise SystemExit(2)
 
 
-_REFUSE_GRACE_S = 30.0
+REFUSE_GRACE_S = 30.0
 
 
 def _remap_stage_predicates(pp: int, chunks: int, placement: str) -> None:
@@ -536,11 +564,3 @@ def _remap_stage_predicates(pp: int, chunks: int, placement: str) -> None:
         module.get_batch_on_this_tp_rank = wrapped
         if getattr(main, "get_batch_on_this_tp_rank", None) is original_batch:
             main.get_batch_on_this_tp_rank = wrapped  # pretrain_gpt imported it by name
-
-
-def _remap_layers_permanently(pp: int, placement: str) -> None:
-    """Enter the layer-placement context for the rest of the process: every
-    later layer-offset lookup (model build, checkpoint keys) follows `placement`."""
-    from ..runtime.placement import layer_placement
-
-    layer_placement(pp, placement).__enter__()  # a no-op when already in effect

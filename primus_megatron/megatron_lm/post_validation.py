@@ -25,7 +25,7 @@ not removed here.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -127,18 +127,24 @@ class MegatronLMPostValidation(PostValidationOptimizer):
             training_log(*call[:-1], **call[-1])
 
 
-def install(mlm_training) -> None:
-    """Wrap Megatron-LM's setup_model_and_optimizer, train_step and training_log (idempotent)."""
+def install(mlm_training) -> Callable[[], Optional[Callable[[], bool]]]:
+    """Wrap Megatron-LM's setup_model_and_optimizer, train_step and training_log (idempotent).
+    Returns the runner's validation source: the pending validation of the post-validated
+    optimizer Megatron-LM set up, or None."""
+    current: dict = {}
+
+    def validation() -> Optional[Callable[[], bool]]:
+        return current["optimizer"].take_validation() if "optimizer" in current else None
+
     names = ("setup_model_and_optimizer", "train_step", "training_log")
     if not all(hasattr(mlm_training, n) for n in names):
-        return  # not Megatron-LM's training module (a stand-in in unit tests)
+        return validation  # not Megatron-LM's training module (a stand-in in unit tests)
     if getattr(mlm_training.setup_model_and_optimizer, "_primus_post_validation", False):
-        return
+        return mlm_training.setup_model_and_optimizer._primus_post_validation
     from megatron.training import get_args
 
     setup, train_step, training_log = (mlm_training.setup_model_and_optimizer, mlm_training.train_step,
                                        mlm_training.training_log)
-    current: dict = {}
 
     def setup_model_and_optimizer(*a, **kw):
         model, optimizer, scheduler = setup(*a, **kw)
@@ -159,7 +165,8 @@ def install(mlm_training) -> None:
             return current["optimizer"].log(training_log, a, kw)
         return training_log(*a, **kw)
 
-    setup_model_and_optimizer._primus_post_validation = True
+    setup_model_and_optimizer._primus_post_validation = validation
     mlm_training.setup_model_and_optimizer = setup_model_and_optimizer
     mlm_training.train_step = wrapped_train_step
     mlm_training.training_log = wrapped_training_log
+    return validation

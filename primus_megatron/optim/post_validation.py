@@ -12,7 +12,8 @@ Here each rank instead:
    its own numbers already decide (a local non-finite gradient, or a local norm
    alone above the clip threshold: the global norm can only be larger), except
    under the distributed optimizer, whose step is a data-parallel collective;
-3. goes on with the next iteration. The executor runs the next step's prefix
+3. goes on with the next iteration. The runner of the next step takes the validation
+   (`take_validation`, given to it as `validation=`); its executor runs the step's prefix
    (the rank's leading forward ops, `schedules.prefix`) and then calls
    `validate()`: the all-reduces have long completed, and
    * all fine: nothing to do;
@@ -52,13 +53,12 @@ from __future__ import annotations
 
 import datetime
 import math
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.distributed as dist
 
 from ..runtime.p2p import PipelineTimeout
-from ..runtime.pending import set_pending
 
 
 class PostValidationOptimizer:
@@ -80,6 +80,7 @@ class PostValidationOptimizer:
                 f"(grad_norm_group {', '.join(sorted(grouped))}, e.g. multi-token prediction layers): their norm is "
                 f"a second global reduction the optimistic step does not check; drop --optimizer-post-validation")
         self._pending: Optional[_Pending] = None
+        self._handover: Optional[Callable[[], bool]] = None  # the validation the next step runs
         self._zero_requested = False
         self.last_result: Optional[tuple] = None  # (update_successful, grad_norm, num_zeros) of the last validated step
         self.stats = {"steps": 0, "optimistic": 0, "rollbacks": 0, "redone": 0}
@@ -128,8 +129,14 @@ class PostValidationOptimizer:
             self.optimizer.step_with_ready_grads()
             self.stats["optimistic"] += 1
         self._pending = _Pending(works, total_sq, stepped=not decided, snapshot=snapshot)
-        set_pending(self.validate)
+        self._handover = self.validate
         return None, None, None
+
+    def take_validation(self) -> Optional[Callable[[], bool]]:
+        """The pending step's validation, once (the runner of the next step calls this: pass it
+        as `get_forward_backward_func(..., validation=optimizer.take_validation)`), or None."""
+        validate, self._handover = self._handover, None
+        return validate
 
     @torch.no_grad()
     def validate(self) -> bool:
@@ -185,7 +192,7 @@ class PostValidationOptimizer:
     def finish(self) -> Optional[tuple]:
         """Validate now if a step is pending (before evaluation, checkpoints, the end)."""
         if self._pending is not None:
-            set_pending(None)
+            self._handover = None
             self.validate()
         return self.last_result
 

@@ -6,201 +6,85 @@ the same keyword-only arguments and no others, return one loss dict per
 microbatch on the last stage and an empty list elsewhere, and call
 `config.finalize_model_grads_func` once after the last backward unless
 `forward_only` (680, 1919, 2311).
+
+`PipelineRunner` is the adapter from those keywords to one step of the executor; its plans
+come from a `Planner` (runtime/planner.py) and its measured costs from a `ProfilingWindow`
+(runtime/profile_window.py).
 """
 from __future__ import annotations
 
-import datetime
-import hashlib
 from typing import Any, Callable, Optional, Union
 
 import torch
 import torch.distributed as dist
 
 from .. import schedules as S
-from .collectives import collective_device
+from ..options import PipelineSpec, from_options
 from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
-from .pending import take_pending
 from .linear_hooks import install
-from .p2p import DEFAULT_TIMEOUT_S, P2P, PipelineTimeout, resolve_mode
+from .p2p import P2P, resolve_mode
+from .planner import Planner, ScheduleMismatch, check_same_schedule  # noqa: F401  (ScheduleMismatch: runtime/__init__)
+from .profile_window import ProfilingWindow
 
-
-def forward_only_schedule(schedule: S.Schedule) -> S.Schedule:
-    """The same order with the backward ops removed (evaluation)."""
-    only = schedule.with_ranks([[op for op in ops if op.kind == S.F] for ops in schedule.ranks])
-    only.meta["forward_only"] = True
-    return only
-
-
-class ScheduleMismatch(RuntimeError):
-    """Pipeline ranks are about to run different schedules."""
-
-
-def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-    """All ranks of the pipeline compare a fingerprint of the schedule before any
-    p2p: ranks that disagree would otherwise hang (or silently mix tensors)."""
-    mine = schedule_fingerprint(sched)
-    value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long, device=collective_device(group))
-    values = [torch.zeros_like(value) for _ in range(dist.get_world_size(group))]
-    work = dist.all_gather(values, value, group=group, async_op=True)
-    try:
-        work.wait(timeout=datetime.timedelta(seconds=timeout_s))
-    except Exception as exc:
-        raise PipelineTimeout(
-            f"pipeline rank {rank} (global {dist.get_rank()}) waited {timeout_s:g} s before its first pipeline op for "
-            f"every pipeline rank to compare schedule fingerprints; at least one rank never started the step (it "
-            f"died, hangs or is elsewhere in its program) [{type(exc).__name__}]") from exc
-    if len({int(v) for v in values}) == 1:
-        return
-    described: list = [None] * len(values)
-    dist.all_gather_object(described, f"{sched.name} (pp={sched.pp}, {sched.microbatches} microbatches, "
-                                      f"fingerprint {mine})", group=group)
-    listing = "; ".join(f"pipeline rank {r}: {d}" for r, d in enumerate(described))
-    raise ScheduleMismatch(f"pipeline ranks would run schedules that differ ({listing}); every rank must be given the "
-                           f"same --pipeline-schedule, microbatch count, memory limit and costs")
+# What the post-validation optimizer hands the runner at each step: its pending validation (a
+# function returning True when the validated step changed the parameters), or None.
+ValidationSource = Callable[[], Optional[Callable[[], bool]]]
 
 
 class PipelineRunner:
-    """Callable with megatron-core's forward_backward_func keywords.
+    """Callable with megatron-core's forward_backward_func keywords, running one spec.
 
-    The schedule is generated for each (pipeline size, microbatch count) on
-    first use, validated (order, memory, hang-freedom) and lowered once, then
-    reused. `last_step` keeps the measured timeline of the latest call.
+    The schedule is planned for each (pipeline size, microbatch count) on first use and
+    reused. `last_step` keeps the measured timeline of the latest call. `validation`: where a
+    post-validated optimizer step waits to be validated (`PostValidationOptimizer.take_validation`);
+    the executor runs it after this step's prefix.
     """
 
-    def __init__(self, schedule: Union[str, S.Schedule], *, costs: Optional[S.Costs] = None,
-                 memory_limit: Optional[float] = None, chunks: Optional[int] = None,
-                 p2p_timeout_s: float = DEFAULT_TIMEOUT_S, record_timeline: bool = True,
-                 losses_on_last_rank: bool = False, profile_steps: Optional[tuple[int, int]] = None,
-                 replan: bool = False, log: Optional[Callable[[str], None]] = None,
-                 profile_out: Optional[str] = None, post_validation: bool = False,
-                 p2p_mode: Optional[str] = None, offload: str = "off",
-                 offload_bandwidth: Optional[float] = None) -> None:
-        if isinstance(schedule, S.Schedule):
-            S.validate(schedule)
-            self.name = schedule.name
-            self._fixed: Optional[S.Schedule] = schedule
-            self.chunks = schedule.chunks_per_rank
-        else:
-            entry = S.info(schedule)  # unknown names fail here, before any process group is touched
-            self.name = entry.name
-            self._fixed = None
-            self.chunks = S.registry.resolve_chunks(entry, chunks)
-        self.costs = costs
-        self.memory_limit = memory_limit
-        # Activation offload (schedules.offload): the plan decides which F's saved activations go to host and
-        # when they come back; the bandwidth is in the cost model's units (activation shares per time unit).
-        # Left out, one share per unit of time: copies as long as an F at unit costs.
-        if offload not in S.offload.MODES:
-            raise ValueError(f"offload must be one of {', '.join(S.offload.MODES)}, got {offload!r}")
-        self.offload = offload
-        self.offload_bandwidth = S.offload.check_bandwidth(1.0 if offload_bandwidth is None else offload_bandwidth)
-        self._offload_plans: dict = {}
-        # The run steps its optimizer with post-validation (no barrier between iterations): a
-        # schedule that searches minimises the longest per-rank span, not the makespan.
-        self.post_validation = post_validation
-        self.p2p_timeout_s = p2p_timeout_s
+    def __init__(self, spec: PipelineSpec, *, fixed: Optional[S.Schedule] = None, record_timeline: bool = True,
+                 losses_on_last_rank: bool = False, log: Optional[Callable[[str], None]] = None,
+                 validation: Optional[ValidationSource] = None) -> None:
+        self.log = log or (lambda text: None)
+        self.planner = Planner(spec, fixed=fixed, log=self.log)  # `fixed`: run this Schedule, as given
+        if spec.offload not in S.offload.MODES:
+            raise ValueError(f"offload must be one of {', '.join(S.offload.MODES)}, got {spec.offload!r}")
+        S.offload.check_bandwidth(1.0 if spec.offload_bandwidth is None else spec.offload_bandwidth)
         # how gloo (CPU) runs carry p2p: strict (as NCCL orders it; the default), strict-lazy or plain
-        self.p2p_mode = resolve_mode(p2p_mode)
+        self.p2p_mode = resolve_mode(spec.p2p_mode)
+        self.window = ProfilingWindow(spec.profile_window, profile_out=spec.profile_out, log=self.log)
         self.record_timeline = record_timeline
         self.losses_on_last_rank = losses_on_last_rank
-        # Measured costs: training steps [start, end) are profiled; afterwards a
-        # cost-driven schedule is re-planned from them (all ranks at the same step).
-        self.profile_steps = profile_steps
-        self.profile_out = profile_out  # where the cost model fitted to the measurements goes (rank 0)
-        self.replan = replan
-        self.log = log or (lambda text: None)
-        self.training_steps = 0
-        self.profile = None
-        self.measured: Optional[tuple[S.Costs, dict]] = None
-        self._cache: dict[tuple, tuple[S.Schedule, S.Lowered]] = {}
-        self._unchecked: set = set()  # plans whose fingerprint the ranks have not compared yet
-        self._prefixes: dict = {}
+        self.validation = validation
         self.last_step: Optional[StepResult] = None
+        self._solo = None  # this rank's one-rank group (V placement), made at the first V step
         install()
 
-    # -- planning -----------------------------------------------------------------------------
+    # -- what the spec and the plans say ------------------------------------------------------------
+    @property
+    def spec(self) -> PipelineSpec:
+        return self.planner.spec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def chunks(self) -> int:
+        return self.spec.chunks
+
+    @property
+    def costs(self) -> Optional[S.Costs]:
+        return self.spec.costs
+
+    @property
+    def post_validation(self) -> bool:
+        return self.spec.post_validation
+
+    @property
+    def measured(self) -> Optional[tuple[S.Costs, dict]]:
+        return self.window.measured
+
     def plan(self, pp: int, num_microbatches: int, *, forward_only: bool = False) -> tuple[S.Schedule, S.Lowered]:
-        key = (pp, num_microbatches, forward_only)
-        if key not in self._cache:
-            if self._fixed is not None:
-                sched = self._fixed
-                if (sched.pp, sched.microbatches) != (pp, num_microbatches):
-                    raise ValueError(f"schedule {sched.name!r} was built for pp={sched.pp} and {sched.microbatches} "
-                                     f"microbatches, but the step has pp={pp} and {num_microbatches}")
-            else:
-                # with offload the memory limit bounds what stays resident: the offload plan meets it
-                sched = S.generate(self.name, pp, num_microbatches, costs=self.costs,
-                                   memory_limit=self.memory_limit if self.offload == "off" else None,
-                                   chunks=self.chunks, post_validation=self.post_validation)
-            if forward_only:
-                sched = forward_only_schedule(sched)
-            elif self.offload != "off":
-                self._offload_plans[key] = S.offload.choose(sched, self.offload, bandwidth=self.offload_bandwidth,
-                                                            costs=self.costs, memory_limit=self.memory_limit).plan
-            self._cache[key] = (sched, S.validate(sched))
-            self._unchecked.add(key)
-        return self._cache[key]
-
-    def _finish_profile(self, sched: S.Schedule, group, rank: int, shape, dtype, device, config=None) -> None:
-        """The profiled window is over: gather the measured costs (every rank gets
-        the same) and re-plan a cost-driven schedule from them."""
-        from .profiler import measure_p2p, measured_costs
-
-        self.profile.comm.append(measure_p2p(group, rank, shape, dtype, device))
-        costs, summary = measured_costs(self.profile, sched, group, rank)
-        self.measured = (costs, summary)
-        if self.profile_out and dist.get_rank() == 0 and config is not None:
-            self._save_profile(costs, sched, config)
-        ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
-        self.log(f"measured per-stage costs (ms) over {self.profile.steps} steps: F [{ms(summary['f'])}] "
-                 f"B [{ms(summary['b'])}] W [{ms(summary['w'])}] p2p {1e3 * summary['comm']:.3f}; one microbatch's "
-                 f"activations on a rank: {summary['unit_bytes'] / 2**20:.2f} MiB")
-        if self.replan and self._fixed is None and S.info(self.name).uses_costs:
-            self._replan(sched, costs)
-
-    def _replan(self, sched: S.Schedule, costs: S.Costs) -> None:
-        """Plan again from the measured costs. A cost-driven schedule takes the new plan (its search
-        honours the memory limit); one chosen for its memory class (zbv, v-half, v-min) takes it only
-        if it simulates no slower under the measured costs at no more peak activation memory."""
-        key = (sched.pp, sched.microbatches, False)
-        old = self._cache.get(key)
-        self.costs = costs
-        self._cache.clear()
-        self._prefixes.clear()
-        new, _ = self.plan(sched.pp, sched.microbatches)
-        if old is None:
-            return
-        before, after = S.simulate(old[0], costs), S.simulate(new, costs)
-        # the iteration the run has: the makespan, or each rank's span without the optimizer barrier
-        period = (lambda r: max(r.span)) if self.post_validation else (lambda r: r.makespan)
-        slower = period(after) > period(before) * (1 + 1e-9)
-        bigger = max(after.peak_memory) > max(before.peak_memory) + 1e-9
-        if not S.info(self.name).cost_driven and (slower or bigger):
-            self._cache = {key: old}
-            self.log(f"kept the running {self.name} plan after measuring costs at step {self.training_steps}: a "
-                     f"re-plan simulates {1e3 * period(after):.1f} ms at peak activation "
-                     f"{max(after.peak_memory):.2f} units against {1e3 * period(before):.1f} ms at "
-                     f"{max(before.peak_memory):.2f}")
-            return
-        self.log(f"re-planned {self.name} from the measured costs at step {self.training_steps}: simulated "
-                 f"iteration {1e3 * period(before):.1f} ms -> {1e3 * period(after):.1f} ms, peak activation "
-                 f"{max(before.peak_memory):.2f} -> {max(after.peak_memory):.2f} units")
-
-    def _save_profile(self, costs: S.Costs, sched: S.Schedule, config) -> None:
-        """Per-layer, embedding and head costs fitted to this run's per-stage
-        measurements, for `primus-pipeline balance` or `--pipeline-balance FILE`."""
-        from ..schedules import balance
-        from ..schedules.layer_split import LayerSplit
-
-        split = LayerSplit.from_config(config)
-        model = balance.fit(costs, split, sched.pp, sched.chunks_per_rank)
-        balance.save_profile(self.profile_out, model, meta={
-            "schedule": sched.name, "pp": sched.pp, "microbatches": sched.microbatches, "num_layers": split.num_layers,
-            "split": balance.flags(split) or "even", "units": "seconds", "hidden_size": config.hidden_size})
-        self.log(f"profile written to {self.profile_out}: per layer F {1e3 * model.layer.f:.2f} B "
-                 f"{1e3 * model.layer.b:.2f} W {1e3 * model.layer.w:.2f} ms, head (output layer and loss) F "
-                 f"{1e3 * model.head.f:.2f} B {1e3 * model.head.b:.2f} W {1e3 * model.head.w:.2f} ms; "
-                 f"`primus-pipeline balance --profile {self.profile_out} ...` gives the split for any schedule")
+        return self.planner.plan(pp, num_microbatches, forward_only=forward_only)
 
     # -- megatron's interface ----------------------------------------------------------------
     def __call__(self, *, forward_step_func, data_iterator, model, num_microbatches: int, seq_length: int,
@@ -208,110 +92,160 @@ class PipelineRunner:
                  collect_non_loss_data: bool = False, first_val_step: Optional[bool] = None,
                  adjust_tensor_shapes_fn: Optional[Callable] = None, p2p_communicator: Any = None,
                  pg_collection: Any = None, force_all_reduce: Optional[bool] = False, **_ignored):
-        from megatron.core import parallel_state
         from megatron.core.utils import get_model_config, get_model_type
 
+        chunks = self._chunks(model)
+        config = get_model_config(chunks[0])
+        group, pp, rank = _pipeline_group(pg_collection, p2p_communicator, self.name)
+        key = (pp, num_microbatches, forward_only)
+        sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
+        if self.planner.owes_check(key):
+            self._first_use(key, sched, config, chunks, group, rank)
+        cp, shape = _tensor_shape(pg_collection, config, seq_length, micro_batch_size, adjust_tensor_shapes_fn)
+        profile = self.window.open_for(forward_only)
+        ctx = StepContext(forward_step_func=forward_step_func, data_iterators=_iterators(data_iterator, chunks),
+                          model=chunks, num_microbatches=num_microbatches, config=config,
+                          model_type=get_model_type(chunks[0]), tensor_shape=tuple(shape), forward_only=forward_only,
+                          collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
+                          cp_group_size=cp, record_timeline=self.record_timeline, profile=profile,
+                          offload_plan=self.planner.offload_plan(key))
+        p2p = P2P(group, rank, self.spec.p2p_timeout_s, self.p2p_mode)
+        result = self._run(key, lowered, rank, p2p, ctx, forward_only)
+        if self.window.step_done(forward_only, profile is not None):
+            self._close_window(sched, group, rank, shape, config, chunks)
+        if not forward_only and config.finalize_model_grads_func is not None:
+            self._finalize(sched, result, chunks, config, group, pg_collection, force_all_reduce)
+        if self.losses_on_last_rank:
+            return _move_losses_to_last_rank(sched, result.forward_data_store, p2p, rank,
+                                             next(chunks[0].parameters()).device)
+        return result.forward_data_store
+
+    def _chunks(self, model) -> list:
         chunks = list(model) if isinstance(model, (list, tuple)) else [model]
         if len(chunks) != self.chunks:
             raise ValueError(f"pipeline schedule {self.name!r} runs {self.chunks} model chunk(s) per rank but got "
                              f"{len(chunks)}; build the model with primus_megatron.build_model(provider, schedule="
                              f"{self.name!r})")
-        config = get_model_config(chunks[0])
-        _refuse_foreign_groups(pg_collection, p2p_communicator)
-        if pg_collection is not None and getattr(pg_collection, "pp", None) is not None:
-            group = pg_collection.pp
-        elif p2p_communicator is not None and getattr(p2p_communicator, "pp_group", None) is not None:
-            group = p2p_communicator.pp_group
-        else:
-            group = parallel_state.get_pipeline_model_parallel_group()
-        pp, rank = dist.get_world_size(group), dist.get_rank(group)
-        _check_communicator_stages(p2p_communicator, pp, rank)
-        if pp < 2:
-            raise ValueError(f"pipeline schedule {self.name!r} needs a pipeline of at least 2 ranks, got {pp}")
-        sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
-        key = (pp, num_microbatches, forward_only)
-        if key in self._unchecked:
-            _refuse_unsupported(config, chunks, sched, "off" if forward_only else self.offload)
-            if sched.placement == S.V:
-                _solo_group()  # made by every rank before its first op, never within a step
-            check_same_schedule(sched, group, rank, self.p2p_timeout_s)
-            self._unchecked.discard(key)
+        return chunks
 
-        if pg_collection is not None and getattr(pg_collection, "cp", None) is not None:
-            cp = dist.get_world_size(pg_collection.cp)
-            tp = dist.get_world_size(pg_collection.tp) if getattr(pg_collection, "tp", None) is not None else 1
-        else:
-            cp = parallel_state.get_context_parallel_world_size()
-            tp = parallel_state.get_tensor_model_parallel_world_size()
-        seq = seq_length // cp
-        if config.sequence_parallel:
-            seq //= tp
-        shape = [seq, micro_batch_size, config.hidden_size]
-        if adjust_tensor_shapes_fn is not None:
-            recv, send = adjust_tensor_shapes_fn([shape], [shape])
-            if recv[0] != send[0]:
-                raise ValueError("adjust_tensor_shapes_fn must keep one tensor shape per pipeline edge")
-            shape = list(recv[0])
+    def _first_use(self, key, sched: S.Schedule, config, chunks: list, group, rank: int) -> None:
+        """Before a plan's first step: refuse what it cannot honour, and compare fingerprints."""
+        _refuse_unsupported(config, chunks, sched, "off" if key[2] else self.spec.offload)
+        if sched.placement == S.V:
+            self._solo_group()  # made by every rank before its first op, never within a step
+        check_same_schedule(sched, group, rank, self.spec.p2p_timeout_s)
+        self.planner.checked(key)
 
-        if isinstance(data_iterator, (list, tuple)):
-            if len(data_iterator) != len(chunks):
-                raise ValueError(f"data_iterator is a list of {len(data_iterator)}, expected one per model chunk "
-                                 f"({len(chunks)})")
-            iterators = list(data_iterator)
-        elif len(chunks) > 1 and data_iterator is not None:
-            iterators = [_MicrobatchTee(data_iterator)] * len(chunks)
-        else:
-            iterators = [data_iterator] * len(chunks)
-
-        profiling = (not forward_only and self.profile_steps is not None
-                     and self.profile_steps[0] <= self.training_steps < self.profile_steps[1])
-        if profiling and self.profile is None:
-            from .profiler import Profile
-
-            self.profile = Profile()
-        ctx = StepContext(forward_step_func=forward_step_func, data_iterators=iterators, model=chunks,
-                          num_microbatches=num_microbatches, config=config, model_type=get_model_type(chunks[0]),
-                          tensor_shape=tuple(shape), forward_only=forward_only,
-                          collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
-                          cp_group_size=cp, record_timeline=self.record_timeline,
-                          profile=self.profile if profiling else None,
-                          offload_plan=self._offload_plans.get(key))
-        p2p = P2P(group, rank, self.p2p_timeout_s, self.p2p_mode)
-        validate = take_pending()
+    def _run(self, key, lowered: S.Lowered, rank: int, p2p: P2P, ctx: StepContext, forward_only: bool) -> StepResult:
+        validate = self.validation() if self.validation is not None else None
         if validate is not None and forward_only:
             validate()  # evaluation reads the parameters right away: settle the previous step first
             validate = None
         prefix = None
         if validate is not None:
-            from ..schedules.prefix import prefixes
-
-            prefix = self._prefixes.get(key) or self._prefixes.setdefault(key, prefixes(lowered))
+            prefix = self.planner.prefixes(key, lowered)
             ctx.data_iterators = [_Replay(it) if it is not None and not isinstance(it, _MicrobatchTee) else it
                                   for it in ctx.data_iterators]
-        grad_ctx = torch.no_grad() if forward_only else torch.enable_grad()
-        with grad_ctx:
+        with torch.no_grad() if forward_only else torch.enable_grad():
             result = run_step(lowered, rank, p2p, ctx, validate=validate, prefix=prefix)
         self.last_step = result
-        if not forward_only:
-            self.training_steps += 1
-            if profiling and self.training_steps == self.profile_steps[1]:
-                self._finish_profile(sched, group, rank, shape, config.pipeline_dtype or torch.float32,
-                                     next(chunks[0].parameters()).device, config)
+        return result
 
-        if not forward_only and config.finalize_model_grads_func is not None:
-            num_tokens = None
-            if config.calculate_per_token_loss:
-                # megatron broadcasts the count from the last pipeline rank; under V the
-                # loss lives on rank 0, so give every rank the total first.
-                num_tokens = result.total_num_tokens.clone()
-                dist.all_reduce(num_tokens, group=group)
-            config.finalize_model_grads_func(chunks, num_tokens,
-                                             pg_collection=_finalize_groups(sched, pg_collection),
-                                             force_all_reduce=force_all_reduce)
-        if self.losses_on_last_rank:
-            return _move_losses_to_last_rank(sched, result.forward_data_store, p2p, rank,
-                                             next(chunks[0].parameters()).device)
-        return result.forward_data_store
+    def _close_window(self, sched: S.Schedule, group, rank: int, shape, config, chunks: list) -> None:
+        """The profiled window is over: measured costs on every rank; a schedule that plans from
+        costs is planned again from them (all ranks at the same step)."""
+        costs = self.window.finish(sched, group, rank, shape, config.pipeline_dtype or torch.float32,
+                                   next(chunks[0].parameters()).device, config)
+        if self.spec.replan and self.planner._fixed is None and self.spec.entry.uses_costs:
+            self.planner.replan(sched, costs, self.window.training_steps)
+
+    def _finalize(self, sched: S.Schedule, result: StepResult, chunks: list, config, group, pg_collection,
+                  force_all_reduce) -> None:
+        num_tokens = None
+        if config.calculate_per_token_loss:
+            # megatron broadcasts the count from the last pipeline rank; under V the
+            # loss lives on rank 0, so give every rank the total first.
+            num_tokens = result.total_num_tokens.clone()
+            dist.all_reduce(num_tokens, group=group)
+        config.finalize_model_grads_func(chunks, num_tokens, pg_collection=self._finalize_groups(sched, pg_collection),
+                                         force_all_reduce=force_all_reduce)
+
+    def _finalize_groups(self, sched: S.Schedule, pg_collection: Any) -> Any:
+        """Process groups for megatron's finalize_model_grads. Under V placement the
+        embedding and the output layer both live on pipeline rank 0 (one shared
+        Parameter when tied), so the first/last-stage embedding all-reduce is off."""
+        if sched.placement != S.V:
+            return pg_collection
+        import copy
+
+        from megatron.core.process_groups_config import ProcessGroupCollection
+
+        groups = copy.copy(pg_collection) if pg_collection is not None else ProcessGroupCollection.use_mpu_process_groups()
+        groups.embd = groups.pos_embd = self._solo_group()  # size 1: megatron skips the all-reduce
+        return groups
+
+    def _solo_group(self):
+        """A process group of this rank alone (None would make megatron fall back to
+        parallel_state's first/last-stage embedding group). Every rank makes its own
+        at the same point (its runner's first step under V), so the ranks' group counts,
+        from which torch names later groups, stay equal."""
+        if self._solo is None:
+            self._solo = dist.new_group(ranks=[dist.get_rank()], use_local_synchronization=True)
+        return self._solo
+
+
+def _pipeline_group(pg_collection: Any, p2p_communicator: Any, name: str) -> tuple[Any, int, int]:
+    """(group, size, rank) of the pipeline the step runs on: megatron's pg_collection or
+    communicator if given, else parallel_state's."""
+    from megatron.core import parallel_state
+
+    _refuse_foreign_groups(pg_collection, p2p_communicator)
+    if pg_collection is not None and getattr(pg_collection, "pp", None) is not None:
+        group = pg_collection.pp
+    elif p2p_communicator is not None and getattr(p2p_communicator, "pp_group", None) is not None:
+        group = p2p_communicator.pp_group
+    else:
+        group = parallel_state.get_pipeline_model_parallel_group()
+    pp, rank = dist.get_world_size(group), dist.get_rank(group)
+    _check_communicator_stages(p2p_communicator, pp, rank)
+    if pp < 2:
+        raise ValueError(f"pipeline schedule {name!r} needs a pipeline of at least 2 ranks, got {pp}")
+    return group, pp, rank
+
+
+def _tensor_shape(pg_collection: Any, config, seq_length: int, micro_batch_size: int,
+                  adjust_tensor_shapes_fn: Optional[Callable]) -> tuple[int, list]:
+    """(context-parallel size, the activation shape sent between stages)."""
+    from megatron.core import parallel_state
+
+    if pg_collection is not None and getattr(pg_collection, "cp", None) is not None:
+        cp = dist.get_world_size(pg_collection.cp)
+        tp = dist.get_world_size(pg_collection.tp) if getattr(pg_collection, "tp", None) is not None else 1
+    else:
+        cp = parallel_state.get_context_parallel_world_size()
+        tp = parallel_state.get_tensor_model_parallel_world_size()
+    seq = seq_length // cp
+    if config.sequence_parallel:
+        seq //= tp
+    shape = [seq, micro_batch_size, config.hidden_size]
+    if adjust_tensor_shapes_fn is not None:
+        recv, send = adjust_tensor_shapes_fn([shape], [shape])
+        if recv[0] != send[0]:
+            raise ValueError("adjust_tensor_shapes_fn must keep one tensor shape per pipeline edge")
+        shape = list(recv[0])
+    return cp, shape
+
+
+def _iterators(data_iterator, chunks: list) -> list:
+    """One data iterator per chunk: megatron's list, or one shared by every chunk."""
+    if isinstance(data_iterator, (list, tuple)):
+        if len(data_iterator) != len(chunks):
+            raise ValueError(f"data_iterator is a list of {len(data_iterator)}, expected one per model chunk "
+                             f"({len(chunks)})")
+        return list(data_iterator)
+    if len(chunks) > 1 and data_iterator is not None:
+        return [_MicrobatchTee(data_iterator)] * len(chunks)
+    return [data_iterator] * len(chunks)
 
 
 class UnsupportedSetting(ValueError):
@@ -396,48 +330,27 @@ def _move_losses_to_last_rank(sched: S.Schedule, store: list, p2p: P2P, rank: in
     return store
 
 
-def _finalize_groups(sched: S.Schedule, pg_collection: Any) -> Any:
-    """Process groups for megatron's finalize_model_grads. Under V placement the
-    embedding and the output layer both live on pipeline rank 0 (one shared
-    Parameter when tied), so the first/last-stage embedding all-reduce is off."""
-    if sched.placement != S.V:
-        return pg_collection
-    import copy
-
-    from megatron.core.process_groups_config import ProcessGroupCollection
-
-    groups = copy.copy(pg_collection) if pg_collection is not None else ProcessGroupCollection.use_mpu_process_groups()
-    groups.embd = groups.pos_embd = _solo_group()  # size 1: megatron skips the all-reduce
-    return groups
-
-
-_SOLO = {}
-
-
-def _solo_group():
-    """A process group of this rank alone (None would make megatron fall back to
-    parallel_state's first/last-stage embedding group). Every rank makes its own
-    at the same point (the first step under V), so the ranks' group counts, from
-    which torch names later groups, stay equal."""
-    rank = dist.get_rank()
-    if rank not in _SOLO:
-        _SOLO[rank] = dist.new_group(ranks=[rank], use_local_synchronization=True)
-    return _SOLO[rank]
-
-
-def get_forward_backward_func(schedule: Union[str, S.Schedule] = "zb-h1", **options) -> PipelineRunner:
+def get_forward_backward_func(schedule: Union[str, S.Schedule, PipelineSpec] = "zb-h1", *,
+                              record_timeline: bool = True, losses_on_last_rank: bool = False,
+                              log: Optional[Callable[[str], None]] = None,
+                              validation: Optional[ValidationSource] = None, **options) -> PipelineRunner:
     """A function with megatron-core's forward_backward_func signature running `schedule`.
 
-    `schedule` is a registered name (see `primus-pipeline list`) or a Schedule;
-    options: costs, memory_limit, chunks, p2p_timeout_s, record_timeline, p2p_mode (how CPU runs carry p2p:
-    "strict", the default, executes it as NCCL would; "plain" posts it to gloo as it is), offload
-    ("off", "all" or "auto": activation offload, `schedules.offload`), offload_bandwidth.
+    `schedule` is a PipelineSpec, a registered name (see `primus-pipeline list`) or a Schedule;
+    with a name, options build the spec: costs, memory_limit, chunks, p2p_timeout_s, p2p_mode (how
+    CPU runs carry p2p: "strict", the default, executes it as NCCL would; "plain" posts it to gloo
+    as it is), offload ("off", "all" or "auto": activation offload, `schedules.offload`),
+    offload_bandwidth, profile_steps (the window of training steps measured), replan, profile_out,
+    post_validation. `validation`: see PipelineRunner.
     """
-    return PipelineRunner(schedule, **options)
-
-
-def schedule_fingerprint(schedule: S.Schedule) -> str:
-    """A short hash of the exact op lists (ranks must agree on it before any p2p)."""
-    text = repr((schedule.name, schedule.pp, schedule.microbatches, schedule.chunks_per_rank, schedule.placement,
-                 schedule.ranks))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    if isinstance(schedule, PipelineSpec):
+        if options:
+            raise TypeError(f"get_forward_backward_func: a PipelineSpec carries its own options, got "
+                            f"{', '.join(sorted(options))}")
+        spec, fixed = schedule, None
+    elif isinstance(schedule, S.Schedule):
+        spec, fixed = from_options(schedule, **options), schedule
+    else:
+        spec, fixed = from_options(schedule, **options), None
+    return PipelineRunner(spec, fixed=fixed, record_timeline=record_timeline, losses_on_last_rank=losses_on_last_rank,
+                          log=log, validation=validation)

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from typing import Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 import torch
 
@@ -49,8 +49,8 @@ from ..schedules import layer_split
 from ..schedules.errors import ScheduleError
 from . import te_wgrad
 
-_ORIGINALS: dict[str, Callable] = {}
-
+if TYPE_CHECKING:
+    from ..options import PipelineSpec
 
 def _loop_pair(pp: int, placement: str, vp_stage: Optional[int], pp_rank: Optional[int]) -> tuple[Optional[int], int]:
     from megatron.core import parallel_state
@@ -152,10 +152,11 @@ def _untie_group(placement: str):
     return ctx()
 
 
-def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str, S.Schedule],
+def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str, S.Schedule, PipelineSpec],
                 chunks: Optional[int] = None, pp: Optional[int] = None, rank: Optional[int] = None,
                 num_layers: Optional[int] = None, config=None) -> list[torch.nn.Module]:
-    """This rank's chunks for `schedule`'s placement.
+    """This rank's chunks for `schedule`'s placement (a registered name with `chunks`, a
+    Schedule, or a PipelineSpec).
 
     `provider(pre_process, post_process, vp_stage)` is Megatron-LM's
     model-provider contract (keyword arguments). Chunk c holds global stage
@@ -178,13 +179,10 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
     """
     from megatron.core import parallel_state
 
-    if isinstance(schedule, S.Schedule):
-        name, placement, nchunks = schedule.name, schedule.placement, schedule.chunks_per_rank
-        w_ops = schedule.splits_backward
-    else:
-        entry = S.info(schedule)
-        name, placement, nchunks = entry.name, entry.placement, S.registry.resolve_chunks(entry, chunks)
-        w_ops = entry.needs_extra is not None or S.generate(entry.name, 2, 4, validate=False).splits_backward
+    from ..options import PipelineSpec, from_options
+
+    spec = schedule if isinstance(schedule, PipelineSpec) else from_options(schedule, chunks=chunks)
+    name, placement, nchunks, w_ops = spec.name, spec.placement, spec.chunks, spec.splits_backward
     pp = parallel_state.get_pipeline_model_parallel_world_size() if pp is None else pp
     rank = parallel_state.get_pipeline_model_parallel_rank() if rank is None else rank
     n = pp * nchunks

@@ -35,8 +35,14 @@ class ScheduleInfo:
     # The order depends on per-stage costs: given none, the runtime measures them over the first
     # steps and re-plans (every cost-driven schedule, and the V family's cost-aware candidates).
     uses_costs: bool = False
+    # The order has W ops (backward split into B and W, weight gradients deferred): what the
+    # runtime's hooks, TransformerEngine routing and the option checks need to know before any
+    # schedule is generated. Declared by the generator's @register; generate() holds it to it.
+    splits_backward: bool = False
 
 
+# The registry itself (one per process, filled by @register as modules import; the built-ins
+# are imported on first lookup): the place every consumer reads, by design.
 _REGISTRY: dict[str, ScheduleInfo] = {}
 _ALIASES: dict[str, str] = {}
 _loaded = False
@@ -46,8 +52,10 @@ def register(name: str, *, placement: str = LOOP, chunks: int = 1, memory: str =
              description: str = "", aliases: tuple[str, ...] = (), variable_chunks: bool = False,
              cost_driven: bool = False, needs_extra: Optional[str] = None,
              default_memory_limit: Optional[Callable[[int], float]] = None,
-             order: int = 100, uses_costs: bool = False) -> Callable[[Generator], Generator]:
-    """Register `generator` under `name` (and `aliases`)."""
+             order: int = 100, uses_costs: bool = False,
+             splits_backward: bool = False) -> Callable[[Generator], Generator]:
+    """Register `generator` under `name` (and `aliases`). `splits_backward`: its orders
+    have W ops (a generator whose orders disagree fails in generate())."""
     if placement not in PLACEMENTS:
         raise ValueError(f"placement must be one of {PLACEMENTS}")
 
@@ -57,7 +65,7 @@ def register(name: str, *, placement: str = LOOP, chunks: int = 1, memory: str =
                 raise ValueError(f"pipeline schedule name {key!r} is registered twice")
         _REGISTRY[name] = ScheduleInfo(name, fn, placement, chunks, memory, description or (fn.__doc__ or "").strip().split("\n")[0],
                                        tuple(aliases), variable_chunks, cost_driven, needs_extra, default_memory_limit,
-                                       order, uses_costs or cost_driven)
+                                       order, uses_costs or cost_driven, splits_backward)
         for alias in aliases:
             _ALIASES[alias] = name
         return fn
@@ -154,6 +162,11 @@ def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = 
     schedule = Schedule(entry.name, pp, microbatches, nchunks, entry.placement,
                         tuple(tuple(r) for r in ranks),
                         {"costs": costs, "memory_limit": memory_limit, "post_validation": bool(post_validation)})
+    if schedule.splits_backward != entry.splits_backward:
+        has = "has W ops" if schedule.splits_backward else "has no W ops"
+        raise ScheduleError(f"schedule {entry.name!r} is registered with splits_backward={entry.splits_backward}, but "
+                            f"its order for pp={pp}, {microbatches} microbatches {has}: declare "
+                            f"splits_backward={schedule.splits_backward} in its @register")
     if validate:
         from .validation import validate as _validate
 

@@ -4,13 +4,14 @@ before any process group is created; a problem is one sentence (ConfigError)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import math
 import os
 from typing import Optional, Sequence
 
-from ..megatron_lm.args import add_args as add_pipeline_args
-from ..megatron_lm.args import check_layer_split, check_schedule_args
+from .. import options
+from ..options import PipelineSpec
 
 
 class ConfigError(ValueError):
@@ -21,6 +22,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pretrain_gpt.py", description="Pretrain a GPT with megatron-core and "
                                 "primus_megatron's pipeline schedules (Megatron-LM argument names).",
                                 allow_abbrev=False)
+    for add in (_model_args, _training_args, _parallel_args, _data_args, _checkpoint_args, _fault_args,
+                options.add_args):
+        add(p)
+    return p
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--num-layers", type=int, default=8)
     g.add_argument("--hidden-size", type=int, default=128)
@@ -36,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--init-method-std", type=float, default=0.02)
     g.add_argument("--normalization", choices=["LayerNorm"], default="LayerNorm")
 
+
+def _training_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training")
     g.add_argument("--micro-batch-size", type=int, default=4)
     g.add_argument("--global-batch-size", type=int, default=None, help="default: micro batch x data parallel")
@@ -74,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="which layers --recompute-granularity full recomputes")
     g.add_argument("--recompute-num-layers", type=int, default=None,
                    help="layers per recompute unit (uniform) or per stage (block), with --recompute-granularity full")
+    _fp8_and_nan_check_args(g)
+
+
+def _fp8_and_nan_check_args(g) -> None:
     g.add_argument("--fp8-format", choices=["e4m3", "hybrid"], default=None, dest="fp8",
                    help="TransformerEngine FP8 (Megatron-LM's option; refused here: this script builds megatron-core's "
                         "local layers)")
@@ -81,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                    dest="check_for_nan_in_loss",
                    help="keep training when the loss is NaN/inf (default: stop with the iteration and pipeline stage)")
 
+
+def _parallel_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("parallelism")
     g.add_argument("--tensor-model-parallel-size", type=int, default=1)
     g.add_argument("--pipeline-model-parallel-size", type=int, default=1)
@@ -105,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--distributed-timeout-minutes", type=int, default=10)
     g.add_argument("--cpu", action="store_true", help="run on CPU with gloo (primus_megatron.compat.cpu)")
 
+
+def _data_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data-path", nargs="*", default=None, help="PREFIX or W1 PREFIX1 W2 PREFIX2 ... (Megatron syntax)")
     g.add_argument("--split", default="969,30,1")
@@ -113,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--tokenizer-model", default=None)
     g.add_argument("--data-cache-path", default=None)
 
+
+def _checkpoint_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("checkpointing and logging")
     g.add_argument("--save", default=None)
     g.add_argument("--load", default=None)
@@ -129,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="draw the executed schedule (measured op times of the last iteration) and write FILE.json "
                         "as a Chrome trace")
 
+
+def _fault_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("fault injection (testing aids: they make a healthy run fail on purpose)")
     g.add_argument("--inject-nan-loss-at", type=int, default=None, metavar="ITER",
                    help="the loss function returns NaN in iteration ITER (as numbered in the log)")
@@ -136,8 +158,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SIGKILL this process in the middle of iteration ITER (during its second forward op)")
     g.add_argument("--inject-kill-rank", type=int, default=None, metavar="RANK",
                    help="with --inject-kill-at: only global rank RANK dies (default: every rank)")
-    add_pipeline_args(p)
-    return p
 
 
 def _world_size() -> int:
@@ -147,22 +167,53 @@ def _world_size() -> int:
 def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argparse.Namespace:
     """Fill defaults the way Megatron-LM does and check the combination.
     Raises ConfigError with one sentence naming the option."""
+    return validated(args, world_size)[0]
+
+
+def validated(args: argparse.Namespace,
+              world_size: Optional[int] = None) -> tuple[argparse.Namespace, Optional[PipelineSpec]]:
+    """`validate`, and the PipelineSpec of the checked arguments (None: megatron's own schedule),
+    built once here: with --pipeline-balance FILE on the split chosen from the profile."""
     world = _world_size() if world_size is None else world_size
-    positive = ["num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size", "train_iters",
-                "tensor_model_parallel_size", "pipeline_model_parallel_size", "log_interval", "eval_iters",
-                "make_vocab_size_divisible_by", "distributed_timeout_minutes"]
-    for name in positive:
+    _check_numbers(args, world)
+    _check_parallel(args, world)
+    _check_recompute(args)
+    _check_batch(args)
+    spec = _pipeline_spec(args)
+    _fill_model_defaults(args)
+    _check_io(args)
+    _check_testing_aids(args)
+    if args.pipeline_balance is not None and spec is None:
+        raise ConfigError("--pipeline-balance needs --pipeline-schedule (a registered name or auto)")
+    if args.optimizer_post_validation and spec is None:
+        raise ConfigError("--optimizer-post-validation needs --pipeline-schedule (it overlaps validation with "
+                          "the schedule's first forwards)")
+    if args.timeline is not None and os.path.splitext(args.timeline)[1].lower() not in (".png", ".svg"):
+        raise ConfigError(f"--timeline must name a .png or .svg file, got {args.timeline!r}")
+    return args, spec
+
+
+POSITIVE = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size", "train_iters",
+            "tensor_model_parallel_size", "pipeline_model_parallel_size", "log_interval", "eval_iters",
+            "make_vocab_size_divisible_by", "distributed_timeout_minutes")
+POSITIVE_IF_GIVEN = ("save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
+                     "ffn_hidden_size", "max_position_embeddings", "vocab_size", "recompute_num_layers",
+                     "inject_nan_loss_at", "inject_kill_at", "ckpt_step", "decoder_first_pipeline_num_layers",
+                     "decoder_last_pipeline_num_layers")
+FINITE = ("lr", "min_lr", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",
+          "initial_loss_scale", "init_method_std", "hidden_dropout", "attention_dropout", "loss_scale")
+
+
+def _check_numbers(args: argparse.Namespace, world: int) -> None:
+    """Each number on its own: positive counts, finite values, ranges."""
+    for name in POSITIVE:
         if getattr(args, name) < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    for name in ("save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
-                 "ffn_hidden_size", "max_position_embeddings", "vocab_size", "recompute_num_layers",
-                 "inject_nan_loss_at", "inject_kill_at", "ckpt_step", "decoder_first_pipeline_num_layers",
-                 "decoder_last_pipeline_num_layers"):
+    for name in POSITIVE_IF_GIVEN:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {value}")
-    for name in ("lr", "min_lr", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",
-                 "initial_loss_scale", "init_method_std", "hidden_dropout", "attention_dropout", "loss_scale"):
+    for name in FINITE:
         value = getattr(args, name)
         if value is not None and not math.isfinite(value):
             raise ConfigError(f"--{name.replace('_', '-')} must be a finite number, got {value:g}")
@@ -184,6 +235,10 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
             raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(args, name):g}")
     if args.bf16 and args.fp16:
         raise ConfigError("--bf16 and --fp16 cannot be combined: choose one")
+
+
+def _check_parallel(args: argparse.Namespace, world: int) -> None:
+    """Tensor, pipeline and data-parallel sizes (sets data_parallel_size, as Megatron-LM)."""
     if args.hidden_size % args.num_attention_heads:
         raise ConfigError(f"--hidden-size {args.hidden_size} must be divisible by --num-attention-heads "
                           f"{args.num_attention_heads}")
@@ -200,7 +255,10 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
     if args.sequence_parallel and args.seq_length % tp:
         raise ConfigError(f"--seq-length {args.seq_length} must be divisible by --tensor-model-parallel-size {tp} "
                           f"with --sequence-parallel")
-    _check_recompute(args)
+
+
+def _check_batch(args: argparse.Namespace) -> None:
+    """Global batch (default: micro batch x data parallel) and the microbatch count."""
     dp = args.data_parallel_size
     if args.global_batch_size is None:
         args.global_batch_size = args.micro_batch_size * dp
@@ -208,30 +266,33 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
         raise ConfigError(f"--global-batch-size {args.global_batch_size} must be divisible by --micro-batch-size "
                           f"{args.micro_batch_size} x data-parallel size {dp}")
     args.num_microbatches = args.global_batch_size // (args.micro_batch_size * dp)
-    _balance_from_profile(args)
-    # the schedule: name, pipeline size, layer split, options that cannot combine with deferred
-    # weight gradients, and the schedule itself for this microbatch count and memory limit
-    problem = check_schedule_args(args)
+
+
+def _pipeline_spec(args: argparse.Namespace) -> Optional[PipelineSpec]:
+    """The schedule's options, checked, as one spec: name, pipeline size, layer split, options
+    that cannot combine with deferred weight gradients, and the schedule itself for this
+    microbatch count and memory limit."""
+    problem = options.check_options(args)
     if problem:
         raise ConfigError(problem)
-    chunks = 1
-    if args.pipeline_schedule is not None and args.pipeline_schedule != "auto":  # auto: chosen after profiling
-        from ..schedules import registry
-
-        entry = registry.info(args.pipeline_schedule)
-        args.pipeline_schedule = entry.name
-        chunks = registry.resolve_chunks(entry, args.pipeline_chunks)
-        if entry.needs_extra == "ilp":
-            try:
-                import highspy  # noqa: F401
-            except ImportError:
-                raise ConfigError(f"--pipeline-schedule {entry.name} needs highspy: pip install "
-                                  f"'primus_megatron[ilp]'") from None
-    args.pipeline_chunks_resolved = chunks
-    if args.pipeline_schedule is None:  # megatron-core's own schedule (checked above with a schedule)
-        problem = check_layer_split(args, pp, 1, None)
+    spec = _balance_from_profile(args, options.from_args(args))
+    problem, spec = options.checked(args, spec)  # the spec then carries the plan the check made
+    if problem:
+        raise ConfigError(problem)
+    if spec is None:  # megatron-core's own schedule (checked above with a schedule)
+        problem = options.check_layer_split(args, args.pipeline_model_parallel_size, 1, None)
         if problem:
             raise ConfigError(problem)
+    elif spec.entry.needs_extra == "ilp":
+        try:
+            import highspy  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"--pipeline-schedule {spec.name} needs highspy: pip install "
+                              f"'primus_megatron[ilp]'") from None
+    return spec
+
+
+def _fill_model_defaults(args: argparse.Namespace) -> None:
     if args.fp8:
         raise ConfigError(f"--fp8-format {args.fp8} is not supported by examples/pretrain_gpt.py (it builds "
                           f"megatron-core's local layers, which have no FP8): drop it, or use Megatron-LM's "
@@ -245,6 +306,10 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
                           f"{args.seq_length}")
     if args.lr_decay_iters is None:
         args.lr_decay_iters = args.train_iters
+
+
+def _check_io(args: argparse.Namespace) -> None:
+    """Data, tokenizer, backend and checkpoint options."""
     if not args.mock_data and not args.data_path:
         raise ConfigError("give --data-path PREFIX (a Megatron .bin/.idx dataset) or --mock-data")
     if args.data_path:
@@ -261,6 +326,9 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
         # megatron's writer asks psutil mid-save; without it a save fails (or hangs) after training started
         raise ConfigError("--save needs the psutil package (megatron-core's checkpoint writer uses it): "
                           "pip install psutil")
+
+
+def _check_testing_aids(args: argparse.Namespace) -> None:
     if args.inject_nonfinite_grad is not None:
         try:
             parts = [int(x) for x in str(args.inject_nonfinite_grad).split(":")]
@@ -270,14 +338,6 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
             raise ConfigError(f"--inject-nonfinite-grad takes ITER or ITER:STAGE (positive iteration, stage >= 0), "
                               f"got {args.inject_nonfinite_grad!r}") from None
         args.inject_nonfinite_grad = (parts[0], parts[1] if len(parts) == 2 else 0)
-    if args.pipeline_balance is not None and args.pipeline_schedule is None:
-        raise ConfigError("--pipeline-balance needs --pipeline-schedule (a registered name or auto)")
-    if args.optimizer_post_validation and args.pipeline_schedule is None:
-        raise ConfigError("--optimizer-post-validation needs --pipeline-schedule (it overlaps validation with "
-                          "the schedule's first forwards)")
-    if args.timeline is not None and os.path.splitext(args.timeline)[1].lower() not in (".png", ".svg"):
-        raise ConfigError(f"--timeline must name a .png or .svg file, got {args.timeline!r}")
-    return args
 
 
 def _check_recompute(args: argparse.Namespace) -> None:
@@ -335,26 +395,27 @@ def _check_data_path(tokens: Sequence[str]) -> None:
                                   f"`python -m primus_megatron.train.data --build-corpus-dataset {prefix}`)")
 
 
-def _balance_from_profile(args: argparse.Namespace) -> None:
-    """--pipeline-balance FILE: the split (and with --pipeline-schedule auto the schedule)
-    chosen now, before anything is built; its table is logged at start-up."""
-    from ..megatron_lm.args import apply_balance, check_balance_args
-
-    if args.pipeline_balance in (None, "auto") or args.pipeline_schedule is None:
-        return
-    problem = check_balance_args(args, args.pipeline_profile_steps)
-    if problem:
-        raise ConfigError(problem)
+def _balance_from_profile(args: argparse.Namespace, spec: Optional[PipelineSpec]) -> Optional[PipelineSpec]:
+    """--pipeline-balance FILE: the spec on the split (and with --pipeline-schedule auto the
+    schedule) chosen now, before anything is built; its table is logged at start-up."""
+    if spec is None or spec.balance in (None, "auto"):
+        return spec
     from ..schedules import ScheduleError
     from ..schedules.balance import load_profile
 
     try:
-        args.pipeline_balance_log = apply_balance(args, load_profile(args.pipeline_balance),
-                                                  args.pipeline_model_parallel_size, args.num_microbatches,
-                                                  source=args.pipeline_balance)
+        chosen, text = options.apply_balance(spec, load_profile(spec.balance), args.pipeline_model_parallel_size,
+                                             args.num_microbatches, args.num_layers, source=spec.balance)
     except ScheduleError as exc:
-        raise ConfigError(f"--pipeline-balance {args.pipeline_balance}: {exc}") from None
+        raise ConfigError(f"--pipeline-balance {spec.balance}: {exc}") from None
+    return dataclasses.replace(chosen, note=text)
 
 
 def parse(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None) -> argparse.Namespace:
     return validate(build_parser().parse_args(argv), world_size)
+
+
+def parse_run(argv: Optional[Sequence[str]] = None,
+              world_size: Optional[int] = None) -> tuple[argparse.Namespace, Optional[PipelineSpec]]:
+    """The checked arguments and their PipelineSpec (what pretrain.run takes)."""
+    return validated(build_parser().parse_args(argv), world_size)

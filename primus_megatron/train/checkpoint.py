@@ -26,27 +26,28 @@ import json
 import os
 import re
 import shutil
+from typing import Optional
 
 import torch
 import torch.distributed as dist
+
+from ..options import PipelineSpec
 
 TRACKER = "latest_checkpointed_iteration.txt"
 FORMAT = "primus_megatron/1"
 _ITER = re.compile(r"iter_(\d{7})(\.partial)?")
 
 
-def _placement(args):
-    from .. import schedules as S
-
-    if args.pipeline_schedule is None:
+def _placement(args, spec: Optional[PipelineSpec]):
+    if spec is None:
         return contextlib.nullcontext()
     from ..runtime.placement import layer_placement
 
-    return layer_placement(args.pipeline_model_parallel_size, S.info(args.pipeline_schedule).placement)
+    return layer_placement(args.pipeline_model_parallel_size, spec.placement)
 
 
-def _model_state(args, model) -> dict:
-    with _placement(args):
+def _model_state(args, spec: Optional[PipelineSpec], model) -> dict:
+    with _placement(args, spec):
         # the unwrapped modules: keys without the data-parallel / fp16 wrappers' "module." prefix
         return {f"stage{getattr(_inner(chunk), 'pipeline_stage', i)}": _inner(chunk).sharded_state_dict()
                 for i, chunk in enumerate(model)}
@@ -58,8 +59,8 @@ def _inner(chunk):
     return chunk
 
 
-def _state(args, model, optimizer, scheduler, *, loading: bool) -> dict:
-    model_sd = _model_state(args, model)
+def _state(args, spec: Optional[PipelineSpec], model, optimizer, *, loading: bool) -> dict:
+    model_sd = _model_state(args, spec, model)
     state = {"model": model_sd}
     if optimizer is not None and not (loading and (args.no_load_optim or args.finetune)):
         # fully_reshardable: the distributed optimizer's state in the model's parameter
@@ -70,7 +71,9 @@ def _state(args, model, optimizer, scheduler, *, loading: bool) -> dict:
     return state
 
 
-def save(args, model, optimizer, scheduler, iteration: int, consumed_samples: int) -> str:
+def save(args, spec: Optional[PipelineSpec], model, optimizer, scheduler, iteration: int,
+         consumed_samples: int) -> str:
+    """Write iteration `iteration` under --save (see the module doc); returns its directory."""
     from megatron.core import dist_checkpointing
 
     final = os.path.join(args.save, f"iter_{iteration:07d}")
@@ -79,7 +82,7 @@ def save(args, model, optimizer, scheduler, iteration: int, consumed_samples: in
         shutil.rmtree(partial, ignore_errors=True)
         os.makedirs(partial, exist_ok=True)
     dist.barrier()
-    state = _state(args, model, optimizer, scheduler, loading=False)
+    state = _state(args, spec, model, optimizer, loading=False)
     from ..compat import cpu
 
     if cpu.is_enabled():  # shards written in this process (compat.checkpoint_writer)
@@ -91,7 +94,7 @@ def save(args, model, optimizer, scheduler, iteration: int, consumed_samples: in
     if dist.get_rank() == 0:
         meta = {"format": FORMAT, "iteration": iteration, "consumed_samples": consumed_samples,
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                "schedule": args.pipeline_schedule, "pp": args.pipeline_model_parallel_size,
+                "schedule": spec.name if spec is not None else None, "pp": args.pipeline_model_parallel_size,
                 "tp": args.tensor_model_parallel_size, "num_layers": args.num_layers}
         with open(os.path.join(partial, "primus_meta.json"), "w") as f:
             json.dump(meta, f)
@@ -174,7 +177,7 @@ def latest(load_dir: str, step=None, *, log=None):
     return None
 
 
-def load(args, model, optimizer, scheduler) -> tuple[int, int]:
+def load(args, spec: Optional[PipelineSpec], model, optimizer, scheduler) -> tuple[int, int]:
     """Restore model, optimizer, LR schedule; returns (iteration, consumed samples)."""
     from megatron.core import dist_checkpointing
 
@@ -192,9 +195,9 @@ def load(args, model, optimizer, scheduler) -> tuple[int, int]:
         meta = json.load(f)
     if meta.get("num_layers") != args.num_layers:
         raise CheckpointError(f"--load {path} was saved with --num-layers {meta.get('num_layers')}, not {args.num_layers}")
-    state = _state(args, model, optimizer, scheduler, loading=True)
+    state = _state(args, spec, model, optimizer, loading=True)
     loaded = dist_checkpointing.load(state, path)
-    with _placement(args):
+    with _placement(args, spec):
         for i, chunk in enumerate(model):
             key = f"stage{getattr(_inner(chunk), 'pipeline_stage', i)}"
             _inner(chunk).load_state_dict(loaded["model"][key])

@@ -78,11 +78,11 @@ def bubble(timeline: list[list]) -> float:
     return max(0.0, 1.0 - busy / (len(timeline) * (end - start))) if end > start else 0.0
 
 
-def log_field(args, timeline: Optional[list[list[ExecutedOp]]]) -> str:
+def log_field(time_sharing: Optional[tuple[int, int]], timeline: Optional[list[list[ExecutedOp]]]) -> str:
     """The log line's replayed bubble and the bubble of its plan under the same per-stage CPU
     times, where ranks time-share cores (else empty): the measured bubble there is the operating
     system's switching, these two the schedule's."""
-    if not timeline or not getattr(args, "time_sharing", None):
+    if not timeline or not time_sharing:
         return ""
     again = replayed(timeline)
     if again is None:
@@ -91,9 +91,10 @@ def log_field(args, timeline: Optional[list[list[ExecutedOp]]]) -> str:
             f"planned from them: {bubble(replayed(timeline, stage_medians=True)):.3f}")
 
 
-def panels(args) -> str:
-    """What the timeline picture's panels are, for the log."""
-    if getattr(args, "time_sharing", None):
+def panels(time_sharing: Optional[tuple[int, int]]) -> str:
+    """What the timeline picture's panels are, for the log (`time_sharing`: (ranks, cores) where
+    ranks time-share cores)."""
+    if time_sharing:
         return ("the upper panel is the plan simulated from this run's op CPU times, the middle one the order "
                 "that ran replayed from each op's CPU time (one core per rank), the lower what ran on the wall "
                 "clock, time-sharing cores")

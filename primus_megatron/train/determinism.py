@@ -9,17 +9,13 @@ every schedule, pipeline size and placement trains identically.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 
-_state = {"iteration": 0}
 
-
-def set_iteration(iteration: int) -> None:
-    _state["iteration"] = iteration
-
-
-def _seed(base: int, layer: int, mb: int) -> int:
-    return (base * 1_000_003 + _state["iteration"] * 10_007 + mb * 101 + layer) % (2 ** 31)
+def _seed(base: int, iteration: int, layer: int, mb: int) -> int:
+    return (base * 1_000_003 + iteration * 10_007 + mb * 101 + layer) % (2 ** 31)
 
 
 def _reseed(value: int) -> None:
@@ -30,8 +26,9 @@ def _reseed(value: int) -> None:
         model_parallel_cuda_manual_seed(value)
 
 
-def install(model: list, seed: int) -> None:
-    """Reseed before each layer's forward (layer 0 = the embedding)."""
+def install(model: list, seed: int, iteration: Callable[[], int]) -> None:
+    """Reseed before each layer's forward (layer 0 = the embedding); `iteration()` is the
+    training loop's current iteration."""
     from megatron.core.transformer.transformer_layer import TransformerLayer
 
     for chunk in model:
@@ -40,7 +37,7 @@ def install(model: list, seed: int) -> None:
                 layer = module
 
                 def hook(mod, args, layer=layer):
-                    _reseed(_seed(seed, layer.layer_number, getattr(layer, "current_microbatch", 0) or 0))
+                    _reseed(_seed(seed, iteration(), layer.layer_number, getattr(layer, "current_microbatch", 0) or 0))
 
                 module.register_forward_pre_hook(hook)
             elif type(module).__name__ == "LanguageModelEmbedding":
@@ -50,6 +47,6 @@ def install(model: list, seed: int) -> None:
                         if isinstance(m, TransformerLayer):
                             mb = getattr(m, "current_microbatch", 0) or 0
                             break
-                    _reseed(_seed(seed, 0, mb))
+                    _reseed(_seed(seed, iteration(), 0, mb))
 
                 module.register_forward_pre_hook(hook)

@@ -218,6 +218,8 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
                                           p2p_mode=case.get("p2p_mode"))
     shape = (1, 1, elements)
     opt = _optimizer(rank, case, v, chunks)
+    if hasattr(opt, "take_validation"):
+        fbf.validation = opt.take_validation  # post-validation: the next step validates this one
     steps = []
     for step in range(case["warmup"] + case["steps"]):
         for chunk in chunks:

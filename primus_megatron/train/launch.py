@@ -8,7 +8,7 @@ import socket
 import sys
 from typing import Optional, Sequence
 
-from .arguments import ConfigError, parse
+from .arguments import ConfigError, parse_run
 
 
 def _launch_environment() -> None:
@@ -25,7 +25,7 @@ def _launch_environment() -> None:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
-        args = parse(argv)
+        args, spec = parse_run(argv)
         _launch_environment()
     except ConfigError as exc:
         if os.environ.get("RANK", "0") == "0":
@@ -33,4 +33,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     from .pretrain import run  # torch, megatron-core and the runtime: only for arguments that hold
 
-    return run(args)
+    return run(args, spec)

@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import argparse
 from functools import partial
+from typing import Optional
 
 import torch
 
+from ..options import PipelineSpec
+from ..schedules.layer_split import LayerSplit
 
-def transformer_config(args: argparse.Namespace):
+
+def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = None):
+    """megatron's TransformerConfig for the arguments, on the spec's chunks and layer split (the
+    one --pipeline-balance chose, else the arguments')."""
     from megatron.core.transformer.transformer_config import TransformerConfig
 
     dtype = torch.bfloat16 if args.bf16 else torch.float16 if args.fp16 else torch.float32
-    chunks = args.pipeline_chunks_resolved
+    chunks = spec.chunks if spec is not None else 1
+    split = (spec.layer_split(args) if spec is not None else None) or LayerSplit.from_args(args)
     return TransformerConfig(
         num_layers=args.num_layers,
         hidden_size=args.hidden_size,
@@ -25,11 +32,11 @@ def transformer_config(args: argparse.Namespace):
         pipeline_model_parallel_size=args.pipeline_model_parallel_size,
         virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
         # megatron's uneven split: the same global stages under every placement (runtime/placement.py)
-        num_layers_in_first_pipeline_stage=getattr(args, "decoder_first_pipeline_num_layers", None),
-        num_layers_in_last_pipeline_stage=getattr(args, "decoder_last_pipeline_num_layers", None),
-        account_for_embedding_in_pipeline_split=getattr(args, "account_for_embedding_in_pipeline_split", False),
-        account_for_loss_in_pipeline_split=getattr(args, "account_for_loss_in_pipeline_split", False),
-        pipeline_model_parallel_layout=getattr(args, "pipeline_model_parallel_layout", None),
+        num_layers_in_first_pipeline_stage=split.first,
+        num_layers_in_last_pipeline_stage=split.last,
+        account_for_embedding_in_pipeline_split=split.embedding,
+        account_for_loss_in_pipeline_split=split.loss,
+        pipeline_model_parallel_layout=split.layout,
         sequence_parallel=args.sequence_parallel,
         use_cpu_initialization=args.cpu,
         params_dtype=dtype,
@@ -68,18 +75,17 @@ def gpt_provider(args: argparse.Namespace, config, vocab_size: int, pre_process:
     )
 
 
-def build_model(args: argparse.Namespace, config, vocab_size: int, init=None) -> list:
-    """This rank's chunks for the schedule's placement, in half precision if
-    asked, wrapped in megatron's DistributedDataParallel."""
+def build_model(args: argparse.Namespace, spec: Optional[PipelineSpec], config, vocab_size: int, init=None) -> list:
+    """This rank's chunks for the spec's placement (megatron's own split without a spec), in
+    half precision if asked, wrapped in megatron's DistributedDataParallel."""
     from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
     from megatron.core.transformer.module import Float16Module
 
     from .. import runtime
 
     provider = partial(gpt_provider, args, config, vocab_size)
-    if args.pipeline_schedule is not None:
-        chunks = runtime.build_model(provider, schedule=args.pipeline_schedule, chunks=args.pipeline_chunks,
-                                     config=config)
+    if spec is not None:
+        chunks = runtime.build_model(provider, schedule=spec, config=config)
     elif args.pipeline_model_parallel_size > 1:
         from megatron.core import parallel_state as ps
 

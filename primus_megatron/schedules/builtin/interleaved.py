@@ -27,7 +27,8 @@ def _virtual_order(pp: int, m: int, chunks: int, forward: bool) -> list[tuple[in
 
 
 @register("interleaved-1f1b", order=20, chunks=2, variable_chunks=True, memory="~1.5x",
-          description="Megatron's interleaved (virtual pipeline) 1F1B, full backward")
+          description="Megatron's interleaved (virtual pipeline) 1F1B, full backward",
+          splits_backward=False)
 def interleaved_1f1b(pp: int, microbatches: int, *, chunks: int, **_) -> list[list[Op]]:
     fwd = _virtual_order(pp, microbatches, chunks, True)
     bwd = _virtual_order(pp, microbatches, chunks, False)

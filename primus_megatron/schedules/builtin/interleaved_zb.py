@@ -8,7 +8,8 @@ from .interleaved import _groups, _virtual_order
 
 
 @register("interleaved-zb", order=25, chunks=2, variable_chunks=True, memory="1x",
-          description="interleaved 1F1B order, backward split, W delayed to fill bubbles (loop placement)")
+          description="interleaved 1F1B order, backward split, W delayed to fill bubbles (loop placement)",
+          splits_backward=True)
 def interleaved_zb(pp: int, microbatches: int, *, chunks: int, **_) -> list[list[Op]]:
     fwd = _virtual_order(pp, microbatches, chunks, True)
     bwd = _virtual_order(pp, microbatches, chunks, False)

@@ -5,7 +5,8 @@ from ..ir import BW, F, Op
 from ..registry import register
 
 
-@register("1f1b", order=10, memory="1x", description="one-forward-one-backward, full backward (Megatron's default)")
+@register("1f1b", order=10, memory="1x", description="one-forward-one-backward, full backward (Megatron's default)",
+          splits_backward=False)
 def one_f_one_b(pp: int, microbatches: int, **_) -> list[list[Op]]:
     m = microbatches
     ranks = []

@@ -20,7 +20,8 @@ TIME_LIMIT_S = 60.0
 
 
 @register("zb-optimal", order=90, memory="limit", cost_driven=True, needs_extra="ilp",
-          description="optimal zero-bubble order by ILP (HiGHS); small cases only")
+          description="optimal zero-bubble order by ILP (HiGHS); small cases only",
+          splits_backward=True)
 def zb_optimal(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None,
                chunks: int = 1, placement: str = LOOP, time_limit: float = TIME_LIMIT_S,
                post_validation: bool = False, **_) -> list[list[Op]]:

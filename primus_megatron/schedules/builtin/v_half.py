@@ -8,7 +8,8 @@ from ..v_family import v_family
 
 
 @register("v-half", order=70, placement=V, chunks=2, memory="~1/2x", uses_costs=True,
-          description="V-shape, half memory (~1/2 of 1F1B), bubble ~1/2 of 1F1B's")
+          description="V-shape, half memory (~1/2 of 1F1B), bubble ~1/2 of 1F1B's",
+          splits_backward=True)
 def v_half(pp: int, microbatches: int, *, costs, memory_limit=None, post_validation: bool = False,
            **_) -> list[list[Op]]:
     return v_family(pp, microbatches, v_half_block(pp), costs, memory_limit, "v-half", post_validation=post_validation)

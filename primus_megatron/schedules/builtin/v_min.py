@@ -8,7 +8,8 @@ from ..v_family import v_family
 
 
 @register("v-min", order=80, placement=V, chunks=2, memory="~1/3x", uses_costs=True,
-          description="V-shape, minimal memory (~1/3 of 1F1B), bubble ~2/3 of 1F1B's")
+          description="V-shape, minimal memory (~1/3 of 1F1B), bubble ~2/3 of 1F1B's",
+          splits_backward=True)
 def v_min(pp: int, microbatches: int, *, costs, memory_limit=None, post_validation: bool = False,
           **_) -> list[list[Op]]:
     # V-Min's block has no slack for B or W to move into, so only the squeezed orders are tried.

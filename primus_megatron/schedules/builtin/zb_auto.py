@@ -38,7 +38,8 @@ def heuristic(warmup: list[int]) -> Policy:
 
 
 @register("zb-auto", order=50, memory="limit", cost_driven=True,
-          description="automatic zero bubble from measured costs under a memory limit (default: 1F1B's)")
+          description="automatic zero bubble from measured costs under a memory limit (default: 1F1B's)",
+          splits_backward=True)
 def zb_auto(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Optional[float] = None,
             post_validation: bool = False, **_) -> list[list[Op]]:
     m = microbatches

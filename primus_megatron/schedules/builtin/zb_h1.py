@@ -27,7 +27,8 @@ def delayed_w_order(pp: int, m: int, warmup: Callable[[int], int], delay: Callab
 
 
 @register("zb-h1", order=30, aliases=("zerobubble",), memory="1x",
-          description="handcrafted zero bubble at 1F1B memory: W delayed to fill the cool-down")
+          description="handcrafted zero bubble at 1F1B memory: W delayed to fill the cool-down",
+          splits_backward=True)
 def zb_h1(pp: int, microbatches: int, **_) -> list[list[Op]]:
     # 1F1B's warm-up; rank r may hold r more activations than 1F1B's p - r
     return delayed_w_order(pp, microbatches, warmup=lambda r: pp - r, delay=lambda r: r)

@@ -8,7 +8,8 @@ from ..variants import best_of
 
 
 @register("zbv", order=60, placement=V, chunks=2, memory="1x", uses_costs=True,
-          description="V-shape zero bubble, 2 chunks per rank, 1F1B memory")
+          description="V-shape zero bubble, 2 chunks per rank, 1F1B memory",
+          splits_backward=True)
 def zbv(pp: int, microbatches: int, *, costs: StageCosts, post_validation: bool = False, **_) -> list[list[Op]]:
     # The paper's fixed pattern, with its W re-placed from the costs where that
     # is faster at no more memory (unequal F/B/W or a p2p latency leave gaps).

@@ -1,0 +1,501 @@
+"""Pipeline options: the `--pipeline-*` argument group both entry points share (our
+examples/pretrain_gpt.py and Megatron-LM's pretrain_gpt.py through
+`megatron_lm.extra_args_provider`), their checks, and the one `PipelineSpec` built from them.
+
+The spec is built once from the parsed arguments and handed down: model building, the
+runner, checkpoints and the training loop read it, never the arguments' schedule name.
+`--pipeline-schedule auto` and `--pipeline-balance` produce a new spec (`choose`, `balanced`);
+nothing is written back into the arguments. Pure Python (no torch)."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Optional, Union
+
+from .schedules import V, layer_split, names, registry
+from .schedules.costs import Costs
+from .schedules.layer_split import LayerSplit
+from .schedules.registry import ScheduleInfo
+
+if TYPE_CHECKING:
+    from .schedules.ir import Schedule
+
+DEFAULT_P2P_TIMEOUT_S = 600.0
+# --pipeline-schedule auto in our script: the schedule that runs while costs are measured (loop
+# placement, one chunk, W ops: it measures F, B and W apart)
+PROVISIONAL = "zb-h1"
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """What the pipeline runs: a registry entry (placement, chunks, whether it has W ops, whether
+    it uses costs) and the options that shape its plan and its run.
+
+    `choose`: `--pipeline-schedule auto` not chosen yet; `entry` is then the provisional
+    schedule that measures costs (`with_schedule` makes the chosen spec). `split`: the layer
+    split `--pipeline-balance` chose (None: the arguments' own)."""
+
+    entry: ScheduleInfo
+    chunks: int
+    costs: Optional[Costs] = None
+    memory_limit: Optional[float] = None
+    profile_steps: int = 3  # steps measured (--pipeline-profile-steps)
+    profile_window: Optional[tuple[int, int]] = None  # training steps [start, end) the runner measures
+    replan: bool = False  # plan again from the measured costs at the window's end
+    profile_out: Optional[str] = None
+    balance: Optional[str] = None  # --pipeline-balance: auto or a profile file
+    split: Optional[LayerSplit] = None
+    post_validation: bool = False
+    offload: str = "off"
+    offload_bandwidth: Optional[float] = None
+    p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S
+    p2p_mode: Optional[str] = None  # how CPU (gloo) runs carry p2p: runtime.p2p.resolve_mode
+    choose: bool = False
+    deterministic: bool = False  # no plan from measured costs (Megatron-LM's --deterministic-mode)
+    note: Optional[str] = None  # what --pipeline-balance chose from a profile, logged at start-up
+    # The (Schedule, Lowered) the option checks generated and validated for the run's pipeline size
+    # and microbatch count: the runner's first plan, not made again.
+    checked_plan: Optional[tuple] = field(default=None, compare=False, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def placement(self) -> str:
+        return self.entry.placement
+
+    @property
+    def splits_backward(self) -> bool:
+        return self.entry.splits_backward
+
+    @property
+    def measures(self) -> bool:
+        """A schedule that plans from costs, given none: measured over the first steps, then re-planned."""
+        return (self.entry.uses_costs and self.costs is None and self.profile_steps > 0
+                and not self.deterministic)
+
+    def num_stages(self, pp: int) -> int:
+        return pp * self.chunks
+
+    def loss_rank(self, pp: int) -> int:
+        """The pipeline rank holding the last stage (the loss): rank 0 under V."""
+        return registry_owner(self.placement, pp, self.num_stages(pp) - 1)
+
+    def stage_rank(self, pp: int, stage: int) -> int:
+        return registry_owner(self.placement, pp, stage)
+
+    def with_schedule(self, name: str, *, costs: Optional[Costs] = None) -> "PipelineSpec":
+        """The spec for schedule `name` (auto's choice), planned from `costs` if given."""
+        entry = registry.info(name)
+        chosen = dataclasses.replace(self, entry=entry, chunks=entry.chunks, choose=False,
+                                     costs=costs if costs is not None else self.costs, checked_plan=None)
+        return dataclasses.replace(chosen, **_profiling(chosen))
+
+    def balanced(self, split: LayerSplit, name: Optional[str] = None) -> "PipelineSpec":
+        """The spec on the layer split `--pipeline-balance` chose (with auto: and its schedule)."""
+        spec = self.with_schedule(name) if name is not None else self
+        return dataclasses.replace(spec, split=split)
+
+    def layer_split(self, args: argparse.Namespace) -> Optional[LayerSplit]:
+        """The layer split the model is built on: balance's choice, else the arguments'."""
+        return self.split if self.split is not None else LayerSplit.from_args(args)
+
+
+def registry_owner(placement: str, pp: int, stage: int) -> int:
+    from .schedules import owner_of
+
+    return owner_of(placement, pp, stage)[0]
+
+
+def _profiling(spec: PipelineSpec) -> dict:
+    measure = spec.measures
+    window = (1, 1 + spec.profile_steps) if measure or spec.profile_out is not None else None
+    return {"profile_window": window, "replan": measure}
+
+
+def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = None, costs: Optional[Costs] = None,
+                 memory_limit: Optional[float] = None, profile_steps: Optional[tuple[int, int]] = None,
+                 replan: bool = False, profile_out: Optional[str] = None, post_validation: bool = False,
+                 offload: str = "off", offload_bandwidth: Optional[float] = None,
+                 p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None) -> PipelineSpec:
+    """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
+    is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
+    A Schedule (run as given) brings its own entry: its name's, or one describing it."""
+    if isinstance(schedule, str):
+        entry = registry.info(schedule)
+    else:
+        entry = _entry_of(schedule)
+        chunks = schedule.chunks_per_rank
+    window = tuple(profile_steps) if profile_steps is not None else None
+    return PipelineSpec(entry, registry.resolve_chunks(entry, chunks), costs=costs, memory_limit=memory_limit,
+                        profile_steps=(window[1] - window[0]) if window else 0, profile_window=window,
+                        replan=replan, profile_out=profile_out, post_validation=post_validation, offload=offload,
+                        offload_bandwidth=offload_bandwidth, p2p_timeout_s=p2p_timeout_s, p2p_mode=p2p_mode)
+
+
+def _entry_of(schedule: "Schedule") -> ScheduleInfo:
+    try:
+        entry = registry.info(schedule.name)
+    except ValueError:
+        entry = None
+    if entry is None or (entry.placement, entry.splits_backward) != (schedule.placement, schedule.splits_backward):
+        entry = ScheduleInfo(schedule.name, None, schedule.placement, schedule.chunks_per_rank, "", "",
+                             variable_chunks=True, splits_backward=schedule.splits_backward)
+    return entry
+
+
+def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optional[PipelineSpec]:
+    """The spec of checked arguments (`check_options` passed), or None without --pipeline-schedule
+    (megatron's own schedule). `auto` gives a spec that still has to `choose`."""
+    name = getattr(args, "pipeline_schedule", None)
+    if name is None:
+        return None
+    choose = name == "auto"
+    entry = registry.info(PROVISIONAL if choose else name)
+    given = getattr(args, "pipeline_costs", None)
+    spec = PipelineSpec(
+        entry, registry.resolve_chunks(entry, None if choose else getattr(args, "pipeline_chunks", None)),
+        costs=parse_costs(given) if given else None, memory_limit=getattr(args, "pipeline_memory_limit", None),
+        profile_steps=getattr(args, "pipeline_profile_steps", 3),
+        profile_out=getattr(args, "pipeline_profile_out", None), balance=getattr(args, "pipeline_balance", None),
+        post_validation=bool(getattr(args, "optimizer_post_validation", False)),
+        offload=getattr(args, "pipeline_offload", "off") or "off",
+        offload_bandwidth=getattr(args, "pipeline_offload_bandwidth", None),
+        p2p_timeout_s=getattr(args, "pipeline_p2p_timeout", DEFAULT_P2P_TIMEOUT_S), choose=choose,
+        deterministic=deterministic)
+    return dataclasses.replace(spec, **_profiling(spec))
+
+
+# -- the argument group ------------------------------------------------------------------------------
+
+def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = None) -> argparse.ArgumentParser:
+    """Add the pipeline-schedule options to `parser` (and chain `extra`, an
+    existing Megatron-LM extra_args_provider, if given). Returns the parser."""
+    if extra is not None:
+        parser = extra(parser) or parser
+    if any("--pipeline-schedule" in a.option_strings for a in parser._actions):
+        return parser  # idempotent
+    group = parser.add_argument_group("pipeline schedule (primus_megatron)")
+    group.add_argument("--pipeline-schedule", default=None, metavar="NAME",
+                       help="pipeline schedule: " + ", ".join(names(aliases=True)) +
+                            ", or auto (the fastest by simulation that fits the memory limit: from measured "
+                            "costs in examples/pretrain_gpt.py, from --pipeline-costs or equal costs in Megatron-LM's "
+                            "loop, which builds the model once; see `primus-pipeline list`); default: megatron's own "
+                            "schedule")
+    group.add_argument("--pipeline-memory-limit", type=float, default=None, metavar="UNITS",
+                       help="activation memory limit per rank, in microbatches of a rank's layer share "
+                            "(zb-auto and other cost-driven schedules; default 1F1B's: the pipeline size)")
+    group.add_argument("--pipeline-offload", choices=("off", "all", "auto"), default="off",
+                       help="activation offload: the F's saved activations go to host memory after the F and come "
+                            "back before their B, planned with the schedule (all: every F; auto: the fastest plan "
+                            "within --pipeline-memory-limit, which then bounds what stays on the device, taking "
+                            "activations whose lifespan hides the copies first); default off")
+    group.add_argument("--pipeline-offload-bandwidth", type=float, default=None, metavar="X",
+                       help="each direction's host copy bandwidth for the offload plan, in activation units (a "
+                            "rank's activations of one microbatch) per unit of --pipeline-costs' F time; default 1")
+    group.add_argument("--pipeline-chunks", type=int, default=None, metavar="V",
+                       help="model chunks per rank for schedules with a variable count (interleaved-1f1b)")
+    group.add_argument("--pipeline-p2p-timeout", type=float, default=DEFAULT_P2P_TIMEOUT_S, metavar="SECONDS",
+                       help="how long a rank waits for a pipeline peer before failing with a diagnosis")
+    group.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",
+                       help="relative op costs for the schedules that use them (zb-auto, zbv, v-half, v-min) and "
+                            "for auto; BW: a backward run as one op, as 1f1b runs it (default B + W; usually less); "
+                            "mem-b / mem-w: activation memory a B / W adds in units of what an F adds (they sum to "
+                            "-1; one gives the other; default 0 and -1, W frees everything; measured runs have B free "
+                            "all but what the weight gradient keeps, e.g. mem-w=-0.37); COMM and BW may be named too "
+                            "(comm=, bw=); default: measured over the first --pipeline-profile-steps steps, then "
+                            "re-planned")
+    group.add_argument("--pipeline-profile-out", default=None, metavar="FILE.json",
+                       help="measure per-stage costs over the first --pipeline-profile-steps steps and write the "
+                            "fitted per-layer, embedding and head costs there (for `primus-pipeline balance` and "
+                            "--pipeline-balance FILE)")
+    group.add_argument("--pipeline-balance", default=None, metavar="auto|FILE.json",
+                       help="choose the layer split (first/last pipeline rank layer counts, embedding/loss "
+                            "accounting) that runs the schedule fastest by simulation: from a profile written by "
+                            "--pipeline-profile-out, or `auto` (examples/pretrain_gpt.py only: measured in the first "
+                            "steps, then the model is rebuilt on the chosen split)")
+    group.add_argument("--pipeline-profile-steps", type=int, default=3, metavar="N",
+                       help="steps whose F/B/W/p2p times and activation memory are measured (for zb-auto's "
+                            "and the V schedules' re-planning and --pipeline-schedule auto); 0 disables")
+    return parser
+
+
+# -- checks: one sentence naming the option, or None -------------------------------------------------
+
+def check_options(args: argparse.Namespace, *, split_chosen: bool = False) -> Optional[str]:
+    """The group's own values (no pipeline size, layers or batch needed). `split_chosen`:
+    --pipeline-balance has already chosen the split (its options are then its own)."""
+    name = getattr(args, "pipeline_schedule", None)
+    if name is None:
+        return None
+    steps = getattr(args, "pipeline_profile_steps", 3)
+    if steps < 0:
+        return f"--pipeline-profile-steps must be >= 0, got {steps}"
+    problem = check_balance_args(args, steps, split_chosen=split_chosen)
+    if problem:
+        return problem
+    if name != "auto":
+        try:
+            entry = registry.info(name)
+        except ValueError as exc:
+            return f"--pipeline-schedule: {exc}"
+        try:
+            registry.resolve_chunks(entry, getattr(args, "pipeline_chunks", None))
+        except ValueError as exc:
+            return f"--pipeline-chunks: {exc}"
+    return _check_numbers(args)
+
+
+def _check_numbers(args: argparse.Namespace) -> Optional[str]:
+    """Options every schedule reads, auto's choice included."""
+    timeout = getattr(args, "pipeline_p2p_timeout", DEFAULT_P2P_TIMEOUT_S)
+    if not (timeout > 0 and math.isfinite(timeout)):
+        return f"--pipeline-p2p-timeout must be a positive number of seconds, got {timeout:g}"
+    limit = getattr(args, "pipeline_memory_limit", None)
+    if limit is not None and not limit > 0:
+        return f"--pipeline-memory-limit must be a positive number of activation units, got {limit:g}"
+    bandwidth = getattr(args, "pipeline_offload_bandwidth", None)
+    if bandwidth is not None and not (bandwidth > 0 and not math.isnan(bandwidth)):
+        return (f"--pipeline-offload-bandwidth must be a positive number of activation units per time unit, got "
+                f"{bandwidth:g}")
+    if getattr(args, "pipeline_costs", None):
+        try:
+            parse_costs(args.pipeline_costs)
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
+def check_schedule(args: argparse.Namespace, spec: Optional[PipelineSpec], *,
+                   te_support: Optional[Callable[[str], Optional[str]]] = None) -> Optional[str]:
+    """`spec` against the rest of the arguments, where the namespace has them: the pipeline
+    size, the layer split, the options that cannot combine with deferred weight gradients, and
+    the schedule itself for the microbatch count (global batch / micro batch / data parallel)
+    and memory limit. `te_support(schedule)`: Megatron-LM's TransformerEngine probe."""
+    return checked(args, spec, te_support=te_support)[0]
+
+
+def checked(args: argparse.Namespace, spec: Optional[PipelineSpec], *,
+            te_support: Optional[Callable[[str], Optional[str]]] = None) -> tuple[Optional[str], Optional[PipelineSpec]]:
+    """`check_schedule`'s sentence (or None), and the spec carrying the plan the check made
+    (`checked_plan`) where the arguments give the pipeline size and microbatch count."""
+    if spec is None:
+        return None, None
+    problem = _check_spec(args, spec, te_support)
+    if problem:
+        return problem, spec
+    pp, microbatches = getattr(args, "pipeline_model_parallel_size", None), num_microbatches(args)
+    if spec.choose or pp is None or microbatches is None:
+        return None, spec
+    from .schedules import ScheduleError, generate, validate
+
+    limit = spec.memory_limit if spec.offload == "off" else None  # with offload the offload plan meets it
+    try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
+        sched = generate(spec.name, pp, microbatches, costs=spec.costs, memory_limit=limit, chunks=spec.chunks,
+                         post_validation=spec.post_validation, validate=False)
+        lowered = validate(sched, costs=spec.costs, memory_limit=limit)
+    except ScheduleError as exc:
+        return (f"--pipeline-schedule {spec.name} with {microbatches} microbatches (global batch / micro batch "
+                f"/ data parallel) on {pp} pipeline ranks: {exc}"), spec
+    return None, dataclasses.replace(spec, checked_plan=(sched, lowered))
+
+
+def _check_spec(args: argparse.Namespace, spec: PipelineSpec,
+                te_support: Optional[Callable[[str], Optional[str]]]) -> Optional[str]:
+    """check_schedule but the schedule's own generation."""
+    pp = getattr(args, "pipeline_model_parallel_size", None)
+    split = spec.layer_split(args)
+    if spec.choose:
+        if spec.profile_steps < 1:
+            return "--pipeline-schedule auto measures costs first: --pipeline-profile-steps must be >= 1"
+        if pp is not None and pp < 2:
+            return f"--pipeline-schedule auto needs --pipeline-model-parallel-size >= 2, got {pp}"
+        # profiled with a 1-chunk schedule that has W ops; the candidates are those the split fits
+        return (check_layer_split(args, pp, 1, "--pipeline-schedule auto", w_ops=True, split=split)
+                or (te_support("auto") if te_support and uses_te(args) else None))
+    if pp is not None and pp < 2:
+        return (f"--pipeline-schedule {spec.name} needs --pipeline-model-parallel-size >= 2, got {pp}; "
+                f"drop --pipeline-schedule to train without pipelining")
+    return (check_layer_split(args, pp, spec.chunks, f"--pipeline-schedule {spec.name}",
+                              w_ops=spec.splits_backward, split=split)
+            or check_deferred_wgrad_args(args, spec, te_support))
+
+
+def check_deferred_wgrad_args(args: argparse.Namespace, spec: PipelineSpec,
+                              te_support: Optional[Callable[[str], Optional[str]]] = None) -> Optional[str]:
+    """Options that cannot combine with the schedule's deferred weight gradients (or its
+    placement), with what to do instead, and a TransformerEngine that cannot defer them; None
+    if fine. A schedule without W ops never touches TE's weight-gradient store: any TE runs it."""
+    from .runtime.unsupported import refusal_for
+
+    problem = refusal_for(args, schedule=spec.name, splits_backward=spec.splits_backward,
+                          v_placement=spec.placement == V, uses_te=uses_te(args), offload=spec.offload)
+    if problem or not spec.splits_backward or te_support is None or not uses_te(args):
+        return problem
+    return te_support(spec.name)
+
+
+def uses_te(args: argparse.Namespace) -> bool:
+    """Megatron-LM builds TransformerEngine layers (its default --transformer-impl); our
+    examples/pretrain_gpt.py has no such option and builds megatron-core's local layers."""
+    return getattr(args, "transformer_impl", "local") == "transformer_engine"
+
+
+VIRTUAL_SIZE_ARGS = ("num_virtual_stages_per_pipeline_rank", "num_layers_per_virtual_pipeline_stage")
+
+
+def check_layer_split(args: argparse.Namespace, pp: Optional[int], chunks: int, what: Optional[str], *,
+                      w_ops: bool = False, split: Optional[LayerSplit] = None) -> Optional[str]:
+    """The layer split (`split`, else the arguments': --num-layers, --decoder-first/last-pipeline-num-layers,
+    --account-for-embedding/loss-in-pipeline-split, and Megatron-LM's --pipeline-model-parallel-layout)
+    for `pp` ranks x `chunks`, in one sentence, or None. megatron-core's split
+    (schedules/layer_split.py), the same global stages under every placement
+    (a layout's stages too: its stage count must be the schedule's)."""
+    if getattr(args, "pipeline_model_parallel_layout", None):
+        for dest in VIRTUAL_SIZE_ARGS:
+            if getattr(args, dest, None) is not None:
+                return (f"--pipeline-model-parallel-layout sets the virtual pipeline size itself (its stages / "
+                        f"pipeline ranks): drop --{dest.replace('_', '-')}")
+    return layer_split.check(split if split is not None else LayerSplit.from_args(args), pp, chunks, what,
+                             w_ops=w_ops)
+
+
+def split_fits(args: argparse.Namespace, name: str) -> bool:
+    """Whether the arguments' layer split (even or uneven) can be built for schedule `name`
+    (the candidates of --pipeline-schedule auto)."""
+    entry = registry.info(name)
+    return check_layer_split(args, getattr(args, "pipeline_model_parallel_size", None), entry.chunks, name,
+                             w_ops=entry.splits_backward) is None
+
+
+BALANCE_CHOOSES = (("decoder_first_pipeline_num_layers", "--decoder-first-pipeline-num-layers"),
+                   ("decoder_last_pipeline_num_layers", "--decoder-last-pipeline-num-layers"),
+                   ("account_for_embedding_in_pipeline_split", "--account-for-embedding-in-pipeline-split"),
+                   ("account_for_loss_in_pipeline_split", "--account-for-loss-in-pipeline-split"),
+                   ("pipeline_model_parallel_layout", "--pipeline-model-parallel-layout"))
+
+
+def check_balance_args(args: argparse.Namespace, steps: int, *, split_chosen: bool = False) -> Optional[str]:
+    """--pipeline-profile-out and --pipeline-balance, or None."""
+    out = getattr(args, "pipeline_profile_out", None)
+    if out is not None:
+        if not out.endswith(".json"):
+            return f"--pipeline-profile-out must name a .json file, got {out!r}"
+        if not os.path.isdir(os.path.dirname(os.path.abspath(out))):
+            return f"--pipeline-profile-out {out!r}: its directory does not exist"
+        if steps < 1:
+            return "--pipeline-profile-out measures costs first: --pipeline-profile-steps must be >= 1"
+    balance = getattr(args, "pipeline_balance", None)
+    if balance is None:
+        return None
+    given = [opt for key, opt in BALANCE_CHOOSES if getattr(args, key, None) not in (None, False)]
+    if given and not split_chosen:
+        return f"--pipeline-balance chooses the layer split itself: drop {given[0]}"
+    if balance == "auto":
+        return None if steps >= 1 else "--pipeline-balance auto measures costs first: --pipeline-profile-steps must be >= 1"
+    from .schedules.balance import load_profile
+
+    try:
+        load_profile(balance)
+    except ValueError as exc:
+        return f"--pipeline-balance must be auto or a profile file: {exc}"
+    return None
+
+
+def num_microbatches(args: argparse.Namespace) -> Optional[int]:
+    gbs, mbs = getattr(args, "global_batch_size", None), getattr(args, "micro_batch_size", None)
+    dp = getattr(args, "data_parallel_size", None)
+    if not gbs or not mbs or not dp or gbs % (mbs * dp):
+        return None  # not known yet (or refused by the caller's own batch check)
+    return gbs // (mbs * dp)
+
+
+# -- --pipeline-balance ------------------------------------------------------------------------------
+
+def apply_balance(spec: PipelineSpec, model, pp: int, microbatches: int, num_layers: int, *,
+                  source: str) -> tuple[PipelineSpec, str]:
+    """The spec on the layer split (and, for `--pipeline-schedule auto`, the schedule) that runs
+    fastest under the cost model `model` (schedules.balance.ModelCosts), and what to log.
+    Raises ScheduleError when nothing fits."""
+    from .schedules import balance
+
+    if spec.choose:
+        usable = [n for n in names() if registry.info(n).needs_extra != "ilp"]
+        name, best, rows = balance.choose_schedule_and_split(usable, pp, microbatches, model, num_layers,
+                                                             memory_limit=spec.memory_limit,
+                                                             post_validation=spec.post_validation)
+        chosen = spec.balanced(best.split, name)
+    else:
+        name = spec.name
+        best, rows = balance.choose(name, pp, microbatches, model, num_layers, memory_limit=spec.memory_limit,
+                                    post_validation=spec.post_validation)
+        chosen = spec.balanced(best.split)
+    even = next((c for c in rows if not balance.flags(c.split)), None)
+    gain = f"; simulated iteration {best.iteration / even.iteration:.3f}x the even split's" \
+        if even is not None and even.iteration else ""
+    return chosen, (f"--pipeline-balance ({source}): {name} on layer split {list(best.layers)} "
+                    f"({balance.flags(best.split) or 'the even split'}){gain}, peak activation "
+                    f"{best.peak_memory:.2f}\n{balance.table(rows, best)}")
+
+
+SPLIT_ARGS = {"first": "decoder_first_pipeline_num_layers", "last": "decoder_last_pipeline_num_layers",
+              "embedding": "account_for_embedding_in_pipeline_split", "loss": "account_for_loss_in_pipeline_split",
+              "layout": "pipeline_model_parallel_layout"}
+
+
+def split_arguments(split: LayerSplit) -> dict:
+    """Megatron-LM's argument values (dest -> value) for a layer split."""
+    return {dest: bool(getattr(split, key)) if key in ("embedding", "loss") else getattr(split, key)
+            for key, dest in SPLIT_ARGS.items()}
+
+
+# -- --pipeline-costs --------------------------------------------------------------------------------
+
+COST_NAMES = ("comm", "bw", "mem-b", "mem-w")  # the named entries of --pipeline-costs
+
+
+def parse_costs(text: str) -> Costs:
+    """'F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]' -> schedules.Costs (BW: a backward run as one op,
+    default B + W; mem-b / mem-w: the memory model, `schedules.costs.memory_model`). Positional
+    numbers first, then `name=value` entries (comm and bw may be named instead). One-sentence
+    ValueError naming --pipeline-costs otherwise."""
+    from .schedules import ScheduleError
+    from .schedules.costs import memory_model
+
+    form = (f"--pipeline-costs must be F,B,W[,COMM[,BW]] numbers, got {text!r} (named entries may follow: "
+            f"{', '.join(n + '=X' for n in COST_NAMES)})")
+    positional, named = [], {}
+    for part in (p.strip() for p in text.split(",")):
+        key, eq, value = part.partition("=")
+        try:
+            number = float(value if eq else part)
+        except ValueError:
+            raise ValueError(form) from None
+        if not math.isfinite(number):
+            raise ValueError(form)
+        if not eq:
+            if named:
+                raise ValueError(form)  # positional numbers come first
+            positional.append(number)
+        elif key.strip() not in COST_NAMES or key.strip() in named:
+            raise ValueError(form)
+        else:
+            named[key.strip()] = number
+    if len(positional) not in (3, 4, 5):
+        raise ValueError(form)
+    given = dict(zip(("f", "b", "w", "comm", "bw"), positional))
+    for key in ("comm", "bw"):
+        if key in named:
+            if key in given:
+                raise ValueError(f"--pipeline-costs gives {key} twice, got {text!r}")
+            given[key] = named[key]
+    try:
+        mem_b, mem_w = memory_model(named.get("mem-b"), named.get("mem-w"), names=("mem-b", "mem-w"))
+        return Costs(f=given["f"], b=given["b"], w=given["w"], comm=given.get("comm", 0.0), bw=given.get("bw"),
+                     mem_b=mem_b, mem_w=mem_w)
+    except ScheduleError as exc:
+        raise ValueError(f"--pipeline-costs: {exc}") from None

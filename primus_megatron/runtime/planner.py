@@ -1,0 +1,168 @@
+"""The runner's plans: each (pipeline size, microbatch count, forward-only) planned once from
+the PipelineSpec (generated, validated and lowered in one pass), the fingerprint check every
+pipeline rank owes before a plan's first step, and the re-plan policy for measured costs."""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+from typing import Callable, Optional
+
+import torch
+import torch.distributed as dist
+
+from .. import schedules as S
+from ..options import PipelineSpec
+from .collectives import collective_device
+from .p2p import DEFAULT_TIMEOUT_S, PipelineTimeout
+
+Key = tuple[int, int, bool]  # (pipeline size, microbatches, forward_only)
+
+
+def forward_only_schedule(schedule: S.Schedule) -> S.Schedule:
+    """The same order with the backward ops removed (evaluation)."""
+    only = schedule.with_ranks([[op for op in ops if op.kind == S.F] for ops in schedule.ranks])
+    only.meta["forward_only"] = True
+    return only
+
+
+class Planner:
+    """Plans for a spec (or for one fixed Schedule). `spec` changes only by re-planning, which
+    replaces it with a spec carrying the measured costs."""
+
+    def __init__(self, spec: PipelineSpec, *, fixed: Optional[S.Schedule] = None,
+                 log: Callable[[str], None] = lambda text: None) -> None:
+        self.spec = spec
+        self.log = log
+        self._fixed = None if fixed is None else (fixed, S.validate(fixed))
+        self._cache: dict[Key, tuple[S.Schedule, S.Lowered]] = {}
+        self._unchecked: set = set()  # plans whose fingerprint the ranks have not compared yet
+        self._prefixes: dict = {}
+        self._offload_plans: dict = {}
+
+    def plan(self, pp: int, num_microbatches: int, *, forward_only: bool = False) -> tuple[S.Schedule, S.Lowered]:
+        key = (pp, num_microbatches, forward_only)
+        if key not in self._cache:
+            self._cache[key] = self._make(key)
+            self._unchecked.add(key)
+        return self._cache[key]
+
+    def _make(self, key: Key) -> tuple[S.Schedule, S.Lowered]:
+        pp, m, forward_only = key
+        spec = self.spec
+        # with offload the memory limit bounds what stays resident: the offload plan meets it
+        limit = spec.memory_limit if spec.offload == "off" else None
+        if self._fixed is not None:
+            sched, lowered = self._fixed
+            if (sched.pp, sched.microbatches) != (pp, m):
+                raise ValueError(f"schedule {sched.name!r} was built for pp={sched.pp} and {sched.microbatches} "
+                                 f"microbatches, but the step has pp={pp} and {m}")
+            if not forward_only:
+                return self._with_offload(key, sched, lowered)
+        elif spec.checked_plan is not None and spec.checked_plan[0].pp == pp \
+                and spec.checked_plan[0].microbatches == m:
+            sched, lowered = spec.checked_plan  # generated and validated by the option checks
+            if not forward_only:
+                return self._with_offload(key, sched, lowered)
+        else:
+            sched = S.generate(spec.name, pp, m, costs=spec.costs, memory_limit=limit, chunks=spec.chunks,
+                               post_validation=spec.post_validation, validate=False)
+        if forward_only:
+            only = forward_only_schedule(sched)
+            return only, S.validate(only)
+        return self._with_offload(key, sched, S.validate(sched, costs=spec.costs, memory_limit=limit))
+
+    def _with_offload(self, key: Key, sched: S.Schedule, lowered: S.Lowered) -> tuple[S.Schedule, S.Lowered]:
+        spec = self.spec
+        if spec.offload != "off":
+            bandwidth = S.offload.check_bandwidth(1.0 if spec.offload_bandwidth is None else spec.offload_bandwidth)
+            self._offload_plans[key] = S.offload.choose(sched, spec.offload, bandwidth=bandwidth, costs=spec.costs,
+                                                        memory_limit=spec.memory_limit).plan
+        return sched, lowered
+
+    def offload_plan(self, key: Key):
+        return self._offload_plans.get(key)
+
+    def prefixes(self, key: Key, lowered: S.Lowered):
+        """Each rank's leading forwards (post-validation runs them before it validates)."""
+        if key not in self._prefixes:
+            from ..schedules.prefix import prefixes
+
+            self._prefixes[key] = prefixes(lowered)
+        return self._prefixes[key]
+
+    def owes_check(self, key: Key) -> bool:
+        return key in self._unchecked
+
+    def checked(self, key: Key) -> None:
+        self._unchecked.discard(key)
+
+    def use(self, key: Key, sched: S.Schedule, lowered: S.Lowered) -> None:
+        """Run `key` with a given (hand-built) plan; its fingerprint is still compared."""
+        self._cache[key] = (sched, lowered)
+        self._unchecked.add(key)
+
+    def replan(self, sched: S.Schedule, costs: S.Costs, step: int) -> None:
+        """Plan again from the measured costs. A cost-driven schedule takes the new plan (its search
+        honours the memory limit); one chosen for its memory class (zbv, v-half, v-min) takes it only
+        if it simulates no slower under the measured costs at no more peak activation memory."""
+        key = (sched.pp, sched.microbatches, False)
+        old = self._cache.get(key)
+        self.spec = dataclasses.replace(self.spec, costs=costs, checked_plan=None)
+        self._cache.clear()
+        self._prefixes.clear()
+        self._offload_plans.clear()
+        new, _ = self.plan(sched.pp, sched.microbatches)
+        if old is None:
+            return
+        before, after = S.simulate(old[0], costs), S.simulate(new, costs)
+        # the iteration the run has: the makespan, or each rank's span without the optimizer barrier
+        period = (lambda r: max(r.span)) if self.spec.post_validation else (lambda r: r.makespan)
+        slower = period(after) > period(before) * (1 + 1e-9)
+        bigger = max(after.peak_memory) > max(before.peak_memory) + 1e-9
+        name = self.spec.name
+        if not self.spec.entry.cost_driven and (slower or bigger):
+            self._cache = {key: old}
+            self.log(f"kept the running {name} plan after measuring costs at step {step}: a "
+                     f"re-plan simulates {1e3 * period(after):.1f} ms at peak activation "
+                     f"{max(after.peak_memory):.2f} units against {1e3 * period(before):.1f} ms at "
+                     f"{max(before.peak_memory):.2f}")
+            return
+        self.log(f"re-planned {name} from the measured costs at step {step}: simulated "
+                 f"iteration {1e3 * period(before):.1f} ms -> {1e3 * period(after):.1f} ms, peak activation "
+                 f"{max(before.peak_memory):.2f} -> {max(after.peak_memory):.2f} units")
+
+
+class ScheduleMismatch(RuntimeError):
+    """Pipeline ranks are about to run different schedules."""
+
+
+def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """All ranks of the pipeline compare a fingerprint of the schedule before any
+    p2p: ranks that disagree would otherwise hang (or silently mix tensors)."""
+    mine = schedule_fingerprint(sched)
+    value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long, device=collective_device(group))
+    values = [torch.zeros_like(value) for _ in range(dist.get_world_size(group))]
+    work = dist.all_gather(values, value, group=group, async_op=True)
+    try:
+        work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+    except Exception as exc:
+        raise PipelineTimeout(
+            f"pipeline rank {rank} (global {dist.get_rank()}) waited {timeout_s:g} s before its first pipeline op for "
+            f"every pipeline rank to compare schedule fingerprints; at least one rank never started the step (it "
+            f"died, hangs or is elsewhere in its program) [{type(exc).__name__}]") from exc
+    if len({int(v) for v in values}) == 1:
+        return
+    described: list = [None] * len(values)
+    dist.all_gather_object(described, f"{sched.name} (pp={sched.pp}, {sched.microbatches} microbatches, "
+                                      f"fingerprint {mine})", group=group)
+    listing = "; ".join(f"pipeline rank {r}: {d}" for r, d in enumerate(described))
+    raise ScheduleMismatch(f"pipeline ranks would run schedules that differ ({listing}); every rank must be given the "
+                           f"same --pipeline-schedule, microbatch count, memory limit and costs")
+
+
+def schedule_fingerprint(schedule: S.Schedule) -> str:
+    """A short hash of the exact op lists (ranks must agree on it before any p2p)."""
+    text = repr((schedule.name, schedule.pp, schedule.microbatches, schedule.chunks_per_rank, schedule.placement,
+                 schedule.ranks))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

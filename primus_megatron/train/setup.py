@@ -1,0 +1,64 @@
+"""examples/pretrain_gpt.py's start-up: process groups, CPU mode, seeds; and whether rank
+processes time-share this host's cores (which then shapes what measured timelines mean)."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+from typing import Optional
+
+import torch
+import torch.distributed as dist
+
+
+def log0(*parts) -> None:
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        print(*parts, flush=True)
+
+
+def initialize(args: argparse.Namespace) -> Optional[tuple[int, int]]:
+    """Process groups, CPU mode, seeds. Returns `cpu_time_sharing`'s answer (read before
+    any pinning), or None."""
+    notes = []
+    time_sharing = None
+    if args.cpu:
+        from ..compat import cpu, fallback_warnings
+
+        notes.append(fallback_warnings.silence())  # before megatron-core's modules are imported
+        cpu.enable()
+        torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+        time_sharing = cpu_time_sharing(int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1"))))
+        if time_sharing:
+            notes.append(time_sharing_note(*time_sharing))
+        if os.environ.get("PRIMUS_PIN_RANKS") == "1":  # benchmarks, the demo with enough cores: one core per rank
+            cores = sorted(os.sched_getaffinity(0))
+            os.sched_setaffinity(0, {cores[int(os.environ.get("LOCAL_RANK", "0")) % len(cores)]})
+    else:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        dist.init_process_group(args.distributed_backend,
+                                timeout=datetime.timedelta(minutes=args.distributed_timeout_minutes))
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+
+    ps.initialize_model_parallel(args.tensor_model_parallel_size, args.pipeline_model_parallel_size,
+                                 distributed_timeout_minutes=args.distributed_timeout_minutes)
+    torch.manual_seed(args.seed)  # same on every rank: dropout masks follow the data, not the placement
+    model_parallel_cuda_manual_seed(args.seed)
+    for note in notes:
+        log0(f"note: {note}")
+    return time_sharing
+
+
+def cpu_time_sharing(ranks_here: int) -> Optional[tuple[int, int]]:
+    """(rank processes on this host, cores this process may use) when there are
+    more ranks than cores, else None. Read before any pinning."""
+    cores = len(os.sched_getaffinity(0))
+    return (ranks_here, cores) if ranks_here > cores else None
+
+
+def time_sharing_note(ranks: int, cores: int) -> str:
+    return (f"{ranks} rank processes share {cores} core{'s' * (cores != 1)} here, so measured op times and gaps are mostly the "
+            f"operating system switching between ranks, not the schedule's bubbles; each op's CPU time is measured "
+            f"too, and the executed order replayed from it (the log's replayed bubble, the picture's replayed "
+            f"timeline) is what one core per rank would show")
