@@ -310,11 +310,10 @@ def choose(name: str, pp: int, microbatches: int, model: ModelCosts, num_layers:
     reports its peak, and `memory_limit` (units: an average rank's layers for
     one microbatch) excludes what exceeds it. The even split wins ties (it
     needs no option)."""
-    from .registry import generate, info
+    from .registry import info
 
     entry = info(name)
-    w_ops = generate(name, 2, 4, validate=False).splits_backward
-    splits = candidates(num_layers, pp, entry.chunks, w_ops=w_ops, model=model, placement=entry.placement)
+    splits = candidates(num_layers, pp, entry.chunks, w_ops=entry.splits_backward, model=model, placement=entry.placement)
     rows = [evaluate(name, pp, microbatches, model, split, memory_limit=memory_limit,
                      post_validation=post_validation) for split in splits]
     fitting = [c for c in rows if c.iteration is not None and not c.note]
