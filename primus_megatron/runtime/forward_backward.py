@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+from math import inf
 from typing import Any, Callable, Optional, Union
 
 import torch
 import torch.distributed as dist
 
 from .. import schedules as S
+from . import offload as activation_offload
 from .collectives import collective_device
 from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
 from .pending import take_pending
@@ -89,11 +91,11 @@ class PipelineRunner:
         self.memory_limit = memory_limit
         # Activation offload (schedules.offload): the plan decides which F's saved activations go to host and
         # when they come back; the bandwidth is in the cost model's units (activation shares per time unit).
-        # Left out, one share per unit of time: copies as long as an F at unit costs.
+        # Left out, measured at start-up (offload.measured_bandwidth): the first step plans copies as free.
         if offload not in S.offload.MODES:
             raise ValueError(f"offload must be one of {', '.join(S.offload.MODES)}, got {offload!r}")
         self.offload = offload
-        self.offload_bandwidth = S.offload.check_bandwidth(1.0 if offload_bandwidth is None else offload_bandwidth)
+        self.offload_bandwidth = None if offload_bandwidth is None else S.offload.check_bandwidth(offload_bandwidth)
         self._offload_plans: dict = {}
         # The run steps its optimizer with post-validation (no barrier between iterations): a
         # schedule that searches minimises the longest per-rank span, not the makespan.
@@ -135,7 +137,7 @@ class PipelineRunner:
             if forward_only:
                 sched = forward_only_schedule(sched)
             elif self.offload != "off":
-                self._offload_plans[key] = S.offload.choose(sched, self.offload, bandwidth=self.offload_bandwidth,
+                self._offload_plans[key] = S.offload.choose(sched, self.offload, bandwidth=self.offload_bandwidth or inf,
                                                             costs=self.costs, memory_limit=self.memory_limit).plan
             self._cache[key] = (sched, S.validate(sched))
             self._unchecked.add(key)
@@ -292,6 +294,13 @@ class PipelineRunner:
         with grad_ctx:
             result = run_step(lowered, rank, p2p, ctx, validate=validate, prefix=prefix)
         self.last_step = result
+        if self.offload != "off" and self.offload_bandwidth is None and not forward_only:  # measured at start-up
+            self.offload_bandwidth = activation_offload.measured_bandwidth(result, sched, self.costs, rank,
+                                                                           next(chunks[0].parameters()).device, group)
+            self._offload_plans = {k: S.offload.choose(self._cache[k][0], self.offload, bandwidth=self.offload_bandwidth,
+                                                       costs=self.costs, memory_limit=self.memory_limit).plan
+                                   for k in self._offload_plans}
+            self.log(f"offload bandwidth measured: {self.offload_bandwidth:.3g} activation units per time unit")
         if not forward_only:
             self.training_steps += 1
             if profiling and self.training_steps == self.profile_steps[1]:

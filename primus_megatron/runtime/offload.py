@@ -22,14 +22,25 @@ On GPU: pinned host buffers (torch's caching host allocator), one device-to-host
 host-to-device stream, CUDA events between them and the compute stream; the host never
 waits (`poll` frees device storages whose copy-out event has fired). On CPU the same path
 runs with a host pool: the original storage is freed, a copy is held until the reload.
+
+The copy lanes' bandwidth, when not given, is measured at start-up (`measured_bandwidth`): the
+first step runs with its copies planned as free; then each rank times a device-to-host and a
+host-to-device copy of one microbatch's activations as that step moved them (pinned buffers on
+their own streams, timed by events, on GPU; host copies on CPU), converts it into the cost
+model's units with that step's F times, and the ranks agree on the slowest.
 """
 from __future__ import annotations
 
 import contextlib
+import math
+import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 import torch
+
+from .resident import HOST_SCOPE
 
 Key = tuple  # (microbatch, chunk)
 
@@ -77,6 +88,7 @@ class ActivationOffload:
         self.host_bytes = 0  # held in the host pool now
         self.peak_host_bytes = 0
         self.moved = 0  # F ops offloaded this step
+        self.moved_bytes = 0  # what they saved, in all
 
     # -- hooks -----------------------------------------------------------------------------
     def _keeps(self, t: torch.Tensor) -> bool:
@@ -148,10 +160,12 @@ class ActivationOffload:
                 entry.out_event.record(self.d2h)
             self._freeing.append((entry.out_event, entry.storages))
         else:
-            entry.host = [src.clone() for src in sources]
+            with torch.profiler.record_function(HOST_SCOPE):  # host memory: `resident` tells it from the device's
+                entry.host = [src.clone() for src in sources]
         entry.storages = []
         entry.state = "out"
         self.moved += 1
+        self.moved_bytes += entry.nbytes
         self.host_bytes += entry.nbytes
         self.peak_host_bytes = max(self.peak_host_bytes, self.host_bytes)
         self.poll()
@@ -228,3 +242,75 @@ def for_rank(plan, rank: int, device: torch.device, params=()) -> Optional[Activ
     if plan is None or not plan.reload_at[rank]:
         return None
     return ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params)
+
+
+# -- the copy lanes' bandwidth, measured ---------------------------------------------------------
+
+def copy_seconds(nbytes: int, device: torch.device, repeats: int = 5) -> float:
+    """Seconds one copy lane takes for `nbytes`: the slower of a device-to-host and a host-to-device
+    copy (median of `repeats`). On GPU a pinned host buffer, each copy on a stream of its own between
+    two events; on CPU a host copy, timed on the host's clock."""
+    nbytes = max(1, int(nbytes))
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    times = []
+    if device.type == "cuda":
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        back = torch.empty_like(src)
+        d2h, h2d = torch.cuda.Stream(device), torch.cuda.Stream(device)
+        for _ in range(repeats + 1):  # the first round warms the streams up
+            marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+            d2h.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(d2h):
+                marks[0].record(d2h)
+                host.copy_(src, non_blocking=True)
+                marks[1].record(d2h)
+            h2d.wait_stream(d2h)
+            with torch.cuda.stream(h2d):
+                marks[2].record(h2d)
+                back.copy_(host, non_blocking=True)
+                marks[3].record(h2d)
+            marks[3].synchronize()
+            times.append(max(marks[0].elapsed_time(marks[1]), marks[2].elapsed_time(marks[3])) / 1e3)
+        times = times[1:]
+    else:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            host = src.clone()
+            mid = time.perf_counter()
+            host.clone()
+            end = time.perf_counter()
+            times.append(max(mid - start, end - mid))
+    return max(statistics.median(times), 1e-9)
+
+
+def measured_bandwidth(step, schedule, costs, rank: int, device: torch.device, group=None) -> float:
+    """The copy lanes' bandwidth in the cost model's units (activation shares per time unit), from
+    a step that offloaded (`step`: the executor's StepResult, with its timeline) and a timed copy of
+    one microbatch's activations of this rank. Time unit: this rank's F time for one microbatch
+    under `costs` against the step's measured F time; memory unit: this rank's F memory under
+    `costs` against the bytes the step's F ops saved. Every rank of `group` gets the smallest."""
+    from ..schedules.offload import _resolve
+    from ..schedules.ir import F
+
+    sc = _resolve(schedule, costs)
+    stages = schedule.stage_table[rank]
+    f_units = sum(sc.duration(F, s) for s in stages)
+    mem_units = sum(sc.memory(F, s) for s in stages)
+    f_times = [r.end - r.start for r in step.timeline if r.op.kind == F]
+    if not f_times or not step.offloaded or step.offloaded_bytes <= 0 or f_units <= 0 or mem_units <= 0:
+        value = math.inf  # nothing moved here: this rank does not bound the lanes
+    else:
+        rank_bytes = step.offloaded_bytes / step.offloaded * len(stages)  # one microbatch, every chunk
+        rank_seconds = statistics.median(f_times) * len(stages)
+        seconds = copy_seconds(rank_bytes, device)
+        # shares per time unit: (rank_bytes / mem_units) bytes per share, (rank_seconds / f_units) s per unit
+        value = (rank_bytes / seconds) * (rank_seconds / f_units) / (rank_bytes / mem_units)
+    if group is not None:
+        import torch.distributed as dist
+
+        box = torch.tensor([value], dtype=torch.float64)
+        if dist.get_backend(group) == "nccl":
+            box = box.to(device)
+        dist.all_reduce(box, op=dist.ReduceOp.MIN, group=group)
+        value = float(box.item())
+    return value  # inf where no rank moved anything: copies are then free
