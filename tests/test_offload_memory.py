@@ -5,7 +5,8 @@ model leaves out): the costs come from two profiled steps (the profiler's graph 
 are made with); then `--pipeline-offload` off and all each run a start-up step (the bandwidth is
 measured there) and a step measured by `runtime.resident` from torch's allocator events alone
 (never the autograd graph). On every rank the measured peak at op boundaries is within 5% of the
-simulator's for the plan that ran, and offloading everything really frees device memory. The
+simulator's for the plan that ran, offloading everything really frees device memory, and the
+bandwidth left out was measured at start-up, the same on every rank. The
 whole-matrix table (every schedule x off/all/auto at pp=4) is benchmarks/offload_memory.py's.
 """
 from __future__ import annotations
@@ -60,7 +61,8 @@ def _body(rank, case):
             step(runner)
         out[mode] = {"measured": memory.peak_at_ops(runner.last_step.timeline),
                      "simulated": simulated_peak(runner, PP, M, costs, summary["unit_bytes"], rank),
-                     "offloaded": runner.last_step.offloaded, "host_peak": memory.host_bytes_peak}
+                     "offloaded": runner.last_step.offloaded, "host_peak": memory.host_bytes_peak,
+                     "bandwidth": runner.offload_bandwidth}
     return out
 
 
@@ -86,3 +88,12 @@ def test_offloading_everything_frees_device_memory(measured):
         assert every["offloaded"] == 2 * M and off["offloaded"] == 0
         assert every["host_peak"] > 0 and off["host_peak"] == 0  # the host pool seen by the allocator
         assert every["measured"] < 0.8 * off["measured"], (rank, every["measured"], off["measured"])
+
+
+def test_the_bandwidth_left_out_is_measured_at_start_up_and_agreed(measured):
+    """No --pipeline-offload-bandwidth: the start-up step measured one, the same on every rank."""
+    values = {per_rank["all"]["bandwidth"] for per_rank in measured}
+    assert len(values) == 1
+    value = values.pop()
+    assert value is not None and 0 < value < float("inf")
+    assert all(per_rank["off"]["bandwidth"] is None for per_rank in measured)

@@ -129,3 +129,69 @@ def test_cuda_offload_is_bitwise_and_frees_the_device_copy():
     assert torch.equal(loss.detach(), plain_loss)
     assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain))
     offload.assert_empty()
+
+
+# -- the copy lanes' bandwidth, measured at start-up ----------------------------------------------
+
+def _step_result(f_seconds: list, offloaded: int, nbytes: int):
+    """What the executor hands back after a step: F records on the host clock, what was offloaded."""
+    from types import SimpleNamespace
+
+    from primus_megatron.runtime.executor import OpRecord
+
+    t, timeline = 0.0, []
+    for i, seconds in enumerate(f_seconds):
+        timeline.append(OpRecord(0, Op("F", i), 0, t, t + seconds))
+        timeline.append(OpRecord(0, Op("B", i), 0, t + seconds, t + 3 * seconds))  # B times are not F's
+        t += 4 * seconds
+    return SimpleNamespace(timeline=timeline, offloaded=offloaded, offloaded_bytes=nbytes)
+
+
+@pytest.mark.parametrize("name, chunks", [("zb-h1", 1), ("zbv", 2)])
+def test_measured_bandwidth_is_in_activation_shares_per_time_unit(monkeypatch, name, chunks):
+    """Under unit costs the time unit is this rank's F of one microbatch and the memory unit its
+    activations: 4 ms of F per chunk and a lane that copies the rank's activations of a microbatch
+    (every chunk's: 2 x 1000 bytes under V) in 1 ms carry 4 shares per unit of F time."""
+    from primus_megatron.runtime import offload as rt
+    from primus_megatron.schedules import Costs, generate
+
+    copied = []
+
+    def copy_seconds(nbytes, device, repeats=5):
+        copied.append(nbytes)
+        return 1e-3
+
+    monkeypatch.setattr(rt, "copy_seconds", copy_seconds)
+    schedule = generate(name, 2, 4)
+    step = _step_result([4e-3, 4e-3, 5e-3, 4e-3], offloaded=4, nbytes=4 * 1000)
+    assert rt.measured_bandwidth(step, schedule, None, 0, CPU) == pytest.approx(4.0 * chunks)
+    assert copied == [1000 * chunks]  # one microbatch's activations of this rank
+    # costs whose rank F takes 2 time units (a unit is half the F time) and adds 0.5 memory units (a
+    # rank's activations of a microbatch are half a share): 4 x chunks x 1/2 x 1/2 shares per unit
+    costs = Costs(f=2.0, mem_f=0.5, mem_b=-0.25, mem_w=-0.25)
+    assert rt.measured_bandwidth(step, schedule, costs, 0, CPU) == pytest.approx(4.0 * chunks / 2.0 * 0.5)
+
+
+def test_a_rank_that_moved_nothing_does_not_bound_the_lanes():
+    from primus_megatron.runtime import offload as rt
+    from primus_megatron.schedules import generate
+
+    step = _step_result([4e-3], offloaded=0, nbytes=0)
+    assert rt.measured_bandwidth(step, generate("zb-h1", 2, 4), None, 1, CPU) == float("inf")
+
+
+def test_copy_seconds_times_a_host_copy():
+    from primus_megatron.runtime.offload import copy_seconds
+
+    seconds = copy_seconds(1 << 20, CPU, repeats=3)
+    assert 0 < seconds < 10
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason=expected_skips.reason("no-cuda", "needs a CUDA device (pinned buffers, copy streams, events)"))
+def test_cuda_copy_seconds_times_both_lanes_with_events():
+    from primus_megatron.runtime.offload import copy_seconds
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    small, large = copy_seconds(1 << 16, device), copy_seconds(1 << 28, device)
+    assert 0 < small < large < 10  # 256 MiB over PCIe/xGMI takes longer than 64 KiB
