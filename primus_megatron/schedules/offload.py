@@ -314,8 +314,11 @@ def lifespans(schedule: Schedule, costs: Optional[Costs] = None) -> dict:
 
 
 def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs: Optional[Costs] = None,
-           memory_limit: Optional[float] = None, max_candidates: int = 48) -> OffloadResult:
-    """The plan `mode` asks for, timed (module doc). `auto` scores at most `max_candidates` + 2 prefixes."""
+           memory_limit: Optional[float] = None, max_candidates: int = 48,
+           max_slowdown: Optional[float] = None) -> OffloadResult:
+    """The plan `mode` asks for, timed (module doc). `auto` scores at most `max_candidates` + 2 prefixes.
+    With `max_slowdown` (a share, e.g. 0.02), `auto` takes the least memory among the plans at most that
+    much slower than without offload (then the fastest), instead of the fastest within `memory_limit`."""
     if mode not in MODES:
         raise ScheduleError(f"offload must be one of {', '.join(MODES)}, got {mode!r}")
     bandwidth = check_bandwidth(bandwidth)
@@ -335,9 +338,19 @@ def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs:
     n = len(order)
     sizes = sorted({0, n, *(round(j * n / max_candidates) for j in range(max_candidates + 1))})
     limit = math.inf if memory_limit is None else memory_limit + EPS
+    budget = None
     best = None
     for size in sizes:
         result = simulate_offload(schedule, make_plan(schedule, order[:size], bandwidth, costs, mode=AUTO), costs)
+        if max_slowdown is not None:
+            budget = budget if budget is not None else result.makespan * (1 + max_slowdown) + EPS  # size 0: off
+            # within the time budget first (or, when nothing is, the fastest); then the least memory
+            fast = result.makespan <= budget
+            score = (not fast, 0.0 if fast else round(result.makespan, 9), round(result.max_peak_memory, 9),
+                     result.makespan, size)
+            if best is None or score < best[0]:
+                best = (score, result)
+            continue
         fits = result.max_peak_memory <= limit
         # within the limit first (or, when nothing is, the least memory); then the fastest; then the least
         # memory; then the fewest copies
