@@ -23,6 +23,12 @@ host-to-device stream, CUDA events between them and the compute stream; the host
 waits (`poll` frees device storages whose copy-out event has fired). On CPU the same path
 runs with a host pool: the original storage is freed, a copy is held until the reload.
 
+On emulated devices (`runtime.emulated`, `emulate_lanes`) the copies also take the time the
+plan's bandwidth says, on one lane per direction as the planner models them: a copy out starts
+when its F ends and its lane is free; a copy back when its issuing op starts, its lane is free
+and its copy out has ended; the B waits (sleeps) until its copy back ends. `last_copies()` gives
+the copies of this process's latest step, timed on `time.monotonic`.
+
 The copy lanes' bandwidth, when not given, is measured at start-up (`measured_bandwidth`): the
 first step runs with its copies planned as free; then each rank times a device-to-host and a
 host-to-device copy of one microbatch's activations as that step moved them (pinned buffers on
@@ -74,8 +80,10 @@ class ActivationOffload:
     """One rank's offloads for one step (module doc). `plan`: {Op: [keys reloaded as it starts]}
     and the set of offloaded keys, both from `schedules.offload.OffloadPlan`."""
 
-    def __init__(self, keys, reloads_before: dict, device: torch.device, params=()) -> None:
+    def __init__(self, keys, reloads_before: dict, device: torch.device, params=(), lane_seconds=None) -> None:
         self.keys = frozenset(keys)
+        # emulated devices: {key: seconds one copy takes on a lane}; None: the copies' own time
+        self.lanes = None if lane_seconds is None else _EmulatedLanes(lane_seconds)
         self.reloads_before = dict(reloads_before)
         self.device = device
         self.cuda = device.type == "cuda"
@@ -164,6 +172,8 @@ class ActivationOffload:
                 entry.host = [src.clone() for src in sources]
         entry.storages = []
         entry.state = "out"
+        if self.lanes:
+            self.lanes.out(key)
         self.moved += 1
         self.moved_bytes += entry.nbytes
         self.host_bytes += entry.nbytes
@@ -192,6 +202,8 @@ class ActivationOffload:
                 entry.back_event.record(self.h2d)
         else:
             entry.back = [h.clone() for h in entry.host]
+        if self.lanes:
+            self.lanes.back(key)
         entry.state = "back"
 
     def ready(self, key: Key) -> None:
@@ -203,6 +215,8 @@ class ActivationOffload:
             self.reload(key)
         if self.cuda and entry.back_event is not None:
             torch.cuda.current_stream(self.device).wait_event(entry.back_event)
+        if self.lanes:
+            self.lanes.wait(key)
 
     def release(self, key: Key) -> None:
         """After the B of `key`: drop our references (W's closures keep theirs)."""
@@ -237,11 +251,59 @@ class ActivationOffload:
         self.host_bytes = 0
 
 
+class _EmulatedLanes:
+    """The copy lanes of an emulated device (module doc): their timing, no data."""
+
+    def __init__(self, seconds: dict) -> None:
+        self.seconds = seconds
+        self.d2h_free = self.h2d_free = 0.0
+        self.out_end: dict = {}
+        self.back_end: dict = {}
+        self.copies: list = []  # ("D2H" | "H2D", key, start, end), time.monotonic
+
+    def out(self, key) -> None:
+        start = max(time.monotonic(), self.d2h_free)
+        self.d2h_free = self.out_end[key] = start + self.seconds.get(key, 0.0)
+        self.copies.append(("D2H", key, start, self.d2h_free))
+
+    def back(self, key) -> None:
+        start = max(time.monotonic(), self.h2d_free, self.out_end.get(key, 0.0))
+        self.h2d_free = self.back_end[key] = start + self.seconds.get(key, 0.0)
+        self.copies.append(("H2D", key, start, self.h2d_free))
+
+    def wait(self, key) -> None:
+        from .emulated import wait_until
+
+        wait_until(self.back_end.get(key, 0.0))
+
+
+_EMULATED = {"seconds_per_unit": None, "last": None}
+
+
+def emulate_lanes(seconds_per_unit: Optional[float]) -> None:
+    """On emulated devices: copies take (activation units / the plan's bandwidth) time units of
+    `seconds_per_unit` seconds each; None: real copies only (the default)."""
+    _EMULATED["seconds_per_unit"] = seconds_per_unit
+
+
+def last_copies() -> list:
+    """The emulated lanes' copies of this process's latest offloading step (module doc)."""
+    last = _EMULATED["last"]
+    return list(last.lanes.copies) if last is not None and last.lanes else []
+
+
 def for_rank(plan, rank: int, device: torch.device, params=()) -> Optional[ActivationOffload]:
     """The rank's offloader for one step of `plan` (an OffloadPlan), or None when it offloads nothing."""
     if plan is None or not plan.reload_at[rank]:
         return None
-    return ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params)
+    lanes = None
+    scale = _EMULATED["seconds_per_unit"]
+    if scale is not None:
+        lanes = {key: scale * plan.copy_time(rank, key) for key in plan.reload_at[rank]}
+    offload = ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params, lanes)
+    if lanes is not None:
+        _EMULATED["last"] = offload
+    return offload
 
 
 # -- the copy lanes' bandwidth, measured ---------------------------------------------------------

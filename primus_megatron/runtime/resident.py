@@ -125,5 +125,5 @@ def simulated_peak(runner, pp: int, microbatches: int, costs, unit_bytes: float,
     schedule = runner.plan(pp, microbatches)[0]
     plan = runner._offload_plans.get((pp, microbatches, False))
     if plan is not None:
-        plan = S.offload.OffloadPlan(plan.mode, math.inf, plan.reload_at)
+        plan = S.offload.OffloadPlan(plan.mode, math.inf, plan.reload_at, plan.sizes)
     return S.offload.simulate_offload(schedule, plan, costs).peak_memory[rank] * unit_bytes

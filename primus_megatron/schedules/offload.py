@@ -55,6 +55,12 @@ class OffloadPlan:
     mode: str
     bandwidth: float
     reload_at: tuple  # per rank: {(mb, chunk): Op issuing its reload}
+    sizes: tuple = ()  # per rank: {(mb, chunk): activation units copied}, where make_plan made it
+
+    def copy_time(self, rank: int, key: tuple) -> float:
+        """Time units one copy of `key` takes on a lane of rank `rank` (0 where sizes are unknown)."""
+        size = self.sizes[rank].get(key, 0.0) if rank < len(self.sizes) else 0.0
+        return _transfer(size, self.bandwidth)
 
     @property
     def keys(self) -> tuple:
@@ -147,9 +153,9 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
     wanted: list[set] = [set() for _ in range(schedule.pp)]
     for rank, mb, chunk in keys:
         wanted[rank].add((mb, chunk))
-    reload_at = []
+    reload_at, sizes = [], []
     for r, ops in enumerate(schedule.ranks):
-        where = {}
+        where, size_of = {}, {}
         f_at, b_at = {}, {}
         for i, op in enumerate(ops):
             if op.kind == F:
@@ -160,7 +166,7 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
             if key not in f_at or key not in b_at:
                 raise ScheduleError(f"offload plan names microbatch {key[0]} chunk {key[1]} on rank {r}, which has "
                                     f"no F and B (or BW) for it")
-            size = sc.memory(F, schedule.stage_table[r][key[1]])
+            size = size_of[key] = sc.memory(F, schedule.stage_table[r][key[1]])
             need = _transfer(size, bandwidth)
             i = b_at[key]
             covered = 0.0
@@ -171,9 +177,11 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
                 covered += sc.duration(op.kind, schedule.stage_table[r][op.chunk])
             where[key] = ops[i]
         reload_at.append(where)
+        sizes.append(size_of)
     while len(reload_at) < schedule.pp:
         reload_at.append({})
-    return OffloadPlan(mode, bandwidth, tuple(reload_at))
+        sizes.append({})
+    return OffloadPlan(mode, bandwidth, tuple(reload_at), tuple(sizes))
 
 
 def empty_plan(schedule: Schedule, bandwidth: float = math.inf) -> OffloadPlan:
