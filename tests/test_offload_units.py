@@ -195,3 +195,52 @@ def test_cuda_copy_seconds_times_both_lanes_with_events():
     device = torch.device("cuda", torch.cuda.current_device())
     small, large = copy_seconds(1 << 16, device), copy_seconds(1 << 28, device)
     assert 0 < small < large < 10  # 256 MiB over PCIe/xGMI takes longer than 64 KiB
+
+
+# -- emulated devices: the copies take the time the bandwidth says -----------------------------------
+
+def test_emulated_lanes_queue_copies_and_the_b_waits_for_its_reload():
+    """One lane per direction: two copies out queue behind each other, a copy back starts once its
+    copy out has ended, and `ready` (before the B) sleeps until the copy back ends."""
+    import time
+
+    offload = ActivationOffload({(0, 0), (1, 0)}, {}, CPU, lane_seconds={(0, 0): 0.05, (1, 0): 0.05})
+    x = torch.randn(8, requires_grad=True)
+    ys = {}
+    for mb in (0, 1):
+        with offload.forward((mb, 0)):
+            ys[mb] = (x * (mb + 2)).sin()
+        offload.offloaded((mb, 0))
+    began = time.monotonic()
+    offload.reload((1, 0))  # its copy out ends after the first one's: it starts then
+    offload.ready((1, 0))
+    waited = time.monotonic() - began
+    copies = offload.lanes.copies
+    (d0, k0, s0, e0), (d1, k1, s1, e1), (d2, k2, s2, e2) = copies
+    assert (d0, d1, d2) == ("D2H", "D2H", "H2D") and (k0, k1, k2) == ((0, 0), (1, 0), (1, 0))
+    assert s1 >= e0 and e1 - s1 == pytest.approx(0.05)  # queued on the offload lane
+    assert s2 >= e1 and e2 - s2 == pytest.approx(0.05)  # after its own copy out
+    assert time.monotonic() >= e2 and waited >= 0.05  # the B waited for the copy back
+    ys[1].sum().backward()
+    offload.release((1, 0))
+    offload.ready((0, 0))
+    ys[0].sum().backward()
+    offload.release((0, 0))
+    offload.assert_empty()
+
+
+def test_for_rank_times_the_lanes_from_the_plan_only_on_emulated_devices():
+    from primus_megatron.runtime import offload as rt
+    from primus_megatron.schedules import generate
+    from primus_megatron.schedules import offload as O
+
+    schedule = generate("zbv", 2, 4)
+    plan = O.choose(schedule, "all", bandwidth=4.0).plan
+    assert plan.copy_time(0, (0, 0)) == pytest.approx(0.5 / 4.0)  # a chunk holds half a rank's activations
+    assert rt.for_rank(plan, 0, CPU).lanes is None  # real devices: the copies' own time
+    rt.emulate_lanes(0.1)
+    try:
+        lanes = rt.for_rank(plan, 0, CPU).lanes
+        assert lanes.seconds[(0, 0)] == pytest.approx(0.1 * 0.5 / 4.0)
+    finally:
+        rt.emulate_lanes(None)
