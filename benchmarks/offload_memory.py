@@ -14,11 +14,11 @@ measured: the largest resident bytes at any op's start or end of that step, from
 allocator events (`runtime.resident`: blocks allocated since the step started and not yet freed,
 the offload host pool's copies excluded; the autograd graph is never read). Gradients exist
 before the step (zeroed in place), so the baseline holds parameters, gradients and optimizer
-state. simulated: `schedules.offload.simulate_offload` of the plan that ran (its offload set and
-reload points), under the profiled costs, times the profile's bytes per activation unit; on CPU
-the host pool copies on the compute thread, so each copy is done before the next op starts, and
-the prediction times the copies so (free lanes) rather than overlapping the next ops as on GPU. error: the worst rank's |measured -
-simulated| / simulated.
+state. simulated: `runtime.resident.simulated_peak`, the simulator's peak for the plan that ran
+(its offload set and reload points) under the profiled costs, times the profile's bytes per
+activation unit; on CPU the host pool copies on the compute thread, each copy done before the
+next op starts, so the prediction times the copies so (free lanes) rather than overlapping the
+next ops as on GPU. error: the worst rank's |measured - simulated| / simulated.
 """
 from __future__ import annotations
 

@@ -187,8 +187,8 @@ def test_copy_seconds_times_a_host_copy():
     assert 0 < seconds < 10
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(),
-                    reason=expected_skips.reason("no-cuda", "needs a CUDA device (pinned buffers, copy streams, events)"))
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=expected_skips.reason(
+    "no-cuda", "needs a CUDA device (pinned buffers, copy streams, events)"))
 def test_cuda_copy_seconds_times_both_lanes_with_events():
     from primus_megatron.runtime.offload import copy_seconds
 

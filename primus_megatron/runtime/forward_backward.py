@@ -137,8 +137,9 @@ class PipelineRunner:
             if forward_only:
                 sched = forward_only_schedule(sched)
             elif self.offload != "off":
-                self._offload_plans[key] = S.offload.choose(sched, self.offload, bandwidth=self.offload_bandwidth or inf,
-                                                            costs=self.costs, memory_limit=self.memory_limit).plan
+                self._offload_plans[key] = S.offload.choose(sched, self.offload, costs=self.costs,
+                                                            bandwidth=self.offload_bandwidth or inf,
+                                                            memory_limit=self.memory_limit).plan
             self._cache[key] = (sched, S.validate(sched))
             self._unchecked.add(key)
         return self._cache[key]
@@ -297,9 +298,9 @@ class PipelineRunner:
         if self.offload != "off" and self.offload_bandwidth is None and not forward_only:  # measured at start-up
             self.offload_bandwidth = activation_offload.measured_bandwidth(result, sched, self.costs, rank,
                                                                            next(chunks[0].parameters()).device, group)
-            self._offload_plans = {k: S.offload.choose(self._cache[k][0], self.offload, bandwidth=self.offload_bandwidth,
-                                                       costs=self.costs, memory_limit=self.memory_limit).plan
-                                   for k in self._offload_plans}
+            self._offload_plans = {k: S.offload.choose(self._cache[k][0], self.offload, costs=self.costs,
+                                                       bandwidth=self.offload_bandwidth,
+                                                       memory_limit=self.memory_limit).plan for k in self._offload_plans}
             self.log(f"offload bandwidth measured: {self.offload_bandwidth:.3g} activation units per time unit")
         if not forward_only:
             self.training_steps += 1
