@@ -109,7 +109,8 @@ def main() -> int:
                            "GB simulated", "F ops offloaded"], rows), flush=True)
     text = (C.command_block(f"python benchmarks/offload_emulated.py --settings {args.settings} --links {args.links}")
             + f"\nMeasured on emulated devices ({time.time() - began:.0f} s on this machine, 2 cores shared with "
-              f"other work, taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); `auto` under a memory "
+              f"other work, load average {os.getloadavg()[0]:.0f} when written, taken "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); `auto` under a memory "
               f"limit of V-Min's simulated peak without offload. Memory: the largest rank's peak of resident "
               f"activations along the measured op and copy times (module doc).\n\n"
             + C.table(["setting", "GB/s", "variant", "ms measured", "ms simulated", "GB measured", "GB simulated",
