@@ -244,3 +244,37 @@ def test_for_rank_times_the_lanes_from_the_plan_only_on_emulated_devices():
         assert lanes.seconds[(0, 0)] == pytest.approx(0.1 * 0.5 / 4.0)
     finally:
         rt.emulate_lanes(None)
+
+
+# -- resident memory from the allocator's events -------------------------------------------------------
+
+def test_resident_memory_counts_what_the_step_allocates_and_keeps_and_not_the_host_pool():
+    import time
+
+    from primus_megatron.runtime.resident import ResidentMemory
+
+    before = torch.ones(1 << 16)  # allocated before: the baseline, its free is not the step's
+    with ResidentMemory() as memory:
+        kept = torch.ones(1 << 14)  # 64 KiB, kept
+        t_kept = time.perf_counter()
+        temp = torch.ones(1 << 15)  # 128 KiB, freed again
+        t_both = time.perf_counter()
+        del temp
+        offload = ActivationOffload({(0, 0)}, {}, CPU)
+        x = torch.ones(1 << 12, requires_grad=True)
+        with offload.forward((0, 0)):
+            y = (x * 2).sin()  # saves x * 2: 16 KiB
+        t_saved = time.perf_counter()
+        offload.offloaded((0, 0))  # its copy goes to the host pool; the device copy is freed
+        t_out = time.perf_counter()
+        del before
+        t_end = time.perf_counter()
+    assert memory.at(t_kept) == 64 << 10
+    assert memory.at(t_both) == (64 + 128) << 10
+    assert memory.at(t_saved) >= (64 + 16 + 16) << 10  # kept, x * 2, y
+    assert memory.at(t_out) == memory.at(t_saved) - (16 << 10)  # the saved storage left the device
+    assert memory.host_bytes_peak == 16 << 10  # and went to the host pool, not counted as resident
+    assert memory.at(t_end) == memory.at(t_out)  # a block from before the step frees nothing of the step's
+    offload.ready((0, 0))
+    y.sum().backward()
+    offload.release((0, 0))
