@@ -5,10 +5,11 @@ activations leave the device when the F ends and come back before their B (or
 BW), and for each such pair the op at whose start the reload is issued. The op
 order is the schedule's, untouched: offload adds copies, never moves an op.
 
-Timing (`simulate_offload`): each rank has one copy lane per direction
-(device-to-host, host-to-device) of `bandwidth` activation units per time unit
-(the cost model's units: an F of one rank's full layer share adds 1), so copies
-overlap compute and each other, and copies in one direction queue. The copy
+Timing (`simulate_offload`: the simulator's own loop, `simulation._run`, with the
+lanes as its hook): each rank has one copy lane per direction (device-to-host,
+host-to-device) of `bandwidth` activation units per time unit (the cost model's
+units: an F of one rank's full layer share adds 1), so copies overlap compute and
+each other, and copies in one direction queue. The copy
 out starts when the F ends; the copy back starts when its issuing op starts,
 the lane is free and the copy out has finished; the B waits for it. Memory is
 device-resident activation: an F's activations count from its end until their
@@ -25,8 +26,10 @@ plan within a memory limit (PipeOffload's selective offload: pairs are taken in
 order of how well their lifespan, F end to B start, hides the round trip, and
 every prefix of that order is scored; `all` is one of them, so `auto` is never
 slower than `all` under the same limit, and within the limit whenever `off` or
-`all` is). `check_offload` is the validator: every copy back ends before the op
-that uses it, every copy starts after what it copies exists.
+`all` is); with a time budget (`max_slowdown`) instead, the least memory among
+the prefixes at most that much slower than `off`. `check_offload` is the
+validator: every copy back ends before the op that uses it, every copy starts
+after what it copies exists.
 """
 from __future__ import annotations
 
