@@ -74,7 +74,7 @@ class ResidentMemory:
     def _read(self, tree) -> None:
         changes = []  # (unix ns, bytes, ptr, host)
         for event in _walk(tree):
-            if str(event.tag) != "_EventType.Allocation":
+            if not str(event.tag).endswith("Allocation"):  # torch._C._profiler._EventType.Allocation
                 continue
             fields = event.extra_fields
             if fields.device.type != self.device_type:
