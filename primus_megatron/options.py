@@ -196,7 +196,8 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "activations whose lifespan hides the copies first); default off")
     group.add_argument("--pipeline-offload-bandwidth", type=float, default=None, metavar="X",
                        help="each direction's host copy bandwidth for the offload plan, in activation units (a "
-                            "rank's activations of one microbatch) per unit of --pipeline-costs' F time; default 1")
+                            "rank's activations of one microbatch) per unit of --pipeline-costs' F time; default: measured "
+                            "at start-up (the first step's copies are planned as free)")
     group.add_argument("--pipeline-chunks", type=int, default=None, metavar="V",
                        help="model chunks per rank for schedules with a variable count (interleaved-1f1b)")
     group.add_argument("--pipeline-p2p-timeout", type=float, default=DEFAULT_P2P_TIMEOUT_S, metavar="SECONDS",

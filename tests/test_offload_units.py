@@ -129,3 +129,152 @@ def test_cuda_offload_is_bitwise_and_frees_the_device_copy():
     assert torch.equal(loss.detach(), plain_loss)
     assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain))
     offload.assert_empty()
+
+
+# -- the copy lanes' bandwidth, measured at start-up ----------------------------------------------
+
+def _step_result(f_seconds: list, offloaded: int, nbytes: int):
+    """What the executor hands back after a step: F records on the host clock, what was offloaded."""
+    from types import SimpleNamespace
+
+    from primus_megatron.runtime.executor import OpRecord
+
+    t, timeline = 0.0, []
+    for i, seconds in enumerate(f_seconds):
+        timeline.append(OpRecord(0, Op("F", i), 0, t, t + seconds))
+        timeline.append(OpRecord(0, Op("B", i), 0, t + seconds, t + 3 * seconds))  # B times are not F's
+        t += 4 * seconds
+    return SimpleNamespace(timeline=timeline, offloaded=offloaded, offloaded_bytes=nbytes)
+
+
+@pytest.mark.parametrize("name, chunks", [("zb-h1", 1), ("zbv", 2)])
+def test_measured_bandwidth_is_in_activation_shares_per_time_unit(monkeypatch, name, chunks):
+    """Under unit costs the time unit is this rank's F of one microbatch and the memory unit its
+    activations: 4 ms of F per chunk and a lane that copies the rank's activations of a microbatch
+    (every chunk's: 2 x 1000 bytes under V) in 1 ms carry 4 shares per unit of F time."""
+    from primus_megatron.runtime import offload as rt
+    from primus_megatron.schedules import Costs, generate
+
+    copied = []
+
+    def copy_seconds(nbytes, device, repeats=5):
+        copied.append(nbytes)
+        return 1e-3
+
+    monkeypatch.setattr(rt, "copy_seconds", copy_seconds)
+    schedule = generate(name, 2, 4)
+    step = _step_result([4e-3, 4e-3, 5e-3, 4e-3], offloaded=4, nbytes=4 * 1000)
+    assert rt.measured_bandwidth(step, schedule, None, 0, CPU) == pytest.approx(4.0 * chunks)
+    assert copied == [1000 * chunks]  # one microbatch's activations of this rank
+    # costs whose rank F takes 2 time units (a unit is half the F time) and adds 0.5 memory units (a
+    # rank's activations of a microbatch are half a share): 4 x chunks x 1/2 x 1/2 shares per unit
+    costs = Costs(f=2.0, mem_f=0.5, mem_b=-0.25, mem_w=-0.25)
+    assert rt.measured_bandwidth(step, schedule, costs, 0, CPU) == pytest.approx(4.0 * chunks / 2.0 * 0.5)
+
+
+def test_a_rank_that_moved_nothing_does_not_bound_the_lanes():
+    from primus_megatron.runtime import offload as rt
+    from primus_megatron.schedules import generate
+
+    step = _step_result([4e-3], offloaded=0, nbytes=0)
+    assert rt.measured_bandwidth(step, generate("zb-h1", 2, 4), None, 1, CPU) == float("inf")
+
+
+def test_copy_seconds_times_a_host_copy():
+    from primus_megatron.runtime.offload import copy_seconds
+
+    seconds = copy_seconds(1 << 20, CPU, repeats=3)
+    assert 0 < seconds < 10
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason=expected_skips.reason(
+    "no-cuda", "needs a CUDA device (pinned buffers, copy streams, events)"))
+def test_cuda_copy_seconds_times_both_lanes_with_events():
+    from primus_megatron.runtime.offload import copy_seconds
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    small, large = copy_seconds(1 << 16, device), copy_seconds(1 << 28, device)
+    assert 0 < small < large < 10  # 256 MiB over PCIe/xGMI takes longer than 64 KiB
+
+
+# -- emulated devices: the copies take the time the bandwidth says -----------------------------------
+
+def test_emulated_lanes_queue_copies_and_the_b_waits_for_its_reload():
+    """One lane per direction: two copies out queue behind each other, a copy back starts once its
+    copy out has ended, and `ready` (before the B) sleeps until the copy back ends."""
+    import time
+
+    offload = ActivationOffload({(0, 0), (1, 0)}, {}, CPU, lane_seconds={(0, 0): 0.05, (1, 0): 0.05})
+    x = torch.randn(8, requires_grad=True)
+    ys = {}
+    for mb in (0, 1):
+        with offload.forward((mb, 0)):
+            ys[mb] = (x * (mb + 2)).sin()
+        offload.offloaded((mb, 0))
+    began = time.monotonic()
+    offload.reload((1, 0))  # its copy out ends after the first one's: it starts then
+    offload.ready((1, 0))
+    waited = time.monotonic() - began
+    copies = offload.lanes.copies
+    (d0, k0, s0, e0), (d1, k1, s1, e1), (d2, k2, s2, e2) = copies
+    assert (d0, d1, d2) == ("D2H", "D2H", "H2D") and (k0, k1, k2) == ((0, 0), (1, 0), (1, 0))
+    assert s1 >= e0 and e1 - s1 == pytest.approx(0.05)  # queued on the offload lane
+    assert s2 >= e1 and e2 - s2 == pytest.approx(0.05)  # after its own copy out
+    assert time.monotonic() >= e2 and waited >= 0.05  # the B waited for the copy back
+    ys[1].sum().backward()
+    offload.release((1, 0))
+    offload.ready((0, 0))
+    ys[0].sum().backward()
+    offload.release((0, 0))
+    offload.assert_empty()
+
+
+def test_for_rank_times_the_lanes_from_the_plan_only_on_emulated_devices():
+    from primus_megatron.runtime import offload as rt
+    from primus_megatron.schedules import generate
+    from primus_megatron.schedules import offload as O
+
+    schedule = generate("zbv", 2, 4)
+    plan = O.choose(schedule, "all", bandwidth=4.0).plan
+    assert plan.copy_time(0, (0, 0)) == pytest.approx(0.5 / 4.0)  # a chunk holds half a rank's activations
+    assert rt.for_rank(plan, 0, CPU).lanes is None  # real devices: the copies' own time
+    rt.emulate_lanes(0.1)
+    try:
+        lanes = rt.for_rank(plan, 0, CPU).lanes
+        assert lanes.seconds[(0, 0)] == pytest.approx(0.1 * 0.5 / 4.0)
+    finally:
+        rt.emulate_lanes(None)
+
+
+# -- resident memory from the allocator's events -------------------------------------------------------
+
+def test_resident_memory_counts_what_the_step_allocates_and_keeps_and_not_the_host_pool():
+    import time
+
+    from primus_megatron.runtime.resident import ResidentMemory
+
+    before = torch.ones(1 << 16)  # allocated before: the baseline, its free is not the step's
+    with ResidentMemory() as memory:
+        kept = torch.ones(1 << 14)  # 64 KiB, kept
+        t_kept = time.perf_counter()
+        temp = torch.ones(1 << 15)  # 128 KiB, freed again
+        t_both = time.perf_counter()
+        del temp
+        offload = ActivationOffload({(0, 0)}, {}, CPU)
+        x = torch.ones(1 << 12, requires_grad=True)
+        with offload.forward((0, 0)):
+            y = (x * 2).sin()  # saves x * 2: 16 KiB
+        t_saved = time.perf_counter()
+        offload.offloaded((0, 0))  # its copy goes to the host pool; the device copy is freed
+        t_out = time.perf_counter()
+        del before
+        t_end = time.perf_counter()
+    assert memory.at(t_kept) == 64 << 10
+    assert memory.at(t_both) == (64 + 128) << 10
+    assert memory.at(t_saved) >= (64 + 16 + 16) << 10  # kept, x * 2, y
+    assert memory.at(t_out) == memory.at(t_saved) - (16 << 10)  # the saved storage left the device
+    assert memory.host_bytes_peak == 16 << 10  # and went to the host pool, not counted as resident
+    assert memory.at(t_end) == memory.at(t_out)  # a block from before the step frees nothing of the step's
+    offload.ready((0, 0))
+    y.sum().backward()
+    offload.release((0, 0))

@@ -156,3 +156,28 @@ def test_cli_refuses_bad_offload_options_in_one_line(capsys, bad, says):
     assert cli.main(["simulate", "--schedule", "zbv", "--pp", "4", "-m", "8", *bad]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert says in err[-1] and "Traceback" not in "\n".join(err)
+
+
+@settings(max_examples=25)
+@given(case=cases(), slowdown=st.sampled_from([0.0, 0.02, 0.1, 0.5]))
+def test_auto_with_a_time_budget_takes_the_least_memory_within_it(case, slowdown):
+    schedule, costs, bandwidth = case
+    off = O.choose(schedule, "off", bandwidth=bandwidth, costs=costs)
+    budget = O.choose(schedule, "auto", bandwidth=bandwidth, costs=costs, max_slowdown=slowdown)
+    O.check_offload(budget)
+    assert budget.makespan <= off.makespan * (1 + slowdown) + 1e-9  # off itself is within any budget
+    fastest = O.choose(schedule, "auto", bandwidth=bandwidth, costs=costs)  # as fast as off, least memory then
+    assert budget.max_peak_memory <= fastest.max_peak_memory + 1e-9
+    if bandwidth == math.inf:  # copies cost nothing: everything goes, at no cost in time
+        every = O.choose(schedule, "all", bandwidth=bandwidth, costs=costs)
+        assert budget.max_peak_memory == pytest.approx(every.max_peak_memory)
+
+
+def test_a_time_budget_buys_memory_where_the_fastest_plan_keeps_it():
+    """1f1b at a bandwidth where its last stages cannot hide copies: allowing 20% more time
+    offloads more than the fastest plan does, and leaves less resident."""
+    schedule = generate("1f1b", 4, 8)
+    fastest = O.choose(schedule, "auto", bandwidth=2.0)
+    budget = O.choose(schedule, "auto", bandwidth=2.0, max_slowdown=0.2)
+    assert budget.max_peak_memory < fastest.max_peak_memory
+    assert fastest.makespan < budget.makespan <= 1.2 * fastest.makespan

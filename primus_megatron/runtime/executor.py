@@ -121,6 +121,7 @@ class StepResult:
     peak_activation_bytes: Optional[float] = None  # measured when profiling
     offloaded: int = 0  # F ops whose saved activations went to host and back
     peak_host_bytes: int = 0  # the host pool's peak (it is empty when the step ends)
+    offloaded_bytes: int = 0  # what the offloaded F ops saved, in all
 
 
 class _Replay:
@@ -362,7 +363,8 @@ class _Step:
         return StepResult(self.forward_data_store, self.total_num_tokens, self.timeline, self.store.deferred,
                           self.store.ran, self.memory.peak if self.memory else None,
                           self.offload.moved if self.offload else 0,
-                          self.offload.peak_host_bytes if self.offload else 0)
+                          self.offload.peak_host_bytes if self.offload else 0,
+                          self.offload.moved_bytes if self.offload else 0)
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,

@@ -111,6 +111,8 @@ class PipelineRunner:
                           offload_plan=self.planner.offload_plan(key))
         p2p = P2P(group, rank, self.spec.p2p_timeout_s, self.p2p_mode)
         result = self._run(key, lowered, rank, p2p, ctx, forward_only)
+        if not forward_only and self.planner.offload_bandwidth_unknown:  # the first step that offloaded
+            self._measure_offload_bandwidth(sched, result, rank, group, chunks)
         if self.window.step_done(forward_only, profile is not None):
             self._close_window(sched, group, rank, shape, config, chunks)
         if not forward_only and config.finalize_model_grads_func is not None:
@@ -150,6 +152,17 @@ class PipelineRunner:
             result = run_step(lowered, rank, p2p, ctx, validate=validate, prefix=prefix)
         self.last_step = result
         return result
+
+    def _measure_offload_bandwidth(self, sched: S.Schedule, result: StepResult, rank: int, group,
+                                   chunks: list) -> None:
+        """--pipeline-offload-bandwidth left out: the first step planned copies as free; time this
+        rank's copies against that step's F times (every rank gets the slowest) and plan with it."""
+        from .offload import measured_bandwidth
+
+        bandwidth = measured_bandwidth(result, sched, self.spec.costs, rank, next(chunks[0].parameters()).device,
+                                       group)
+        self.planner.use_offload_bandwidth(bandwidth)
+        self.log(f"offload bandwidth measured: {bandwidth:.3g} activation units per time unit")
 
     def _close_window(self, sched: S.Schedule, group, rank: int, shape, config, chunks: list) -> None:
         """The profiled window is over: measured costs on every rank; a schedule that plans from

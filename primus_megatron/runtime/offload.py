@@ -22,14 +22,31 @@ On GPU: pinned host buffers (torch's caching host allocator), one device-to-host
 host-to-device stream, CUDA events between them and the compute stream; the host never
 waits (`poll` frees device storages whose copy-out event has fired). On CPU the same path
 runs with a host pool: the original storage is freed, a copy is held until the reload.
+
+On emulated devices (`runtime.emulated`, `emulate_lanes`) the copies also take the time the
+plan's bandwidth says, on one lane per direction as the planner models them: a copy out starts
+when its F ends and its lane is free; a copy back when its issuing op starts, its lane is free
+and its copy out has ended; the B waits (sleeps) until its copy back ends. `last_copies()` gives
+the copies of this process's latest step, timed on `time.monotonic`.
+
+The copy lanes' bandwidth, when not given, is measured at start-up (`measured_bandwidth`): the
+first step runs with its copies planned as free; then each rank times a device-to-host and a
+host-to-device copy of one microbatch's activations as that step moved them (pinned buffers on
+their own streams, timed by events, on GPU; host copies on CPU), converts it into the cost
+model's units with that step's F times, and the ranks agree on the slowest.
 """
 from __future__ import annotations
 
 import contextlib
+import math
+import statistics
+import time
 from dataclasses import dataclass, field
 from typing import Iterator, Optional
 
 import torch
+
+from .resident import HOST_SCOPE
 
 Key = tuple  # (microbatch, chunk)
 
@@ -63,8 +80,10 @@ class ActivationOffload:
     """One rank's offloads for one step (module doc). `plan`: {Op: [keys reloaded as it starts]}
     and the set of offloaded keys, both from `schedules.offload.OffloadPlan`."""
 
-    def __init__(self, keys, reloads_before: dict, device: torch.device, params=()) -> None:
+    def __init__(self, keys, reloads_before: dict, device: torch.device, params=(), lane_seconds=None) -> None:
         self.keys = frozenset(keys)
+        # emulated devices: {key: seconds one copy takes on a lane}; None: the copies' own time
+        self.lanes = None if lane_seconds is None else _EmulatedLanes(lane_seconds)
         self.reloads_before = dict(reloads_before)
         self.device = device
         self.cuda = device.type == "cuda"
@@ -77,6 +96,7 @@ class ActivationOffload:
         self.host_bytes = 0  # held in the host pool now
         self.peak_host_bytes = 0
         self.moved = 0  # F ops offloaded this step
+        self.moved_bytes = 0  # what they saved, in all
 
     # -- hooks -----------------------------------------------------------------------------
     def _keeps(self, t: torch.Tensor) -> bool:
@@ -148,10 +168,14 @@ class ActivationOffload:
                 entry.out_event.record(self.d2h)
             self._freeing.append((entry.out_event, entry.storages))
         else:
-            entry.host = [src.clone() for src in sources]
+            with torch.profiler.record_function(HOST_SCOPE):  # host memory: `resident` tells it from the device's
+                entry.host = [src.clone() for src in sources]
         entry.storages = []
         entry.state = "out"
+        if self.lanes:
+            self.lanes.out(key)
         self.moved += 1
+        self.moved_bytes += entry.nbytes
         self.host_bytes += entry.nbytes
         self.peak_host_bytes = max(self.peak_host_bytes, self.host_bytes)
         self.poll()
@@ -178,6 +202,8 @@ class ActivationOffload:
                 entry.back_event.record(self.h2d)
         else:
             entry.back = [h.clone() for h in entry.host]
+        if self.lanes:
+            self.lanes.back(key)
         entry.state = "back"
 
     def ready(self, key: Key) -> None:
@@ -189,6 +215,8 @@ class ActivationOffload:
             self.reload(key)
         if self.cuda and entry.back_event is not None:
             torch.cuda.current_stream(self.device).wait_event(entry.back_event)
+        if self.lanes:
+            self.lanes.wait(key)
 
     def release(self, key: Key) -> None:
         """After the B of `key`: drop our references (W's closures keep theirs)."""
@@ -223,8 +251,128 @@ class ActivationOffload:
         self.host_bytes = 0
 
 
+class _EmulatedLanes:
+    """The copy lanes of an emulated device (module doc): their timing, no data."""
+
+    def __init__(self, seconds: dict) -> None:
+        self.seconds = seconds
+        self.d2h_free = self.h2d_free = 0.0
+        self.out_end: dict = {}
+        self.back_end: dict = {}
+        self.copies: list = []  # ("D2H" | "H2D", key, start, end), time.monotonic
+
+    def out(self, key) -> None:
+        start = max(time.monotonic(), self.d2h_free)
+        self.d2h_free = self.out_end[key] = start + self.seconds.get(key, 0.0)
+        self.copies.append(("D2H", key, start, self.d2h_free))
+
+    def back(self, key) -> None:
+        start = max(time.monotonic(), self.h2d_free, self.out_end.get(key, 0.0))
+        self.h2d_free = self.back_end[key] = start + self.seconds.get(key, 0.0)
+        self.copies.append(("H2D", key, start, self.h2d_free))
+
+    def wait(self, key) -> None:
+        from .emulated import wait_until
+
+        wait_until(self.back_end.get(key, 0.0))
+
+
+_EMULATED = {"seconds_per_unit": None, "last": None}
+
+
+def emulate_lanes(seconds_per_unit: Optional[float]) -> None:
+    """On emulated devices: copies take (activation units / the plan's bandwidth) time units of
+    `seconds_per_unit` seconds each; None: real copies only (the default)."""
+    _EMULATED["seconds_per_unit"] = seconds_per_unit
+
+
+def last_copies() -> list:
+    """The emulated lanes' copies of this process's latest offloading step (module doc)."""
+    last = _EMULATED["last"]
+    return list(last.lanes.copies) if last is not None and last.lanes else []
+
+
 def for_rank(plan, rank: int, device: torch.device, params=()) -> Optional[ActivationOffload]:
     """The rank's offloader for one step of `plan` (an OffloadPlan), or None when it offloads nothing."""
     if plan is None or not plan.reload_at[rank]:
         return None
-    return ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params)
+    lanes = None
+    scale = _EMULATED["seconds_per_unit"]
+    if scale is not None:
+        lanes = {key: scale * plan.copy_time(rank, key) for key in plan.reload_at[rank]}
+    offload = ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params, lanes)
+    if lanes is not None:
+        _EMULATED["last"] = offload
+    return offload
+
+
+# -- the copy lanes' bandwidth, measured ---------------------------------------------------------
+
+def copy_seconds(nbytes: int, device: torch.device, repeats: int = 5) -> float:
+    """Seconds one copy lane takes for `nbytes`: the slower of a device-to-host and a host-to-device
+    copy (median of `repeats`). On GPU a pinned host buffer, each copy on a stream of its own between
+    two events; on CPU a host copy, timed on the host's clock."""
+    nbytes = max(1, int(nbytes))
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    times = []
+    if device.type == "cuda":
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        back = torch.empty_like(src)
+        d2h, h2d = torch.cuda.Stream(device), torch.cuda.Stream(device)
+        for _ in range(repeats + 1):  # the first round warms the streams up
+            marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+            d2h.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(d2h):
+                marks[0].record(d2h)
+                host.copy_(src, non_blocking=True)
+                marks[1].record(d2h)
+            h2d.wait_stream(d2h)
+            with torch.cuda.stream(h2d):
+                marks[2].record(h2d)
+                back.copy_(host, non_blocking=True)
+                marks[3].record(h2d)
+            marks[3].synchronize()
+            times.append(max(marks[0].elapsed_time(marks[1]), marks[2].elapsed_time(marks[3])) / 1e3)
+        times = times[1:]
+    else:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            host = src.clone()
+            mid = time.perf_counter()
+            host.clone()
+            end = time.perf_counter()
+            times.append(max(mid - start, end - mid))
+    return max(statistics.median(times), 1e-9)
+
+
+def measured_bandwidth(step, schedule, costs, rank: int, device: torch.device, group=None) -> float:
+    """The copy lanes' bandwidth in the cost model's units (activation shares per time unit), from
+    a step that offloaded (`step`: the executor's StepResult, with its timeline) and a timed copy of
+    one microbatch's activations of this rank. Time unit: this rank's F time for one microbatch
+    under `costs` against the step's measured F time; memory unit: this rank's F memory under
+    `costs` against the bytes the step's F ops saved. Every rank of `group` gets the smallest."""
+    from ..schedules.offload import _resolve
+    from ..schedules.ir import F
+
+    sc = _resolve(schedule, costs)
+    stages = schedule.stage_table[rank]
+    f_units = sum(sc.duration(F, s) for s in stages)
+    mem_units = sum(sc.memory(F, s) for s in stages)
+    f_times = [r.end - r.start for r in step.timeline if r.op.kind == F]
+    if not f_times or not step.offloaded or step.offloaded_bytes <= 0 or f_units <= 0 or mem_units <= 0:
+        value = math.inf  # nothing moved here: this rank does not bound the lanes
+    else:
+        rank_bytes = step.offloaded_bytes / step.offloaded * len(stages)  # one microbatch, every chunk
+        rank_seconds = statistics.median(f_times) * len(stages)
+        seconds = copy_seconds(rank_bytes, device)
+        # shares per time unit: (rank_bytes / mem_units) bytes per share, (rank_seconds / f_units) s per unit
+        value = (rank_bytes / seconds) * (rank_seconds / f_units) / (rank_bytes / mem_units)
+    if group is not None:
+        import torch.distributed as dist
+
+        box = torch.tensor([value], dtype=torch.float64)
+        if dist.get_backend(group) == "nccl":
+            box = box.to(device)
+        dist.all_reduce(box, op=dist.ReduceOp.MIN, group=group)
+        value = float(box.item())
+    return value  # inf where no rank moved anything: copies are then free

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
+from math import inf
 from typing import Callable, Optional
 
 import torch
@@ -75,13 +76,28 @@ class Planner:
     def _with_offload(self, key: Key, sched: S.Schedule, lowered: S.Lowered) -> tuple[S.Schedule, S.Lowered]:
         spec = self.spec
         if spec.offload != "off":
-            bandwidth = S.offload.check_bandwidth(1.0 if spec.offload_bandwidth is None else spec.offload_bandwidth)
+            # left out, the bandwidth is measured after the first step (`use_offload_bandwidth`),
+            # which plans its copies as free
+            bandwidth = inf if spec.offload_bandwidth is None else S.offload.check_bandwidth(spec.offload_bandwidth)
             self._offload_plans[key] = S.offload.choose(sched, spec.offload, bandwidth=bandwidth, costs=spec.costs,
                                                         memory_limit=spec.memory_limit).plan
         return sched, lowered
 
     def offload_plan(self, key: Key):
+        """The activation offload plan of a planned step (None without offload)."""
         return self._offload_plans.get(key)
+
+    @property
+    def offload_bandwidth_unknown(self) -> bool:
+        """Offload is on and its bandwidth was left out and not measured yet."""
+        return self.spec.offload != "off" and self.spec.offload_bandwidth is None
+
+    def use_offload_bandwidth(self, bandwidth: float) -> None:
+        """The copy lanes' measured bandwidth: a new spec carries it and every planned step's
+        offload plan is chosen again with it (the op orders stay)."""
+        self.spec = dataclasses.replace(self.spec, offload_bandwidth=bandwidth)
+        for key in self._offload_plans:
+            self._with_offload(key, *self._cache[key])
 
     def prefixes(self, key: Key, lowered: S.Lowered):
         """Each rank's leading forwards (post-validation runs them before it validates)."""
@@ -123,6 +139,8 @@ class Planner:
         name = self.spec.name
         if not self.spec.entry.cost_driven and (slower or bigger):
             self._cache = {key: old}
+            self._offload_plans.clear()
+            self._with_offload(key, *old)  # the offload plan of the order that keeps running
             self.log(f"kept the running {name} plan after measuring costs at step {step}: a "
                      f"re-plan simulates {1e3 * period(after):.1f} ms at peak activation "
                      f"{max(after.peak_memory):.2f} units against {1e3 * period(before):.1f} ms at "

@@ -5,10 +5,11 @@ activations leave the device when the F ends and come back before their B (or
 BW), and for each such pair the op at whose start the reload is issued. The op
 order is the schedule's, untouched: offload adds copies, never moves an op.
 
-Timing (`simulate_offload`): each rank has one copy lane per direction
-(device-to-host, host-to-device) of `bandwidth` activation units per time unit
-(the cost model's units: an F of one rank's full layer share adds 1), so copies
-overlap compute and each other, and copies in one direction queue. The copy
+Timing (`simulate_offload`: the simulator's own loop, `simulation._run`, with the
+lanes as its hook): each rank has one copy lane per direction (device-to-host,
+host-to-device) of `bandwidth` activation units per time unit (the cost model's
+units: an F of one rank's full layer share adds 1), so copies overlap compute and
+each other, and copies in one direction queue. The copy
 out starts when the F ends; the copy back starts when its issuing op starts,
 the lane is free and the copy out has finished; the B waits for it. Memory is
 device-resident activation: an F's activations count from its end until their
@@ -25,8 +26,10 @@ plan within a memory limit (PipeOffload's selective offload: pairs are taken in
 order of how well their lifespan, F end to B start, hides the round trip, and
 every prefix of that order is scored; `all` is one of them, so `auto` is never
 slower than `all` under the same limit, and within the limit whenever `off` or
-`all` is). `check_offload` is the validator: every copy back ends before the op
-that uses it, every copy starts after what it copies exists.
+`all` is); with a time budget (`max_slowdown`) instead, the least memory among
+the prefixes at most that much slower than `off`. `check_offload` is the
+validator: every copy back ends before the op that uses it, every copy starts
+after what it copies exists.
 """
 from __future__ import annotations
 
@@ -34,12 +37,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from .compiled import compile_schedule
 from .costs import UNIT, Costs, StageCosts
 from .errors import ScheduleError
 from .gc_pause import gc_paused
 from .ir import B, BW, F, Op, Schedule
-from .simulation import Span, _op_info, _ranks
+from .simulation import op_times
 
 OFF, ALL, AUTO = "off", "all", "auto"
 MODES = (OFF, ALL, AUTO)
@@ -55,6 +57,12 @@ class OffloadPlan:
     mode: str
     bandwidth: float
     reload_at: tuple  # per rank: {(mb, chunk): Op issuing its reload}
+    sizes: tuple = ()  # per rank: {(mb, chunk): activation units copied}, where make_plan made it
+
+    def copy_time(self, rank: int, key: tuple) -> float:
+        """Time units one copy of `key` takes on a lane of rank `rank` (0 where sizes are unknown)."""
+        size = self.sizes[rank].get(key, 0.0) if rank < len(self.sizes) else 0.0
+        return _transfer(size, self.bandwidth)
 
     @property
     def keys(self) -> tuple:
@@ -147,9 +155,9 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
     wanted: list[set] = [set() for _ in range(schedule.pp)]
     for rank, mb, chunk in keys:
         wanted[rank].add((mb, chunk))
-    reload_at = []
+    reload_at, sizes = [], []
     for r, ops in enumerate(schedule.ranks):
-        where = {}
+        where, size_of = {}, {}
         f_at, b_at = {}, {}
         for i, op in enumerate(ops):
             if op.kind == F:
@@ -160,7 +168,7 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
             if key not in f_at or key not in b_at:
                 raise ScheduleError(f"offload plan names microbatch {key[0]} chunk {key[1]} on rank {r}, which has "
                                     f"no F and B (or BW) for it")
-            size = sc.memory(F, schedule.stage_table[r][key[1]])
+            size = size_of[key] = sc.memory(F, schedule.stage_table[r][key[1]])
             need = _transfer(size, bandwidth)
             i = b_at[key]
             covered = 0.0
@@ -171,9 +179,11 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
                 covered += sc.duration(op.kind, schedule.stage_table[r][op.chunk])
             where[key] = ops[i]
         reload_at.append(where)
+        sizes.append(size_of)
     while len(reload_at) < schedule.pp:
         reload_at.append({})
-    return OffloadPlan(mode, bandwidth, tuple(reload_at))
+        sizes.append({})
+    return OffloadPlan(mode, bandwidth, tuple(reload_at), tuple(sizes))
 
 
 def empty_plan(schedule: Schedule, bandwidth: float = math.inf) -> OffloadPlan:
@@ -189,85 +199,85 @@ def offloadable(schedule: Schedule) -> list[tuple[int, int, int]]:
     return out
 
 
+class _Lanes:
+    """The copy lanes as a hook of the simulator's loop (`simulation._run`): reloads issued as their
+    op starts, a B (or BW) waiting for its reload, a copy out queued as its F ends (module doc)."""
+
+    def __init__(self, schedule: Schedule, plan: OffloadPlan, sc: StageCosts) -> None:
+        pp = schedule.pp
+        self.schedule, self.plan, self.sc = schedule, plan, sc
+        self.issue = [plan.reloads_before(r) for r in range(pp)]
+        self.marked = []
+        for r in range(pp):
+            ops, offl, issue = schedule.ranks[r] if r < len(schedule.ranks) else (), plan.reload_at[r], self.issue[r]
+            self.marked.append([op in issue or ((op.mb, op.chunk) in offl and op.kind in (F, B, BW)) for op in ops])
+        self.d2h_free, self.h2d_free = [0.0] * pp, [0.0] * pp
+        self.out_end: list[dict] = [{} for _ in range(pp)]
+        self.back_end: list[dict] = [{} for _ in range(pp)]
+        self.copies: list = [[] for _ in range(pp)]
+        self.issued: list = [{} for _ in range(pp)]  # op index -> its copies back, in issue order
+        self.stall = [0.0] * pp
+
+    def size(self, r: int, chunk: int) -> float:
+        return self.sc.memory(F, self.schedule.stage_table[r][chunk])
+
+    def start(self, r: int, i: int, ready: float) -> float:
+        op = self.schedule.ranks[r][i]
+        for key in self.issue[r].get(op, ()):  # reloads issued as this op starts
+            start = max(ready, self.h2d_free[r], self.out_end[r][key])
+            self.h2d_free[r] = self.back_end[r][key] = start + _transfer(self.size(r, key[1]), self.plan.bandwidth)
+            copy = Copy(r, "H2D", key, start, self.h2d_free[r])
+            self.copies[r].append(copy)
+            self.issued[r].setdefault(i, []).append(copy)
+        key = (op.mb, op.chunk)
+        if op.kind in (B, BW) and key in self.plan.reload_at[r]:
+            if key not in self.back_end[r]:
+                raise ScheduleError(f"rank {r} op {op} runs before the op {self.plan.reload_at[r][key]} that issues "
+                                    f"its reload")
+            if self.back_end[r][key] > ready:
+                self.stall[r] += self.back_end[r][key] - ready
+                ready = self.back_end[r][key]
+        return ready
+
+    def end(self, r: int, i: int, end: float) -> None:
+        op = self.schedule.ranks[r][i]
+        key = (op.mb, op.chunk)
+        if op.kind == F and key in self.plan.reload_at[r]:
+            start = max(end, self.d2h_free[r])
+            self.d2h_free[r] = self.out_end[r][key] = start + _transfer(self.size(r, op.chunk), self.plan.bandwidth)
+            self.copies[r].append(Copy(r, "D2H", key, start, self.d2h_free[r]))
+
+    def peaks(self, timeline: list) -> list:
+        """Per rank, the peak of device-resident activation: each op's memory at its end, a copy back's
+        at its start, a copy out's release at its end; equal times in the order they happen."""
+        out = []
+        for r, spans in enumerate(timeline):
+            events = []
+            offl = self.plan.reload_at[r]
+            for i, span in enumerate(spans):
+                events.extend((c.start, self.size(r, c.key[1])) for c in self.issued[r].get(i, ()))
+                events.append((span.end, self.sc.memory(span.op.kind, span.stage)))
+                if span.op.kind == F and (span.op.mb, span.op.chunk) in offl:
+                    events.append((self.out_end[r][(span.op.mb, span.op.chunk)], -self.size(r, span.op.chunk)))
+            live = peak = 0.0
+            for _, delta in sorted(events, key=lambda e: e[0]):  # stable
+                live += delta
+                peak = max(peak, live)
+            out.append(peak)
+        return out
+
+
 @gc_paused
 def simulate_offload(schedule: Schedule, plan: Optional[OffloadPlan] = None,
                      costs: Optional[Costs] = None) -> OffloadResult:
-    """Time `schedule` with `plan`'s copies on per-rank lanes (module doc)."""
+    """Time `schedule` with `plan`'s copies on per-rank lanes (module doc): the simulator's own loop
+    (`simulation._run`) with the lanes as its hook."""
     plan = plan or empty_plan(schedule)
     sc = _resolve(schedule, costs)
-    compiled = compile_schedule(schedule)
-    pp, stride = schedule.pp, compiled.stride
-    info = _op_info(compiled, sc)
-    ranks = _ranks(compiled)
-    stages = [[rule.stage for rule in rules] for rules in compiled.rules]
-    issue = [plan.reloads_before(r) for r in range(pp)]
-    done: list = [None] * (stride * schedule.microbatches)
-    spans: list = [[] for _ in range(pp)]
-    copies: list = [[] for _ in range(pp)]
-    events: list = [[] for _ in range(pp)]  # (time, delta)
-    free, ptr = [0.0] * pp, [0] * pp
-    d2h_free, h2d_free = [0.0] * pp, [0.0] * pp
-    out_end: list[dict] = [{} for _ in range(pp)]
-    back_end: list[dict] = [{} for _ in range(pp)]
-    stall = [0.0] * pp
-    waiting: dict = {}
-    todo = list(range(pp))
-    while todo:
-        r = todo.pop()
-        ops, info_r, mb_r, offl = ranks[r], info[r], compiled.mbs[r], plan.reload_at[r]
-        i, t_free = ptr[r], free[r]
-        while i < len(ops):
-            need, extra, dur, out, out2 = info_r[i]
-            base = mb_r[i] * stride
-            ready = t_free
-            if need >= 0:
-                end = done[base + need]
-                if end is None:
-                    waiting.setdefault(base + need, []).append(r)
-                    break
-                ready = max(ready, end + extra)
-            op, stage = ops[i], stages[r][i]
-            for key in issue[r].get(op, ()):  # reloads issued as this op starts
-                size = sc.memory(F, schedule.stage_table[r][key[1]])
-                start = max(ready, h2d_free[r], out_end[r][key])
-                h2d_free[r] = back_end[r][key] = start + _transfer(size, plan.bandwidth)
-                copies[r].append(Copy(r, "H2D", key, start, h2d_free[r]))
-                events[r].append((start, size))
-            key = (op.mb, op.chunk)
-            if op.kind in (B, BW) and key in offl:
-                if key not in back_end[r]:
-                    raise ScheduleError(f"rank {r} op {op} runs before the op {offl[key]} that issues its reload")
-                if back_end[r][key] > ready:
-                    stall[r] += back_end[r][key] - ready
-                    ready = back_end[r][key]
-            t_free = ready + dur
-            spans[r].append(Span(r, op, stage, ready, t_free))
-            events[r].append((t_free, sc.memory(op.kind, stage)))
-            if op.kind == F and key in offl:
-                size = sc.memory(F, stage)
-                start = max(t_free, d2h_free[r])
-                d2h_free[r] = out_end[r][key] = start + _transfer(size, plan.bandwidth)
-                copies[r].append(Copy(r, "D2H", key, start, d2h_free[r]))
-                events[r].append((d2h_free[r], -size))
-            i += 1
-            for o in (out, out2):
-                if o < 0:
-                    continue
-                done[base + o] = t_free
-                todo.extend(waiting.pop(base + o, ()))
-        ptr[r], free[r] = i, t_free
-    stuck = [r for r in range(pp) if ptr[r] < len(ranks[r])]
-    if stuck:
-        raise ScheduleError(f"schedule {schedule.name!r} deadlocks on rank(s) {stuck}")
-    peaks = []
-    for evs in events:
-        live = peak = 0.0
-        for _, delta in sorted(evs, key=lambda e: e[0]):  # stable: equal times in the order they happen
-            live += delta
-            peak = max(peak, live)
-        peaks.append(peak)
-    makespan = max((row[-1].end for row in spans if row), default=0.0)
-    result = OffloadResult(schedule, plan, spans, copies, makespan, peaks, stall)
+    lanes = _Lanes(schedule, plan, sc)
+    timeline = op_times(schedule, sc, lanes)
+    makespan = max((row[-1].end for row in timeline if row), default=0.0)
+    result = OffloadResult(schedule, plan, timeline, lanes.copies, makespan, lanes.peaks(timeline), lanes.stall)
     check_offload(result)
     return result
 
@@ -314,8 +324,11 @@ def lifespans(schedule: Schedule, costs: Optional[Costs] = None) -> dict:
 
 
 def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs: Optional[Costs] = None,
-           memory_limit: Optional[float] = None, max_candidates: int = 48) -> OffloadResult:
-    """The plan `mode` asks for, timed (module doc). `auto` scores at most `max_candidates` + 2 prefixes."""
+           memory_limit: Optional[float] = None, max_candidates: int = 48,
+           max_slowdown: Optional[float] = None) -> OffloadResult:
+    """The plan `mode` asks for, timed (module doc). `auto` scores at most `max_candidates` + 2 prefixes.
+    With `max_slowdown` (a share, e.g. 0.02), `auto` takes the least memory among the plans at most that
+    much slower than without offload (then the fastest), instead of the fastest within `memory_limit`."""
     if mode not in MODES:
         raise ScheduleError(f"offload must be one of {', '.join(MODES)}, got {mode!r}")
     bandwidth = check_bandwidth(bandwidth)
@@ -335,9 +348,19 @@ def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs:
     n = len(order)
     sizes = sorted({0, n, *(round(j * n / max_candidates) for j in range(max_candidates + 1))})
     limit = math.inf if memory_limit is None else memory_limit + EPS
+    budget = None
     best = None
     for size in sizes:
         result = simulate_offload(schedule, make_plan(schedule, order[:size], bandwidth, costs, mode=AUTO), costs)
+        if max_slowdown is not None:
+            budget = budget if budget is not None else result.makespan * (1 + max_slowdown) + EPS  # size 0: off
+            # within the time budget first (or, when nothing is, the fastest); then the least memory
+            fast = result.makespan <= budget
+            score = (not fast, 0.0 if fast else round(result.makespan, 9), round(result.max_peak_memory, 9),
+                     result.makespan, size)
+            if best is None or score < best[0]:
+                best = (score, result)
+            continue
         fits = result.max_peak_memory <= limit
         # within the limit first (or, when nothing is, the least memory); then the fastest; then the least
         # memory; then the fewest copies

@@ -83,10 +83,10 @@ def score_of(spans: list[tuple[float, float]], peaks: list[float]) -> tuple[floa
     return max(end for _, end in spans), max(end - start for start, end in spans), max(peaks)
 
 
-def op_times(schedule: Schedule, sc: StageCosts) -> list[list[Span]]:
-    """Start/end of every op; raises ScheduleError if some rank can never proceed."""
+def op_times(schedule: Schedule, sc: StageCosts, hook=None) -> list[list[Span]]:
+    """Start/end of every op; raises ScheduleError if some rank can never proceed. `hook`: `_run`'s."""
     compiled = compile_schedule(schedule)
-    starts, ends, _ = _run(compiled, sc)
+    starts, ends, _ = _run(compiled, sc, hook)
     return [list(map(_span, zip(repeat(r), ops, map(attrgetter("stage"), rules), starts[r], ends[r])))
             for r, (ops, rules) in enumerate(zip(_ranks(compiled), compiled.rules))]
 
@@ -121,10 +121,15 @@ def _op_info(compiled: Compiled, sc: StageCosts) -> list[list[tuple]]:
 
 
 @gc_paused
-def _run(compiled: Compiled, sc: StageCosts) -> tuple[list[list[float]], list[list[float]], list[float]]:
+def _run(compiled: Compiled, sc: StageCosts, hook=None) -> tuple[list[list[float]], list[list[float]], list[float]]:
     """Each rank runs its ops in order, an op starting when the rank is free and its
     input has arrived: (per rank the start and the end of each op, per rank its last end).
-    Results are keyed as in the compiled form (`compiled`)."""
+    Results are keyed as in the compiled form (`compiled`).
+
+    `hook` (optional) times what the ops wait for besides their inputs (the offload copy lanes,
+    `offload.simulate_offload`): `hook.marked[r][i]` is true for the ops it cares about, and for
+    those `hook.start(r, i, ready)` returns when the op may start and `hook.end(r, i, end)` hears
+    when it ended. Unmarked ops run as without a hook."""
     pp, stride = compiled.schedule.pp, compiled.stride
     info = _op_info(compiled, sc)
     done: list[Optional[float]] = [None] * (stride * compiled.schedule.microbatches)  # result key -> end time
@@ -137,6 +142,7 @@ def _run(compiled: Compiled, sc: StageCosts) -> tuple[list[list[float]], list[li
     while todo:
         r = todo.pop()
         info_r, mb_r, starts_r, ends_r = info[r], compiled.mbs[r], starts[r], ends[r]
+        marked = hook.marked[r] if hook is not None else None
         i, count = ptr[r], len(info_r)
         t_free = free[r]
         while i < count:
@@ -151,7 +157,12 @@ def _run(compiled: Compiled, sc: StageCosts) -> tuple[list[list[float]], list[li
                 end += extra
                 if end > ready:
                     ready = end
-            t_free = ready + dur
+            if marked is None or not marked[i]:
+                t_free = ready + dur
+            else:
+                ready = hook.start(r, i, ready)
+                t_free = ready + dur
+                hook.end(r, i, t_free)
             starts_r.append(ready)
             ends_r.append(t_free)
             i += 1

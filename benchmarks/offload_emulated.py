@@ -1,0 +1,123 @@
+"""Activation offload on emulated devices at the Zero Bubble paper's settings: measured time and memory.
+
+    python benchmarks/offload_emulated.py                       # pp=8 (1.5B, 24 microbatches), 25 and 50 GB/s
+    python benchmarks/offload_emulated.py --settings 1.5B:8:24,6.2B:16:48 --no-markdown
+
+P forked gloo ranks run emulated chunks (`runtime/emulated.py`: F, B and W wait the paper's
+profiled ms, activations go through our p2p) under our runtime, each of zb-h1, zbv, v-half and
+v-min without offload and with `--pipeline-offload auto` under a memory limit of V-Min's peak
+without offload. With offload the copies take the time the host link says on one lane per
+direction (`runtime.offload.emulate_lanes`: a rank's activations of one microbatch are M_B =
+sb(34h + 5as) per layer x layers/pp bytes, s = 1024, b = 1). Measured: the iteration (the step's
+makespan across ranks, after a barrier) and each rank's peak of resident activations, counted in
+the planner's units along the step's measured op and copy times (an F adds its activations at
+its end, its copy out removes them at its end, a copy back adds them at its start, B and W free
+as the paper's memory model says) and shown in GB. Simulated: `schedules.offload` for the same
+plan. One warm-up step, one measured step per variant.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+import offload_paper as OP  # noqa: E402
+
+from primus_megatron import schedules as S  # noqa: E402
+from primus_megatron.schedules import offload as O  # noqa: E402
+from primus_megatron.schedules import paper_settings as P  # noqa: E402
+
+TITLE = "## Activation offload on emulated devices (measured, the paper's settings)"
+SCALE = 1e-3  # seconds per time unit (the paper's costs are ms)
+
+
+def _setting(text: str):
+    model, pp, m = text.split(":")
+    for s in (*P.TABLE5_SETTINGS, *P.TABLE8_SETTINGS):
+        if (s.model, s.pp, s.microbatches) == (model, int(pp), int(m)):
+            return s, (1.0 if s in P.TABLE5_SETTINGS else 2.0)
+    raise SystemExit(f"--settings: no paper setting {text!r} (model:pp:microbatches of Table 5 or 8)")
+
+
+def variants(setting, share: float, link: float):
+    from primus_megatron.train import emulate as E
+
+    costs = setting.costs(share)
+    unit = OP.unit_bytes(P.MODELS[setting.model], setting.pp)
+    bw = OP.bandwidth(link, unit)
+    plans = {n: S.generate(n, setting.pp, setting.microbatches, costs=costs) for n in OP.SCHEDULES}
+    limit = O.choose(plans["v-min"], "off", costs=costs).max_peak_memory
+    out, sims = [], []
+    for n, sched in plans.items():
+        for mode in ("off", "auto"):
+            v = E.make_variant(f"{n} {mode}", sched, costs, scale=SCALE)
+            if mode == "auto":
+                v.offload = {"mode": "auto", "bandwidth": bw, "costs": costs, "memory_limit": limit, "scale": SCALE}
+                sim = O.choose(sched, "auto", bandwidth=bw, costs=costs, memory_limit=limit)
+            else:
+                sim = O.choose(sched, "off", costs=costs)
+            out.append(v)
+            sims.append(sim)
+    return out, sims, costs, unit
+
+
+def measured_peak(summary: dict, sched, costs) -> float:
+    """The largest rank's peak of resident activation units along the median step's measured times."""
+    sc = costs.resolve(sched.pp, sched.chunks_per_rank, sched.placement)
+    records = summary["records"]
+    mid = len(records[0]["steps"]) // 2
+    peak = 0.0
+    for rank, r in enumerate(records):
+        step = r["steps"][mid]
+        events = [(end, sc.memory(kind, stage)) for kind, mb, chunk, stage, start, end in step.get("timeline", ())]
+        for direction, key, start, end in step.get("copies", ()):
+            size = sc.memory("F", sched.stage_table[rank][key[1]])
+            events.append((end, -size) if direction == "D2H" else (start, size))
+        live = 0.0
+        for _, delta in sorted(events, key=lambda e: e[0]):
+            live += delta
+            peak = max(peak, live)
+    return peak
+
+
+def main() -> int:
+    from primus_megatron.train import emulate as E
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--settings", default="1.5B:8:24", help="model:pp:microbatches, comma-separated")
+    parser.add_argument("--links", default="25,50", help="host link GB/s per direction, comma-separated")
+    parser.add_argument("--elements", type=int, default=1024, help="fp32 elements of an emulated activation")
+    C.add_markdown_options(parser)
+    args = parser.parse_args()
+    rows = []
+    began = time.time()
+    for text in args.settings.split(","):
+        setting, share = _setting(text)
+        for link in (float(x) for x in args.links.split(",")):
+            vs, sims, costs, unit = variants(setting, share, link)
+            results, _ = E.run(vs, setting.pp, setting.microbatches, elements=args.elements, steps=1, warmup=1)
+            for v, sim, res in zip(vs, sims, results):
+                gb = lambda units: f"{units * unit / 1e9:.1f}"  # noqa: E731
+                rows.append([f"{setting.model} pp={setting.pp} m={setting.microbatches}", f"{link:g}", v.label,
+                             f"{1e3 * res['makespan']:.0f}", f"{sim.makespan:.0f}",
+                             gb(measured_peak(res, v.schedule, costs)), gb(sim.max_peak_memory),
+                             sim.plan.count])
+            print(C.table(["setting", "GB/s", "variant", "ms measured", "ms simulated", "GB measured",
+                           "GB simulated", "F ops offloaded"], rows), flush=True)
+    text = (C.command_block(f"python benchmarks/offload_emulated.py --settings {args.settings} --links {args.links}")
+            + f"\nMeasured on emulated devices ({time.time() - began:.0f} s on this machine, 2 cores shared with "
+              f"other work, load average {os.getloadavg()[0]:.0f} when written, taken "
+              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); `auto` under a memory "
+              f"limit of V-Min's simulated peak without offload. Memory: the largest rank's peak of resident "
+              f"activations along the measured op and copy times (module doc).\n\n"
+            + C.table(["setting", "GB/s", "variant", "ms measured", "ms simulated", "GB measured", "GB simulated",
+                       "F ops offloaded"], rows) + "\n")
+    C.publish(args, TITLE, text, "offload_emulated")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
