@@ -238,12 +238,8 @@ def test_for_rank_times_the_lanes_from_the_plan_only_on_emulated_devices():
     plan = O.choose(schedule, "all", bandwidth=4.0).plan
     assert plan.copy_time(0, (0, 0)) == pytest.approx(0.5 / 4.0)  # a chunk holds half a rank's activations
     assert rt.for_rank(plan, 0, CPU).lanes is None  # real devices: the copies' own time
-    rt.emulate_lanes(0.1)
-    try:
-        lanes = rt.for_rank(plan, 0, CPU).lanes
-        assert lanes.seconds[(0, 0)] == pytest.approx(0.1 * 0.5 / 4.0)
-    finally:
-        rt.emulate_lanes(None)
+    lanes = rt.for_rank(plan, 0, CPU, emulated_copy_seconds=0.1).lanes
+    assert lanes.seconds[(0, 0)] == pytest.approx(0.1 * 0.5 / 4.0)
 
 
 # -- resident memory from the allocator's events -------------------------------------------------------

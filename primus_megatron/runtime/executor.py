@@ -109,6 +109,9 @@ class StepContext:
     record_timeline: bool = True
     profile: Any = None  # a profiler.Profile to fill (measured costs), or None
     offload_plan: Any = None  # a schedules.offload.OffloadPlan: activations to move to host and back, or None
+    # emulated devices: seconds per time unit of the offload plan's copy times (the copies then take
+    # that long on emulated lanes); None: the copies take their own time
+    emulated_copy_seconds: Optional[float] = None
 
 
 @dataclass
@@ -122,6 +125,7 @@ class StepResult:
     offloaded: int = 0  # F ops whose saved activations went to host and back
     peak_host_bytes: int = 0  # the host pool's peak (it is empty when the step ends)
     offloaded_bytes: int = 0  # what the offloaded F ops saved, in all
+    copies: list = field(default_factory=list)  # emulated lanes: (lane, key, start, end) of each copy
 
 
 class _Replay:
@@ -191,7 +195,8 @@ class _Step:
         if getattr(self, "offload", None) is not None:
             self.offload.clear()
         self.offload = None if self.ctx.forward_only else activation_offload.for_rank(
-            self.ctx.offload_plan, self.rank, self.device, [p for chunk in self.ctx.model for p in chunk.parameters()])
+            self.ctx.offload_plan, self.rank, self.device, [p for chunk in self.ctx.model for p in chunk.parameters()],
+            emulated_copy_seconds=self.ctx.emulated_copy_seconds)
         self.saved: dict[tuple[int, int], tuple] = {}  # (mb, chunk) -> (input, output) awaiting backward
         self.produced: dict[Message, torch.Tensor] = {}  # tensors to send or hand over locally
         self.recvs: dict[Message, Any] = {}
@@ -364,7 +369,8 @@ class _Step:
                           self.store.ran, self.memory.peak if self.memory else None,
                           self.offload.moved if self.offload else 0,
                           self.offload.peak_host_bytes if self.offload else 0,
-                          self.offload.moved_bytes if self.offload else 0)
+                          self.offload.moved_bytes if self.offload else 0,
+                          list(self.offload.lanes.copies) if self.offload and self.offload.lanes else [])
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,

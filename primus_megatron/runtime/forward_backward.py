@@ -42,7 +42,8 @@ class PipelineRunner:
 
     def __init__(self, spec: PipelineSpec, *, fixed: Optional[S.Schedule] = None, record_timeline: bool = True,
                  losses_on_last_rank: bool = False, log: Optional[Callable[[str], None]] = None,
-                 validation: Optional[ValidationSource] = None) -> None:
+                 validation: Optional[ValidationSource] = None,
+                 emulated_copy_seconds: Optional[float] = None) -> None:
         self.log = log or (lambda text: None)
         self.planner = Planner(spec, fixed=fixed, log=self.log)  # `fixed`: run this Schedule, as given
         if spec.offload not in S.offload.MODES:
@@ -54,6 +55,7 @@ class PipelineRunner:
         self.record_timeline = record_timeline
         self.losses_on_last_rank = losses_on_last_rank
         self.validation = validation
+        self.emulated_copy_seconds = emulated_copy_seconds  # emulated devices: offload copies take planned time
         self.last_step: Optional[StepResult] = None
         self._solo = None  # this rank's one-rank group (V placement), made at the first V step
         install()
@@ -108,7 +110,8 @@ class PipelineRunner:
                           model_type=get_model_type(chunks[0]), tensor_shape=tuple(shape), forward_only=forward_only,
                           collect_non_loss_data=collect_non_loss_data, first_val_step=first_val_step,
                           cp_group_size=cp, record_timeline=self.record_timeline, profile=profile,
-                          offload_plan=self.planner.offload_plan(key))
+                          offload_plan=self.planner.offload_plan(key),
+                          emulated_copy_seconds=self.emulated_copy_seconds)
         p2p = P2P(group, rank, self.spec.p2p_timeout_s, self.p2p_mode)
         result = self._run(key, lowered, rank, p2p, ctx, forward_only)
         if not forward_only and self.planner.offload_bandwidth_unknown:  # the first step that offloaded

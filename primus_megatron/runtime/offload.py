@@ -23,11 +23,11 @@ host-to-device stream, CUDA events between them and the compute stream; the host
 waits (`poll` frees device storages whose copy-out event has fired). On CPU the same path
 runs with a host pool: the original storage is freed, a copy is held until the reload.
 
-On emulated devices (`runtime.emulated`, `emulate_lanes`) the copies also take the time the
-plan's bandwidth says, on one lane per direction as the planner models them: a copy out starts
+On emulated devices (`runtime.emulated`; the runner's `emulated_copy_seconds`) the copies also
+take the time the plan's bandwidth says, on one lane per direction as the planner models them: a copy out starts
 when its F ends and its lane is free; a copy back when its issuing op starts, its lane is free
-and its copy out has ended; the B waits (sleeps) until its copy back ends. `last_copies()` gives
-the copies of this process's latest step, timed on `time.monotonic`.
+and its copy out has ended; the B waits (sleeps) until its copy back ends. The step's result lists
+the copies (`StepResult.copies`), timed on `time.monotonic`.
 
 The copy lanes' bandwidth, when not given, is measured at start-up (`measured_bandwidth`): the
 first step runs with its copies planned as free; then each rank times a device-to-host and a
@@ -277,33 +277,17 @@ class _EmulatedLanes:
         wait_until(self.back_end.get(key, 0.0))
 
 
-_EMULATED = {"seconds_per_unit": None, "last": None}
-
-
-def emulate_lanes(seconds_per_unit: Optional[float]) -> None:
-    """On emulated devices: copies take (activation units / the plan's bandwidth) time units of
-    `seconds_per_unit` seconds each; None: real copies only (the default)."""
-    _EMULATED["seconds_per_unit"] = seconds_per_unit
-
-
-def last_copies() -> list:
-    """The emulated lanes' copies of this process's latest offloading step (module doc)."""
-    last = _EMULATED["last"]
-    return list(last.lanes.copies) if last is not None and last.lanes else []
-
-
-def for_rank(plan, rank: int, device: torch.device, params=()) -> Optional[ActivationOffload]:
-    """The rank's offloader for one step of `plan` (an OffloadPlan), or None when it offloads nothing."""
+def for_rank(plan, rank: int, device: torch.device, params=(), *,
+             emulated_copy_seconds: Optional[float] = None) -> Optional[ActivationOffload]:
+    """The rank's offloader for one step of `plan` (an OffloadPlan), or None when it offloads nothing.
+    On emulated devices (`emulated_copy_seconds`: seconds per time unit) each copy takes its plan's
+    copy time (activation units / the plan's bandwidth) on its lane; None: copies take their own time."""
     if plan is None or not plan.reload_at[rank]:
         return None
     lanes = None
-    scale = _EMULATED["seconds_per_unit"]
-    if scale is not None:
-        lanes = {key: scale * plan.copy_time(rank, key) for key in plan.reload_at[rank]}
-    offload = ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params, lanes)
-    if lanes is not None:
-        _EMULATED["last"] = offload
-    return offload
+    if emulated_copy_seconds is not None:
+        lanes = {key: emulated_copy_seconds * plan.copy_time(rank, key) for key in plan.reload_at[rank]}
+    return ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params, lanes)
 
 
 # -- the copy lanes' bandwidth, measured ---------------------------------------------------------

@@ -217,14 +217,12 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
     else:
         import primus_megatron as pm
 
-        from ..runtime import offload as activation_offload
-
         off = v.offload or {}
         fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
                                           p2p_mode=case.get("p2p_mode"), offload=off.get("mode", "off"),
                                           offload_bandwidth=off.get("bandwidth"), costs=off.get("costs"),
                                           memory_limit=off.get("memory_limit"))
-        activation_offload.emulate_lanes(off.get("scale"))
+        fbf.emulated_copy_seconds = off.get("scale")  # offload copies take their planned time
     shape = (1, 1, elements)
     opt = _optimizer(rank, case, v, chunks)
     if hasattr(opt, "take_validation"):
@@ -263,9 +261,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
             record["op_time"] = sum(r.end - r.start for r in ops)
             record["timeline"] = [(r.op.kind, r.op.mb, r.op.chunk, r.stage, r.start, r.end) for r in ops]
             if v.offload:
-                from ..runtime.offload import last_copies
-
-                record["copies"] = last_copies()
+                record["copies"] = fbf.last_step.copies
         record["losses"] = [float(d["lm loss"]) for d in losses] if losses else []
         steps.append(record)
     if opt is not None and hasattr(opt, "finish"):
