@@ -61,7 +61,7 @@ class Variant:
 def simulated(sched: S.Schedule, costs: S.Costs, scale: float) -> dict:
     sim = S.simulate(sched, costs)
     return {"makespan": scale * sim.makespan, "bubble_rate": sim.bubble_sync, "bubble_rate_async": sim.bubble_async,
-            "busy": [scale * b for b in sim.busy]}
+            "busy": [scale * b for b in sim.busy], "peak_memory": max(sim.peak_memory)}
 
 
 def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float, megatron: bool = False,
