@@ -255,7 +255,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
             dist.barrier()  # the optimizer step's global synchronisation: every step starts together
         else:
             opt.zero_grad()  # under post-validation: once the pending step is validated
-        t0, cpu0 = time.monotonic(), time.process_time()
+        t0, cpu0, main0 = time.monotonic(), time.process_time(), time.thread_time()
         if runner is not None:
             losses = runner.step()
         else:
@@ -266,10 +266,11 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
         grads = [_weight(chunk).grad.clone() if _weight(chunk).grad is not None else None for chunk in chunks]
         if opt is not None:
             opt.step()
-        t1, cpu1 = time.monotonic(), time.process_time()
+        t1, cpu1, main1 = time.monotonic(), time.process_time(), time.thread_time()
         if step < case["warmup"]:
             continue
-        record = {"begin": t0, "end": t1, "cpu": cpu1 - cpu0, "chunks": [], "ops": 0, "op_time": 0.0}
+        record = {"begin": t0, "end": t1, "cpu": cpu1 - cpu0, "cpu_main": main1 - main0, "chunks": [], "ops": 0,
+                  "op_time": 0.0}
         for c, chunk in enumerate(chunks):
             record["chunks"].append({"spans": list(chunk.log.spans), "emulated": chunk.log.emulated,
                                      "comm_wait": chunk.log.comm_wait, "w_runs": dict(chunk.log.w_runs),
@@ -383,6 +384,7 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
     # host work: every rank's CPU time in the step (all its threads) per emulated op, and the cores
     # that work needs at the measured pace (more than the machine has: the times include waiting for one)
     cpu = sum(r["steps"][mid]["cpu"] for r in ranks)
+    cpu_main = sum(r["steps"][mid].get("cpu_main", 0.0) for r in ranks)
     n_emulated = sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])
     mean_op = (sum(busies[mid]) / max(1, sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])))
     busy = busies[mid]
@@ -398,6 +400,7 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         "overhead_per_op": statistics.median(overheads) if overheads else None,
         "iteration": max(periods),
         "cpu_per_op": cpu / max(1, n_emulated),
+        "main_cpu_per_op": cpu_main / max(1, n_emulated),  # the rank's main thread: executor, megatron, autograd
         "cores_busy": cpu / makespans[mid],
         "params": [r.get("params") for r in ranks],
         "mean_op_time": mean_op,
@@ -440,6 +443,7 @@ def _measured(r: dict) -> dict:
             "busy": [_ms(b) for b in r["busy"]], "idle": [_ms(i) for i in r["idle"]],
             "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"],
             "iteration": _ms(r["iteration"]), "cpu_per_op": _ms(r["cpu_per_op"]),
+            "main_cpu_per_op": _ms(r["main_cpu_per_op"]),
             "cores_busy": round(r["cores_busy"], 2)}
 
 
@@ -501,7 +505,8 @@ def report_text(rep: dict) -> str:
         lines.append(f"{r:4d} {num(busy):>10s} {num(idle):>10s} {num(sim['idle'][r]):>10s}")
     mem = rep["memory_per_rank_kib"]
     cores = os.cpu_count() or 1
-    lines += ["", f"host work: {num(meas['cpu_per_op'])} ms of CPU per op (all ranks' threads), "
+    lines += ["", f"host work: {num(meas['cpu_per_op'])} ms of CPU per op (all ranks' threads; "
+                  f"{num(meas['main_cpu_per_op'])} ms in the main threads: executor, megatron, autograd), "
                   f"{meas['cores_busy']:.2f} cores busy on average over the step; this machine has {cores}"
                   + (" (fewer: the measured times include waiting for a core; emulate longer ops with --time-unit)"
                      if meas["cores_busy"] > 0.8 * cores else "")]
