@@ -18,7 +18,6 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
 
-STEPS = 3
 
 
 def _variants(setting, scale: float, step_s: float) -> list:
@@ -52,14 +51,15 @@ def run_table(names: list, table: dict, args) -> str:
     for name in names:
         setting, _ = table[name]
         vs = _variants(setting, scale, step_s)
-        for straggler in (None, setting.pp - 1):
+        for straggler in (None, setting.pp - 1) if args.straggler_factor > 1 else (None,):
             spec = {"step_s": step_s}
             if straggler is not None:
                 spec.update(straggler_rank=straggler, straggler_factor=args.straggler_factor)
             load, t0 = os.getloadavg()[0], time.perf_counter()
             try:
                 results, _ = E.run(vs, setting.pp, setting.microbatches, elements=int(args.activation_kib * 256),
-                                   steps=STEPS, warmup=1, p2p_mode=args.p2p_mode, p2p_timeout_s=120, optimizer=spec)
+                                   steps=args.pv_steps, warmup=1, p2p_mode=args.p2p_mode,
+                                   p2p_timeout_s=args.p2p_timeout, optimizer=spec)
             except (RuntimeError, TimeoutError) as exc:
                 rows.append([name, "-", "launch failed", E.first_failure(str(exc)), "", "", f"{load:.1f}"])
                 continue
@@ -76,7 +76,7 @@ def run_table(names: list, table: dict, args) -> str:
                              f"{load:.1f}"])
     head = (__doc__.split("\n\n", 1)[1].strip() + "\n\n"
             f"Scale: {args.scale:g} ms per paper ms; optimizer step {args.optimizer_ms:g} paper ms; p2p {args.p2p_mode}; "
-            f"{STEPS} measured steps after one warm-up; taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+            f"{args.pv_steps} measured steps after one warm-up; taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
             f"(2 cores shared with other work; load: 1-minute load average when the launch started).\n\n")
     return head + C.table(["setting", "straggler", "schedule", "iteration ms (measured)",
                            "simulated (no straggler)", "post-validation gain", "load"], rows)

@@ -99,7 +99,7 @@ def run_setting(name: str, setting, chunked: bool, args) -> dict:
     t0, load = time.perf_counter(), os.getloadavg()[0]
     try:
         results, memory = E.run(vs, setting.pp, setting.microbatches, elements=int(args.activation_kib * 256),
-                                steps=args.steps, warmup=1, p2p_mode=args.p2p_mode, p2p_timeout_s=120)
+                                steps=args.steps, warmup=1, p2p_mode=args.p2p_mode, p2p_timeout_s=args.p2p_timeout)
     except (RuntimeError, TimeoutError) as exc:
         return {"variants": vs, "results": None, "memory": None, "seconds": time.perf_counter() - t0,
                 "load": load, "error": E.first_failure(str(exc))}
@@ -264,7 +264,11 @@ def main(argv=None) -> int:
                         help="with --post-validation: the emulated optimizer step, paper ms (default 20)")
     parser.add_argument("--straggler-factor", type=float, default=2.0,
                         help="with --post-validation: the last rank's optimizer step is this many times longer "
-                             "in the straggler rows (default 2)")
+                             "in the straggler rows (default 2; 1: no straggler rows)")
+    parser.add_argument("--pv-steps", type=int, default=3, help="with --post-validation: measured steps (default 3)")
+    parser.add_argument("--p2p-timeout", type=float, default=120.0,
+                        help="seconds a rank may wait for another before the launch fails, named (default 120; "
+                             "pp=32 on a saturated machine needs more)")
     C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     table = settings()
