@@ -4,6 +4,8 @@ The emulated chunk is driven by megatron-core's forward_step/backward_step throu
 executor and through megatron's own 1F1B: a schedule with W ops defers every W through the
 weight-gradient store and runs it exactly once in its W op, a BW op waits its own (`bw`)
 time, and the small real linear layer gets the same gradient whichever schedule ran it.
+torch.distributed.pipelining's zero-bubble schedules run on emulated stages whose one autograd
+node waits what torch's I and W passes ask of it, with our zbv's gradients.
 The command refuses bad input before any rank starts, and a small run's measured makespan
 and bubble follow the simulator's within a tolerance a serialising runtime fails.
 Timing bounds here are loose on purpose (2 shared cores); the benchmark holds the tight ones.
@@ -166,3 +168,105 @@ def test_a_rank_that_waits_too_long_is_named_at_the_users_pp(capsys):
     assert "the emulated run of zb-h1 at pp=3, 3 microbatches failed: rank 0: " in err
     assert ("rank 1: PipelineTimeout: pipeline rank 1 (global 1) waited 1 s (limit 1 s) in op F0 (microbatch 0, "
             "chunk 0, stage 1) for the receive of activation mb0 stage 0->1 from pipeline rank 0") in err
+
+
+# -- torch.distributed.pipelining's zero-bubble schedules as baselines ------------------------------
+
+def test_torch_stage_waits_b_in_torchs_input_pass_w_in_its_weight_pass_and_bw_in_a_full_backward():
+    """torch's own I / W passes (pipelining/_backward.py) over one emulated stage: the I pass waits B
+    and computes only the input gradient, the W pass waits W and gives the weight its gradient, a full
+    backward waits BW once; the gradients equal the full backward's."""
+    import time
+
+    import torch
+    from torch.distributed.pipelining._backward import stage_backward, stage_backward_input, stage_backward_weight
+
+    from primus_megatron.runtime.emulated import STAMP, StageTimes
+    from primus_megatron.runtime.emulated_torch import TorchEmulatedStage, loss_fn
+
+    times = StageTimes(f=0.001, b=0.002, w=0.003, bw=0.004)
+    split = TorchEmulatedStage(1, 2, times, epoch=time.monotonic())
+    x = torch.rand(1, 1, 16).requires_grad_()
+    out = split(x)
+    (dx,), groups = stage_backward_input([loss_fn(out, None)], None, [x], split.parameters())
+    assert [k for k, _, _ in split.log.spans] == ["F", "B"] and split.weight.grad is None
+    stage_backward_weight(split.parameters(), groups)
+    assert [k for k, _, _ in split.log.spans] == ["F", "B", "W"] and split.log.w_runs == {1: 1}
+    spans = {k: b - a for k, a, b in split.log.spans}
+    assert spans["B"] >= times.b and spans["W"] >= times.w
+
+    full = TorchEmulatedStage(1, 2, times, epoch=time.monotonic())
+    x2 = x.detach().clone().requires_grad_()
+    (dx2,) = stage_backward(loss_fn(full(x2), None), None, [x2])
+    assert [k for k, _, _ in full.log.spans] == ["F", "BW"] and full.log.w_in_backward == 1
+    torch.testing.assert_close(dx[..., :-STAMP], dx2[..., :-STAMP], rtol=0, atol=0)  # the tail: its send stamp
+    torch.testing.assert_close(split.weight.grad, full.weight.grad, rtol=0, atol=0)
+    assert split.weight.grad.abs().sum() > 0
+
+
+def test_torch_refusals_are_named_before_any_rank_starts():
+    """A shape torch's schedule refuses is a skipped baseline carrying torch's own reason."""
+    costs = S.Costs(f=1.0, b=1.0, w=1.0)
+    v = E.torch_variant("torch-dualpipev", 4, 6, costs, scale=1e-3)
+    assert v.skipped and "ScheduleDualPipeV refuses pp=4, 6 microbatches" in v.skipped
+    assert "at least as many microbatches as stages" in v.skipped
+    ok = E.torch_variant("torch-zbv", 4, 8, costs, scale=1e-3)
+    assert ok.skipped is None and ok.placement == "v" and ok.chunks == 2
+
+
+@pytest.fixture(scope="module")
+def torch_runs():
+    """Our zbv and torch's three zero-bubble schedules at pp=2, 4 microbatches (one launch)."""
+    costs = S.Costs(f=F_S, b=B_S, w=W_S, bw=BW_S, comm=0.0005)
+    variants = E.plan("zbv", 2, 4, costs, scale=1.0, baselines=list(E.TORCH_BASELINES))
+    results, memory = E.run(variants, 2, 4, elements=64, steps=2, warmup=1, p2p_timeout_s=30)
+    return variants, results, memory
+
+
+def test_torch_schedules_run_on_emulated_stages_with_our_gradients(torch_runs):
+    """Each of torch's schedules runs its own order (`torch_order`, from torch's plan) on every stage,
+    an I waiting B, a W waiting W and a full backward BW, except that torch runs nothing in stage 0's I
+    and a full backward in its W; and gives every stage's weight the gradient our zbv gives it (same
+    4-stage model; the interleaved one places stages in a loop)."""
+    import torch
+
+    from primus_megatron.schedules.ir import stage_of
+
+    variants, results, _ = torch_runs
+    by_label = {v.label: (v, r) for v, r in zip(variants, results)}
+
+    def grads(label):
+        v, r = by_label[label]
+        return {stage_of(v.placement, 2, rank, c): ch["grad"]
+                for rank, rec in enumerate(r["records"]) for c, ch in enumerate(rec["steps"][-1]["chunks"])}
+
+    ours = grads("zbv")
+    for label in E.TORCH_BASELINES:
+        v, r = by_label[label]
+        assert v.torch and v.skipped is None and r is not None, label
+        for rank, rec in enumerate(r["records"]):
+            for c, ch in enumerate(rec["steps"][-1]["chunks"]):
+                stage = stage_of(v.placement, 2, rank, c)
+                planned = [op.kind for op in v.schedule.ranks[rank] if op.chunk == c]
+                if stage == 0:
+                    planned = [{"W": "BW"}.get(k, k) for k in planned if k != "B"]
+                assert [k for k, _, _ in ch["spans"]] == planned, (label, stage)
+                assert planned.count("F") == 4 and planned.count("W") + planned.count("BW") == 4
+        theirs = grads(label)
+        assert sorted(theirs) == sorted(ours) == [0, 1, 2, 3]
+        for s in ours:
+            assert ours[s].abs().sum() > 0
+            torch.testing.assert_close(theirs[s], ours[s], rtol=1e-6, atol=1e-7)
+
+
+def test_torch_baselines_measured_bubble_is_in_the_report(torch_runs):
+    variants, results, memory = torch_runs
+    rep = E.report(variants, results, memory, pp=2, microbatches=4, unit_ms=1.0, elements=64, p2p_mode="strict")
+    rows = {b["name"]: b for b in rep["baselines"]}
+    assert sorted(rows) == sorted(E.TORCH_BASELINES)
+    for name, row in rows.items():
+        meas, sim = row["measured"], row["simulated"]
+        assert 0.0 <= meas["bubble_rate"] < 1.0 and 0.0 <= sim["bubble_rate"] < 1.0
+        assert meas["makespan"] >= 0.99 * sim["makespan"], name  # every op waits its time
+    text = E.report_text(rep)
+    assert all(name in text for name in E.TORCH_BASELINES)

@@ -177,7 +177,27 @@ class _Work(torch.autograd.Function):
         return grad, None
 
 
-class EmulatedChunk(torch.nn.Module):
+class TimedWaits:
+    """The emulated waits of a chunk that has `clock` (a `_Clock`) and `log` (an `OpLog`)."""
+
+    clock: "_Clock"
+    log: OpLog
+
+    def _arrive(self, tensor: torch.Tensor, latency: float) -> None:
+        if latency <= 0:
+            return
+        start = time.monotonic()
+        wait_until(self.clock.sent_at(tensor) + latency)
+        self.log.comm_wait += time.monotonic() - start
+
+    def _work(self, seconds: float, kind: str) -> None:
+        start = time.monotonic()
+        wait_until(start + seconds)
+        self.log.emulated += seconds
+        self.log.spans.append((kind, start, time.monotonic()))
+
+
+class EmulatedChunk(torch.nn.Module, TimedWaits):
     """One virtual stage of an emulated model (module doc). `config` is a megatron-core
     TransformerConfig (what `get_model_config` and the schedules read); its hidden_size is
     the number of fp32 elements of one microbatch's activation (with sequence length and
@@ -222,20 +242,6 @@ class EmulatedChunk(torch.nn.Module):
         mixed, _ = self.linear(head)
         y = torch.cat([head + mixed, rest], dim=-1)
         return _Work.apply(y, self)
-
-    # -- the emulated waits ------------------------------------------------------------------
-    def _arrive(self, tensor: torch.Tensor, latency: float) -> None:
-        if latency <= 0:
-            return
-        start = time.monotonic()
-        wait_until(self.clock.sent_at(tensor) + latency)
-        self.log.comm_wait += time.monotonic() - start
-
-    def _work(self, seconds: float, kind: str) -> None:
-        start = time.monotonic()
-        wait_until(start + seconds)
-        self.log.emulated += seconds
-        self.log.spans.append((kind, start, time.monotonic()))
 
 
 def loss_func(output: torch.Tensor):

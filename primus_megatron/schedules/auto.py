@@ -1,13 +1,24 @@
 """`auto`: the registered schedule with the lowest simulated iteration time for
-given (usually measured) costs, among those that fit the memory limit."""
+given (usually measured) costs, among those that fit the memory limit.
+
+Every registered schedule but the exact solver is a candidate, `interleaved-1f1b`
+included: it wins where W is small against F and B and p2p is not free (a zero-bubble
+schedule's W then has little bubble to fill), if the memory limit admits its larger
+peak (p + (p - 1)/chunks units at the default 2 chunks, above 1F1B's p: never under
+the default limit). The runtime's host work per op (`op_overhead`, what `primus-pipeline
+emulate` measures as overhead/op) is the same for an op of any size, so it weighs
+most on schedules with more, smaller ops (interleaved chunks, V's two chunks, split W).
+"""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
 from .costs import Costs
 from .errors import ScheduleError
-from .registry import generate, info, names
+from .ir import BW, B, F, W
+from .registry import generate, info, names, resolve_chunks
 from .simulation import simulate
 
 
@@ -22,9 +33,22 @@ class Candidate:
     note: str = ""
 
 
+def with_op_overhead(costs: Costs, overhead: float, pp: int, chunks: int, placement: str) -> Costs:
+    """`costs` with `overhead` added to every op (F, B, W and an unsplit BW) of every virtual stage
+    of a `pp` x `chunks` pipeline: per-op host work does not shrink with a chunk's share."""
+    sc = costs.resolve(pp, chunks, placement)
+    n = pp * chunks
+
+    def per_stage(kind: str) -> tuple:
+        return tuple(sc.duration(kind, s) + overhead for s in range(n))
+
+    return dataclasses.replace(costs, f=per_stage(F), b=per_stage(B), w=per_stage(W), bw=per_stage(BW))
+
+
 def choose(pp: int, microbatches: int, costs: Union[Costs, Callable[[str], Costs]],
            memory_limit: Optional[float] = None, *,
-           post_validation: bool = False, candidates: Optional[Sequence[str]] = None) -> tuple[str, list[Candidate]]:
+           post_validation: bool = False, candidates: Optional[Sequence[str]] = None,
+           op_overhead: float = 0.0) -> tuple[str, list[Candidate]]:
     """(best name, every candidate) for `pp` ranks and `microbatches`.
 
     Iteration time is the simulated makespan with an optimizer barrier between
@@ -33,7 +57,10 @@ def choose(pp: int, microbatches: int, costs: Union[Costs, Callable[[str], Costs
     memory limit (units: one microbatch of a rank's activations; default: 1F1B's,
     the pipeline size) is a hard filter. `costs` may be a function of the schedule's
     name: costs measured under one placement, re-placed for each candidate's stages
-    (`balance.retimed`)."""
+    (`balance.retimed`). `op_overhead` (cost units, >= 0): the runtime's host work per op,
+    added to every op of each candidate (`with_op_overhead`)."""
+    if not op_overhead >= 0.0:
+        raise ScheduleError(f"the op overhead must be >= 0, got {op_overhead!r}")
     limit = float(pp) if memory_limit is None else memory_limit
     rows = []
     for name in candidates or names():
@@ -42,6 +69,8 @@ def choose(pp: int, microbatches: int, costs: Union[Costs, Callable[[str], Costs
             continue  # exact solver: for small studies, not for choosing at run time
         try:
             own = costs(name) if callable(costs) else costs
+            if op_overhead:
+                own = with_op_overhead(own, op_overhead, pp, resolve_chunks(entry, None), entry.placement)
             sched = generate(name, pp, microbatches, costs=own, memory_limit=limit if entry.cost_driven else None,
                              post_validation=post_validation)
             result = simulate(sched, own)

@@ -30,7 +30,9 @@ from .. import schedules as S
 
 MEGATRON_1F1B = "megatron-1f1b"
 MEGATRON_INTERLEAVED = "megatron-interleaved"
-BASELINES = (MEGATRON_1F1B, MEGATRON_INTERLEAVED)
+# torch.distributed.pipelining's zero-bubble schedules (runtime.emulated_torch.SCHEDULES)
+TORCH_BASELINES = ("torch-interleaved-zb", "torch-zbv", "torch-dualpipev")
+BASELINES = (MEGATRON_1F1B, MEGATRON_INTERLEAVED, *TORCH_BASELINES)
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Variant:
     # activation offload (ours): {"mode", "bandwidth" (units per time unit), "costs", "memory_limit",
     # "scale" (seconds per time unit)}: the runner plans it, the copies take the time the bandwidth says
     offload: Optional[dict] = None
+    torch: bool = False  # a torch.distributed.pipelining baseline (`label` is its TORCH_BASELINES name)
 
     @property
     def chunks(self) -> int:
@@ -61,11 +64,11 @@ class Variant:
 def simulated(sched: S.Schedule, costs: S.Costs, scale: float) -> dict:
     sim = S.simulate(sched, costs)
     return {"makespan": scale * sim.makespan, "bubble_rate": sim.bubble_sync, "bubble_rate_async": sim.bubble_async,
-            "busy": [scale * b for b in sim.busy]}
+            "busy": [scale * b for b in sim.busy], "peak_memory": max(sim.peak_memory)}
 
 
 def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float, megatron: bool = False,
-                 skipped: Optional[str] = None) -> Variant:
+                 skipped: Optional[str] = None, torch: bool = False) -> Variant:
     """A variant running `sched` (or, `megatron`, megatron's own schedule of its shape) on chunks
     whose op times are `costs` x `scale` seconds."""
     from ..runtime.emulated import stage_times
@@ -74,7 +77,20 @@ def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float,
     return Variant(label, sched, megatron, stage_times(costs, pp, sched.chunks_per_rank, sched.placement, scale=scale),
                    simulated(sched, costs, scale), skipped,
                    [[(sp.op.kind, sp.op.mb, sp.op.chunk, scale * sp.start, scale * sp.end) for sp in row]
-                    for row in S.simulate(sched, costs).timeline])
+                    for row in S.simulate(sched, costs).timeline], torch=torch)
+
+
+def torch_variant(label: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float) -> Variant:
+    """torch's `label` schedule as a baseline, or a skipped variant saying which of torch's constraints
+    this shape breaks (torch's own message)."""
+    from ..runtime.emulated_torch import SCHEDULES, torch_order
+
+    try:
+        order = torch_order(label, pp, microbatches)
+    except ValueError as exc:
+        return Variant(label, S.generate("1f1b", pp, microbatches), False, [], {}, torch=True,
+                       skipped=f"torch's {SCHEDULES[label][0]} refuses pp={pp}, {microbatches} microbatches: {exc}")
+    return make_variant(label, order, costs, scale=scale, torch=True)
 
 
 def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float, memory_limit: Optional[float] = None,
@@ -94,6 +110,9 @@ def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float,
     for base in baselines:
         if base == MEGATRON_1F1B:
             out.append(variant(base, S.generate("1f1b", pp, microbatches), True))
+            continue
+        if base in TORCH_BASELINES:
+            out.append(torch_variant(base, pp, microbatches, costs, scale=scale))
             continue
         n = chunks if chunks and chunks >= 2 else 2
         if microbatches % pp:
@@ -203,14 +222,22 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
     from ..schedules.ir import stage_of
 
     pp, m, elements = case["pp"], case["microbatches"], case["elements"]
-    config = emulated_config(pp=pp, chunks=v.chunks, elements=elements)
     n = pp * v.chunks
-    chunks = []
-    for c in range(v.chunks):
-        stage = stage_of(v.placement, pp, rank, c)
-        chunks.append(EmulatedChunk(config, stage, n, v.times[stage], epoch=case["epoch"],
-                                    vp_stage=c if v.chunks > 1 else None))
-    if v.megatron:
+    chunks, runner = [], None
+    if v.torch:
+        from ..runtime.emulated_torch import TorchRunner
+
+        runner = TorchRunner(v.label, rank, pp, m, v.times, epoch=case["epoch"], elements=elements)
+        chunks = runner.modules
+    else:
+        config = emulated_config(pp=pp, chunks=v.chunks, elements=elements)
+        for c in range(v.chunks):
+            stage = stage_of(v.placement, pp, rank, c)
+            chunks.append(EmulatedChunk(config, stage, n, v.times[stage], epoch=case["epoch"],
+                                        vp_stage=c if v.chunks > 1 else None))
+    if runner is not None:
+        fbf = None
+    elif v.megatron:
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
         fbf = get_forward_backward_func()
@@ -237,25 +264,28 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
             dist.barrier()  # the optimizer step's global synchronisation: every step starts together
         else:
             opt.zero_grad()  # under post-validation: once the pending step is validated
-        t0, cpu0 = time.monotonic(), time.process_time()
-        data = [None] * len(chunks) if len(chunks) > 1 else None  # megatron's interleaved wants one per chunk
-        losses = fbf(forward_step_func=forward_step_func(shape), data_iterator=data,
-                     model=chunks if len(chunks) > 1 else chunks[0], num_microbatches=m, seq_length=1,
-                     micro_batch_size=1, forward_only=False)
-        grads = [chunk.linear.weight.grad.clone() if chunk.linear.weight.grad is not None else None
-                 for chunk in chunks]
+        t0, cpu0, main0 = time.monotonic(), time.process_time(), time.thread_time()
+        if runner is not None:
+            losses = runner.step()
+        else:
+            data = [None] * len(chunks) if len(chunks) > 1 else None  # megatron's interleaved wants one per chunk
+            losses = fbf(forward_step_func=forward_step_func(shape), data_iterator=data,
+                         model=chunks if len(chunks) > 1 else chunks[0], num_microbatches=m, seq_length=1,
+                         micro_batch_size=1, forward_only=False)
+        grads = [_weight(chunk).grad.clone() if _weight(chunk).grad is not None else None for chunk in chunks]
         if opt is not None:
             opt.step()
-        t1, cpu1 = time.monotonic(), time.process_time()
+        t1, cpu1, main1 = time.monotonic(), time.process_time(), time.thread_time()
         if step < case["warmup"]:
             continue
-        record = {"begin": t0, "end": t1, "cpu": cpu1 - cpu0, "chunks": [], "ops": 0, "op_time": 0.0}
+        record = {"begin": t0, "end": t1, "cpu": cpu1 - cpu0, "cpu_main": main1 - main0, "chunks": [], "ops": 0,
+                  "op_time": 0.0}
         for c, chunk in enumerate(chunks):
             record["chunks"].append({"spans": list(chunk.log.spans), "emulated": chunk.log.emulated,
                                      "comm_wait": chunk.log.comm_wait, "w_runs": dict(chunk.log.w_runs),
                                      "deferred": chunk.log.deferred, "w_in_backward": chunk.log.w_in_backward,
                                      "grad": grads[c]})
-        if not v.megatron and fbf.last_step is not None:
+        if fbf is not None and not v.megatron and fbf.last_step is not None:
             ops = [r for r in fbf.last_step.timeline if r.op.kind in ("F", "B", "W", "BW")]
             record["ops"] = len(ops)
             record["op_time"] = sum(r.end - r.start for r in ops)
@@ -266,8 +296,13 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
         steps.append(record)
     if opt is not None and hasattr(opt, "finish"):
         opt.finish()  # validate the last step
-    params = [chunk.linear.weight.detach().clone() for chunk in chunks]
+    params = [_weight(chunk).detach().clone() for chunk in chunks]
     return {"steps": steps, "params": params}
+
+
+def _weight(chunk):
+    """The emulated chunk's small linear weight (ours and megatron's: its ColumnParallelLinear; torch's: its own)."""
+    return chunk.linear.weight if hasattr(chunk, "linear") else chunk.weight
 
 
 def _optimizer(rank: int, case: dict, v: Variant, chunks: list):
@@ -278,7 +313,7 @@ def _optimizer(rank: int, case: dict, v: Variant, chunks: list):
         return None
     step_s = spec["step_s"] * (spec.get("straggler_factor", 1.0) if rank == spec.get("straggler_rank") else 1.0)
     opt = EmulatedOptimizer([p for c in chunks for p in c.parameters()], step_s=step_s)
-    if v.post_validation and not v.megatron:
+    if v.post_validation and not v.megatron and not v.torch:
         from ..optim import PostValidationOptimizer
 
         return PostValidationOptimizer(opt, chunks, timeout_s=case["p2p_timeout_s"])
@@ -360,6 +395,7 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
     # host work: every rank's CPU time in the step (all its threads) per emulated op, and the cores
     # that work needs at the measured pace (more than the machine has: the times include waiting for one)
     cpu = sum(r["steps"][mid]["cpu"] for r in ranks)
+    cpu_main = sum(r["steps"][mid].get("cpu_main", 0.0) for r in ranks)
     n_emulated = sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])
     mean_op = (sum(busies[mid]) / max(1, sum(len(c["spans"]) for r in ranks for c in r["steps"][mid]["chunks"])))
     busy = busies[mid]
@@ -375,6 +411,7 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         "overhead_per_op": statistics.median(overheads) if overheads else None,
         "iteration": max(periods),
         "cpu_per_op": cpu / max(1, n_emulated),
+        "main_cpu_per_op": cpu_main / max(1, n_emulated),  # the rank's main thread: executor, megatron, autograd
         "cores_busy": cpu / makespans[mid],
         "params": [r.get("params") for r in ranks],
         "mean_op_time": mean_op,
@@ -417,6 +454,7 @@ def _measured(r: dict) -> dict:
             "busy": [_ms(b) for b in r["busy"]], "idle": [_ms(i) for i in r["idle"]],
             "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"],
             "iteration": _ms(r["iteration"]), "cpu_per_op": _ms(r["cpu_per_op"]),
+            "main_cpu_per_op": _ms(r["main_cpu_per_op"]),
             "cores_busy": round(r["cores_busy"], 2)}
 
 
@@ -478,7 +516,8 @@ def report_text(rep: dict) -> str:
         lines.append(f"{r:4d} {num(busy):>10s} {num(idle):>10s} {num(sim['idle'][r]):>10s}")
     mem = rep["memory_per_rank_kib"]
     cores = os.cpu_count() or 1
-    lines += ["", f"host work: {num(meas['cpu_per_op'])} ms of CPU per op (all ranks' threads), "
+    lines += ["", f"host work: {num(meas['cpu_per_op'])} ms of CPU per op (all ranks' threads; "
+                  f"{num(meas['main_cpu_per_op'])} ms in the main threads: executor, megatron, autograd), "
                   f"{meas['cores_busy']:.2f} cores busy on average over the step; this machine has {cores}"
                   + (" (fewer: the measured times include waiting for a core; emulate longer ops with --time-unit)"
                      if meas["cores_busy"] > 0.8 * cores else "")]
