@@ -69,13 +69,9 @@ def init_single_process(timeout_s=60):
 
     _enable_cpu()
     if not dist.is_initialized():
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://127.0.0.1:{free_port()}",
-            rank=0,
-            world_size=1,
-            timeout=datetime.timedelta(seconds=timeout_s),
-        )
+        # a world of one needs no rendezvous port (a picked-then-closed one could be taken meanwhile)
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
+                                timeout=datetime.timedelta(seconds=timeout_s))
     if not parallel_state.model_parallel_is_initialized():
         parallel_state.initialize_model_parallel(1, 1, distributed_timeout_minutes=1)
 

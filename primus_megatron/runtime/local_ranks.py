@@ -69,8 +69,10 @@ def _worker(rank: int, world: int, port: int, body: Callable, case: dict, out, p
         torch.set_num_threads(1)
         torch.set_num_interop_threads(1)
         gloo_s = case.get("gloo_timeout", 60)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=gloo_s))
+        timeout = datetime.timedelta(seconds=gloo_s)
+        # the launcher hosts the rendezvous store (`run_ranks`); every rank is its client
+        store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=timeout)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world, timeout=timeout)
         parallel_state.initialize_model_parallel(case.get("tp", 1), case["pp"],
                                                  distributed_timeout_minutes=max(1, math.ceil(gloo_s / 60)))
         result = body(rank, case)
@@ -96,7 +98,11 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
 
     ctx = _context()
     out = ctx.Queue()
-    port = free_port()
+    # The rendezvous store, hosted here on a port the kernel picks and held until the ranks are
+    # done, as torchrun's agent hosts it: a port picked, closed and handed on could be taken by
+    # another process before rank 0 binds it.
+    store = torch.distributed.TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False)
+    port = store.port
     saved = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"  # read by OpenMP when torch loads (in the fork server, first launch)
     try:
