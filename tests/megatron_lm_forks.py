@@ -87,7 +87,7 @@ def _launch(request: dict) -> None:
         for pid in ranks:
             os.kill(pid, signal.SIGKILL)
 
-    signal.signal(signal.SIGALRM, kill_rest)
+    signal.signal(signal.SIGALRM, kill_rest)  # also how the harness ends a launch past its time limit
     code = 0
     while ranks:
         try:

@@ -278,14 +278,48 @@ def _forked(tree: str, nproc: int, argv: list, env: dict, timeout: float):
             raise AssertionError(f"the import-once process for {tree} did not start a run:\n{tail(f.read())}")
     ended = forks.reply(time.monotonic() + timeout)
     if ended is None:
-        try:
-            os.killpg(started["pid"], signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        forks.reply(time.monotonic() + 30)  # the launcher reaped
+        _kill_launch(forks, started["pid"])
     with open(log) as f:
         out = f.read()
     return (None if ended is None else ended["code"]), out
+
+
+def _kill_launch(forks: _Forks, launcher: int) -> None:
+    """End a launch that ran out of time, and return only when none of its ranks runs: SIGALRM asks
+    the launcher to SIGKILL its ranks and reap them (so its own exit, which the import-once process
+    reports, comes after theirs); if it does not answer, its whole process group is SIGKILLed. A
+    SIGKILLed process takes a moment to die, and orphans are reaped by init whenever it gets to them,
+    so the group is then watched until only zombies are left in it."""
+    try:
+        os.kill(launcher, signal.SIGALRM)
+    except ProcessLookupError:
+        pass
+    if forks.reply(time.monotonic() + 15) is None:
+        try:
+            os.killpg(launcher, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        forks.reply(time.monotonic() + 30)
+    deadline = time.monotonic() + 30
+    while _live_members(launcher) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _live_members(pgid: int) -> list:
+    """The pids of process group `pgid` that are not zombies (from /proc: field 3 is the state,
+    field 5 the group; the name in field 2 may hold spaces, so fields count from its closing ')')."""
+    live = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            live.append(int(entry))
+    return live
 
 
 def tail(text: str, n: int = 80) -> str:
