@@ -100,12 +100,13 @@ _bandwidth = _positive("activation units per time unit")
 
 def _add_offload(p: argparse.ArgumentParser) -> None:
     group = p.add_argument_group(
-        "activation offload", "F's saved activations go to host memory after the F and come back before the B, on a "
-                              "copy lane per direction and rank that overlaps compute; with --memory-limit, the limit "
-                              "bounds what stays on the device")
+        "activation offload", "F's saved activations go to host memory after the F and come back before the B (and "
+                              "what B keeps for W, after the B and back before the W), on a copy lane per direction "
+                              "and rank that overlaps compute; with --memory-limit, the limit bounds what stays on "
+                              "the device")
     group.add_argument("--offload", choices=("off", "all", "auto"), default="off",
-                       help="off (default); all: every F's activations; auto: the fastest plan within --memory-limit, "
-                            "taking activations whose lifespan hides the copies first")
+                       help="off (default); all: every F's activations and every W share (what B keeps for W); auto: the "
+                            "fastest plan within --memory-limit, taking those whose lifespan hides the copies first")
     group.add_argument("--offload-bandwidth", type=_bandwidth, default=1.0, metavar="X",
                        help="each copy lane's bandwidth in activation units per time unit (one rank's activations "
                             "of a microbatch per unit of --cost-f's time; default 1)")
@@ -431,13 +432,17 @@ def _offload_result(schedule, costs, args: argparse.Namespace):
 
 def _offload_table(moved, plain, args: argparse.Namespace) -> str:
     head = (f"offload {args.offload} at {_num(args.offload_bandwidth)} activation units per time unit per lane: "
-            f"{moved.plan.count} of the F ops' activations go to host; makespan {_num(moved.makespan)} "
+            f"{moved.plan.count - moved.plan.count_w} of the F ops' activations and {moved.plan.count_w} W shares "
+            f"(what B keeps for W) go to host; makespan {_num(moved.makespan)} "
             f"(without offload {_num(plain.makespan)}), max resident peak {_num(moved.max_peak_memory)} "
             f"(without {_num(plain.max_peak_memory)})")
-    rows = [[str(r), str(len(moved.plan.reload_at[r])), _num(plain.peak_memory[r]), _num(moved.peak_memory[r]),
-             _num(moved.stall[r])] for r in range(len(moved.peak_memory))]
-    return head + "\n\n" + table(["rank", "offloaded", "peak without", "resident peak", "B waits for reloads"],
-                                  rows, right=[True] * 5)
+    rows = []
+    for r in range(len(moved.peak_memory)):
+        shares = sum(len(key) == 3 for key in moved.plan.reload_at[r])
+        rows.append([str(r), str(len(moved.plan.reload_at[r]) - shares), str(shares), _num(plain.peak_memory[r]),
+                     _num(moved.peak_memory[r]), _num(moved.stall[r])])
+    return head + "\n\n" + table(["rank", "F offloaded", "W shares offloaded", "peak without", "resident peak",
+                                   "B and W wait for reloads"], rows, right=[True] * 6)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -480,7 +485,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         vs = f"{shown.max_peak_memory / base:.2f}x" if base else "n/a"
         rows.append([name, str(schedule.chunks_per_rank), _num(shown.makespan), f"{shown.bubble_sync:.4f}",
                      f"{shown.bubble_async:.4f}", _num(shown.max_peak_memory), vs]
-                    + ([str(moved.plan.count), _num(result.makespan), _num(result.max_peak_memory)] if moved else []))
+                    + ([f"{moved.plan.count - moved.plan.count_w} + {moved.plan.count_w} W",
+                         _num(result.makespan), _num(result.max_peak_memory)] if moved else []))
     if not results:
         raise ScheduleError(f"no registered schedule can be built for these arguments ({failures[0]})")
     try:

@@ -4,6 +4,7 @@ never slower than `all` under it."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -69,14 +70,18 @@ def test_all_at_unlimited_bandwidth_keeps_only_activations_in_use(case):
     base = simulate(schedule, costs)
     result = O.choose(schedule, "all", bandwidth=math.inf, costs=costs)
     assert result.makespan == pytest.approx(base.makespan)
-    assert result.plan.count == len(O.offloadable(schedule))
+    # every F's activations, and every W share where the W frees something (each B with a W then)
+    shares = O.w_shares(schedule, costs)
+    assert result.plan.count == len(O.offloadable(schedule)) + len(shares)
+    assert result.plan.count_w == len(shares)
+    if costs.mem_w < 0:
+        assert len(shares) == sum(op.kind == "B" for ops in schedule.ranks for op in ops)
     sc = costs.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
     for r, peak in enumerate(result.peak_memory):
+        # what B keeps for W goes too: one chunk's activations at a time, whatever B frees
         one = max(sc.mem["F"][s] for s in schedule.stage_table[r])
-        if costs.mem_b == -1.0:  # B frees everything: one chunk's activations at a time
-            assert peak == pytest.approx(one)
-        else:  # plus what B keeps for W, never more than without offload
-            assert peak <= base.peak_memory[r] + 1e-9
+        assert peak == pytest.approx(one)
+        assert peak <= base.peak_memory[r] + 1e-9
 
 
 @settings(max_examples=25)
@@ -138,14 +143,18 @@ def test_cli_simulate_and_compare_show_the_trade_off(capsys, tmp_path):
     out = capsys.readouterr().out
     expected = O.choose(generate("zbv", 4, 8, costs=Costs(mem_b=-0.6, mem_w=-0.4)), "auto", bandwidth=2.0,
                         costs=Costs(mem_b=-0.6, mem_w=-0.4))
-    assert f"{expected.plan.count} of the F ops' activations go to host" in out
+    assert expected.plan.count_w > 0  # zbv's B ops keep 0.4 for W: some of those go too
+    assert (f"{expected.plan.count - expected.plan.count_w} of the F ops' activations and {expected.plan.count_w} W "
+            f"shares (what B keeps for W) go to host") in out
     assert f"max resident peak {expected.max_peak_memory:g} (without 4)" in out
     svg = (tmp_path / "t.svg").read_text()
     assert "activations to host (offload lane)" in svg and "activations back (reload lane)" in svg
-    assert cli.main(["compare", *args, "--memory-limit", "2.5"]) == 0
+    assert cli.main(["compare", *args, "--memory-limit", "2"]) == 0
     out = capsys.readouterr().out
     assert "offloaded" in out and "makespan without" in out
-    assert "zb-h1" in out and "above --memory-limit 2.5" in out  # what B keeps for W stays resident
+    # zbv fits with W shares offloaded; zb-h1's copies at this bandwidth cannot bring it to 2
+    assert re.search(r"\nzbv .* \d+ \+ [1-9]\d* W ", out)
+    assert "zb-h1" in out and "above --memory-limit 2" in out
 
 
 @pytest.mark.parametrize("bad, says", [(["--offload", "some"], "invalid choice: 'some'"),
@@ -181,3 +190,70 @@ def test_a_time_budget_buys_memory_where_the_fastest_plan_keeps_it():
     budget = O.choose(schedule, "auto", bandwidth=2.0, max_slowdown=0.2)
     assert budget.max_peak_memory < fastest.max_peak_memory
     assert fastest.makespan < budget.makespan <= 1.2 * fastest.makespan
+
+
+# -- W shares: what B keeps for W, offloaded after the B and reloaded before the W -------------------
+
+ZBV = Costs(mem_b=-0.63, mem_w=-0.37)
+
+
+def test_w_shares_lower_the_floor_only_f_offload_leaves_and_auto_takes_them():
+    """zbv defers W ops: with every F offloaded and copies that take no time, what B keeps for W
+    still stays resident; offloading the W shares too leaves one chunk's activations at a time,
+    and `auto` under a limit between the two floors takes W shares to meet it."""
+    schedule = generate("zbv", 4, 16, costs=ZBV)
+    only_f = O.simulate_offload(schedule, O.make_plan(schedule, O.offloadable(schedule), math.inf, ZBV), ZBV)
+    every = O.choose(schedule, "all", bandwidth=math.inf, costs=ZBV)
+    assert every.plan.count_w == len(O.w_shares(schedule, ZBV)) == 4 * 16 * 2
+    assert every.max_peak_memory == pytest.approx(0.5)  # one chunk's F
+    assert only_f.max_peak_memory > 1.5  # W shares of deferred W ops pile up
+    limit = (only_f.max_peak_memory + every.max_peak_memory) / 2
+    auto = O.choose(schedule, "auto", bandwidth=math.inf, costs=ZBV, memory_limit=limit)
+    assert auto.max_peak_memory <= limit + 1e-9 and auto.plan.count_w > 0
+    assert auto.makespan == pytest.approx(every.makespan)
+
+
+def test_w_share_copies_run_after_the_b_and_back_before_the_w():
+    schedule = generate("zb-h1", 4, 8, costs=ZBV)
+    result = O.choose(schedule, "all", bandwidth=1.0, costs=ZBV)
+    for r, (spans, copies) in enumerate(zip(result.timeline, result.copies)):
+        b_end = {(s.op.mb, s.op.chunk): s.end for s in spans if s.op.kind == "B"}
+        w_start = {(s.op.mb, s.op.chunk): s.start for s in spans if s.op.kind == "W"}
+        shares = [c for c in copies if O.is_wshare(c.key)]
+        assert len(shares) == 2 * 8  # out and back, every microbatch
+        for c in shares:
+            assert c.end - c.start == pytest.approx(0.37)  # its size at 1 unit per time unit
+            if c.direction == "D2H":
+                assert c.start >= b_end[c.key[:2]] - 1e-9
+            else:
+                assert c.end <= w_start[c.key[:2]] + 1e-9
+    # the lanes carry them: without them `all` is faster at this bandwidth
+    only_f = O.simulate_offload(schedule, O.make_plan(schedule, O.offloadable(schedule), 1.0, ZBV), ZBV)
+    assert result.makespan > only_f.makespan
+
+
+def test_validator_refuses_a_late_w_share_reload():
+    schedule = generate("zb-h1", 4, 8, costs=ZBV)
+    result = O.choose(schedule, "all", bandwidth=1.0, costs=ZBV)
+    rank = 1
+    late = next(c for c in result.copies[rank] if c.direction == "H2D" and O.is_wshare(c.key))
+    w_start = next(s.start for s in result.timeline[rank] if s.op.kind == "W"
+                   and (s.op.mb, s.op.chunk) == late.key[:2])
+    result.copies[rank][result.copies[rank].index(late)] = O.Copy(rank, "H2D", late.key, late.start, w_start + 0.5)
+    with pytest.raises(ScheduleError, match=r"op W\S* starts at .* but the reload of its W share ends at"):
+        O.check_offload(result)
+    early = next(c for c in result.copies[rank] if c.direction == "D2H" and O.is_wshare(c.key))
+    result.copies[rank][result.copies[rank].index(early)] = O.Copy(rank, "D2H", early.key, early.start - 5,
+                                                                   early.end - 5)
+    with pytest.raises(ScheduleError, match="copies the W share of microbatch .* before its B ends"):
+        O.check_offload(result)
+
+
+def test_a_bw_op_has_no_w_share():
+    schedule = generate("1f1b", 2, 4, costs=ZBV)  # BW ops only
+    assert O.w_shares(schedule, ZBV) == []
+    assert O.choose(schedule, "all", costs=ZBV).plan.count_w == 0
+    with pytest.raises(ScheduleError, match="has no B and W for it"):
+        O.make_plan(schedule, [(0, 0, 0, "W")], 1.0, ZBV)
+    # a W that frees nothing (B frees everything) has no share either
+    assert O.w_shares(generate("zb-h1", 2, 4), Costs(mem_b=-1.0, mem_w=0.0)) == []

@@ -2,34 +2,41 @@
 
 An offload plan names, per rank, the (microbatch, chunk) pairs whose F's saved
 activations leave the device when the F ends and come back before their B (or
-BW), and for each such pair the op at whose start the reload is issued. The op
-order is the schedule's, untouched: offload adds copies, never moves an op.
+BW), and the W shares (key (microbatch, chunk, "W")): what a B keeps for its W
+(the weight gradient's share, -mem_w of an F's activations), leaving the device
+when the B ends and coming back before the W (a BW op keeps nothing for a W).
+For each it names the op at whose start the reload is issued. The op order is
+the schedule's, untouched: offload adds copies, never moves an op.
 
 Timing (`simulate_offload`: the simulator's own loop, `simulation._run`, with the
 lanes as its hook): each rank has one copy lane per direction (device-to-host,
 host-to-device) of `bandwidth` activation units per time unit (the cost model's
 units: an F of one rank's full layer share adds 1), so copies overlap compute and
-each other, and copies in one direction queue. The copy
-out starts when the F ends; the copy back starts when its issuing op starts,
-the lane is free and the copy out has finished; the B waits for it. Memory is
+each other, and copies in one direction queue (F's activations and W shares
+alike). The copy out starts when its producer (the F; the B for a W share)
+ends; the copy back starts when its issuing op starts, the lane is free and the
+copy out has finished; its consumer (the B or BW; the W) waits for it. Memory is
 device-resident activation: an F's activations count from its end until their
 copy out ends, and again from the start of their copy back (the buffer is
-allocated then) until the B and W free them as without offload.
+allocated then) until the B and W free them as without offload; a W share
+likewise from its B's end to its copy out's end, and from its copy back's start
+until its W frees it.
 
-The reload is issued just in time: at the start of the latest op before the B
-whose op times (the cost model's, idle left out: waiting only adds time) cover
-the copy back, never before the op after the F. Idle time only makes it earlier
-than needed, so with a free lane the B does not wait.
+The reload is issued just in time: at the start of the latest op before the
+consumer whose op times (the cost model's, idle left out: waiting only adds
+time) cover the copy back, never before the op after the producer. Idle time
+only makes it earlier than needed, so with a free lane the consumer does not wait.
 
 `choose` picks a plan for any schedule: `off`, `all`, or `auto`, the fastest
-plan within a memory limit (PipeOffload's selective offload: pairs are taken in
-order of how well their lifespan, F end to B start, hides the round trip, and
+plan within a memory limit (PipeOffload's selective offload: F activations and W shares are taken in
+order of how well their lifespan, F end to B start or B end to W start, hides the
+round trip, and
 every prefix of that order is scored; `all` is one of them, so `auto` is never
 slower than `all` under the same limit, and within the limit whenever `off` or
 `all` is); with a time budget (`max_slowdown`) instead, the least memory among
-the prefixes at most that much slower than `off`. `check_offload` is the
-validator: every copy back ends before the op that uses it, every copy starts
-after what it copies exists.
+the prefixes at most that much slower than `off`. `all` offloads every F's activations and every W
+share. `check_offload` is the validator: every copy back ends before the op that
+uses it, every copy starts after what it copies exists.
 """
 from __future__ import annotations
 
@@ -40,24 +47,31 @@ from typing import Iterable, Optional
 from .costs import UNIT, Costs, StageCosts
 from .errors import ScheduleError
 from .gc_pause import gc_paused
-from .ir import B, BW, F, Op, Schedule
+from .ir import B, BW, F, W, Op, Schedule
 from .simulation import op_times
 
 OFF, ALL, AUTO = "off", "all", "auto"
 MODES = (OFF, ALL, AUTO)
 EPS = 1e-9
 
-Key = tuple  # (microbatch, chunk)
+Key = tuple  # (microbatch, chunk): an F's activations; (microbatch, chunk, "W"): a W share
+WSHARE = W  # the third element of a W share's key
+
+
+def is_wshare(key: tuple) -> bool:
+    """True for a W share's key (microbatch, chunk, "W"), false for an F's (microbatch, chunk)."""
+    return len(key) == 3
 
 
 @dataclass(frozen=True)
 class OffloadPlan:
-    """Per rank: the offloaded (mb, chunk) pairs and, for each, the op whose start issues its reload."""
+    """Per rank: the offloaded keys ((mb, chunk): an F's activations; (mb, chunk, "W"): a W share)
+    and, for each, the op whose start issues its reload."""
 
     mode: str
     bandwidth: float
-    reload_at: tuple  # per rank: {(mb, chunk): Op issuing its reload}
-    sizes: tuple = ()  # per rank: {(mb, chunk): activation units copied}, where make_plan made it
+    reload_at: tuple  # per rank: {key: Op issuing its reload}
+    sizes: tuple = ()  # per rank: {key: activation units copied}, where make_plan made it
 
     def copy_time(self, rank: int, key: tuple) -> float:
         """Time units one copy of `key` takes on a lane of rank `rank` (0 where sizes are unknown)."""
@@ -77,11 +91,18 @@ class OffloadPlan:
 
     @property
     def count(self) -> int:
+        """Copies out planned, F activations and W shares."""
         return sum(len(per_rank) for per_rank in self.reload_at)
+
+    @property
+    def count_w(self) -> int:
+        """W shares planned."""
+        return sum(is_wshare(key) for per_rank in self.reload_at for key in per_rank)
 
 
 class Copy(tuple):
-    """One copy on a lane: (rank, direction 'D2H' or 'H2D', (mb, chunk), start, end)."""
+    """One copy on a lane: (rank, direction 'D2H' or 'H2D', key, start, end); key (mb, chunk) for an
+    F's activations, (mb, chunk, "W") for a W share."""
 
     __slots__ = ()
 
@@ -126,7 +147,8 @@ class OffloadResult:
         return max(0.0, 1.0 - sum(self.busy) / (self.schedule.pp * period)) if period > 0 else 0.0
 
     def stats(self) -> dict:
-        return {"offload": self.plan.mode, "offloaded": self.plan.count, "bandwidth": self.plan.bandwidth,
+        return {"offload": self.plan.mode, "offloaded": self.plan.count, "w_shares": self.plan.count_w,
+                "bandwidth": self.plan.bandwidth,
                 "makespan": round(self.makespan, 6), "peak_memory": [round(x, 6) for x in self.peak_memory],
                 "stall": [round(x, 6) for x in self.stall]}
 
@@ -147,33 +169,58 @@ def check_bandwidth(bandwidth: float) -> float:
     return float(bandwidth)
 
 
+def share_size(sc: StageCosts, stage: int, key: tuple) -> float:
+    """Activation units one copy of `key` moves: an F's activations, or what its B keeps for W."""
+    return -sc.memory(W, stage) if is_wshare(key) else sc.memory(F, stage)
+
+
+def _positions(ops) -> tuple:
+    """Per (mb, chunk): the index of its F, of its B or BW, of its B (only), of its W."""
+    f_at, back_at, b_at, w_at = {}, {}, {}, {}
+    for i, op in enumerate(ops):
+        key = (op.mb, op.chunk)
+        if op.kind == F:
+            f_at[key] = i
+        elif op.kind in (B, BW):
+            back_at[key] = i
+            if op.kind == B:
+                b_at[key] = i
+        elif op.kind == W:
+            w_at[key] = i
+    return f_at, back_at, b_at, w_at
+
+
 def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optional[Costs] = None, *,
               mode: str = "custom") -> OffloadPlan:
-    """The plan offloading `keys` ((rank, mb, chunk) triples), each reload issued just in time (module doc)."""
+    """The plan offloading `keys` ((rank, mb, chunk): an F's activations; (rank, mb, chunk, "W"): a W
+    share), each reload issued just in time (module doc)."""
     bandwidth = check_bandwidth(bandwidth)
     sc = _resolve(schedule, costs)
     wanted: list[set] = [set() for _ in range(schedule.pp)]
-    for rank, mb, chunk in keys:
-        wanted[rank].add((mb, chunk))
+    for rank, *key in keys:
+        wanted[rank].add(tuple(key))
     reload_at, sizes = [], []
     for r, ops in enumerate(schedule.ranks):
         where, size_of = {}, {}
-        f_at, b_at = {}, {}
-        for i, op in enumerate(ops):
-            if op.kind == F:
-                f_at[(op.mb, op.chunk)] = i
-            elif op.kind in (B, BW):
-                b_at[(op.mb, op.chunk)] = i
+        f_at, back_at, b_at, w_at = _positions(ops)
         for key in sorted(wanted[r]):
-            if key not in f_at or key not in b_at:
-                raise ScheduleError(f"offload plan names microbatch {key[0]} chunk {key[1]} on rank {r}, which has "
-                                    f"no F and B (or BW) for it")
-            size = size_of[key] = sc.memory(F, schedule.stage_table[r][key[1]])
+            pair = key[:2]
+            if is_wshare(key):
+                if key[2] != WSHARE or pair not in b_at or pair not in w_at:
+                    raise ScheduleError(f"offload plan names the W share of microbatch {key[0]} chunk {key[1]} on rank "
+                                        f"{r}, which has no B and W for it (a BW keeps nothing for a W)")
+                produced, used = b_at[pair], w_at[pair]
+            else:
+                if pair not in f_at or pair not in back_at:
+                    raise ScheduleError(f"offload plan names microbatch {key[0]} chunk {key[1]} on rank {r}, which has "
+                                        f"no F and B (or BW) for it")
+                produced, used = f_at[pair], back_at[pair]
+            size = size_of[key] = share_size(sc, schedule.stage_table[r][key[1]], key)
             need = _transfer(size, bandwidth)
-            i = b_at[key]
+            i = used
             covered = 0.0
-            # walk back from the B while the ops in between do not cover the copy back
-            while i - 1 > f_at[key] and covered < need - EPS:
+            # walk back from the consumer while the ops in between do not cover the copy back
+            while i - 1 > produced and covered < need - EPS:
                 i -= 1
                 op = ops[i]
                 covered += sc.duration(op.kind, schedule.stage_table[r][op.chunk])
@@ -199,9 +246,21 @@ def offloadable(schedule: Schedule) -> list[tuple[int, int, int]]:
     return out
 
 
+def w_shares(schedule: Schedule, costs: Optional[Costs] = None) -> list[tuple[int, int, int, str]]:
+    """(rank, mb, chunk, "W") of every B whose W frees something (mem_w < 0): what it keeps for the W."""
+    sc = _resolve(schedule, costs)
+    out = []
+    for r, ops in enumerate(schedule.ranks):
+        weights = {(op.mb, op.chunk) for op in ops if op.kind == W}
+        out.extend((r, op.mb, op.chunk, WSHARE) for op in ops if op.kind == B and (op.mb, op.chunk) in weights
+                   and -sc.memory(W, schedule.stage_table[r][op.chunk]) > EPS)
+    return out
+
+
 class _Lanes:
     """The copy lanes as a hook of the simulator's loop (`simulation._run`): reloads issued as their
-    op starts, a B (or BW) waiting for its reload, a copy out queued as its F ends (module doc)."""
+    op starts, a consumer (B or BW; W for a W share) waiting for its reload, a copy out queued as its
+    producer (F; B for a W share) ends (module doc)."""
 
     def __init__(self, schedule: Schedule, plan: OffloadPlan, sc: StageCosts) -> None:
         pp = schedule.pp
@@ -210,7 +269,8 @@ class _Lanes:
         self.marked = []
         for r in range(pp):
             ops, offl, issue = schedule.ranks[r] if r < len(schedule.ranks) else (), plan.reload_at[r], self.issue[r]
-            self.marked.append([op in issue or ((op.mb, op.chunk) in offl and op.kind in (F, B, BW)) for op in ops])
+            self.marked.append([op in issue or ((op.mb, op.chunk) in offl and op.kind in (F, B, BW))
+                                or ((op.mb, op.chunk, WSHARE) in offl and op.kind in (B, W)) for op in ops])
         self.d2h_free, self.h2d_free = [0.0] * pp, [0.0] * pp
         self.out_end: list[dict] = [{} for _ in range(pp)]
         self.back_end: list[dict] = [{} for _ in range(pp)]
@@ -218,19 +278,24 @@ class _Lanes:
         self.issued: list = [{} for _ in range(pp)]  # op index -> its copies back, in issue order
         self.stall = [0.0] * pp
 
-    def size(self, r: int, chunk: int) -> float:
-        return self.sc.memory(F, self.schedule.stage_table[r][chunk])
+    def size(self, r: int, key: tuple) -> float:
+        return share_size(self.sc, self.schedule.stage_table[r][key[1]], key)
 
     def start(self, r: int, i: int, ready: float) -> float:
         op = self.schedule.ranks[r][i]
         for key in self.issue[r].get(op, ()):  # reloads issued as this op starts
             start = max(ready, self.h2d_free[r], self.out_end[r][key])
-            self.h2d_free[r] = self.back_end[r][key] = start + _transfer(self.size(r, key[1]), self.plan.bandwidth)
+            self.h2d_free[r] = self.back_end[r][key] = start + _transfer(self.size(r, key), self.plan.bandwidth)
             copy = Copy(r, "H2D", key, start, self.h2d_free[r])
             self.copies[r].append(copy)
             self.issued[r].setdefault(i, []).append(copy)
-        key = (op.mb, op.chunk)
-        if op.kind in (B, BW) and key in self.plan.reload_at[r]:
+        if op.kind in (B, BW):
+            key = (op.mb, op.chunk)
+        elif op.kind == W:
+            key = (op.mb, op.chunk, WSHARE)
+        else:
+            return ready
+        if key in self.plan.reload_at[r]:
             if key not in self.back_end[r]:
                 raise ScheduleError(f"rank {r} op {op} runs before the op {self.plan.reload_at[r][key]} that issues "
                                     f"its reload")
@@ -241,10 +306,15 @@ class _Lanes:
 
     def end(self, r: int, i: int, end: float) -> None:
         op = self.schedule.ranks[r][i]
-        key = (op.mb, op.chunk)
-        if op.kind == F and key in self.plan.reload_at[r]:
+        if op.kind == F:
+            key = (op.mb, op.chunk)
+        elif op.kind == B:
+            key = (op.mb, op.chunk, WSHARE)
+        else:
+            return
+        if key in self.plan.reload_at[r]:
             start = max(end, self.d2h_free[r])
-            self.d2h_free[r] = self.out_end[r][key] = start + _transfer(self.size(r, op.chunk), self.plan.bandwidth)
+            self.d2h_free[r] = self.out_end[r][key] = start + _transfer(self.size(r, key), self.plan.bandwidth)
             self.copies[r].append(Copy(r, "D2H", key, start, self.d2h_free[r]))
 
     def peaks(self, timeline: list) -> list:
@@ -255,10 +325,13 @@ class _Lanes:
             events = []
             offl = self.plan.reload_at[r]
             for i, span in enumerate(spans):
-                events.extend((c.start, self.size(r, c.key[1])) for c in self.issued[r].get(i, ()))
+                events.extend((c.start, self.size(r, c.key)) for c in self.issued[r].get(i, ()))
                 events.append((span.end, self.sc.memory(span.op.kind, span.stage)))
-                if span.op.kind == F and (span.op.mb, span.op.chunk) in offl:
-                    events.append((self.out_end[r][(span.op.mb, span.op.chunk)], -self.size(r, span.op.chunk)))
+                kind = span.op.kind
+                key = (span.op.mb, span.op.chunk) if kind == F else (span.op.mb, span.op.chunk, WSHARE) \
+                    if kind == B else None
+                if key is not None and key in offl:
+                    events.append((self.out_end[r][key], -self.size(r, key)))
             live = peak = 0.0
             for _, delta in sorted(events, key=lambda e: e[0]):  # stable
                 live += delta
@@ -283,26 +356,37 @@ def simulate_offload(schedule: Schedule, plan: Optional[OffloadPlan] = None,
 
 
 def check_offload(result: OffloadResult) -> None:
-    """The validator's offload check: on every rank, each copy out starts after its F ends, each copy
-    back after its copy out ends and ends before its B (or BW) starts; copies in one lane never overlap."""
+    """The validator's offload check: on every rank, each copy out starts after its producer (the F;
+    the B for a W share) ends, each copy back after its copy out ends and ends before its consumer
+    (the B or BW; the W for a W share) starts; copies in one lane never overlap."""
     for r, (spans, copies) in enumerate(zip(result.timeline, result.copies)):
-        f_end = {(s.op.mb, s.op.chunk): s.end for s in spans if s.op.kind == F}
-        b_start = {(s.op.mb, s.op.chunk): (s.start, s.op) for s in spans if s.op.kind in (B, BW)}
+        made, used = {}, {}  # key -> its producer's end; key -> (its consumer's start, the consumer)
+        for s in spans:
+            pair, kind = (s.op.mb, s.op.chunk), s.op.kind
+            if kind == F:
+                made[pair] = s.end
+            elif kind in (B, BW):
+                used[pair] = (s.start, s.op)
+                if kind == B:
+                    made[(*pair, WSHARE)] = s.end
+            elif kind == W:
+                used[(*pair, WSHARE)] = (s.start, s.op)
         out_end = {}
         for c in sorted(copies, key=lambda c: (c.direction != "D2H", c.start)):
+            what = f"the W share of microbatch {c.key[0]} chunk {c.key[1]}" if is_wshare(c.key) else \
+                f"microbatch {c.key[0]} chunk {c.key[1]}"
             if c.direction == "D2H":
-                if c.start < f_end[c.key] - EPS:
-                    raise ScheduleError(f"rank {r} copies microbatch {c.key[0]} chunk {c.key[1]} to host at "
-                                        f"{c.start:g}, before its F ends at {f_end[c.key]:g}")
+                if c.start < made[c.key] - EPS:
+                    raise ScheduleError(f"rank {r} copies {what} to host at {c.start:g}, before its "
+                                        f"{'B' if is_wshare(c.key) else 'F'} ends at {made[c.key]:g}")
                 out_end[c.key] = c.end
                 continue
             if c.key not in out_end or c.start < out_end[c.key] - EPS:
-                raise ScheduleError(f"rank {r} reloads microbatch {c.key[0]} chunk {c.key[1]} before its copy to "
-                                    f"host has ended")
-            start, op = b_start[c.key]
+                raise ScheduleError(f"rank {r} reloads {what} before its copy to host has ended")
+            start, op = used[c.key]
             if c.end > start + EPS:
-                raise ScheduleError(f"rank {r} op {op} starts at {start:g} but the reload of its activations "
-                                    f"ends at {c.end:g}")
+                raise ScheduleError(f"rank {r} op {op} starts at {start:g} but the reload of its "
+                                    f"{'W share' if is_wshare(c.key) else 'activations'} ends at {c.end:g}")
         for direction in ("D2H", "H2D"):
             lane = sorted((c for c in copies if c.direction == direction), key=lambda c: c.start)
             for a, b in zip(lane, lane[1:]):
@@ -312,14 +396,23 @@ def check_offload(result: OffloadResult) -> None:
 
 
 def lifespans(schedule: Schedule, costs: Optional[Costs] = None) -> dict:
-    """(rank, mb, chunk) -> time from the F's end to its B's (or BW's) start, without offload."""
+    """Without offload: (rank, mb, chunk) -> time from the F's end to its B's (or BW's) start, and
+    (rank, mb, chunk, "W") -> time from the B's end to its W's start."""
     result = simulate_offload(schedule, None, costs)
     out = {}
     for r, spans in enumerate(result.timeline):
-        f_end = {(s.op.mb, s.op.chunk): s.end for s in spans if s.op.kind == F}
+        f_end, b_end = {}, {}
         for s in spans:
-            if s.op.kind in (B, BW) and (s.op.mb, s.op.chunk) in f_end:
-                out[(r, s.op.mb, s.op.chunk)] = s.start - f_end[(s.op.mb, s.op.chunk)]
+            pair = (s.op.mb, s.op.chunk)
+            if s.op.kind == F:
+                f_end[pair] = s.end
+            elif s.op.kind in (B, BW):
+                if pair in f_end:
+                    out[(r, *pair)] = s.start - f_end[pair]
+                if s.op.kind == B:
+                    b_end[pair] = s.end
+            elif s.op.kind == W and pair in b_end:
+                out[(r, *pair, WSHARE)] = s.start - b_end[pair]
     return out
 
 
@@ -334,14 +427,14 @@ def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs:
     bandwidth = check_bandwidth(bandwidth)
     if mode == OFF:
         return simulate_offload(schedule, empty_plan(schedule, bandwidth), costs)
-    candidates = offloadable(schedule)
+    candidates = offloadable(schedule) + w_shares(schedule, costs)
     if mode == ALL:
         return simulate_offload(schedule, make_plan(schedule, candidates, bandwidth, costs, mode=ALL), costs)
     sc = _resolve(schedule, costs)
     life = lifespans(schedule, costs)
 
     def slack(k: tuple) -> float:
-        size = sc.memory(F, schedule.stage_table[k[0]][k[2]])
+        size = share_size(sc, schedule.stage_table[k[0]][k[2]], k[1:])
         return life[k] - 2 * _transfer(size, bandwidth)
 
     order = sorted(candidates, key=lambda k: (-slack(k), k))
