@@ -24,10 +24,11 @@ PLOT_FORMATS = {".png": "png", ".svg": "svg"}
 
 # Okabe-Ito palette: distinguishable with the common colour-vision deficiencies.
 KIND_COLOURS = {"F": "#0072B2", "B": "#E69F00", "W": "#009E73", "BW": "#CC79A7", "D2H": "#D55E00",
-                "H2D": "#56B4E9"}
+                "H2D": "#56B4E9", "D2H-W": "#EBAA80", "H2D-W": "#AAD9F4"}
 KIND_LABELS = {"F": "F: forward", "B": "B: input gradient", "W": "W: weight gradient",
                "BW": "BW: full backward (B+W)", "D2H": "activations to host (offload lane)",
-               "H2D": "activations back (reload lane)"}
+               "H2D": "activations back (reload lane)", "D2H-W": "what B keeps for W, to host (offload lane)",
+               "H2D-W": "what B keeps for W, back (reload lane)"}
 OTHER_COLOUR = "#999999"
 CHUNK_HATCHES = ("", "///", "...", "xxx")  # chunk 0 solid, later chunks lighter and hatched
 
@@ -229,13 +230,14 @@ def _draw_panel(ax: Any, p: Panel, kinds_seen: list, boxes: list, note: Optional
     if lanes:
         for rank, copies in enumerate(p.copies):
             for lane, direction in enumerate(("D2H", "H2D")):
-                bars = [(float(c.start), float(c.end) - float(c.start)) for c in copies
-                        if c.direction == direction and c.end > c.start]
-                if bars:
-                    ax.broken_barh(bars, (rank + 0.16 + 0.13 * lane, 0.12), facecolors=KIND_COLOURS[direction],
-                                   edgecolor="white", linewidth=0.3)
-                    if direction not in kinds_seen:
-                        kinds_seen.append(direction)
+                for share, kind in ((False, direction), (True, f"{direction}-W")):  # F's activations; W shares
+                    bars = [(float(c.start), float(c.end) - float(c.start)) for c in copies
+                            if c.direction == direction and c.end > c.start and (len(c.key) == 3) == share]
+                    if bars:
+                        ax.broken_barh(bars, (rank + 0.16 + 0.13 * lane, 0.12), facecolors=KIND_COLOURS[kind],
+                                       edgecolor="white", linewidth=0.3)
+                        if kind not in kinds_seen:
+                            kinds_seen.append(kind)
     ax.set_ylim(pp - 0.5, -0.5)
     ax.set_yticks(range(pp))
     ax.set_yticklabels([f"rank {r}" for r in range(pp)], fontsize=8)
