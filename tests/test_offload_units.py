@@ -11,6 +11,7 @@ import torch
 import expected_skips
 
 from primus_megatron.runtime.offload import ActivationOffload, OffloadError
+from primus_megatron.runtime.wgrad_store import get_store
 from primus_megatron.schedules import Op
 
 CPU = torch.device("cpu")
@@ -282,3 +283,105 @@ def test_resident_memory_counts_what_the_step_allocates_and_keeps_and_not_the_ho
     offload.ready((0, 0))
     y.sum().backward()
     offload.release((0, 0))
+
+
+# -- what B keeps for W (a W share): moved to host after the B, back before the W ----------------------
+
+def _deferred_w(key, go, inp, weight, out: list) -> None:
+    """A B's deferred weight gradient as the hooked layers queue it: the store holds its arguments."""
+    with get_store().capture(key):
+        get_store().defer(lambda g, i, w: out.append(g.t().matmul(i) + w.sum()), tensors=(go, inp),
+                          args=(go, inp, weight))
+
+
+def test_w_share_goes_to_host_after_the_b_and_its_w_is_bitwise_the_plain_one():
+    store = get_store()
+    weight = torch.nn.Parameter(torch.randn(3, 6))
+    base = torch.randn(6, 12)
+    out, expected = [], []
+    with store.step(splitting=True):
+        _deferred_w((2, 1), base[:3].t().clone(), base.t(), weight, expected)
+        store.run((2, 1))
+        offload = ActivationOffload({(2, 1, "W")}, {Op("F", 5): [(2, 1, "W")]}, CPU, params=[weight])
+        # the input: a transposed view (non-contiguous); the output gradient a view into the same storage
+        held = base.clone()
+        _deferred_w((2, 1), held[:3].t(), held.t(), weight, out)
+        args = store.arguments((2, 1))[0]
+        alive = weakref.ref(held.untyped_storage())
+        del held
+        offload.after(Op("B", 2, 1))
+        gc.collect()
+        assert alive() is None  # what B kept left the device
+        assert args[2] is weight  # a parameter stays where it is
+        assert offload.moved_w == 1 and offload.host_bytes == 6 * 12 * 4  # one copy of the shared storage
+        assert offload.entries[(2, 1, "W")].state == "out"
+        offload.before(Op("F", 5))  # the planned op issues the reload
+        assert offload.entries[(2, 1, "W")].state == "back"
+        offload.before(Op("W", 2, 1))  # the W gets its arguments back, rebuilt on the reloaded storage
+        assert (2, 1, "W") not in offload.entries and offload.host_bytes == 0
+        assert args[1].stride() == (1, 12) and args[1].shape == (12, 6)
+        assert args[0].untyped_storage().data_ptr() == args[1].untyped_storage().data_ptr()
+        store.run((2, 1))
+    assert torch.equal(out[0], expected[0])
+    offload.assert_empty()
+
+
+def test_a_failed_step_releases_w_shares_and_an_unused_one_is_reported():
+    store = get_store()
+    with pytest.raises(RuntimeError, match="the step failed"):
+        with store.step(splitting=True):
+            offload = ActivationOffload({(0, 0, "W")}, {}, CPU)
+            _deferred_w((0, 0), torch.randn(4, 2), torch.randn(4, 5), torch.nn.Parameter(torch.ones(1)), [])
+            offload.after(Op("B", 0))
+            assert offload.host_bytes == (8 + 20) * 4
+            with pytest.raises(OffloadError, match="never used by a B \\(or W\\)"):
+                offload.assert_empty()
+            raise RuntimeError("the step failed")
+    offload.clear()  # what the executor does when a step raises
+    assert not offload.entries and offload.host_bytes == 0 and not store.pending((0, 0))
+    offload.assert_empty()
+
+
+def test_emulated_lanes_time_w_shares_and_the_w_waits_for_its_reload():
+    import time
+
+    store = get_store()
+    with store.step(splitting=True):
+        offload = ActivationOffload({(0, 0, "W")}, {}, CPU, lane_seconds={(0, 0, "W"): 0.05})
+        with store.capture((0, 0)):
+            store.defer(lambda: None)  # an emulated device's W keeps no tensor: only the time is real
+        offload.after(Op("B", 0))
+        began = time.monotonic()
+        offload.before(Op("W", 0))  # not reloaded by a planned op: reloaded now, and waited for
+        assert time.monotonic() - began >= 0.05
+        (d0, k0, s0, e0), (d1, k1, s1, e1) = offload.lanes.copies
+        assert (d0, d1) == ("D2H", "H2D") and k0 == k1 == (0, 0, "W") and s1 >= e0
+        assert e1 - s1 == pytest.approx(0.05)
+        store.run((0, 0))
+    offload.assert_empty()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(),
+                    reason=expected_skips.reason("no-cuda", "needs a CUDA device (the pinned-buffer, stream and event path)"))
+def test_cuda_w_share_offload_is_bitwise_and_frees_the_device_copy():
+    store = get_store()
+    device = torch.device("cuda", torch.cuda.current_device())
+    weight = torch.nn.Parameter(torch.randn(64, 256, device=device))
+    go, inp = torch.randn(4096, 64, device=device), torch.randn(4096, 256, device=device)
+    out, expected = [], []
+    with store.step(splitting=True):
+        _deferred_w((0, 0), go, inp, weight, expected)
+        store.run((0, 0))
+        offload = ActivationOffload({(0, 0, "W")}, {}, device, params=[weight])
+        _deferred_w((0, 0), go.clone(), inp.clone(), weight, out)
+        before = torch.cuda.memory_allocated()
+        offload.after(Op("B", 0))
+        torch.cuda.synchronize()
+        offload.poll()
+        assert torch.cuda.memory_allocated() < before  # the device copies went once their copy out was done
+        assert all(h.is_pinned() for h in offload.entries[(0, 0, "W")].host)
+        offload.before(Op("W", 0))  # reloaded on the H2D stream; the W's stream waits for its event
+        store.run((0, 0))
+    torch.cuda.synchronize()
+    assert torch.equal(out[0], expected[0])
+    offload.assert_empty()

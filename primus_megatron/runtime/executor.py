@@ -126,6 +126,7 @@ class StepResult:
     peak_host_bytes: int = 0  # the host pool's peak (it is empty when the step ends)
     offloaded_bytes: int = 0  # what the offloaded F ops saved, in all
     copies: list = field(default_factory=list)  # emulated lanes: (lane, key, start, end) of each copy
+    offloaded_w: int = 0  # B ops whose W share (what they kept for W) went to host and back
 
 
 class _Replay:
@@ -283,8 +284,8 @@ class _Step:
         if self.memory and op.kind == F:  # counted outside the op's time
             self.memory.forward_done(key, output)
             mem_delta = self.memory.forward_bytes(key)
-        if self.offload and op.kind == F:
-            self.offload.offloaded(key)  # after the profiler's graph walk, which reads the saved tensors
+        if self.offload:  # to host: an F's saved tensors (after the profiler's graph walk), what a B keeps for W
+            self.offload.after(op)
         self.sync.after(index)
         if ctx.record_timeline:
             self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none()))
@@ -370,7 +371,8 @@ class _Step:
                           self.offload.moved if self.offload else 0,
                           self.offload.peak_host_bytes if self.offload else 0,
                           self.offload.moved_bytes if self.offload else 0,
-                          list(self.offload.lanes.copies) if self.offload and self.offload.lanes else [])
+                          list(self.offload.lanes.copies) if self.offload and self.offload.lanes else [],
+                          self.offload.moved_w if self.offload else 0)
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,

@@ -123,8 +123,10 @@ def _fused_accumulate(weight: torch.Tensor, main_grad: torch.Tensor, grad_output
         raise RuntimeError(f"gradient-accumulation fusion does not support main_grad of {main_grad.dtype}")
 
 
-def _weight_grad_closure(weight, grad_output, input, *, fusion: bool, main_grad, sequence_parallel: bool, tp_group):
-    def run() -> None:
+def _weight_grad_closure(weight, *, fusion: bool, main_grad, sequence_parallel: bool, tp_group):
+    """W's work; called with (grad_output, input), which the store holds from B to W (so that
+    activation offload can move them to host and back)."""
+    def run(grad_output, input) -> None:
         from megatron.core.parallel_state import get_global_memory_buffer
         from megatron.core.utils import prepare_input_tensors_for_wgrad_compute
 
@@ -217,10 +219,10 @@ class DeferrableLinear(torch.autograd.Function):
             _reduce_scatter(sub, grad_input.contiguous(), group=tp_group)
             grad_input = sub
         grad_bias = grad_output.reshape(-1, grad_output.shape[-1]).sum(dim=0) if ctx.use_bias else None
-        store.defer(_weight_grad_closure(ctx.param, grad_output, input, fusion=ctx.gradient_accumulation_fusion,
+        store.defer(_weight_grad_closure(ctx.param, fusion=ctx.gradient_accumulation_fusion,
                                          main_grad=ctx.main_grad, sequence_parallel=ctx.sequence_parallel,
                                          tp_group=tp_group),
-                    tensors=(grad_output, input))
+                    tensors=(grad_output, input), args=(grad_output, input))
         return (grad_input, None, grad_bias, *([None] * ctx.num_rest))
 
 

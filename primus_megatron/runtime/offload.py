@@ -18,6 +18,15 @@ size, stride and offset, so backward computes on the same bytes in the same layo
 (bitwise the gradients without offload). `release(key)` after the B drops our
 references (what W's closures keep stays alive through them).
 
+What a B keeps for its W (a W share, plan key (microbatch, chunk, "W")) moves the same way:
+the deferred weight-gradient closures hold no tensor of their own, the weight-gradient store
+holds their arguments (`WeightGradStore.arguments`: megatron's linear layers' input and output
+gradient, TE's through `te_wgrad`). `after(op)` at the B's end records each argument's storage
+(parameters and their views excluded, one copy per storage), puts a packed reference in the
+argument's place and copies the storages to host like an F's; `before(op)` reloads it at the op
+the plan names and, as the W starts, waits for the reload and puts each argument back, rebuilt
+on the reloaded storage with its own dtype, size, stride and offset.
+
 On GPU: pinned host buffers (torch's caching host allocator), one device-to-host and one
 host-to-device stream, CUDA events between them and the compute stream; the host never
 waits (`poll` frees device storages whose copy-out event has fired). On CPU the same path
@@ -25,8 +34,8 @@ runs with a host pool: the original storage is freed, a copy is held until the r
 
 On emulated devices (`runtime.emulated`; the runner's `emulated_copy_seconds`) the copies also
 take the time the plan's bandwidth says, on one lane per direction as the planner models them: a copy out starts
-when its F ends and its lane is free; a copy back when its issuing op starts, its lane is free
-and its copy out has ended; the B waits (sleeps) until its copy back ends. The step's result lists
+when its F (B) ends and its lane is free; a copy back when its issuing op starts, its lane is free
+and its copy out has ended; the B (the W, for a W share) waits (sleeps) until its copy back ends. The step's result lists
 the copies (`StepResult.copies`), timed on `time.monotonic`.
 
 The copy lanes' bandwidth, when not given, is measured at start-up (`measured_bandwidth`): the
@@ -46,9 +55,11 @@ from typing import Iterator, Optional
 
 import torch
 
+from ..schedules.ir import B, F, W
 from .resident import HOST_SCOPE
+from .wgrad_store import get_store
 
-Key = tuple  # (microbatch, chunk)
+Key = tuple  # (microbatch, chunk): an F's saved activations; (microbatch, chunk, "W"): what its B keeps for W
 
 
 class OffloadError(RuntimeError):
@@ -70,6 +81,12 @@ class _Entry:
     @property
     def nbytes(self) -> int:
         return sum(k[1] for k in self.index)
+
+
+class _Packed(tuple):
+    """A saved tensor's place in an entry: (key, storage position, dtype, size, stride, offset)."""
+
+    __slots__ = ()
 
 
 def _as_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
@@ -97,6 +114,8 @@ class ActivationOffload:
         self.peak_host_bytes = 0
         self.moved = 0  # F ops offloaded this step
         self.moved_bytes = 0  # what they saved, in all
+        self.moved_w = 0  # W shares offloaded this step (what B ops kept for W)
+        self.moved_w_bytes = 0
 
     # -- hooks -----------------------------------------------------------------------------
     def _keeps(self, t: torch.Tensor) -> bool:
@@ -119,25 +138,29 @@ class ActivationOffload:
         entry = self.entries[key] = _Entry()
 
         def pack(t: torch.Tensor):
-            if self._keeps(t):
-                return t
-            storage = t.untyped_storage()
-            skey = (storage.data_ptr(), storage.nbytes())
-            position = entry.index.get(skey)
-            if position is None:
-                position = entry.index[skey] = len(entry.storages)
-                entry.storages.append(storage)
-            return (key, position, t.dtype, t.size(), t.stride(), t.storage_offset())
+            return t if self._keeps(t) else self._pack(entry, key, t)
 
         def unpack(packed):
-            if torch.is_tensor(packed):
-                return packed
-            owner, position, dtype, size, stride, offset = packed
-            storage = self._storage(owner, position)
-            return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, size, stride)
+            return packed if torch.is_tensor(packed) else self._unpack(packed)
 
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             yield
+
+    @staticmethod
+    def _pack(entry: _Entry, key: Key, t: torch.Tensor) -> _Packed:
+        """Record `t`'s storage in `entry` (once per storage) and return where `t` lies in it."""
+        storage = t.untyped_storage()
+        skey = (storage.data_ptr(), storage.nbytes())
+        position = entry.index.get(skey)
+        if position is None:
+            position = entry.index[skey] = len(entry.storages)
+            entry.storages.append(storage)
+        return _Packed((key, position, t.dtype, t.size(), t.stride(), t.storage_offset()))
+
+    def _unpack(self, packed: _Packed) -> torch.Tensor:
+        owner, position, dtype, size, stride, offset = packed
+        storage = self._storage(owner, position)
+        return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, size, stride)
 
     def _storage(self, key: Key, position: int) -> torch.UntypedStorage:
         entry = self.entries.get(key)
@@ -152,11 +175,40 @@ class ActivationOffload:
         return entry.back[position].untyped_storage()
 
     # -- moves -----------------------------------------------------------------------------
+    def after(self, op) -> None:
+        """As `op` ends: an F's saved activations, or what a B keeps for its W, go to host as the plan says
+        (an F's after the profiler's graph walk, which reads the saved tensors)."""
+        if op.kind == F:
+            self.offloaded((op.mb, op.chunk))
+        elif op.kind == B:
+            self.offload_w_share((op.mb, op.chunk))
+
     def offloaded(self, key: Key) -> None:
         """After the F of `key`: copy its storages to host; the device copies go once that is done."""
         entry = self.entries.get(key)
         if entry is None:
             return
+        self._copy_out(key, entry)
+        self.moved += 1
+        self.moved_bytes += entry.nbytes
+
+    def offload_w_share(self, key: Key) -> None:
+        """After the B of `key` (mb, chunk): what its W's closures are given goes to host (module doc)."""
+        wkey = (*key, W)
+        if wkey not in self.keys:
+            return
+        if wkey in self.entries:
+            raise OffloadError(f"microbatch {key[0]} chunk {key[1]} ran its B twice in one step")
+        entry = self.entries[wkey] = _Entry()
+        for args in get_store().arguments(key):
+            for i, t in enumerate(args):
+                if torch.is_tensor(t) and not self._keeps(t):
+                    args[i] = self._pack(entry, wkey, t)
+        self._copy_out(wkey, entry)
+        self.moved_w += 1
+        self.moved_w_bytes += entry.nbytes
+
+    def _copy_out(self, key: Key, entry: _Entry) -> None:
         sources = [_as_bytes(s) for s in entry.storages]
         if self.cuda:
             self.d2h.wait_stream(torch.cuda.current_stream(self.device))
@@ -174,17 +226,29 @@ class ActivationOffload:
         entry.state = "out"
         if self.lanes:
             self.lanes.out(key)
-        self.moved += 1
-        self.moved_bytes += entry.nbytes
         self.host_bytes += entry.nbytes
         self.peak_host_bytes = max(self.peak_host_bytes, self.host_bytes)
         self.poll()
 
     def before(self, op) -> None:
-        """As `op` starts: issue the reloads the plan puts here."""
+        """As `op` starts: issue the reloads the plan puts here; a W then waits for what its B kept and
+        gets it back (module doc)."""
         for key in self.reloads_before.get(op, ()):
             if key in self.entries and self.entries[key].state == "out":
                 self.reload(key)
+        if op.kind == W:
+            self._w_share_back((op.mb, op.chunk))
+
+    def _w_share_back(self, key: Key) -> None:
+        wkey = (*key, W)
+        if wkey not in self.entries:
+            return
+        self.ready(wkey)
+        for args in get_store().arguments(key):
+            for i, packed in enumerate(args):
+                if isinstance(packed, _Packed):
+                    args[i] = self._unpack(packed)
+        self.release(wkey)  # the arguments hold the reloaded storages now
 
     def reload(self, key: Key) -> None:
         entry = self.entries[key]
@@ -207,7 +271,8 @@ class ActivationOffload:
         entry.state = "back"
 
     def ready(self, key: Key) -> None:
-        """Before the B of `key`: its activations are (or will be, in stream order) on the device."""
+        """Before the B of `key` (the W, for a W share): what it reads is (or will be, in stream order) on
+        the device."""
         entry = self.entries.get(key)
         if entry is None:
             return
@@ -239,7 +304,7 @@ class ActivationOffload:
     def assert_empty(self) -> None:
         if self.entries or self.host_bytes:
             keys = sorted(self.entries)[:4]
-            raise OffloadError(f"the step ended with offloaded activations never used by a B: {keys}")
+            raise OffloadError(f"the step ended with offloaded activations never used by a B (or W): {keys}")
 
     def clear(self) -> None:
         """A failed step: let everything go (after the copies in flight on GPU, which may still read it)."""

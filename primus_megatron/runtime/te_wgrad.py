@@ -244,11 +244,14 @@ class _Work:
 
     __slots__ = ("layer", "tensors", "gemm")
 
-    def __init__(self, layer: torch.nn.Module, tensors: list, gemm: Callable) -> None:
+    def __init__(self, layer: torch.nn.Module, tensors: Optional[list], gemm: Callable) -> None:
         self.layer, self.tensors, self.gemm = layer, tensors, gemm
 
-    def __call__(self) -> None:
-        tensors, gemm, self.tensors, self.gemm = self.tensors, self.gemm, None, None  # free inputs as W ends
+    def __call__(self, *given) -> None:
+        """Runs on the tensors it was made with, or (deferred to a W op, `tensors` None) on those
+        the store hands it (`given`: held by the store from B to W, as activation offload needs)."""
+        tensors = self.tensors if self.tensors is not None else list(given)
+        gemm, self.tensors, self.gemm = self.gemm, None, None  # free inputs as W ends
         if gemm is None:
             raise RuntimeError("a TransformerEngine weight gradient was run twice")
         with torch.no_grad():  # as in TE's backward: the GEMM must not record a graph (its inputs may require grad)
@@ -325,11 +328,11 @@ class DeferringWgradStore:
     def put(self, tensor_list: list, func: Callable) -> None:
         # the tensors are held until W (under sequence parallelism TE's gathered input / grad_output):
         # counted as such for the measured mem_b / mem_w the planner simulates (module doc)
-        work = _Work(self.layer, tensor_list, func)
         store = get_store()
-        if store.capturing:  # a B op: its W runs the work
-            store.defer(work, tensors=_held_tensors(tensor_list))
-        else:  # a BW op, megatron's own schedule, plain use: run when this backward ends
+        if store.capturing:  # a B op: its W runs the work on the tensors the store holds meanwhile
+            store.defer(_Work(self.layer, None, func), tensors=_held_tensors(tensor_list), args=tensor_list)
+        else:
+            work = _Work(self.layer, tensor_list, func)  # a BW op, megatron's own schedule, plain use: run when this backward ends
             torch.autograd.Variable._execution_engine.queue_callback(work)
 
     def pop(self):

@@ -10,6 +10,11 @@ keep). The W op for the same key runs the closures. A W whose key has nothing
 queued is an error: the split would silently be a no-op. `step` empties the
 store when it opens and when the step fails, so nothing crosses steps.
 
+A closure deferred with `args` keeps no tensor of its own: the store holds its
+arguments until W calls `fn(*args)`, so between B and W they can be moved to
+host memory and back (`arguments(key)`: activation offload of what B keeps for
+W, `runtime.offload`).
+
 The store is process-wide (`get_store`): megatron's linear layers and
 TransformerEngine's wgrad store reach it from inside autograd, where nothing
 can be passed to them.
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
-from typing import Callable, Hashable, Iterator, Optional
+from typing import Callable, Hashable, Iterable, Iterator, Optional
 
 
 class WeightGradStoreError(RuntimeError):
@@ -30,7 +35,7 @@ class WeightGradStore:
     __slots__ = ("_queues", "_key", "_held", "_splitting", "deferred", "ran")
 
     def __init__(self) -> None:
-        self._queues: dict[Hashable, list[Callable[[], None]]] = defaultdict(list)
+        self._queues: dict[Hashable, list[tuple[Callable, Optional[list]]]] = defaultdict(list)  # (fn, args)
         self._key: Optional[Hashable] = None
         self._held: Optional[list] = None  # the open capture's `held`
         self._splitting = False
@@ -81,16 +86,22 @@ class WeightGradStore:
         finally:
             self._key = self._held = None
 
-    def defer(self, fn: Callable[[], None], tensors: tuple = ()) -> None:
+    def defer(self, fn: Callable[..., None], tensors: tuple = (), *, args: Optional[Iterable] = None) -> None:
         """Queue `fn` under the capture's key; `tensors` are what it keeps alive
-        until it runs (for activation-memory accounting)."""
-        self._queues[self._key].append(fn)
+        until it runs (for activation-memory accounting). With `args`, W runs
+        `fn(*args)` and the store holds them meanwhile (module doc); else `fn()`."""
+        self._queues[self._key].append((fn, None if args is None else list(args)))
         self.deferred += 1
         if self._held is not None:
             self._held.extend(tensors)
 
     def pending(self, key: Hashable) -> int:
         return len(self._queues.get(key, ()))
+
+    def arguments(self, key: Hashable) -> list[list]:
+        """The argument lists the store holds for `key`'s closures (module doc), to be changed in place:
+        whatever each holds when W runs is what its closure is called with."""
+        return [args for _, args in self._queues.get(key, ()) if args is not None]
 
     def run(self, key: Hashable, *, what: str = "") -> int:
         """Run every closure queued under `key`; returns how many ran."""
@@ -101,8 +112,12 @@ class WeightGradStore:
                 "megatron-core's ColumnParallelLinear/RowParallelLinear and TransformerEngine's Linear/"
                 "LayerNormLinear (TE 2.7 or newer, routed by primus_megatron.build_model) can defer; build the "
                 "model from those, or use a schedule without W ops (1f1b, interleaved-1f1b)")
-        for fn in fns:
-            fn()
+        for fn, args in fns:
+            if args is None:
+                fn()
+            else:
+                fn(*args)
+                args.clear()  # what the closure was given goes as it returns
         self.ran += len(fns)
         return len(fns)
 
