@@ -356,7 +356,9 @@ def run_case(spec: dict, schedule: str) -> dict:
         last = getattr(fbf, "last_step", None)
         if last is not None:
             record.update(wgrads_deferred=last.wgrads_deferred, wgrads_run=last.wgrads_run,
-                          offloaded=last.offloaded, peak_host_bytes=last.peak_host_bytes)
+                          offloaded=last.offloaded, offloaded_w=last.offloaded_w,
+                          offloaded_w_bytes=last.offloaded_w_bytes,
+                          peak_host_bytes=last.peak_host_bytes)
         if spec.get("inject_nonfinite_at") == it and pp_rank == 0:
             from primus_megatron.optim import inject_nonfinite_gradient
 

@@ -1,5 +1,5 @@
-"""Activation offload at runtime (issue 32): with every F's saved activations moved to the host
-pool and back (`--pipeline-offload all`), losses, every gradient after finalize_model_grads, the
+"""Activation offload at runtime (issue 32): with every F's saved activations, and what every B
+keeps for its W, moved to the host pool and back (`--pipeline-offload all`), losses, every gradient after finalize_model_grads, the
 optimizer's parameters after every step and the final model are bitwise those without offload, on
 Megatron-LM's production configurations (test_production_matrix's, wired by matrix_harness), and
 the host pool is empty when each step ends (the executor raises otherwise).
@@ -66,7 +66,8 @@ def _same(a, b, where: str) -> None:
         assert torch.equal(a, b), f"{where}: max |diff| {(a.double() - b.double()).abs().max().item():.3g}"
     elif isinstance(a, dict):
         assert isinstance(b, dict), where
-        for k in a.keys() - {"offloaded", "peak_host_bytes", "seconds"}:  # (the run time differs)
+        for k in a.keys() - {"offloaded", "offloaded_w", "offloaded_w_bytes", "peak_host_bytes",
+                                 "seconds"}:  # (the run time differs)
             _same(a[k], b[k], f"{where}.{k}")
     elif isinstance(a, (list, tuple)):
         assert len(a) == len(b), where
@@ -87,9 +88,14 @@ def test_offload_all_is_bitwise_the_run_without_it(runs, case):
             pytest.fail(f"{config} / {schedule}: the run raised:\n{res['error'][:6000]}", pytrace=False)
     for rank, (a, b) in enumerate(zip(plain, moved)):
         for it, record in enumerate(b["iterations"]):
-            # every F that has a B was offloaded (m x chunks per rank), through the host pool
-            assert record["offloaded"] == _spec(config)["microbatches"] * (2 if schedule in (
-                "zbv", "v-half", "v-min", "interleaved-1f1b") else 1), (rank, it)
+            # every F that has a B was offloaded (m x chunks per rank), through the host pool, and with W
+            # ops what every B kept for its W
+            per_rank = _spec(config)["microbatches"] * (2 if schedule in (
+                "zbv", "v-half", "v-min", "interleaved-1f1b") else 1)
+            assert record["offloaded"] == per_rank, (rank, it)
+            with_w = schedule not in ("1f1b", "interleaved-1f1b")
+            assert record["offloaded_w"] == (per_rank if with_w else 0), (rank, it)
+            assert (record["offloaded_w_bytes"] > 0) == with_w, (rank, it)  # the layers' inputs and output grads
             assert record["peak_host_bytes"] > 0
-            assert a["iterations"][it]["offloaded"] == 0
+            assert a["iterations"][it]["offloaded"] == a["iterations"][it]["offloaded_w"] == 0
         _same(a, b, f"{config}/{schedule} rank {rank}")

@@ -706,6 +706,43 @@ def s_held_until_w_is_counted(te):
     store.run((0, 0))
 
 
+def s_w_shares_offloaded_bitwise(te):
+    """Activation offload of what B keeps for W: the tensors each routed put hands the store go to
+    the host pool after the B and come back before the W; the gradients are bitwise those
+    without offload, and nothing stays in the pool."""
+    from primus_megatron.runtime import te_wgrad
+    from primus_megatron.runtime.offload import ActivationOffload
+    from primus_megatron.schedules import Op
+
+    torch.manual_seed(7)
+    net = _Net(te)
+    te_wgrad.enable(net)
+    xs = _inputs(2, seed=3)
+    grads = []
+    for offloading in (False, True):
+        for p in net.parameters():
+            p.grad = None
+        store = _fresh_store()
+        keys = {(mb, 0, "W") for mb in (0, 1)} if offloading else set()
+        offload = ActivationOffload(keys, {}, torch.device("cpu"), params=list(net.parameters()))
+        with store.step(splitting=True):
+            outs = [net(x) for x in xs]
+            for mb in (0, 1):
+                with store.capture((mb, 0)):
+                    _loss(outs[mb]).backward()
+                offload.after(Op("B", mb))
+            if offloading:
+                assert offload.moved_w == 2 and offload.host_bytes == offload.moved_w_bytes > 0
+                assert all(not torch.is_tensor(t) for args in store.arguments((0, 0)) for t in args)
+            for mb in (1, 0):
+                offload.before(Op("W", mb))
+                store.run((mb, 0))
+        offload.assert_empty()
+        grads.append({n: p.grad.clone() for n, p in net.named_parameters()})
+    for name, g in grads[0].items():
+        assert torch.equal(g, grads[1][name]), name
+
+
 def _raises(exc_type, needle: str, fn) -> None:
     try:
         fn()
@@ -718,7 +755,7 @@ def _raises(exc_type, needle: str, fn) -> None:
 SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, s_ddp_hooks_once_per_w_fused,
              s_fp8_bias_gradient_in_b_and_quantized_puts, s_fp8_ddp_hooks_once_per_w, s_debug_mode_refuses_routed_layers,
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals, s_capability_older_te,
-             s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted]
+             s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted, s_w_shares_offloaded_bitwise]
 
 
 def scenarios_body(rank, case):

@@ -127,6 +127,7 @@ class StepResult:
     offloaded_bytes: int = 0  # what the offloaded F ops saved, in all
     copies: list = field(default_factory=list)  # emulated lanes: (lane, key, start, end) of each copy
     offloaded_w: int = 0  # B ops whose W share (what they kept for W) went to host and back
+    offloaded_w_bytes: int = 0  # what those W shares held, in all
 
 
 class _Replay:
@@ -372,7 +373,8 @@ class _Step:
                           self.offload.peak_host_bytes if self.offload else 0,
                           self.offload.moved_bytes if self.offload else 0,
                           list(self.offload.lanes.copies) if self.offload and self.offload.lanes else [],
-                          self.offload.moved_w if self.offload else 0)
+                          self.offload.moved_w if self.offload else 0,
+                          self.offload.moved_w_bytes if self.offload else 0)
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,
