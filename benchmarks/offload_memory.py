@@ -5,7 +5,9 @@
 
 Four gloo ranks (one core each where there are four) run a small GPTModel under every schedule
 (zb-optimal aside: an ILP per call) with `--pipeline-offload` off, all and auto (auto under a
-memory limit of half the largest rank's simulated peak without offload). Per schedule, two
+memory limit of half the largest rank's simulated peak without offload). `all` and `auto` move
+F's saved activations and, under schedules with W ops, W shares: what a B keeps for its W, to
+host after the B and back before the W. Per schedule, two
 profiled steps without offload measure the costs (the profiler's graph walk: what the planner
 plans with); each mode then runs one step in which the offload bandwidth is measured at start-up
 (`runtime.offload.measured_bandwidth`) and one measured step under the plan made with it.
@@ -82,7 +84,8 @@ def resident_body(rank: int, case: dict) -> dict:
             out[(name, mode)] = {
                 "measured": memory.peak_at_ops(runner.last_step.timeline),
                 "simulated": simulated_peak(runner, pp, m, costs, summary["unit_bytes"], rank),
-                "offloaded": runner.last_step.offloaded, "bandwidth": runner.spec.offload_bandwidth or math.inf,
+                "offloaded": runner.last_step.offloaded, "offloaded_w": runner.last_step.offloaded_w,
+                "bandwidth": runner.spec.offload_bandwidth or math.inf,
                 "host_peak": memory.host_bytes_peak}
         del model, profiler
     return out
@@ -100,7 +103,7 @@ def rows(per_rank: list, schedules, modes) -> list:
             cells = [r[(name, mode)] for r in per_rank]
             errors = [abs(c["measured"] - c["simulated"]) / c["simulated"] for c in cells]
             mib = lambda x: f"{x / 2**20:.2f}"  # noqa: E731
-            out.append([name, mode, sum(c["offloaded"] for c in cells),
+            out.append([name, mode, sum(c["offloaded"] for c in cells), sum(c["offloaded_w"] for c in cells),
                         f"{min(c['bandwidth'] for c in cells):.3g}" if mode != "off" else "-",
                         " / ".join(mib(c["measured"]) for c in cells), " / ".join(mib(c["simulated"]) for c in cells),
                         f"{100 * max(errors):.1f}%"])
@@ -118,7 +121,7 @@ def main() -> int:
     schedules = args.schedules.split(",")
     began = time.time()
     per_rank = run(schedules, m=args.m)
-    head = ["schedule", "offload", "F ops offloaded", "bandwidth (units)", "measured MiB (rank 0/1/2/3)",
+    head = ["schedule", "offload", "F ops offloaded", "W shares offloaded", "bandwidth (units)", "measured MiB (rank 0/1/2/3)",
             "simulated MiB", "worst error"]
     worst = max(float(r[-1].rstrip("%")) for r in rows(per_rank, schedules, MODES))
     text = (C.command_block("python benchmarks/offload_memory.py")

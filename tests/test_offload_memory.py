@@ -5,7 +5,8 @@ model leaves out): the costs come from two profiled steps (the profiler's graph 
 are made with); then `--pipeline-offload` off and all each run a start-up step (the bandwidth is
 measured there) and a step measured by `runtime.resident` from torch's allocator events alone
 (never the autograd graph). On every rank the measured peak at op boundaries is within 5% of the
-simulator's for the plan that ran, offloading everything really frees device memory, and the
+simulator's for the plan that ran (with `all`: every F's activations and what every B keeps for its W
+on the host between the copies), offloading everything really frees device memory, and the
 bandwidth left out was measured at start-up, the same on every rank. The
 whole-matrix table (every schedule x off/all/auto at pp=4) is benchmarks/offload_memory.py's.
 """
@@ -61,7 +62,8 @@ def _body(rank, case):
             step(runner)
         out[mode] = {"measured": memory.peak_at_ops(runner.last_step.timeline),
                      "simulated": simulated_peak(runner, PP, M, costs, summary["unit_bytes"], rank),
-                     "offloaded": runner.last_step.offloaded, "host_peak": memory.host_bytes_peak,
+                     "offloaded": runner.last_step.offloaded, "offloaded_w": runner.last_step.offloaded_w,
+                     "host_peak": memory.host_bytes_peak,
                      "bandwidth": runner.spec.offload_bandwidth}
     return out
 
@@ -86,6 +88,7 @@ def test_offloading_everything_frees_device_memory(measured):
     for rank, per_rank in enumerate(measured):
         off, every = per_rank["off"], per_rank["all"]
         assert every["offloaded"] == 2 * M and off["offloaded"] == 0
+        assert every["offloaded_w"] == 2 * M and off["offloaded_w"] == 0  # every B's W share too
         assert every["host_peak"] > 0 and off["host_peak"] == 0  # the host pool seen by the allocator
         assert every["measured"] < 0.8 * off["measured"], (rank, every["measured"], off["measured"])
 
