@@ -34,7 +34,12 @@ round trip, and
 every prefix of that order is scored; `all` is one of them, so `auto` is never
 slower than `all` under the same limit, and within the limit whenever `off` or
 `all` is); with a time budget (`max_slowdown`) instead, the least memory among
-the prefixes at most that much slower than `off`. `all` offloads every F's activations and every W
+the plans at most that much slower than `off`. Where the copy lanes cannot carry
+everything, one order's prefixes spend them on activations that are not resident
+when a rank peaks, so `auto` also searches from the peak (for the least memory, or
+where no prefix fits the limit): it offloads what is resident at the largest
+rank's peak moment, halving that batch until it costs no peak and stays within
+the time budget, and repeats. `all` offloads every F's activations and every W
 share. `check_offload` is the validator: every copy back ends before the op that
 uses it, every copy starts after what it copies exists.
 """
@@ -127,6 +132,7 @@ class OffloadResult:
     makespan: float
     peak_memory: list  # per rank: peak device-resident activation
     stall: list = field(default_factory=list)  # per rank: time its B ops waited for reloads
+    peak_at: list = field(default_factory=list)  # per rank: when its peak is first reached
 
     @property
     def max_peak_memory(self) -> float:
@@ -317,10 +323,11 @@ class _Lanes:
             self.d2h_free[r] = self.out_end[r][key] = start + _transfer(self.size(r, key), self.plan.bandwidth)
             self.copies[r].append(Copy(r, "D2H", key, start, self.d2h_free[r]))
 
-    def peaks(self, timeline: list) -> list:
+    def peaks(self, timeline: list) -> tuple:
         """Per rank, the peak of device-resident activation: each op's memory at its end, a copy back's
-        at its start, a copy out's release at its end; equal times in the order they happen."""
-        out = []
+        at its start, a copy out's release at its end; equal times in the order they happen. Also, per
+        rank, when that peak is first reached."""
+        out, when = [], []
         for r, spans in enumerate(timeline):
             events = []
             offl = self.plan.reload_at[r]
@@ -332,12 +339,14 @@ class _Lanes:
                     if kind == B else None
                 if key is not None and key in offl:
                     events.append((self.out_end[r][key], -self.size(r, key)))
-            live = peak = 0.0
-            for _, delta in sorted(events, key=lambda e: e[0]):  # stable
+            live = peak = at = 0.0
+            for t, delta in sorted(events, key=lambda e: e[0]):  # stable
                 live += delta
-                peak = max(peak, live)
+                if live > peak:
+                    peak, at = live, t
             out.append(peak)
-        return out
+            when.append(at)
+        return out, when
 
 
 @gc_paused
@@ -350,7 +359,8 @@ def simulate_offload(schedule: Schedule, plan: Optional[OffloadPlan] = None,
     lanes = _Lanes(schedule, plan, sc)
     timeline = op_times(schedule, sc, lanes)
     makespan = max((row[-1].end for row in timeline if row), default=0.0)
-    result = OffloadResult(schedule, plan, timeline, lanes.copies, makespan, lanes.peaks(timeline), lanes.stall)
+    peaks, peak_at = lanes.peaks(timeline)
+    result = OffloadResult(schedule, plan, timeline, lanes.copies, makespan, peaks, lanes.stall, peak_at)
     check_offload(result)
     return result
 
@@ -419,7 +429,9 @@ def lifespans(schedule: Schedule, costs: Optional[Costs] = None) -> dict:
 def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs: Optional[Costs] = None,
            memory_limit: Optional[float] = None, max_candidates: int = 48,
            max_slowdown: Optional[float] = None) -> OffloadResult:
-    """The plan `mode` asks for, timed (module doc). `auto` scores at most `max_candidates` + 2 prefixes.
+    """The plan `mode` asks for, timed (module doc). `auto` scores at most `max_candidates` + 2 prefixes,
+    then, for the least memory or where no prefix fits the limit, at most 2 x `max_candidates` plans of a
+    peak-directed search (`_at_the_peak`), and takes the best.
     With `max_slowdown` (a share, e.g. 0.02), `auto` takes the least memory among the plans at most that
     much slower than without offload (then the fastest), instead of the fastest within `memory_limit`."""
     if mode not in MODES:
@@ -442,23 +454,86 @@ def choose(schedule: Schedule, mode: str, *, bandwidth: float = math.inf, costs:
     sizes = sorted({0, n, *(round(j * n / max_candidates) for j in range(max_candidates + 1))})
     limit = math.inf if memory_limit is None else memory_limit + EPS
     budget = None
-    best = None
-    for size in sizes:
-        result = simulate_offload(schedule, make_plan(schedule, order[:size], bandwidth, costs, mode=AUTO), costs)
+
+    def score(result: OffloadResult, count: int) -> tuple:
         if max_slowdown is not None:
-            budget = budget if budget is not None else result.makespan * (1 + max_slowdown) + EPS  # size 0: off
             # within the time budget first (or, when nothing is, the fastest); then the least memory
             fast = result.makespan <= budget
-            score = (not fast, 0.0 if fast else round(result.makespan, 9), round(result.max_peak_memory, 9),
-                     result.makespan, size)
-            if best is None or score < best[0]:
-                best = (score, result)
-            continue
+            return (not fast, 0.0 if fast else round(result.makespan, 9), round(result.max_peak_memory, 9),
+                    result.makespan, count)
         fits = result.max_peak_memory <= limit
         # within the limit first (or, when nothing is, the least memory); then the fastest; then the least
         # memory; then the fewest copies
-        score = (not fits, 0.0 if fits else round(result.max_peak_memory, 9), round(result.makespan, 9),
-                 result.max_peak_memory, size)
-        if best is None or score < best[0]:
-            best = (score, result)
+        return (not fits, 0.0 if fits else round(result.max_peak_memory, 9), round(result.makespan, 9),
+                result.max_peak_memory, count)
+
+    best = None
+    for size in sizes:
+        result = simulate_offload(schedule, make_plan(schedule, order[:size], bandwidth, costs, mode=AUTO), costs)
+        if budget is None:  # size 0: without offload
+            budget = result.makespan * (1 + max_slowdown) + EPS if max_slowdown is not None else math.inf
+            plain = result
+        if best is None or score(result, size) < best[0]:
+            best = (score(result, size), result)
+    if best[0][0] or max_slowdown is not None:  # nothing fits the limit, or the least memory is asked for
+        found, count = _at_the_peak(schedule, plain, candidates, slack, bandwidth, costs, budget,
+                                    -math.inf if max_slowdown is not None else limit, 2 * max_candidates)
+        if score(found, count) < best[0]:
+            best = (score(found, count), found)
     return best[1]
+
+
+def _windows(spans) -> dict:
+    """(mb, chunk) and (mb, chunk, "W") -> (when it is made, when it is used) on one rank's timeline."""
+    made, out = {}, {}
+    for s in spans:
+        pair, kind = (s.op.mb, s.op.chunk), s.op.kind
+        if kind == F:
+            made[pair] = s.end
+        elif kind in (B, BW):
+            if pair in made:
+                out[pair] = (made[pair], s.start)
+            if kind == B:
+                made[(*pair, WSHARE)] = s.end
+        elif kind == W and (*pair, WSHARE) in made:
+            out[(*pair, WSHARE)] = (made[(*pair, WSHARE)], s.start)
+    return out
+
+
+def _at_the_peak(schedule: Schedule, plain: OffloadResult, candidates: list, slack, bandwidth: float,
+                 costs: Optional[Costs], budget: float, limit: float, sims: int) -> tuple:
+    """A peak-directed search for `auto`, where one order's prefixes spend the copy lanes on activations
+    that are not resident at the peak: from no offload, repeatedly take the rank with the largest peak
+    and offload what is resident there at its peak moment (not yet tried, slack > 0; the most slack
+    first), halving that batch until no peak rises, within `budget` (time); stop once within `limit`
+    (memory), when nothing is left to try, or after `sims` simulations. (result, copies planned)."""
+    by_rank: dict = {}
+    for k in candidates:
+        by_rank.setdefault(k[0], []).append(k)
+    chosen: list = []
+    tried: set = set()
+    current = plain
+    while sims > 0 and current.max_peak_memory > limit:
+        r = max(range(schedule.pp), key=lambda q: current.peak_memory[q])
+        t = current.peak_at[r]
+        windows = _windows(current.timeline[r])
+        batch = [k for k in by_rank.get(r, ()) if k not in tried and slack(k) > 0
+                 and windows[k[1:]][0] - EPS <= t <= windows[k[1:]][1] + EPS]
+        if not batch:
+            break
+        batch.sort(key=lambda k: (-slack(k), k))
+        while batch and sims > 0:
+            sims -= 1
+            trial = simulate_offload(schedule, make_plan(schedule, chosen + batch, bandwidth, costs, mode=AUTO), costs)
+            # accepted unless it is too slow or raises a peak (a peak held at several moments falls once
+            # each of them is covered)
+            if trial.makespan <= budget and trial.peak_memory[r] <= current.peak_memory[r] + EPS \
+                    and trial.max_peak_memory <= current.max_peak_memory + EPS:
+                chosen += batch
+                current = trial
+                break
+            if len(batch) == 1:
+                break
+            batch = batch[:len(batch) // 2]
+        tried.update(batch)
+    return current, len(chosen)
