@@ -57,7 +57,8 @@ def main() -> int:
     lines += ["| " + " | ".join(row) + " |" for row in rows()]
     body = ("`python benchmarks/offload_plan.py` (pp=4, 16 microbatches, F=B=W=1, mem-b -0.63 / mem-w -0.37). "
             "Cells: makespan / max resident peak memory (activation units: one rank's activations of one "
-            "microbatch). `all` offloads every F; `auto` with no limit is the fastest plan, then the least "
+            "microbatch). `all` offloads every F and every W share (what B keeps for W); `auto` with no limit is "
+            "the fastest plan, then the least "
             "memory.\n\n" + "\n".join(lines))
     print(body)
     if not args.no_write:

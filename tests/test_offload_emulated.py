@@ -1,8 +1,9 @@
 """Activation offload on emulated devices (issue 32): the copies take the time the plan's bandwidth
-says, each B waits for its copy back, and the run computes what it computes without offload.
+says, each B waits for its copy back (each W for its W share's), and the run computes what it
+computes without offload.
 
 pp=2, zbv, 4 microbatches, F = B = W = 10 ms; a lane carries one activation unit (a rank's
-activations of one microbatch) in 20 ms, so a chunk's copy takes 10 ms."""
+activations of one microbatch) in 20 ms, so a chunk's copy takes 10 ms (a W share too: under unit costs W frees a chunk's all)."""
 from __future__ import annotations
 
 import pytest
@@ -32,7 +33,7 @@ def test_copies_take_the_time_the_bandwidth_says_and_each_b_waits_for_its_reload
     for rank, record in enumerate(every["records"]):
         step = record["steps"][-1]
         copies = step["copies"]
-        assert len(copies) == 2 * 2 * 4  # every F of both chunks: out and back
+        assert len(copies) == 2 * 2 * 4 * 2  # every F and every W share of both chunks: out and back
         for direction in ("D2H", "H2D"):
             lane = sorted((c for c in copies if c[0] == direction), key=lambda c: c[2])
             for (_, _, start, end) in lane:
@@ -40,13 +41,16 @@ def test_copies_take_the_time_the_bandwidth_says_and_each_b_waits_for_its_reload
             for a, b in zip(lane, lane[1:]):
                 assert b[2] >= a[3] - 1e-6  # one copy at a time per lane
         back = {c[1]: c[3] for c in copies if c[0] == "H2D"}
-        f_end = {(mb, chunk): end for kind, mb, chunk, _, _, end in step["timeline"] if kind == "F"}
+        made = {(mb, chunk) if kind == "F" else (mb, chunk, "W"): end
+                for kind, mb, chunk, _, _, end in step["timeline"] if kind in ("F", "B")}
         out = {c[1]: c for c in copies if c[0] == "D2H"}
         for kind, mb, chunk, _, start, _ in step["timeline"]:
             if kind == "B":
                 assert start >= back[(mb, chunk)] - 1e-6, (rank, mb, chunk)  # the B waited for its reload
+            if kind == "W":
+                assert start >= back[(mb, chunk, "W")] - 1e-6, (rank, mb, chunk)  # the W for its W share's
         for key, (_, _, start, _) in out.items():
-            assert start >= f_end[key] - 1e-6  # a copy out starts once its F has ended
+            assert start >= made[key] - 1e-6  # a copy out starts once its F (its B) has ended
 
 
 def test_offload_computes_what_the_run_without_it_computes(runs):
