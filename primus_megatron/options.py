@@ -191,9 +191,10 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "(zb-auto and other cost-driven schedules; default 1F1B's: the pipeline size)")
     group.add_argument("--pipeline-offload", choices=("off", "all", "auto"), default="off",
                        help="activation offload: the F's saved activations go to host memory after the F and come "
-                            "back before their B, planned with the schedule (all: every F; auto: the fastest plan "
+                            "back before their B, and what a B keeps for its W after the B and back before the W, "
+                            "planned with the schedule (all: every F and every W share; auto: the fastest plan "
                             "within --pipeline-memory-limit, which then bounds what stays on the device, taking "
-                            "activations whose lifespan hides the copies first); default off")
+                            "those whose lifespan hides the copies first); default off")
     group.add_argument("--pipeline-offload-bandwidth", type=float, default=None, metavar="X",
                        help="each direction's host copy bandwidth for the offload plan, in activation units (a "
                             "rank's activations of one microbatch) per unit of --pipeline-costs' F time; default: measured "
