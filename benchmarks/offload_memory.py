@@ -121,8 +121,8 @@ def main() -> int:
     schedules = args.schedules.split(",")
     began = time.time()
     per_rank = run(schedules, m=args.m)
-    head = ["schedule", "offload", "F ops offloaded", "W shares offloaded", "bandwidth (units)", "measured MiB (rank 0/1/2/3)",
-            "simulated MiB", "worst error"]
+    head = ["schedule", "offload", "F ops offloaded", "W shares offloaded", "bandwidth (units)",
+            "measured MiB (rank 0/1/2/3)", "simulated MiB", "worst error"]
     worst = max(float(r[-1].rstrip("%")) for r in rows(per_rank, schedules, MODES))
     text = (C.command_block("python benchmarks/offload_memory.py")
             + f"\nModel: {MODEL['num_layers']} layers, hidden {MODEL['hidden']}, {MODEL['heads']} heads, sequence "

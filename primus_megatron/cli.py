@@ -105,8 +105,9 @@ def _add_offload(p: argparse.ArgumentParser) -> None:
                               "and rank that overlaps compute; with --memory-limit, the limit bounds what stays on "
                               "the device")
     group.add_argument("--offload", choices=("off", "all", "auto"), default="off",
-                       help="off (default); all: every F's activations and every W share (what B keeps for W); auto: the "
-                            "fastest plan within --memory-limit, taking those whose lifespan hides the copies first")
+                       help="off (default); all: every F's activations and every W share (what B keeps for W); "
+                            "auto: the fastest plan within --memory-limit, taking those whose lifespan hides the "
+                            "copies first")
     group.add_argument("--offload-bandwidth", type=_bandwidth, default=1.0, metavar="X",
                        help="each copy lane's bandwidth in activation units per time unit (one rank's activations "
                             "of a microbatch per unit of --cost-f's time; default 1)")

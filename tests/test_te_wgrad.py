@@ -755,7 +755,8 @@ def _raises(exc_type, needle: str, fn) -> None:
 SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, s_ddp_hooks_once_per_w_fused,
              s_fp8_bias_gradient_in_b_and_quantized_puts, s_fp8_ddp_hooks_once_per_w, s_debug_mode_refuses_routed_layers,
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals, s_capability_older_te,
-             s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted, s_w_shares_offloaded_bitwise]
+             s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted,
+             s_w_shares_offloaded_bitwise]
 
 
 def scenarios_body(rank, case):

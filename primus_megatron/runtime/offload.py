@@ -34,9 +34,9 @@ runs with a host pool: the original storage is freed, a copy is held until the r
 
 On emulated devices (`runtime.emulated`; the runner's `emulated_copy_seconds`) the copies also
 take the time the plan's bandwidth says, on one lane per direction as the planner models them: a copy out starts
-when its F (B) ends and its lane is free; a copy back when its issuing op starts, its lane is free
-and its copy out has ended; the B (the W, for a W share) waits (sleeps) until its copy back ends. The step's result lists
-the copies (`StepResult.copies`), timed on `time.monotonic`.
+when its F (B, for a W share) ends and its lane is free; a copy back when its issuing op starts, its
+lane is free and its copy out has ended; the B (the W, for a W share) waits (sleeps) until its copy
+back ends. The step's result lists the copies (`StepResult.copies`), timed on `time.monotonic`.
 
 The copy lanes' bandwidth, when not given, is measured at start-up (`measured_bandwidth`): the
 first step runs with its copies planned as free; then each rank times a device-to-host and a

@@ -331,9 +331,8 @@ class DeferringWgradStore:
         store = get_store()
         if store.capturing:  # a B op: its W runs the work on the tensors the store holds meanwhile
             store.defer(_Work(self.layer, None, func), tensors=_held_tensors(tensor_list), args=tensor_list)
-        else:
-            work = _Work(self.layer, tensor_list, func)  # a BW op, megatron's own schedule, plain use: run when this backward ends
-            torch.autograd.Variable._execution_engine.queue_callback(work)
+        else:  # a BW op, megatron's own schedule, plain use: run when this backward ends
+            torch.autograd.Variable._execution_engine.queue_callback(_Work(self.layer, tensor_list, func))
 
     def pop(self):
         raise RuntimeError("backward_dw() has nothing to run: this TransformerEngine layer's weight gradients are run "

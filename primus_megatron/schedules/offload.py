@@ -28,10 +28,10 @@ time) cover the copy back, never before the op after the producer. Idle time
 only makes it earlier than needed, so with a free lane the consumer does not wait.
 
 `choose` picks a plan for any schedule: `off`, `all`, or `auto`, the fastest
-plan within a memory limit (PipeOffload's selective offload: F activations and W shares are taken in
-order of how well their lifespan, F end to B start or B end to W start, hides the
-round trip, and
-every prefix of that order is scored; `all` is one of them, so `auto` is never
+plan within a memory limit (PipeOffload's selective offload: F's activations and
+W shares are taken in order of how well their lifespan, F end to B start or B end
+to W start, hides the round trip, and every prefix of that order is scored; `all`
+is one of them, so `auto` is never
 slower than `all` under the same limit, and within the limit whenever `off` or
 `all` is); with a time budget (`max_slowdown`) instead, the least memory among
 the plans at most that much slower than `off`. Where the copy lanes cannot carry
