@@ -51,6 +51,7 @@ class Variant:
     # "scale" (seconds per time unit)}: the runner plans it, the copies take the time the bandwidth says
     offload: Optional[dict] = None
     torch: bool = False  # a torch.distributed.pipelining baseline (`label` is its TORCH_BASELINES name)
+    costs: Any = None  # the cost units it was planned with (for `with_host_work`)
 
     @property
     def chunks(self) -> int:
@@ -77,7 +78,21 @@ def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float,
     return Variant(label, sched, megatron, stage_times(costs, pp, sched.chunks_per_rank, sched.placement, scale=scale),
                    simulated(sched, costs, scale), skipped,
                    [[(sp.op.kind, sp.op.mb, sp.op.chunk, scale * sp.start, scale * sp.end) for sp in row]
-                    for row in S.simulate(sched, costs).timeline], torch=torch)
+                    for row in S.simulate(sched, costs).timeline], torch=torch, costs=costs)
+
+
+def with_host_work(v: Variant, overhead_s: float, scale: float) -> dict:
+    """`v`'s simulation with `overhead_s` of host work added to every op (`auto.with_op_overhead`):
+    makespan (seconds) and bubble rates counted as the measured ones are, against the emulated op
+    time alone, so the runtime's host work shows as bubble in both. What is left between this and
+    the measured numbers is not host work per op (waits, ordering, the machine's load)."""
+    from ..schedules.auto import with_op_overhead
+
+    sched, pp = v.schedule, v.schedule.pp
+    work = sum(S.simulate(sched, v.costs).busy)
+    host = S.simulate(sched, with_op_overhead(v.costs, overhead_s / scale, pp, sched.chunks_per_rank, sched.placement))
+    return {"makespan": scale * host.makespan, "bubble_rate": 1.0 - work / (pp * host.makespan),
+            "bubble_rate_async": 1.0 - work / (pp * max(host.span)), "overhead": overhead_s}
 
 
 def torch_variant(label: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float) -> Variant:
@@ -93,13 +108,30 @@ def torch_variant(label: str, pp: int, microbatches: int, costs: S.Costs, *, sca
     return make_variant(label, order, costs, scale=scale, torch=True)
 
 
+AUTO = "auto"
+
+
+def choose(pp: int, microbatches: int, costs: S.Costs, *, scale: float, op_overhead_s: float,
+           memory_limit: Optional[float] = None, post_validation: bool = False) -> tuple[str, list]:
+    """`auto` on emulated devices: (the registered schedule with the lowest simulated iteration
+    time, every candidate), each op charged the runtime's host work per op (`op_overhead_s`
+    seconds, as `measure_op_overhead` finds it), which weighs most on schedules of many small ops."""
+    return S.auto.choose(pp, microbatches, costs, memory_limit, post_validation=post_validation,
+                         op_overhead=op_overhead_s / scale)
+
+
 def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float, memory_limit: Optional[float] = None,
          chunks: Optional[int] = None, post_validation: bool = False, baselines: Sequence[str] = (),
-         label: Optional[str] = None) -> list[Variant]:
-    """The variants of one emulate run (module doc); ScheduleError / ValueError for bad input."""
+         label: Optional[str] = None, op_overhead_s: float = 0.0) -> list[Variant]:
+    """The variants of one emulate run (module doc); ScheduleError / ValueError for bad input.
+    `name` "auto": the schedule `choose` picks with `op_overhead_s`, labelled auto=NAME."""
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise ValueError(f"--baselines takes {', '.join(BASELINES)}, got {', '.join(unknown)}")
+    if name == AUTO:
+        name, _ = choose(pp, microbatches, costs, scale=scale, op_overhead_s=op_overhead_s,
+                         memory_limit=memory_limit, post_validation=post_validation)
+        label = label or f"{AUTO}={name}"
     sched = S.generate(name, pp, microbatches, costs=costs, memory_limit=memory_limit, chunks=chunks,
                        post_validation=post_validation)
 
@@ -364,6 +396,15 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
     return out, memory
 
 
+def measure_op_overhead(pp: int, costs: S.Costs, *, scale: float, elements: int, p2p_mode: Optional[str] = None,
+                        p2p_timeout_s: float = 60.0) -> float:
+    """The runtime's host work per op on this machine, seconds: the median overhead/op of zb-h1
+    (F, B and W ops) with `pp` microbatches on these emulated chunks, one warm-up and one step."""
+    probe = make_variant("zb-h1", S.generate("zb-h1", pp, pp, costs=costs), costs, scale=scale)
+    (result,), _ = run([probe], pp, pp, elements=elements, steps=1, p2p_mode=p2p_mode, p2p_timeout_s=p2p_timeout_s)
+    return max(0.0, result["overhead_per_op"] or 0.0)
+
+
 def summarise(v: Variant, ranks: list[dict]) -> dict:
     """Measured numbers of one variant from every rank's step records (median over steps)."""
     pp = len(ranks)
@@ -471,17 +512,30 @@ def report(variants: list[Variant], results: list, memory: dict, *, pp: int, mic
     """One JSON-friendly object: the schedule's measured and simulated numbers (times in ms), the
     baselines' likewise (or why one did not run), memory per rank (KiB)."""
     head, rest = variants[0], list(zip(variants[1:], results[1:]))
+    # one host work per op for the launch (ours measure it; megatron's and torch's ops are not ours to time)
+    ours = [r["overhead_per_op"] for v, r in zip(variants, results)
+            if r is not None and not v.megatron and not v.torch and r["overhead_per_op"] is not None]
+    overhead = max(0.0, statistics.median(ours)) if ours else None
+
+    def host(v: Variant) -> Optional[dict]:
+        if overhead is None or v.costs is None:
+            return None
+        h = with_host_work(v, overhead, unit_ms / 1000.0)
+        return {"makespan": _ms(h["makespan"]), "bubble_rate": round(h["bubble_rate"], 5),
+                "bubble_rate_async": round(h["bubble_rate_async"], 5), "overhead_per_op": _ms(overhead)}
+
     out = {"schedule": head.label, "pp": pp, "microbatches": microbatches, "chunks": head.chunks,
            "placement": head.placement, "time_unit_ms": unit_ms, "activation_bytes": 4 * elements,
            "p2p_mode": p2p_mode, "units": "ms", "optimizer": optimizer,
            "post_validation": head.post_validation,
-           "measured": _measured(results[0]), "simulated": _simulated(head), "baselines": []}
+           "measured": _measured(results[0]), "simulated": _simulated(head),
+           "simulated_with_host_work": host(head), "baselines": []}
     for v, r in rest:
         if r is None:
             out["baselines"].append({"name": v.label, "skipped": v.skipped})
         else:
             out["baselines"].append({"name": v.label, "chunks": v.chunks, "measured": _measured(r),
-                                     "simulated": _simulated(v)})
+                                     "simulated": _simulated(v), "simulated_with_host_work": host(v)})
     private = memory["private_kib"]
     out["memory_per_rank_kib"] = {"rss_max": max(memory["rss_kib"]), "private_max": max(private),
                                   "private_mean": round(sum(private) / len(private))}
@@ -492,18 +546,25 @@ def report_text(rep: dict) -> str:
     def num(x) -> str:
         return "-" if x is None else f"{x:.2f}"
 
-    rows = [(rep["schedule"], rep["measured"], rep["simulated"])]
-    rows += [(b["name"], b["measured"], b["simulated"]) for b in rep["baselines"] if "measured" in b]
+    none = {"bubble_rate": None, "bubble_rate_async": None, "makespan": None}
+    rows = [(rep["schedule"], rep["measured"], rep["simulated"], rep.get("simulated_with_host_work") or none)]
+    rows += [(b["name"], b["measured"], b["simulated"], b.get("simulated_with_host_work") or none)
+             for b in rep["baselines"] if "measured" in b]
+
+    def rate(x) -> str:
+        return f"{'-':>8s}" if x is None else f"{x:8.4f}"
+
     lines = [f"emulated {rep['schedule']}: pp={rep['pp']}, {rep['microbatches']} microbatches, {rep['chunks']} "
              f"chunk(s) per rank; 1 cost unit = {rep['time_unit_ms']:g} ms; activations {rep['activation_bytes']} "
              f"bytes; p2p {rep['p2p_mode']}; median of {rep['measured']['steps']} steps (times in ms)", ""]
-    header = (f"{'schedule':24s} {'makespan':>10s} {'sim':>10s} {'bubble':>8s} {'sim':>8s} {'async':>8s} "
-              f"{'sim':>8s} {'overhead/op':>12s}")
+    header = (f"{'schedule':24s} {'makespan':>10s} {'sim':>10s} {'sim+host':>10s} {'bubble':>8s} {'sim':>8s} "
+              f"{'sim+host':>8s} {'async':>8s} {'sim':>8s} {'sim+host':>8s} {'overhead/op':>12s}")
     lines += [header, "-" * len(header)]
-    for name, meas, sim in rows:
-        lines.append(f"{name:24s} {num(meas['makespan']):>10s} {num(sim['makespan']):>10s} "
-                     f"{meas['bubble_rate']:8.4f} {sim['bubble_rate']:8.4f} {meas['bubble_rate_async']:8.4f} "
-                     f"{sim['bubble_rate_async']:8.4f} {num(meas['overhead_per_op']):>12s}")
+    for name, meas, sim, hw in rows:
+        lines.append(f"{name:24s} {num(meas['makespan']):>10s} {num(sim['makespan']):>10s} {num(hw['makespan']):>10s} "
+                     f"{meas['bubble_rate']:8.4f} {sim['bubble_rate']:8.4f} {rate(hw['bubble_rate'])} "
+                     f"{meas['bubble_rate_async']:8.4f} {sim['bubble_rate_async']:8.4f} "
+                     f"{rate(hw['bubble_rate_async'])} {num(meas['overhead_per_op']):>12s}")
     for b in rep["baselines"]:
         if "skipped" in b:
             lines.append(f"{b['name']:24s} not run: {b['skipped']}")
@@ -522,7 +583,9 @@ def report_text(rep: dict) -> str:
                   + (" (fewer: the measured times include waiting for a core; emulate longer ops with --time-unit)"
                      if meas["cores_busy"] > 0.8 * cores else "")]
     lines += ["", f"overhead/op: an op's wall time beyond its emulated time (megatron's forward_step/backward_step, "
-                  f"the executor's bookkeeping, the wake-up), mean op {num(meas['mean_op_time'])} ms; memory per rank: "
+                  f"the executor's bookkeeping, the wake-up), mean op {num(meas['mean_op_time'])} ms; sim+host: the "
+                  f"simulator with the median overhead/op of our schedules in this launch added to every op "
+                  f"(what is left between it and the measured number is not host work per op); memory per rank: "
                   f"{mem['private_max'] / 1024:.1f} MiB of its own (max), {mem['rss_max'] / 1024:.0f} MiB resident "
                   f"with the pages shared with the fork server"]
     return "\n".join(lines)
