@@ -309,9 +309,9 @@ def main(argv=None) -> int:
     parser.add_argument("--pv-steps", type=int, default=3, help="with --post-validation: measured steps (default 3)")
     parser.add_argument("--op-overhead", type=float, default=None,
                         help="host work per op (ms) auto charges every op (default: measured per setting first)")
-    parser.add_argument("--p2p-timeout", type=float, default=120.0,
-                        help="seconds a rank may wait for another before the launch fails, named (default 120; "
-                             "pp=32 on a saturated machine needs more)")
+    parser.add_argument("--p2p-timeout", type=float, default=None,
+                        help="seconds a rank may wait for another before the launch fails, named (default: 60 + "
+                             "twice the longest planned step + 1 per rank)")
     C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     table = settings()

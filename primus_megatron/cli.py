@@ -258,8 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "torch-zbv, torch-dualpipev (torch.distributed.pipelining's; comma-separated), or all")
     p.add_argument("--p2p-mode", choices=("strict", "strict-lazy", "plain"), default="strict",
                    help="how gloo carries p2p: strict (as NCCL orders it, eager init; default), strict-lazy, plain")
-    p.add_argument("--p2p-timeout", type=_seconds, default=60.0, metavar="SECONDS",
-                   help="a rank waiting this long on another fails the run, naming who waited for what (default 60)")
+    p.add_argument("--p2p-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="a rank waiting this long on another fails the run, naming who waited for what (default: "
+                        "60 + twice the longest planned step + 1 per rank)")
     p.add_argument("--optimizer-ms", type=_positive("milliseconds"), default=None, metavar="MS",
                    help="end every iteration with an emulated optimizer step: a real all-reduce of the gradient norm "
                         "(every rank waits for the slowest) and MS of step time; steps then run back to back")

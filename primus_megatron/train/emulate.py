@@ -374,13 +374,15 @@ def _memory_kib() -> dict:
 # -- the launcher ----------------------------------------------------------------------------------
 
 def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
-        p2p_timeout_s: float = 60.0, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
+        p2p_timeout_s: Optional[float] = None, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
         optimizer: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
     memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError."""
     from ..runtime import local_ranks
 
     epoch = time.monotonic()
+    if p2p_timeout_s is None:
+        p2p_timeout_s = default_p2p_timeout(variants, pp)
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
             "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
             "p2p_mode": p2p_mode, "optimizer": optimizer,
@@ -396,8 +398,15 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
     return out, memory
 
 
+def default_p2p_timeout(variants: Sequence[Variant], pp: int) -> float:
+    """How long a rank may wait on another when none is given, seconds: 60, plus twice the longest
+    planned step (a correct schedule never waits longer than its step) and one per rank (starting
+    and first contact take longer, and each op's host work waits longer for a core, as pp grows)."""
+    return 60.0 + 2.0 * max((v.simulated.get("makespan", 0.0) for v in variants), default=0.0) + 1.0 * pp
+
+
 def measure_op_overhead(pp: int, costs: S.Costs, *, scale: float, elements: int, p2p_mode: Optional[str] = None,
-                        p2p_timeout_s: float = 60.0) -> float:
+                        p2p_timeout_s: Optional[float] = None) -> float:
     """The runtime's host work per op on this machine, seconds: the median overhead/op of zb-h1
     (F, B and W ops) with `pp` microbatches on these emulated chunks, one warm-up and one step."""
     probe = make_variant("zb-h1", S.generate("zb-h1", pp, pp, costs=costs), costs, scale=scale)
