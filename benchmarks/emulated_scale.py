@@ -111,23 +111,15 @@ def run_setting(name: str, setting, chunked: bool, args) -> dict:
         return {"variants": [], "results": None, "memory": None, "seconds": time.perf_counter() - t0,
                 "load": load, "error": E.first_failure(str(exc))}
     return {"variants": vs, "results": results, "memory": memory, "seconds": time.perf_counter() - t0, "load": load,
-            "auto_overhead": overhead, "host": _launch_overhead(vs, results), "scale": scale}
-
-
-def _launch_overhead(vs: list, results: list):
-    """The median overhead/op of our schedules in one launch (seconds; None if none ran)."""
-    import statistics
-
-    ours = [r["overhead_per_op"] for v, r in zip(vs, results)
-            if r is not None and not v.megatron and not v.torch and r["overhead_per_op"] is not None]
-    return max(0.0, statistics.median(ours)) if ours else None
+            "auto_overhead": overhead, "host": E.launch_costs(vs, results), "scale": scale}
 
 
 def _with_host(run, v) -> float:
-    """The variant's simulated async bubble with the launch's host work per op added to every op."""
+    """The variant's simulated async bubble with the launch's measured host costs (`emulate.host_costs`)."""
     from primus_megatron.train import emulate as E
 
-    return E.with_host_work(v, run["host"], run["scale"])["bubble_rate_async"]
+    per_op, message = run["host"]
+    return E.with_host_work(v, per_op, run["scale"], message or 0.0)["bubble_rate_async"]
 
 
 def estimate(names: list, table: dict, scale: float) -> str:
@@ -174,7 +166,7 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
                 continue
             ovh = r["overhead_per_op"]
             meas, sim = _bubble(r), v.simulated["bubble_rate_async"]
-            host = _with_host(run, v) if run.get("host") is not None else None
+            host = _with_host(run, v) if run.get("host", (None,))[0] is not None else None
             rows.append([name, f"{run['load']:.1f}", v.label, f"{meas:.4f}", f"{sim:.4f}",
                          "-" if host is None else f"{host:.4f}",
                          "-" if paper is None else f"{paper:.4f}", f"{meas - sim:+.4f}",
@@ -188,9 +180,13 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
                  f"{os.getloadavg()[0]:.1f}), taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
              C.table(["setting", "load", "schedule", "measured", "simulated", "sim+host", "paper", "meas - sim",
                       "meas - sim+host", "overhead/op ms / mean op ms", "cpu/op ms"], rows), "",
-             "sim+host: the simulator with the launch's host work per op (the median overhead/op of our schedules "
-             "in that launch) added to every op; what is left between it and the measured value is not host work "
-             "per op. auto chose with the host work per op measured first by a short zb-h1 launch: "
+             "sim+host: the simulator charged the launch's measured host costs (`emulate.host_costs`, medians over "
+             "our schedules in that launch: every op costs its overhead plus the executor's work before the next op "
+             "more, every message between ranks at least its measured time): "
+             + "; ".join(f"{n} {1e3 * r[2]['host'][0]:.2f} / {1e3 * (r[2]['host'][1] or 0):.2f} ms"
+                         for n, r in runs.items() if r[2].get("host") and r[2]["host"][0] is not None)
+             + ". What is left between it and the measured value is neither. auto chose with the host work per op "
+             "measured first by a short zb-h1 launch: "
              + "; ".join(f"{n} {1e3 * r[2]['auto_overhead']:.2f} ms" for n, r in runs.items()
                          if r[2].get("auto_overhead") is not None) + ".", ""]
     if failed:
@@ -245,7 +241,7 @@ def targets(runs: dict) -> str:
         cells.append(", ".join(f"{lbl} {_bubble(got[lbl][1]) - got[lbl][0].simulated['bubble_rate_async']:+.4f}"
                                for lbl in within) or "none (overhead/op >= 1% of the op everywhere)")
         ours = [lbl for lbl in OURS_ZB + ("1f1b", "interleaved-1f1b") if lbl in got]
-        if run.get("host") is not None and ours:
+        if run.get("host", (None,))[0] is not None and ours:
             gaps = {lbl: _bubble(got[lbl][1]) - _with_host(run, got[lbl][0]) for lbl in ours}
             worst = max(gaps, key=lambda k: abs(gaps[k]))
             cells.append(f"{sum(abs(g) <= 0.01 for g in gaps.values())}/{len(gaps)}; worst {worst} {gaps[worst]:+.4f}")

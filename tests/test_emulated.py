@@ -127,6 +127,18 @@ def test_host_work_per_op_is_charged_to_every_op_of_the_simulation():
     assert E.with_host_work(v, 0.0, 1.0)["makespan"] == pytest.approx(v.simulated["makespan"])
 
 
+def test_host_gaps_separate_the_wait_for_a_message_from_the_work_between_ops():
+    """Two ranks, 1F1B-like: a consumer idle until its message's op ended counts a hop (end to its
+    start); an op whose input was already there counts the gap since its rank's previous op."""
+    rank0 = [("F", 0, 0, 0, 0, 10), ("F", 1, 0, 0, 11, 21), ("B", 0, 0, 0, 36, 46), ("B", 1, 0, 0, 57, 67)]
+    rank1 = [("F", 0, 0, 1, 12, 22), ("B", 0, 0, 1, 23, 33), ("F", 1, 0, 1, 34, 44), ("B", 1, 0, 1, 45, 55)]
+    hop, between = E.host_gaps([rank0, rank1])
+    assert hop == pytest.approx((2 + 3 + 2) / 3)  # rank 1's F0, rank 0's B0 and B1 waited
+    assert between == pytest.approx(1.0)  # rank 0's F1, rank 1's B0, F1, B1
+    r = {"overhead_per_op": 0.5, "between_ops": between, "hop_latency": hop}
+    assert E.host_costs(r) == pytest.approx((1.5, 7 / 3 - 1))
+
+
 def test_auto_on_emulated_devices_chooses_with_the_host_work_per_op():
     """Split W and V's two chunks double the ops: with no host work zbv wins here, with 2 ms per op
     zb-h1, with 10 ms the fewest ops (1f1b)."""
@@ -146,7 +158,7 @@ def test_emulate_auto_measures_the_host_work_first_and_runs_its_choice(capsys):
     best, _ = E.choose(2, 4, S.Costs(f=4, b=4, w=2), scale=0.001, op_overhead_s=rep["auto"]["op_overhead_ms"] / 1e3)
     assert rep["auto"]["chose"] == best and rep["schedule"] == f"auto={best}"
     host = rep["simulated_with_host_work"]
-    assert host["makespan"] > rep["simulated"]["makespan"] and host["overhead_per_op"] > 0
+    assert host["makespan"] > rep["simulated"]["makespan"] and host["host_per_op"] > 0
 
 
 # -- a small run, end to end ------------------------------------------------------------------------
