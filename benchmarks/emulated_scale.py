@@ -114,6 +114,14 @@ def run_setting(name: str, setting, chunked: bool, args) -> dict:
             "auto_overhead": overhead, "host": E.launch_costs(vs, results), "scale": scale}
 
 
+def _own_host(r) -> str:
+    """The variant's own measured host costs (`emulate.host_costs`), where ours ran it."""
+    from primus_megatron.train import emulate as E
+
+    per_op, message = E.host_costs(r)
+    return "" if per_op is None else f"{1e3 * per_op:.2f} / {1e3 * (message or 0.0):.2f}"
+
+
 def _with_host(run, v) -> float:
     """The variant's simulated async bubble with the launch's measured host costs (`emulate.host_costs`)."""
     from primus_megatron.train import emulate as E
@@ -162,7 +170,7 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
         for v, r in zip(run["variants"], run["results"]):
             paper = paper_value(key, v.label, chunked)
             if r is None:
-                rows.append([name, f"{run['load']:.1f}", v.label, "not run", "", "", "", "", "", "", v.skipped])
+                rows.append([name, f"{run['load']:.1f}", v.label, "not run", "", "", "", "", "", "", v.skipped, ""])
                 continue
             ovh = r["overhead_per_op"]
             meas, sim = _bubble(r), v.simulated["bubble_rate_async"]
@@ -172,14 +180,15 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
                          "-" if paper is None else f"{paper:.4f}", f"{meas - sim:+.4f}",
                          "-" if host is None else f"{meas - host:+.4f}",
                          "" if ovh is None else f"{1e3 * ovh:.2f} / {1e3 * r['mean_op_time']:.1f}",
-                         f"{1e3 * r['cpu_per_op']:.2f}"])
+                         f"{1e3 * r['cpu_per_op']:.2f}", _own_host(r)])
     lines = [C.command_block(C.command_line("benchmarks/emulated_scale.py", argv)), __doc__.split("\n\n", 2)[2].strip(),
              "", f"Scale: {args.scale:g} ms of emulated time per paper ms; activations {args.activation_kib:g} KiB; "
                  f"p2p {args.p2p_mode} (ours); {args.steps} measured step(s) after one warm-up; {elapsed / 60:.1f} min "
                  f"on this machine (2 cores shared with other work; load average at the end "
                  f"{os.getloadavg()[0]:.1f}), taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
              C.table(["setting", "load", "schedule", "measured", "simulated", "sim+host", "paper", "meas - sim",
-                      "meas - sim+host", "overhead/op ms / mean op ms", "cpu/op ms"], rows), "",
+                      "meas - sim+host", "overhead/op ms / mean op ms", "cpu/op ms",
+                      "own host/op ms / message ms"], rows), "",
              "sim+host: the simulator charged the launch's measured host costs (`emulate.host_costs`, medians over "
              "our schedules in that launch: every op costs its overhead plus the executor's work before the next op "
              "more, every message between ranks at least its measured time): "
