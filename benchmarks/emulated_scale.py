@@ -55,8 +55,9 @@ def settings() -> dict:
     return out
 
 
-def variants(setting, chunked: bool, scale: float) -> list:
-    """Every variant of one setting, planned for post-validation (module doc)."""
+def variants(setting, chunked: bool, scale: float, op_overhead_s: float = 0.0) -> list:
+    """Every variant of one setting, planned for post-validation (module doc); `auto` chooses with
+    `op_overhead_s` of host work charged to every op."""
     from primus_megatron import schedules as S
     from primus_megatron.schedules.auto import choose
     from primus_megatron.train import emulate as E
@@ -73,7 +74,7 @@ def variants(setting, chunked: bool, scale: float) -> list:
            ours("zb-h1", "zb-h1"), ours("zb-h2", "zb-h2"), ours("zb-auto 1x", "zb-auto", memory_limit=p),
            ours("zb-auto 2x", "zb-auto", memory_limit=2 * p), ours("zbv", "zbv"), ours("v-half", "v-half"),
            ours("v-min", "v-min")]
-    best, _ = choose(p, m, costs, post_validation=True,
+    best, _ = choose(p, m, costs, post_validation=True, op_overhead=op_overhead_s / scale,
                      candidates=[n for n in S.names() if n not in ("zb-optimal", "interleaved-zb")])
     auto = next((v for v in out if v.label.split()[0] == best and " 2x" not in v.label), None)
     out.append(ours(f"auto={best}", best) if auto is None else  # the same plan is not run twice
@@ -92,18 +93,41 @@ def run_setting(name: str, setting, chunked: bool, args) -> dict:
     """One setting's launch; a failed launch (a named hang, a timeout) is recorded, not raised."""
     from primus_megatron.train import emulate as E
 
-    vs = variants(setting, chunked, args.scale / 1000.0)
-    if args.schedules:
-        keep = args.schedules.split(",")
-        vs = [v for v in vs if v.label in keep or v.label.split("=")[0] in keep]
+    scale = args.scale / 1000.0
+    keep = args.schedules.split(",") if args.schedules else None
     t0, load = time.perf_counter(), os.getloadavg()[0]
+    overhead = None if args.op_overhead is None else args.op_overhead / 1000.0
     try:
+        if overhead is None and (keep is None or "auto" in keep):  # auto chooses on this machine's host work per op
+            costs = setting.costs(share=2.0 if chunked else 1.0)
+            overhead = E.measure_op_overhead(setting.pp, costs, scale=scale, elements=int(args.activation_kib * 256),
+                                             p2p_mode=args.p2p_mode, p2p_timeout_s=args.p2p_timeout)
+        vs = variants(setting, chunked, scale, overhead or 0.0)
+        if keep:
+            vs = [v for v in vs if v.label in keep or v.label.split("=")[0] in keep]
         results, memory = E.run(vs, setting.pp, setting.microbatches, elements=int(args.activation_kib * 256),
                                 steps=args.steps, warmup=1, p2p_mode=args.p2p_mode, p2p_timeout_s=args.p2p_timeout)
     except (RuntimeError, TimeoutError) as exc:
-        return {"variants": vs, "results": None, "memory": None, "seconds": time.perf_counter() - t0,
+        return {"variants": [], "results": None, "memory": None, "seconds": time.perf_counter() - t0,
                 "load": load, "error": E.first_failure(str(exc))}
-    return {"variants": vs, "results": results, "memory": memory, "seconds": time.perf_counter() - t0, "load": load}
+    return {"variants": vs, "results": results, "memory": memory, "seconds": time.perf_counter() - t0, "load": load,
+            "auto_overhead": overhead, "host": E.launch_costs(vs, results), "scale": scale}
+
+
+def _own_host(r) -> str:
+    """The variant's own measured host costs (`emulate.host_costs`), where ours ran it."""
+    from primus_megatron.train import emulate as E
+
+    per_op, message = E.host_costs(r)
+    return "" if per_op is None else f"{1e3 * per_op:.2f} / {1e3 * (message or 0.0):.2f}"
+
+
+def _with_host(run, v) -> float:
+    """The variant's simulated async bubble with the launch's measured host costs (`emulate.host_costs`)."""
+    from primus_megatron.train import emulate as E
+
+    per_op, message = run["host"]
+    return E.with_host_work(v, per_op, run["scale"], message or 0.0)["bubble_rate_async"]
 
 
 def estimate(names: list, table: dict, scale: float) -> str:
@@ -146,21 +170,34 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
         for v, r in zip(run["variants"], run["results"]):
             paper = paper_value(key, v.label, chunked)
             if r is None:
-                rows.append([name, f"{run['load']:.1f}", v.label, "not run", "", "", "", "", v.skipped])
+                rows.append([name, f"{run['load']:.1f}", v.label, "not run", "", "", "", "", "", "", v.skipped, ""])
                 continue
             ovh = r["overhead_per_op"]
             meas, sim = _bubble(r), v.simulated["bubble_rate_async"]
+            host = _with_host(run, v) if run.get("host", (None,))[0] is not None else None
             rows.append([name, f"{run['load']:.1f}", v.label, f"{meas:.4f}", f"{sim:.4f}",
+                         "-" if host is None else f"{host:.4f}",
                          "-" if paper is None else f"{paper:.4f}", f"{meas - sim:+.4f}",
+                         "-" if host is None else f"{meas - host:+.4f}",
                          "" if ovh is None else f"{1e3 * ovh:.2f} / {1e3 * r['mean_op_time']:.1f}",
-                         f"{1e3 * r['cpu_per_op']:.2f}"])
+                         f"{1e3 * r['cpu_per_op']:.2f}", _own_host(r)])
     lines = [C.command_block(C.command_line("benchmarks/emulated_scale.py", argv)), __doc__.split("\n\n", 2)[2].strip(),
              "", f"Scale: {args.scale:g} ms of emulated time per paper ms; activations {args.activation_kib:g} KiB; "
                  f"p2p {args.p2p_mode} (ours); {args.steps} measured step(s) after one warm-up; {elapsed / 60:.1f} min "
                  f"on this machine (2 cores shared with other work; load average at the end "
                  f"{os.getloadavg()[0]:.1f}), taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
-             C.table(["setting", "load", "schedule", "measured", "simulated", "paper", "meas - sim",
-                      "overhead/op ms / mean op ms", "cpu/op ms"], rows), ""]
+             C.table(["setting", "load", "schedule", "measured", "simulated", "sim+host", "paper", "meas - sim",
+                      "meas - sim+host", "overhead/op ms / mean op ms", "cpu/op ms",
+                      "own host/op ms / message ms"], rows), "",
+             "sim+host: the simulator charged the launch's measured host costs (`emulate.host_costs`, medians over "
+             "our schedules in that launch: every op costs its overhead plus the executor's work before the next op "
+             "more, every message between ranks at least its measured time): "
+             + "; ".join(f"{n} {1e3 * r[2]['host'][0]:.2f} / {1e3 * (r[2]['host'][1] or 0):.2f} ms"
+                         for n, r in runs.items() if r[2].get("host") and r[2]["host"][0] is not None)
+             + ". What is left between it and the measured value is neither. auto chose with the host work per op "
+             "measured first by a short zb-h1 launch: "
+             + "; ".join(f"{n} {1e3 * r[2]['auto_overhead']:.2f} ms" for n, r in runs.items()
+                         if r[2].get("auto_overhead") is not None) + ".", ""]
     if failed:
         lines += ["Settings whose launch failed: " + "; ".join(failed), ""]
     lines += ["Memory per rank (KiB of a rank's own pages, max and all ranks together / resident with the fork "
@@ -212,13 +249,22 @@ def targets(runs: dict) -> str:
                   and got[lbl][1]["overhead_per_op"] < 0.01 * got[lbl][1]["mean_op_time"]]
         cells.append(", ".join(f"{lbl} {_bubble(got[lbl][1]) - got[lbl][0].simulated['bubble_rate_async']:+.4f}"
                                for lbl in within) or "none (overhead/op >= 1% of the op everywhere)")
+        ours = [lbl for lbl in OURS_ZB + ("1f1b", "interleaved-1f1b") if lbl in got]
+        if run.get("host", (None,))[0] is not None and ours:
+            gaps = {lbl: _bubble(got[lbl][1]) - _with_host(run, got[lbl][0]) for lbl in ours}
+            worst = max(gaps, key=lambda k: abs(gaps[k]))
+            cells.append(f"{sum(abs(g) <= 0.01 for g in gaps.values())}/{len(gaps)}; worst {worst} {gaps[worst]:+.4f}")
+        else:
+            cells.append("-")
         rows.append(cells)
     head = ("### Targets, measured\n\nA/A: |zb-h1 - its repeat| (the noise floor). Targets: our 1f1b within 0.01 of "
             "megatron's 1F1B; zb-auto 2x <= 0.01 at pp=8, m=32/64; zbv <= the paper's ZB-V + 0.01 (Table 8); every "
             "zero-bubble schedule of ours faster than megatron's 1F1B (makespan of the step); measured within 0.01 "
-            "of simulated where overhead/op < 1% of the op (those cells, meas - sim).\n\n")
+            "of simulated where overhead/op < 1% of the op (those cells, meas - sim); and, every cell of ours, measured "
+            "within 0.01 of sim+host (the simulator charged the launch's host work per op).\n\n")
     return head + C.table(["setting", "A/A", "1f1b - megatron 1F1B", "zb-auto 2x <= 0.01", "zbv <= paper + 0.01",
-                           "ZB faster than megatron 1F1B", "cells with overhead/op < 1%"], rows)
+                           "ZB faster than megatron 1F1B", "cells with overhead/op < 1%",
+                           "ours within 0.01 of sim+host"], rows)
 
 
 def interleaved_wins(runs: dict) -> str:
@@ -266,9 +312,11 @@ def main(argv=None) -> int:
                         help="with --post-validation: the last rank's optimizer step is this many times longer "
                              "in the straggler rows (default 2; 1: no straggler rows)")
     parser.add_argument("--pv-steps", type=int, default=3, help="with --post-validation: measured steps (default 3)")
-    parser.add_argument("--p2p-timeout", type=float, default=120.0,
-                        help="seconds a rank may wait for another before the launch fails, named (default 120; "
-                             "pp=32 on a saturated machine needs more)")
+    parser.add_argument("--op-overhead", type=float, default=None,
+                        help="host work per op (ms) auto charges every op (default: measured per setting first)")
+    parser.add_argument("--p2p-timeout", type=float, default=None,
+                        help="seconds a rank may wait for another before the launch fails, named (default: 60 + "
+                             "twice the longest planned step + 1 per rank)")
     C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     table = settings()

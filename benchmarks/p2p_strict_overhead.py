@@ -7,7 +7,8 @@ thread, hands each op to gloo when it reaches the head), for activation-sized me
     python benchmarks/p2p_strict_overhead.py --quick --no-markdown
 
 Strict mode needs no acknowledgement message (a gloo send completes only once the receive is
-posted), so its cost is the thread hand-off per op; the modes alternate within a repetition.
+posted); an op submitted while the queue is idle is posted from the caller's thread, others when the
+queue's thread reaches them. The modes alternate within a repetition.
 """
 from __future__ import annotations
 

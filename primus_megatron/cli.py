@@ -16,6 +16,7 @@ with status 2; set PRIMUS_DEBUG=1 to see tracebacks of unexpected errors.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -79,6 +80,20 @@ def _positive(unit: str) -> Callable[[str], float]:
             value = 0.0
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be a positive number of {unit}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _non_negative(unit: str) -> Callable[[str], float]:
+    """Parser of a finite number >= 0; `unit` names it in the error."""
+    def parse(text: str) -> float:
+        try:
+            value = _number(text)
+        except ValueError:
+            value = -1.0
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"must be a number >= 0 of {unit}, got {text!r}")
         return value
 
     return parse
@@ -221,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p, schedule=True, size_required=False)
     p.add_argument("--chunks", type=_int_at_least(1), default=None, metavar="C",
                    help="chunks per rank, for schedules that allow a choice (interleaved-1f1b)")
+    p.add_argument("--op-overhead", type=_non_negative("milliseconds"), default=None, metavar="MS",
+                   help="with --schedule auto: the runtime's host work per op, charged to every op of every "
+                        "candidate (default: measured first on these emulated chunks, by one short zb-h1 run)")
     p.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",
                    help="costs as training's --pipeline-costs takes them (instead of --cost-*)")
     p.add_argument("--profile", default=None, metavar="FILE",
@@ -242,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "torch-zbv, torch-dualpipev (torch.distributed.pipelining's; comma-separated), or all")
     p.add_argument("--p2p-mode", choices=("strict", "strict-lazy", "plain"), default="strict",
                    help="how gloo carries p2p: strict (as NCCL orders it, eager init; default), strict-lazy, plain")
-    p.add_argument("--p2p-timeout", type=_seconds, default=60.0, metavar="SECONDS",
-                   help="a rank waiting this long on another fails the run, naming who waited for what (default 60)")
+    p.add_argument("--p2p-timeout", type=_seconds, default=None, metavar="SECONDS",
+                   help="a rank waiting this long on another fails the run, naming who waited for what (default: "
+                        "60 + twice the longest planned step + 1 per rank)")
     p.add_argument("--optimizer-ms", type=_positive("milliseconds"), default=None, metavar="MS",
                    help="end every iteration with an emulated optimizer step: a real all-reduce of the gradient norm "
                         "(every rank waits for the slowest) and MS of step time; steps then run back to back")
@@ -603,6 +622,10 @@ def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
     if pp is None or m is None:
         raise UsageError("--pp and --microbatches are required (or --paper-setting)")
     if args.profile:
+        if args.schedule == "auto":
+            raise UsageError("--schedule auto takes --cost-*, --pipeline-costs or --paper-setting, not --profile (a "
+                             "profile's costs depend on the schedule's chunks: name a schedule, or let training's "
+                             "--pipeline-schedule auto profile and choose)")
         from .schedules import balance, info, registry
         from .schedules.layer_split import LayerSplit
 
@@ -660,6 +683,12 @@ def _baselines(text: str) -> list[str]:
     return names
 
 
+def _auto_table(rows: list, best: str) -> str:
+    from .schedules import auto
+
+    return auto.table(rows, best)
+
+
 def cmd_emulate(args: argparse.Namespace) -> int:
     """Everything is checked (costs, the plan, outputs) before the first rank starts."""
     from .schedules import generate  # noqa: F401  (the planner; torch only from here on)
@@ -677,13 +706,36 @@ def cmd_emulate(args: argparse.Namespace) -> int:
                          f"got {args.activation_kib:g}")
     baselines = _baselines(args.baselines)
     optimizer = _optimizer_spec(args, pp)
+    auto = args.schedule == "auto"
+    if args.op_overhead is not None and not auto:
+        raise UsageError(f"--op-overhead is what --schedule auto charges every op; {args.schedule} is given")
     from .train import emulate as E
 
-    variants = E.plan(args.schedule, pp, m, costs, scale=unit / 1000.0, memory_limit=args.memory_limit,
-                      chunks=args.chunks, post_validation=args.post_validation, baselines=baselines)
+    scale = unit / 1000.0
+    overhead_s = 0.0
+    if auto:
+        E.choose(pp, m, costs, scale=scale, op_overhead_s=0.0, memory_limit=args.memory_limit,
+                 post_validation=args.post_validation)  # bad input is refused before any rank starts
+        if args.op_overhead is not None:
+            overhead_s = args.op_overhead / 1000.0
+        else:
+            try:
+                overhead_s = E.measure_op_overhead(pp, costs, scale=scale, elements=elements, p2p_mode=args.p2p_mode,
+                                                   p2p_timeout_s=args.p2p_timeout)
+            except (RuntimeError, TimeoutError) as exc:
+                print(f"{PROG}: measuring the host work per op (a short zb-h1 run) at pp={pp} failed: "
+                      f"{E.first_failure(str(exc))}", file=sys.stderr)
+                return 1
+        best, rows = E.choose(pp, m, costs, scale=scale, op_overhead_s=overhead_s, memory_limit=args.memory_limit,
+                              post_validation=args.post_validation)
+        if args.format == "text":
+            print(f"auto: host work per op {1e3 * overhead_s:.2f} ms ({'given' if args.op_overhead is not None else 'measured'}"
+                  f"), charged to every op; simulated iteration times in cost units:\n{_auto_table(rows, best)}\n"
+                  f"auto: chose {best}\n", flush=True)
+    variants = E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit,
+                      chunks=args.chunks, post_validation=args.post_validation, baselines=baselines,
+                      op_overhead_s=overhead_s)
     if optimizer and args.optimizer_post_validation:
-        import dataclasses
-
         variants[0] = dataclasses.replace(variants[0], post_validation=True)
     try:
         results, memory = E.run(variants, pp, m, elements=elements, steps=args.steps, p2p_mode=args.p2p_mode,
@@ -694,6 +746,10 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         return 1
     report = E.report(variants, results, memory, pp=pp, microbatches=m, unit_ms=unit, elements=elements,
                       p2p_mode=args.p2p_mode, optimizer=optimizer)
+    if auto:
+        report["auto"] = {"chose": best, "op_overhead_ms": round(1e3 * overhead_s, 4),
+                          "op_overhead_measured": args.op_overhead is None,
+                          "candidates": [dataclasses.asdict(r) for r in rows]}
     if args.timeline:
         from .schedules.trace import chrome_trace_json
 

@@ -96,6 +96,10 @@ def test_memory_per_rank_is_reported(pp2_runs):
     (["--schedule", "zb-auto", "--pp", "4", "-m", "4", "--memory-limit", "0.5"], "memory limit 0.5"),
     (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--straggler", "2:1.5"], "need --optimizer-ms"),
     (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--optimizer-ms", "5", "--straggler", "9:2"], "rank in 0..3"),
+    (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--op-overhead", "1"], "--op-overhead is what --schedule auto"),
+    (["--schedule", "auto", "--pp", "4", "-m", "4", "--op-overhead", "-1"], "--op-overhead"),
+    (["--schedule", "auto", "--pp", "4", "-m", "4", "--profile", "/nonexistent.json"], "not --profile"),
+    (["--schedule", "auto", "--pp", "4", "-m", "4", "--memory-limit", "0.5"], "memory limit 0.5"),
 ])
 def test_emulate_refuses_bad_input_before_any_rank_starts(argv, words, capsys, monkeypatch):
     from primus_megatron.runtime import local_ranks
@@ -107,6 +111,54 @@ def test_emulate_refuses_bad_input_before_any_rank_starts(argv, words, capsys, m
     assert cli.main(["emulate", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert words in err and "\n" not in err and "Traceback" not in err
+
+
+# -- host work per op: in the simulator, and in auto's choice ------------------------------------------
+
+def test_host_work_per_op_is_charged_to_every_op_of_the_simulation():
+    """1F1B with no p2p cost runs (m + p - 1) x (F + BW) on its critical path; each of those ops
+    costs o more with o of host work per op, and the bubble counts that as idle (work is the
+    emulated op time), as the measured bubble does."""
+    f, bw, o, p, m = 0.010, 0.018, 0.002, 4, 6
+    v = E.plan("1f1b", p, m, S.Costs(f=f, b=0.01, w=0.008, bw=bw), scale=1.0)[0]
+    host = E.with_host_work(v, o, 1.0)
+    assert host["makespan"] == pytest.approx((m + p - 1) * (f + bw + 2 * o))
+    assert host["bubble_rate"] == pytest.approx(1 - m * (f + bw) / ((m + p - 1) * (f + bw + 2 * o)))
+    assert E.with_host_work(v, 0.0, 1.0)["makespan"] == pytest.approx(v.simulated["makespan"])
+
+
+def test_host_gaps_separate_the_wait_for_a_message_from_the_work_between_ops():
+    """Two ranks, 1F1B-like: a consumer idle until its message's op ended counts a hop (end to its
+    start); an op whose input was already there counts the gap since its rank's previous op."""
+    rank0 = [("F", 0, 0, 0, 0, 10), ("F", 1, 0, 0, 11, 21), ("B", 0, 0, 0, 36, 46), ("B", 1, 0, 0, 57, 67)]
+    rank1 = [("F", 0, 0, 1, 12, 22), ("B", 0, 0, 1, 23, 33), ("F", 1, 0, 1, 34, 44), ("B", 1, 0, 1, 45, 55)]
+    hop, between = E.host_gaps([rank0, rank1])
+    assert hop == pytest.approx((2 + 3 + 2) / 3)  # rank 1's F0, rank 0's B0 and B1 waited
+    assert between == pytest.approx(1.0)  # rank 0's F1, rank 1's B0, F1, B1
+    r = {"overhead_per_op": 0.5, "between_ops": between, "hop_latency": hop}
+    assert E.host_costs(r) == pytest.approx((1.5, 7 / 3 - 1))
+
+
+def test_auto_on_emulated_devices_chooses_with_the_host_work_per_op():
+    """Split W and V's two chunks double the ops: with no host work zbv wins here, with 2 ms per op
+    zb-h1, with 10 ms the fewest ops (1f1b)."""
+    costs = S.Costs(f=10, b=10, w=4, comm=1)
+    chosen = {o: E.plan("auto", 4, 8, costs, scale=0.001, op_overhead_s=o)[0] for o in (0.0, 0.002, 0.01)}
+    assert {o: v.label for o, v in chosen.items()} == {0.0: "auto=zbv", 0.002: "auto=zb-h1", 0.01: "auto=1f1b"}
+    assert [v.schedule.name for v in chosen.values()] == ["zbv", "zb-h1", "1f1b"]
+
+
+def test_emulate_auto_measures_the_host_work_first_and_runs_its_choice(capsys):
+    """`--schedule auto` without --op-overhead: a short zb-h1 launch measures the host work per op,
+    auto chooses with it (the same choice `choose` makes with that number), and the choice runs."""
+    code = cli.main(["emulate", "--schedule", "auto", "--pp", "2", "-m", "4", "--cost-f", "4", "--cost-b", "4",
+                     "--cost-w", "2", "--steps", "1", "--format", "json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert code == 0 and rep["auto"]["op_overhead_measured"] and rep["auto"]["op_overhead_ms"] > 0
+    best, _ = E.choose(2, 4, S.Costs(f=4, b=4, w=2), scale=0.001, op_overhead_s=rep["auto"]["op_overhead_ms"] / 1e3)
+    assert rep["auto"]["chose"] == best and rep["schedule"] == f"auto={best}"
+    host = rep["simulated_with_host_work"]
+    assert host["makespan"] > rep["simulated"]["makespan"] and host["host_per_op"] > 0
 
 
 # -- a small run, end to end ------------------------------------------------------------------------

@@ -118,7 +118,12 @@ class P2P:
             self._watchdog = watchdog.get(self.timeout_s, who=f"pipeline rank {self.rank} (global {dist.get_rank()})")
 
     def global_rank(self, peer: int) -> int:
-        return dist.get_global_rank(self.group, peer) if self.group is not None else peer
+        """`peer`'s global rank (asked of torch once per peer: every post names its peer)."""
+        ranks = self.__dict__.setdefault("_global_ranks", {})
+        found = ranks.get(peer)
+        if found is None:
+            found = ranks[peer] = dist.get_global_rank(self.group, peer) if self.group is not None else peer
+        return found
 
     # -- posting ------------------------------------------------------------------------------
     def post_recv(self, shape, dtype, device, *, peer: int, what: str, op: str = "") -> _Pending:

@@ -18,8 +18,12 @@ gloo's `is_completed()` stays False whatever happened). Here a receive is
 posted to gloo only when it reaches the head of its queue, so a send completes
 only once its receive is active on the peer: at least as strict as NCCL, whose
 small sends may finish into the peer's buffers before the receive is posted.
-No acknowledgement message is needed; the cost is one thread hand-off per
-submission (benchmarks/p2p_strict_overhead.py).
+No acknowledgement message is needed. A submission made while the queue is idle
+(everything before it completed) is posted to gloo from the caller's thread at
+once, as the stream would start it at once; the thread only waits for it. A
+hand-off to post it would wait for the interpreter lock, which the caller's
+next op holds for its host work (about 0.7 ms a message on an emulated pipeline,
+benchmarks/p2p_strict_overhead.py).
 
 Lazy init (no `device_id`) is modelled on request (`lazy=True`): PyTorch's
 `ProcessGroupNCCL::pointToPoint` keys a lone send or receive by the rank pair and
@@ -67,6 +71,7 @@ class Completion:
         self.entries = entries
         self.done = threading.Event()
         self.error: Optional[BaseException] = None
+        self.works: Optional[list] = None  # gloo's works once posted
 
     def is_completed(self) -> bool:
         return self.done.is_set()
@@ -92,6 +97,8 @@ class StrictQueue:
         self.items: "queue.SimpleQueue[Completion]" = queue.SimpleQueue()
         self.head: Optional[Completion] = None
         self.failed: Optional[BaseException] = None
+        self.lock = threading.Lock()
+        self.unfinished = 0  # submissions not completed yet: 0 means the stream is idle
         self.thread = threading.Thread(target=self._serve, name="primus-strict-p2p", daemon=True)
         self.thread.start()
 
@@ -106,8 +113,24 @@ class StrictQueue:
         elif self.lazy and not self.group_made:
             self._make_group(timeout_s)
         completion = Completion(self, entries)
+        with self.lock:
+            idle = self.unfinished == 0 and self.failed is None
+            self.unfinished += 1
+        if idle:  # nothing ahead of it: the stream starts it now (module doc)
+            self.head = completion
+            try:
+                completion.works = self._post(entries)
+            except BaseException:
+                with self.lock:
+                    self.unfinished -= 1
+                self.head = None
+                raise
         self.items.put(completion)
         return completion
+
+    def _post(self, entries: list) -> list:
+        return [dist.isend(e.tensor, e.peer, group=self.group) if e.send
+                else dist.irecv(e.tensor, e.peer, group=self.group) for e in entries]
 
     def head_description(self) -> str:
         head = self.head
@@ -151,16 +174,18 @@ class StrictQueue:
             completion = self.items.get()
             self.head = completion
             try:
-                if self.failed is not None:  # a failed communicator fails everything after it
-                    raise self.failed
-                works = [dist.isend(e.tensor, e.peer, group=self.group) if e.send
-                         else dist.irecv(e.tensor, e.peer, group=self.group) for e in completion.entries]
-                for work in works:  # all posted: they progress together, in gloo's own threads
+                if completion.works is None:
+                    if self.failed is not None:  # a failed communicator fails everything after it
+                        raise self.failed
+                    completion.works = self._post(completion.entries)
+                for work in completion.works:  # all posted: they progress together, in gloo's own threads
                     work.wait()
             except BaseException as exc:  # noqa: BLE001 (handed to the host's wait)
                 self.failed = self.failed or exc
                 completion.error = exc
             self.head = None
+            with self.lock:
+                self.unfinished -= 1
             completion.done.set()
 
 

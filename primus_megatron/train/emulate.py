@@ -51,6 +51,7 @@ class Variant:
     # "scale" (seconds per time unit)}: the runner plans it, the copies take the time the bandwidth says
     offload: Optional[dict] = None
     torch: bool = False  # a torch.distributed.pipelining baseline (`label` is its TORCH_BASELINES name)
+    costs: Any = None  # the cost units it was planned with (for `with_host_work`)
 
     @property
     def chunks(self) -> int:
@@ -77,7 +78,59 @@ def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float,
     return Variant(label, sched, megatron, stage_times(costs, pp, sched.chunks_per_rank, sched.placement, scale=scale),
                    simulated(sched, costs, scale), skipped,
                    [[(sp.op.kind, sp.op.mb, sp.op.chunk, scale * sp.start, scale * sp.end) for sp in row]
-                    for row in S.simulate(sched, costs).timeline], torch=torch)
+                    for row in S.simulate(sched, costs).timeline], torch=torch, costs=costs)
+
+
+def with_host_work(v: Variant, overhead_s: float, scale: float, hop_s: float = 0.0) -> dict:
+    """`v`'s simulation with the runtime's measured costs added (`host_costs`): `overhead_s` of
+    host work on every op (`auto.with_op_overhead`) and each message between ranks taking at least
+    `hop_s`. Makespan (seconds) and bubble rates are counted as the measured ones are, against the
+    emulated op time alone. What is left between this and the measured numbers is neither."""
+    import dataclasses
+
+    from ..schedules.auto import with_op_overhead
+
+    sched, pp = v.schedule, v.schedule.pp
+    work = sum(S.simulate(sched, v.costs).busy)
+    costs = with_op_overhead(v.costs, overhead_s / scale, pp, sched.chunks_per_rank, sched.placement)
+    if hop_s > 0:
+        comm = costs.resolve(pp, sched.chunks_per_rank, sched.placement).comm
+        costs = dataclasses.replace(costs, comm=tuple(max(c, hop_s / scale) for c in comm))
+    host = S.simulate(sched, costs)
+    return {"makespan": scale * host.makespan, "bubble_rate": 1.0 - work / (pp * host.makespan),
+            "bubble_rate_async": 1.0 - work / (pp * max(host.span)), "overhead": overhead_s, "hop": hop_s}
+
+
+def host_gaps(timelines: list) -> tuple[Optional[float], Optional[float]]:
+    """(hop, between) of one step, seconds, means: `hop`, the time from an op's end to the start of
+    the op on another rank that takes its message (an activation to the next stage, a gradient to
+    the previous one), over the messages whose consumer was waiting for them (its rank's previous
+    op had ended by then); `between`, the time from an op's end to its rank's next op's start when
+    that op was not waiting for a message (the executor's work between ops: posting, reaping).
+    `timelines`: per rank, (kind, mb, chunk, stage, start, end) of its ops."""
+    where = {}
+    for rank, row in enumerate(timelines):
+        for kind, mb, _chunk, stage, start, end in row:
+            if kind != "W":  # a W sends nothing
+                where[("F" if kind == "F" else "B", mb, stage)] = (rank, start, end)
+
+    def source(kind: str, mb: int, stage: int):
+        if kind == "W":
+            return None
+        key = ("F", mb, stage - 1) if kind == "F" else ("B", mb, stage + 1)
+        return where.get(key)
+
+    hops, between = [], []
+    for rank, row in enumerate(timelines):
+        row = sorted(row, key=lambda t: t[4])
+        for prev, (kind, mb, _chunk, stage, start, _end) in zip([None, *row], row):
+            src = source(kind, mb, stage)
+            remote = src is not None and src[0] != rank
+            if remote and (prev is None or prev[5] <= src[2]):  # idle until the message's op ended
+                hops.append(start - src[2])
+            elif prev is not None and not (remote and src[2] > prev[5]):
+                between.append(start - prev[5])
+    return (statistics.fmean(hops) if hops else None, statistics.fmean(between) if between else None)
 
 
 def torch_variant(label: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float) -> Variant:
@@ -93,13 +146,30 @@ def torch_variant(label: str, pp: int, microbatches: int, costs: S.Costs, *, sca
     return make_variant(label, order, costs, scale=scale, torch=True)
 
 
+AUTO = "auto"
+
+
+def choose(pp: int, microbatches: int, costs: S.Costs, *, scale: float, op_overhead_s: float,
+           memory_limit: Optional[float] = None, post_validation: bool = False) -> tuple[str, list]:
+    """`auto` on emulated devices: (the registered schedule with the lowest simulated iteration
+    time, every candidate), each op charged the runtime's host work per op (`op_overhead_s`
+    seconds, as `measure_op_overhead` finds it), which weighs most on schedules of many small ops."""
+    return S.auto.choose(pp, microbatches, costs, memory_limit, post_validation=post_validation,
+                         op_overhead=op_overhead_s / scale)
+
+
 def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float, memory_limit: Optional[float] = None,
          chunks: Optional[int] = None, post_validation: bool = False, baselines: Sequence[str] = (),
-         label: Optional[str] = None) -> list[Variant]:
-    """The variants of one emulate run (module doc); ScheduleError / ValueError for bad input."""
+         label: Optional[str] = None, op_overhead_s: float = 0.0) -> list[Variant]:
+    """The variants of one emulate run (module doc); ScheduleError / ValueError for bad input.
+    `name` "auto": the schedule `choose` picks with `op_overhead_s`, labelled auto=NAME."""
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise ValueError(f"--baselines takes {', '.join(BASELINES)}, got {', '.join(unknown)}")
+    if name == AUTO:
+        name, _ = choose(pp, microbatches, costs, scale=scale, op_overhead_s=op_overhead_s,
+                         memory_limit=memory_limit, post_validation=post_validation)
+        label = label or f"{AUTO}={name}"
     sched = S.generate(name, pp, microbatches, costs=costs, memory_limit=memory_limit, chunks=chunks,
                        post_validation=post_validation)
 
@@ -342,13 +412,15 @@ def _memory_kib() -> dict:
 # -- the launcher ----------------------------------------------------------------------------------
 
 def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
-        p2p_timeout_s: float = 60.0, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
+        p2p_timeout_s: Optional[float] = None, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
         optimizer: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
     memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError."""
     from ..runtime import local_ranks
 
     epoch = time.monotonic()
+    if p2p_timeout_s is None:
+        p2p_timeout_s = default_p2p_timeout(variants, pp)
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
             "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
             "p2p_mode": p2p_mode, "optimizer": optimizer,
@@ -364,11 +436,27 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
     return out, memory
 
 
+def default_p2p_timeout(variants: Sequence[Variant], pp: int) -> float:
+    """How long a rank may wait on another when none is given, seconds: 60, plus twice the longest
+    planned step (a correct schedule never waits longer than its step) and one per rank (starting
+    and first contact take longer, and each op's host work waits longer for a core, as pp grows)."""
+    return 60.0 + 2.0 * max((v.simulated.get("makespan", 0.0) for v in variants), default=0.0) + 1.0 * pp
+
+
+def measure_op_overhead(pp: int, costs: S.Costs, *, scale: float, elements: int, p2p_mode: Optional[str] = None,
+                        p2p_timeout_s: Optional[float] = None) -> float:
+    """The runtime's host work per op on this machine, seconds (`host_costs`): zb-h1 (F, B and W
+    ops) with `pp` microbatches on these emulated chunks, one warm-up and one step."""
+    probe = make_variant("zb-h1", S.generate("zb-h1", pp, pp, costs=costs), costs, scale=scale)
+    (result,), _ = run([probe], pp, pp, elements=elements, steps=1, p2p_mode=p2p_mode, p2p_timeout_s=p2p_timeout_s)
+    return host_costs(result)[0] or 0.0
+
+
 def summarise(v: Variant, ranks: list[dict]) -> dict:
     """Measured numbers of one variant from every rank's step records (median over steps)."""
     pp = len(ranks)
     nsteps = len(ranks[0]["steps"])
-    makespans, syncs, asyncs, busies, overheads = [], [], [], [], []
+    makespans, syncs, asyncs, busies, overheads, hops, betweens = [], [], [], [], [], [], []
     for s in range(nsteps):
         recs = [r["steps"][s] for r in ranks]
         starts, ends, busy, spans = [], [], [], []
@@ -385,6 +473,11 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         syncs.append(1.0 - work / (pp * makespan))
         asyncs.append(1.0 - work / (pp * max(spans)))
         busies.append(busy)
+        if all("timeline" in rec for rec in recs):
+            hop, gap = host_gaps([rec["timeline"] for rec in recs])
+            if hop is not None and gap is not None:
+                hops.append(hop)
+                betweens.append(gap)
         n_ops = sum(rec["ops"] for rec in recs)
         if n_ops:
             inside = sum(c["emulated"] + c["comm_wait"] for rec in recs for c in rec["chunks"])
@@ -409,6 +502,8 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         "busy": busy,
         "idle": [makespans[mid] - b for b in busy],
         "overhead_per_op": statistics.median(overheads) if overheads else None,
+        "hop_latency": statistics.median(hops) if hops else None,
+        "between_ops": statistics.median(betweens) if betweens else None,
         "iteration": max(periods),
         "cpu_per_op": cpu / max(1, n_emulated),
         "main_cpu_per_op": cpu_main / max(1, n_emulated),  # the rank's main thread: executor, megatron, autograd
@@ -454,7 +549,8 @@ def _measured(r: dict) -> dict:
             "busy": [_ms(b) for b in r["busy"]], "idle": [_ms(i) for i in r["idle"]],
             "overhead_per_op": _ms(r["overhead_per_op"]), "mean_op_time": _ms(r["mean_op_time"]), "steps": r["steps"],
             "iteration": _ms(r["iteration"]), "cpu_per_op": _ms(r["cpu_per_op"]),
-            "main_cpu_per_op": _ms(r["main_cpu_per_op"]),
+            "main_cpu_per_op": _ms(r["main_cpu_per_op"]), "hop_latency": _ms(r.get("hop_latency")),
+            "between_ops": _ms(r.get("between_ops")),
             "cores_busy": round(r["cores_busy"], 2)}
 
 
@@ -466,22 +562,55 @@ def _simulated(v: Variant) -> dict:
             "idle": [_ms(s["makespan"] - b) for b in busy]}
 
 
+def host_costs(r: dict) -> tuple[Optional[float], Optional[float]]:
+    """(host work per op, message time) of one measured variant, seconds, as the simulator takes
+    them: an op's wall time beyond its emulated time plus the executor's work before the next op
+    (`between_ops`), and a message's time from its op's end to its waiting consumer's start less
+    that same work between ops (the producer's share, which the op now carries)."""
+    overhead, between, hop = r.get("overhead_per_op"), r.get("between_ops"), r.get("hop_latency")
+    if overhead is None:
+        return None, None
+    per_op = max(0.0, overhead + (between or 0.0))
+    return per_op, (None if hop is None else max(0.0, hop - (between or 0.0)))
+
+
+def launch_costs(variants: Sequence[Variant], results: list) -> tuple[Optional[float], Optional[float]]:
+    """(host work per op, message time) of one launch, seconds (`host_costs`): the medians over our
+    schedules (megatron's and torch's runtimes are not ours to time per op); None where none ran."""
+    ours = [host_costs(r) for v, r in zip(variants, results) if r is not None and not v.megatron and not v.torch]
+    per_op = [o for o, _ in ours if o is not None]
+    hops = [h for _, h in ours if h is not None]
+    return (statistics.median(per_op) if per_op else None, statistics.median(hops) if hops else None)
+
+
 def report(variants: list[Variant], results: list, memory: dict, *, pp: int, microbatches: int, unit_ms: float,
            elements: int, p2p_mode: str, optimizer: Optional[dict] = None) -> dict:
     """One JSON-friendly object: the schedule's measured and simulated numbers (times in ms), the
     baselines' likewise (or why one did not run), memory per rank (KiB)."""
     head, rest = variants[0], list(zip(variants[1:], results[1:]))
+    # one host work per op for the launch (ours measure it; megatron's and torch's ops are not ours to time)
+    overhead, hop = launch_costs(variants, results)
+
+    def host(v: Variant) -> Optional[dict]:
+        if overhead is None or v.costs is None:
+            return None
+        h = with_host_work(v, overhead, unit_ms / 1000.0, hop or 0.0)
+        return {"makespan": _ms(h["makespan"]), "bubble_rate": round(h["bubble_rate"], 5),
+                "bubble_rate_async": round(h["bubble_rate_async"], 5), "host_per_op": _ms(overhead),
+                "message": _ms(hop)}
+
     out = {"schedule": head.label, "pp": pp, "microbatches": microbatches, "chunks": head.chunks,
            "placement": head.placement, "time_unit_ms": unit_ms, "activation_bytes": 4 * elements,
            "p2p_mode": p2p_mode, "units": "ms", "optimizer": optimizer,
            "post_validation": head.post_validation,
-           "measured": _measured(results[0]), "simulated": _simulated(head), "baselines": []}
+           "measured": _measured(results[0]), "simulated": _simulated(head),
+           "simulated_with_host_work": host(head), "baselines": []}
     for v, r in rest:
         if r is None:
             out["baselines"].append({"name": v.label, "skipped": v.skipped})
         else:
             out["baselines"].append({"name": v.label, "chunks": v.chunks, "measured": _measured(r),
-                                     "simulated": _simulated(v)})
+                                     "simulated": _simulated(v), "simulated_with_host_work": host(v)})
     private = memory["private_kib"]
     out["memory_per_rank_kib"] = {"rss_max": max(memory["rss_kib"]), "private_max": max(private),
                                   "private_mean": round(sum(private) / len(private))}
@@ -492,22 +621,30 @@ def report_text(rep: dict) -> str:
     def num(x) -> str:
         return "-" if x is None else f"{x:.2f}"
 
-    rows = [(rep["schedule"], rep["measured"], rep["simulated"])]
-    rows += [(b["name"], b["measured"], b["simulated"]) for b in rep["baselines"] if "measured" in b]
+    none = {"bubble_rate": None, "bubble_rate_async": None, "makespan": None}
+    rows = [(rep["schedule"], rep["measured"], rep["simulated"], rep.get("simulated_with_host_work") or none)]
+    rows += [(b["name"], b["measured"], b["simulated"], b.get("simulated_with_host_work") or none)
+             for b in rep["baselines"] if "measured" in b]
+
+    def rate(x) -> str:
+        return f"{'-':>8s}" if x is None else f"{x:8.4f}"
+
     lines = [f"emulated {rep['schedule']}: pp={rep['pp']}, {rep['microbatches']} microbatches, {rep['chunks']} "
              f"chunk(s) per rank; 1 cost unit = {rep['time_unit_ms']:g} ms; activations {rep['activation_bytes']} "
              f"bytes; p2p {rep['p2p_mode']}; median of {rep['measured']['steps']} steps (times in ms)", ""]
-    header = (f"{'schedule':24s} {'makespan':>10s} {'sim':>10s} {'bubble':>8s} {'sim':>8s} {'async':>8s} "
-              f"{'sim':>8s} {'overhead/op':>12s}")
+    header = (f"{'schedule':24s} {'makespan':>10s} {'sim':>10s} {'sim+host':>10s} {'bubble':>8s} {'sim':>8s} "
+              f"{'sim+host':>8s} {'async':>8s} {'sim':>8s} {'sim+host':>8s} {'overhead/op':>12s}")
     lines += [header, "-" * len(header)]
-    for name, meas, sim in rows:
-        lines.append(f"{name:24s} {num(meas['makespan']):>10s} {num(sim['makespan']):>10s} "
-                     f"{meas['bubble_rate']:8.4f} {sim['bubble_rate']:8.4f} {meas['bubble_rate_async']:8.4f} "
-                     f"{sim['bubble_rate_async']:8.4f} {num(meas['overhead_per_op']):>12s}")
+    for name, meas, sim, hw in rows:
+        lines.append(f"{name:24s} {num(meas['makespan']):>10s} {num(sim['makespan']):>10s} {num(hw['makespan']):>10s} "
+                     f"{meas['bubble_rate']:8.4f} {sim['bubble_rate']:8.4f} {rate(hw['bubble_rate'])} "
+                     f"{meas['bubble_rate_async']:8.4f} {sim['bubble_rate_async']:8.4f} "
+                     f"{rate(hw['bubble_rate_async'])} {num(meas['overhead_per_op']):>12s}")
     for b in rep["baselines"]:
         if "skipped" in b:
             lines.append(f"{b['name']:24s} not run: {b['skipped']}")
     meas, sim = rep["measured"], rep["simulated"]
+    hw0 = rep.get("simulated_with_host_work") or {}
     if rep.get("optimizer"):
         lines += ["", "iteration with the optimizer step (steps back to back, slowest rank's period): "
                   + "; ".join(f"{name} {num(m_['iteration'])}" for name, m_, _ in rows)]
@@ -522,7 +659,13 @@ def report_text(rep: dict) -> str:
                   + (" (fewer: the measured times include waiting for a core; emulate longer ops with --time-unit)"
                      if meas["cores_busy"] > 0.8 * cores else "")]
     lines += ["", f"overhead/op: an op's wall time beyond its emulated time (megatron's forward_step/backward_step, "
-                  f"the executor's bookkeeping, the wake-up), mean op {num(meas['mean_op_time'])} ms; memory per rank: "
+                  f"the executor's bookkeeping, the wake-up), mean op {num(meas['mean_op_time'])} ms; between ops: from an "
+                  f"op's end to the next one's start when it waited for nothing, {num(meas.get('between_ops'))} ms; hop: "
+                  f"from an op's end to the start of the waiting op that takes its message, "
+                  f"{num(meas.get('hop_latency'))} ms; sim+host: the simulator with every op costing overhead + "
+                  f"between more and every message at least hop - between (medians over our schedules in this "
+                  f"launch: {num(hw0.get('host_per_op'))} and {num(hw0.get('message'))} ms); what is left between it "
+                  f"and the measured number is neither; memory per rank: "
                   f"{mem['private_max'] / 1024:.1f} MiB of its own (max), {mem['rss_max'] / 1024:.0f} MiB resident "
                   f"with the pages shared with the fork server"]
     return "\n".join(lines)
