@@ -10,12 +10,18 @@ parallel 2 x pipeline 2 on 4 processes, and the validation point: after the
 rank's first ops of the next iteration, never between iterations."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import megatron_reference as ref
 import pipeline_harness as H
 from schedule_subset import under_test
+
+from primus_megatron.optim.post_validation import must_redo
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
 
@@ -102,3 +108,22 @@ def test_distributed_optimizer_data_parallel_2_x_pipeline_2():
             _assert_bitwise(per_rank[i], per_rank[i + 1], f"dp2 x pp2 run {i // 2} rank {rank}")
         assert per_rank[1]["post_validation"]["rollbacks"] >= 1
         assert per_rank[5]["post_validation"]["rollbacks"] >= 1
+
+
+# -- the redo decision is the same on every rank ------------------------------------------------
+
+_SQ = st.one_of(st.floats(min_value=0.0, max_value=1e30), st.just(math.inf), st.just(math.nan))
+
+
+@settings(max_examples=300, deadline=None)
+@given(local_sq=st.lists(_SQ, min_size=2, max_size=8), clip=st.sampled_from([0.0, 1.0, 1.6, 1e6]))
+def test_every_rank_redoes_its_prefix_or_none_does(local_sq, clip):
+    """A rank skips its optimistic step when its own gradients already exceed the clip
+    (`PostValidationOptimizer.step`); after the norm's all-reduce each rank redoes its prefix
+    if the global norm undoes the step or it did not step. Any rank's NaN makes the global norm
+    NaN, which megatron's clip comparison lets through: the decision must still be the same on
+    every rank (found at pp=32, where one rank redid and its neighbours did not, and they hung)."""
+    stepped = [not (clip > 0 and clip / (sq ** 0.5 + 1.0e-6) < 1.0) for sq in local_sq]
+    global_norm = math.fsum(local_sq) ** 0.5 if not any(math.isnan(x) for x in local_sq) else math.nan
+    redo = [must_redo(global_norm, clip) or not s for s in stepped]
+    assert len(set(redo)) == 1, (local_sq, clip, stepped, redo)

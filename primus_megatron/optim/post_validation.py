@@ -61,6 +61,19 @@ import torch.distributed as dist
 from ..runtime.p2p import PipelineTimeout
 
 
+def must_redo(grad_norm: float, clip: float) -> bool:
+    """Whether the global gradient norm undoes an optimistic step: it is clipped (megatron's
+    `clip_grad_by_total_norm_fp32` scales where clip / (norm + 1e-6) < 1), or it is not a number.
+    Megatron does not clip a NaN norm (the comparison is false), so the redone step equals its
+    synchronous one; it counts here because a rank whose own norm already exceeded the clip did
+    not step optimistically (`step`), and every rank must take the same branch: with a NaN norm
+    the plain comparison would have them differ (some redo their prefix, some not: a hang)."""
+    if clip <= 0:
+        return False
+    coefficient = clip / (grad_norm + 1.0e-6)
+    return coefficient < 1.0 or math.isnan(coefficient)
+
+
 class PostValidationOptimizer:
     """Wrap a megatron optimizer (what `get_megatron_optimizer` returns, or any
     MegatronOptimizer) for post-validated steps. Attribute access falls through
@@ -171,8 +184,7 @@ class PostValidationOptimizer:
             changed = True
         else:
             grad_norm = pending.total_sq.item() ** 0.5  # get_grad_norm_fp32's last line
-            clip = self.optimizer.config.clip_grad
-            clipped = clip > 0 and clip / (grad_norm + 1.0e-6) < 1.0
+            clipped = must_redo(grad_norm, self.optimizer.config.clip_grad)
             if clipped or not pending.stepped:
                 if pending.stepped:
                     pending.snapshot.restore(self.subs, self.model_chunks)
