@@ -62,7 +62,9 @@ def test_the_executed_timeline_keeps_events_until_read():
     start, end = clock.mark(), clock.mark()
     record = OpRecord(0, Op("F", 3, 0), 1, start, end, clock)
     assert not end.synchronized  # recording the op waited for nothing
-    assert abs((record.end - record.start) - 2.5e-3) < 1e-12 and end.synchronized
+    # record.start/end are seconds on the host's clock (hours of uptime: a float resolves ~4e-12 s
+    # there, so 1e-12 failed once the machine had been up 5 hours); 1 ns still pins the 2.5 ms
+    assert abs((record.end - record.start) - 2.5e-3) < 1e-9 and end.synchronized
     host = OpRecord(0, Op("F", 3, 0), 1, 1.0, 1.25)  # CPU: marks are seconds
     assert (host.start, host.end) == (1.0, 1.25)
 
