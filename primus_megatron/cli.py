@@ -683,12 +683,6 @@ def _baselines(text: str) -> list[str]:
     return names
 
 
-def _auto_table(rows: list, best: str) -> str:
-    from .schedules import auto
-
-    return auto.table(rows, best)
-
-
 def cmd_emulate(args: argparse.Namespace) -> int:
     """Everything is checked (costs, the plan, outputs) before the first rank starts."""
     from .schedules import generate  # noqa: F401  (the planner; torch only from here on)
@@ -709,6 +703,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     auto = args.schedule == "auto"
     if args.op_overhead is not None and not auto:
         raise UsageError(f"--op-overhead is what --schedule auto charges every op; {args.schedule} is given")
+    from .schedules.auto import table as auto_table
     from .train import emulate as E
 
     scale = unit / 1000.0
@@ -730,7 +725,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
                               post_validation=args.post_validation)
         if args.format == "text":
             print(f"auto: host work per op {1e3 * overhead_s:.2f} ms ({'given' if args.op_overhead is not None else 'measured'}"
-                  f"), charged to every op; simulated iteration times in cost units:\n{_auto_table(rows, best)}\n"
+                  f"), charged to every op; simulated iteration times in cost units:\n{auto_table(rows, best)}\n"
                   f"auto: chose {best}\n", flush=True)
     variants = E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit,
                       chunks=args.chunks, post_validation=args.post_validation, baselines=baselines,

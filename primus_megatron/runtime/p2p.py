@@ -102,6 +102,7 @@ class P2P:
     mode: Optional[str] = None  # gloo only: strict (default), strict-lazy or plain; see module doc
     waits: Optional[str] = None  # host | device; by default device on NCCL/RCCL, host on gloo
     sends: list = field(default_factory=list)
+    _global_ranks: dict = field(default_factory=dict, repr=False)  # peer -> global rank
 
     def __post_init__(self) -> None:
         mode = resolve_mode(self.mode)
@@ -119,10 +120,9 @@ class P2P:
 
     def global_rank(self, peer: int) -> int:
         """`peer`'s global rank (asked of torch once per peer: every post names its peer)."""
-        ranks = self.__dict__.setdefault("_global_ranks", {})
-        found = ranks.get(peer)
+        found = self._global_ranks.get(peer)
         if found is None:
-            found = ranks[peer] = dist.get_global_rank(self.group, peer) if self.group is not None else peer
+            found = self._global_ranks[peer] = dist.get_global_rank(self.group, peer) if self.group is not None else peer
         return found
 
     # -- posting ------------------------------------------------------------------------------
