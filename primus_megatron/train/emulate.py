@@ -128,7 +128,7 @@ def host_gaps(timelines: list) -> tuple[Optional[float], Optional[float]]:
             remote = src is not None and src[0] != rank
             if remote and (prev is None or prev[5] <= src[2]):  # idle until the message's op ended
                 hops.append(start - src[2])
-            elif prev is not None and not (remote and src[2] > prev[5]):
+            elif prev is not None:  # its input was there when its rank became free
                 between.append(start - prev[5])
     return (statistics.fmean(hops) if hops else None, statistics.fmean(between) if between else None)
 
