@@ -13,7 +13,9 @@ our runtime (strict NCCL-order p2p unless `--p2p-mode`), megatron-core's own 1F1
 1F1B, and torch.distributed.pipelining's ScheduleInterleavedZeroBubble / ScheduleZBVZeroBubble /
 ScheduleDualPipeV (`runtime/emulated_torch.py`, two stages per rank, plain gloo p2p as torch posts
 it), all in the same processes. Every plan is made for post-validation (no optimizer barrier), as the
-paper's bubble tables are; each cell is the measured bubble rate, the paper's definition (cost -
+paper's bubble tables are, and on the paper's costs alone (zb-auto's and the V rows' orders are the
+paper's plans), but `auto`, which chooses and plans its pick with the measured host work per op
+charged to every op (`emulate.planning_costs`); each cell is the measured bubble rate, the paper's definition (cost -
 m(F+B+W)) / cost with cost the longest rank's span of the step, then our simulator's, then the
 paper's where it has the column. A/A: zb-h1 run a second time at the end of the same launch (the
 noise floor). overhead/op: an op's wall time beyond its emulated time (megatron's forward_step /
@@ -66,8 +68,8 @@ def variants(setting, chunked: bool, scale: float, op_overhead_s: float = 0.0) -
     costs = setting.costs(share=2.0 if chunked else 1.0)  # a rank's share
     chunks = INTERLEAVED_LAYERS[setting.model] // p
 
-    def ours(label, name, **kw):
-        sched = S.generate(name, p, m, costs=costs, post_validation=True, **kw)
+    def ours(label, name, plan_costs=costs, **kw):
+        sched = S.generate(name, p, m, costs=plan_costs, post_validation=True, **kw)
         return E.make_variant(label, sched, costs, scale=scale)
 
     out = [ours("1f1b", "1f1b"), ours("interleaved-1f1b", "interleaved-1f1b", chunks=chunks),
@@ -76,9 +78,11 @@ def variants(setting, chunked: bool, scale: float, op_overhead_s: float = 0.0) -
            ours("v-min", "v-min")]
     best, _ = choose(p, m, costs, post_validation=True, op_overhead=op_overhead_s / scale,
                      candidates=[n for n in S.names() if n not in ("zb-optimal", "interleaved-zb")])
+    # auto's pick is planned as auto compared it: a cost-driven order with the host work per op charged
+    plan_costs = E.planning_costs(best, p, costs, op_overhead_s / scale)
     auto = next((v for v in out if v.label.split()[0] == best and " 2x" not in v.label), None)
-    out.append(ours(f"auto={best}", best) if auto is None else  # the same plan is not run twice
-               E.make_variant(f"auto={best}", auto.schedule, costs, scale=scale,
+    out.append(ours(f"auto={best}", best, plan_costs) if auto is None or plan_costs is not costs else
+               E.make_variant(f"auto={best}", auto.schedule, costs, scale=scale,  # the same plan is not run twice
                               skipped=f"the plan of the {auto.label} row"))
     out.append(E.make_variant("megatron-1f1b", S.generate("1f1b", p, m), costs, scale=scale, megatron=True))
     inter = S.generate("interleaved-1f1b", p, m, chunks=chunks)

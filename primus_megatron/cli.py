@@ -237,8 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunks", type=_int_at_least(1), default=None, metavar="C",
                    help="chunks per rank, for schedules that allow a choice (interleaved-1f1b)")
     p.add_argument("--op-overhead", type=_non_negative("milliseconds"), default=None, metavar="MS",
-                   help="with --schedule auto: the runtime's host work per op, charged to every op of every "
-                        "candidate (default: measured first on these emulated chunks, by one short zb-h1 run)")
+                   help="the runtime's host work per op, charged to every op where the plan depends on the costs: "
+                        "every candidate of --schedule auto, and the order of zb-auto and the V schedules "
+                        "(default: measured first on these emulated chunks, by one short zb-h1 run)")
     p.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",
                    help="costs as training's --pipeline-costs takes them (instead of --cost-*)")
     p.add_argument("--profile", default=None, metavar="FILE",
@@ -701,16 +702,25 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     baselines = _baselines(args.baselines)
     optimizer = _optimizer_spec(args, pp)
     auto = args.schedule == "auto"
-    if args.op_overhead is not None and not auto:
-        raise UsageError(f"--op-overhead is what --schedule auto charges every op; {args.schedule} is given")
     from .schedules.auto import table as auto_table
+    from .schedules.registry import info as schedule_info, names
     from .train import emulate as E
 
+    # auto and the schedules planned on their costs choose with the host work per op charged
+    charged = auto or schedule_info(args.schedule).uses_costs
+    if args.op_overhead is not None and not charged:
+        raise UsageError(f"--op-overhead is the host work per op that --schedule auto and the schedules planned on "
+                         f"their costs ({', '.join(n for n in names() if schedule_info(n).uses_costs)}) charge "
+                         f"every op; {args.schedule} is planned without costs")
     scale = unit / 1000.0
     overhead_s = 0.0
-    if auto:
-        E.choose(pp, m, costs, scale=scale, op_overhead_s=0.0, memory_limit=args.memory_limit,
-                 post_validation=args.post_validation)  # bad input is refused before any rank starts
+    if charged:
+        if auto:
+            E.choose(pp, m, costs, scale=scale, op_overhead_s=0.0, memory_limit=args.memory_limit,
+                     post_validation=args.post_validation)  # bad input is refused before any rank starts
+        else:
+            E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit, chunks=args.chunks,
+                   post_validation=args.post_validation)
         if args.op_overhead is not None:
             overhead_s = args.op_overhead / 1000.0
         else:
@@ -721,12 +731,16 @@ def cmd_emulate(args: argparse.Namespace) -> int:
                 print(f"{PROG}: measuring the host work per op (a short zb-h1 run) at pp={pp} failed: "
                       f"{E.first_failure(str(exc))}", file=sys.stderr)
                 return 1
-        best, rows = E.choose(pp, m, costs, scale=scale, op_overhead_s=overhead_s, memory_limit=args.memory_limit,
-                              post_validation=args.post_validation)
-        if args.format == "text":
-            print(f"auto: host work per op {1e3 * overhead_s:.2f} ms ({'given' if args.op_overhead is not None else 'measured'}"
-                  f"), charged to every op; simulated iteration times in cost units:\n{auto_table(rows, best)}\n"
-                  f"auto: chose {best}\n", flush=True)
+        how = "given" if args.op_overhead is not None else "measured"
+        if auto:
+            best, rows = E.choose(pp, m, costs, scale=scale, op_overhead_s=overhead_s,
+                                  memory_limit=args.memory_limit, post_validation=args.post_validation)
+            if args.format == "text":
+                print(f"auto: host work per op {1e3 * overhead_s:.2f} ms ({how}), charged to every op; simulated "
+                      f"iteration times in cost units:\n{auto_table(rows, best)}\nauto: chose {best}\n", flush=True)
+        elif args.format == "text":
+            print(f"{args.schedule}: planned with {1e3 * overhead_s:.2f} ms of host work per op ({how}) charged "
+                  f"to every op\n", flush=True)
     variants = E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit,
                       chunks=args.chunks, post_validation=args.post_validation, baselines=baselines,
                       op_overhead_s=overhead_s)
@@ -741,6 +755,9 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         return 1
     report = E.report(variants, results, memory, pp=pp, microbatches=m, unit_ms=unit, elements=elements,
                       p2p_mode=args.p2p_mode, optimizer=optimizer)
+    if charged:
+        report["plan_op_overhead_ms"] = round(1e3 * overhead_s, 4)
+        report["plan_op_overhead_measured"] = args.op_overhead is None
     if auto:
         report["auto"] = {"chose": best, "op_overhead_ms": round(1e3 * overhead_s, 4),
                           "op_overhead_measured": args.op_overhead is None,

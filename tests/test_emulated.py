@@ -96,7 +96,7 @@ def test_memory_per_rank_is_reported(pp2_runs):
     (["--schedule", "zb-auto", "--pp", "4", "-m", "4", "--memory-limit", "0.5"], "memory limit 0.5"),
     (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--straggler", "2:1.5"], "need --optimizer-ms"),
     (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--optimizer-ms", "5", "--straggler", "9:2"], "rank in 0..3"),
-    (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--op-overhead", "1"], "--op-overhead is what --schedule auto"),
+    (["--schedule", "zb-h1", "--pp", "4", "-m", "4", "--op-overhead", "1"], "zb-h1 is planned without costs"),
     (["--schedule", "auto", "--pp", "4", "-m", "4", "--op-overhead", "-1"], "--op-overhead"),
     (["--schedule", "auto", "--pp", "4", "-m", "4", "--profile", "/nonexistent.json"], "not --profile"),
     (["--schedule", "auto", "--pp", "4", "-m", "4", "--memory-limit", "0.5"], "memory limit 0.5"),
@@ -146,6 +146,42 @@ def test_auto_on_emulated_devices_chooses_with_the_host_work_per_op():
     chosen = {o: E.plan("auto", 4, 8, costs, scale=0.001, op_overhead_s=o)[0] for o in (0.0, 0.002, 0.01)}
     assert {o: v.label for o, v in chosen.items()} == {0.0: "auto=zbv", 0.002: "auto=zb-h1", 0.01: "auto=1f1b"}
     assert [v.schedule.name for v in chosen.values()] == ["zbv", "zb-h1", "1f1b"]
+
+
+@pytest.mark.parametrize("name,costs,limit", [
+    ("zb-auto", S.Costs(f=6, b=6, w=3, comm=2), 6.0),
+    ("v-half", S.Costs(f=10, b=10, w=4, comm=1), None),
+])
+def test_a_cost_driven_plan_is_made_for_the_host_work_per_op(name, costs, limit):
+    """zb-auto and the V family order their ops by the costs: planned with 5 ms of host work per op
+    charged, the plan differs and, run with that host work (`with_host_work`), is faster than the
+    plan made on the op times alone; what is emulated and reported as simulated stays the given
+    costs. A schedule whose order ignores costs is planned the same either way."""
+    o, scale = 0.005, 0.001
+    plain = E.plan(name, 4, 8, costs, scale=scale, memory_limit=limit)[0]
+    charged = E.plan(name, 4, 8, costs, scale=scale, memory_limit=limit, op_overhead_s=o)[0]
+    order = lambda v: [[(x.kind, x.mb, x.chunk) for x in r] for r in v.schedule.ranks]  # noqa: E731
+    assert order(charged) != order(plain)
+    assert E.with_host_work(charged, o, scale)["makespan"] < E.with_host_work(plain, o, scale)["makespan"] - 1e-6
+    assert charged.times == plain.times and charged.costs == costs
+    assert charged.simulated["makespan"] == pytest.approx(scale * S.simulate(charged.schedule, costs).makespan)
+    fixed = [E.plan("zb-h1", 4, 8, costs, scale=scale, op_overhead_s=x)[0] for x in (0.0, o)]
+    assert order(fixed[0]) == order(fixed[1])
+
+
+def test_emulate_plans_a_cost_driven_schedule_with_the_given_host_work(capsys, monkeypatch):
+    """`--op-overhead` with zb-auto: no measuring launch, the plan run is `plan`'s with that host
+    work, and the report says what was charged."""
+    def no_probe(*a, **k):
+        raise AssertionError("measured although --op-overhead was given")
+
+    monkeypatch.setattr(E, "measure_op_overhead", no_probe)
+    code = cli.main(["emulate", "--schedule", "zb-auto", "--pp", "2", "-m", "4", "--cost-f", "4", "--cost-b", "4",
+                     "--cost-w", "2", "--op-overhead", "3", "--steps", "1", "--format", "json"])
+    rep = json.loads(capsys.readouterr().out)
+    assert code == 0 and rep["plan_op_overhead_ms"] == 3.0 and rep["plan_op_overhead_measured"] is False
+    planned = E.plan("zb-auto", 2, 4, S.Costs(f=4, b=4, w=2), scale=0.001, op_overhead_s=0.003)[0]
+    assert rep["simulated"]["makespan"] == pytest.approx(1e3 * planned.simulated["makespan"], abs=1e-3)
 
 
 def test_emulate_auto_measures_the_host_work_first_and_runs_its_choice(capsys):

@@ -158,11 +158,28 @@ def choose(pp: int, microbatches: int, costs: S.Costs, *, scale: float, op_overh
                          op_overhead=op_overhead_s / scale)
 
 
+def planning_costs(name: str, pp: int, costs: S.Costs, op_overhead: float, chunks: Optional[int] = None) -> S.Costs:
+    """The costs `name` is planned on: `costs` with `op_overhead` (cost units) of host work added to
+    every op when the schedule's order depends on its costs (`auto.with_op_overhead`), else `costs`.
+    The host work per op does not shrink with an op's share, so it moves a cost-driven plan (fewer,
+    larger ops under a fixed overhead) as it moves `auto`'s choice."""
+    from ..schedules.auto import with_op_overhead
+    from ..schedules.registry import info, resolve_chunks
+
+    entry = info(name)
+    if not op_overhead or not entry.uses_costs:
+        return costs
+    return with_op_overhead(costs, op_overhead, pp, resolve_chunks(entry, chunks), entry.placement)
+
+
 def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float, memory_limit: Optional[float] = None,
          chunks: Optional[int] = None, post_validation: bool = False, baselines: Sequence[str] = (),
          label: Optional[str] = None, op_overhead_s: float = 0.0) -> list[Variant]:
     """The variants of one emulate run (module doc); ScheduleError / ValueError for bad input.
-    `name` "auto": the schedule `choose` picks with `op_overhead_s`, labelled auto=NAME."""
+    `name` "auto": the schedule `choose` picks with `op_overhead_s`, labelled auto=NAME. A schedule
+    whose order depends on the costs (`uses_costs`: zb-auto, the V family) is planned on the costs
+    with `op_overhead_s` charged to every op (`planning_costs`), as `choose` compares it; its
+    emulated op times, and the simulated numbers reported, stay the given costs."""
     unknown = [b for b in baselines if b not in BASELINES]
     if unknown:
         raise ValueError(f"--baselines takes {', '.join(BASELINES)}, got {', '.join(unknown)}")
@@ -170,8 +187,8 @@ def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float,
         name, _ = choose(pp, microbatches, costs, scale=scale, op_overhead_s=op_overhead_s,
                          memory_limit=memory_limit, post_validation=post_validation)
         label = label or f"{AUTO}={name}"
-    sched = S.generate(name, pp, microbatches, costs=costs, memory_limit=memory_limit, chunks=chunks,
-                       post_validation=post_validation)
+    sched = S.generate(name, pp, microbatches, costs=planning_costs(name, pp, costs, op_overhead_s / scale, chunks),
+                       memory_limit=memory_limit, chunks=chunks, post_validation=post_validation)
 
     def variant(lbl: str, s: S.Schedule, megatron: bool, skipped: Optional[str] = None) -> Variant:
         return make_variant(lbl, s, costs, scale=scale, megatron=megatron, skipped=skipped)
