@@ -8,6 +8,9 @@ without that synchronisation and checks the step inside the next iteration's pre
 slowest rank's period over the measured steps. The straggler rows make the last rank's optimizer
 step `--straggler-factor` times longer (one slow node). Each plan is made for the objective it runs
 under (the makespan for the synchronous step, the longest rank's span under post-validation).
+cpu/op: every rank's CPU time in the median step (all threads, the optimizer step included) per
+emulated op; cores busy: that CPU time over the step's makespan, of this machine's 2 (near 2, ranks
+wait for a core and the measured time includes it).
 """
 from __future__ import annotations
 
@@ -61,7 +64,7 @@ def run_table(names: list, table: dict, args) -> str:
                                    steps=args.pv_steps, warmup=1, p2p_mode=args.p2p_mode,
                                    p2p_timeout_s=args.p2p_timeout, optimizer=spec)
             except (RuntimeError, TimeoutError) as exc:
-                rows.append([name, "-", "launch failed", E.first_failure(str(exc)), "", "", f"{load:.1f}"])
+                rows.append([name, "-", "launch failed", E.first_failure(str(exc)), "", "", "", "", "", f"{load:.1f}"])
                 continue
             print(f"{name} straggler={straggler}: {time.perf_counter() - t0:.0f} s, load {load:.1f}",
                   file=sys.stderr, flush=True)
@@ -73,10 +76,12 @@ def run_table(names: list, table: dict, args) -> str:
                 gain = "" if not v.post_validation else f"{sync[base] / r['iteration'] - 1:+.1%}"
                 rows.append([name, "none" if straggler is None else f"rank {straggler} x{args.straggler_factor:g}",
                              v.label, f"{1e3 * r['iteration']:.0f}", f"{1e3 * v.simulated['iteration']:.0f}", gain,
-                             f"{load:.1f}"])
+                             f"{r['iteration'] / v.simulated['iteration'] - 1:+.1%}", f"{1e3 * r['cpu_per_op']:.2f}",
+                             f"{r['cores_busy']:.2f}", f"{load:.1f}"])
     head = (__doc__.split("\n\n", 1)[1].strip() + "\n\n"
             f"Scale: {args.scale:g} ms per paper ms; optimizer step {args.optimizer_ms:g} paper ms; p2p {args.p2p_mode}; "
             f"{args.pv_steps} measured steps after one warm-up; taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
             f"(2 cores shared with other work; load: 1-minute load average when the launch started).\n\n")
     return head + C.table(["setting", "straggler", "schedule", "iteration ms (measured)",
-                           "simulated (no straggler)", "post-validation gain", "load"], rows)
+                           "simulated (no straggler)", "post-validation gain", "measured / simulated",
+                           "cpu/op ms", "cores busy", "load"], rows)

@@ -31,7 +31,6 @@ from primus_megatron.schedules import offload as O  # noqa: E402
 from primus_megatron.schedules import paper_settings as P  # noqa: E402
 
 TITLE = "## Activation offload on emulated devices (measured, the paper's settings)"
-SCALE = 1e-3  # seconds per time unit (the paper's costs are ms)
 
 
 def _setting(text: str):
@@ -42,7 +41,8 @@ def _setting(text: str):
     raise SystemExit(f"--settings: no paper setting {text!r} (model:pp:microbatches of Table 5 or 8)")
 
 
-def variants(setting, share: float, link: float):
+def variants(setting, share: float, link: float, scale: float = 1e-3):
+    """`scale`: seconds of emulated time per time unit (the paper's costs are ms)."""
     from primus_megatron.train import emulate as E
 
     costs = setting.costs(share)
@@ -53,9 +53,9 @@ def variants(setting, share: float, link: float):
     out, sims = [], []
     for n, sched in plans.items():
         for mode in ("off", "auto"):
-            v = E.make_variant(f"{n} {mode}", sched, costs, scale=SCALE)
+            v = E.make_variant(f"{n} {mode}", sched, costs, scale=scale)
             if mode == "auto":
-                v.offload = {"mode": "auto", "bandwidth": bw, "costs": costs, "memory_limit": limit, "scale": SCALE}
+                v.offload = {"mode": "auto", "bandwidth": bw, "costs": costs, "memory_limit": limit, "scale": scale}
                 sim = O.choose(sched, "auto", bandwidth=bw, costs=costs, memory_limit=limit)
             else:
                 sim = O.choose(sched, "off", costs=costs)
@@ -90,6 +90,8 @@ def main() -> int:
     parser.add_argument("--settings", default="1.5B:8:24", help="model:pp:microbatches, comma-separated")
     parser.add_argument("--links", default="25,50", help="host link GB/s per direction, comma-separated")
     parser.add_argument("--elements", type=int, default=1024, help="fp32 elements of an emulated activation")
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="ms of emulated time per paper ms (default 1); times are reported in emulated ms")
     C.add_markdown_options(parser)
     args = parser.parse_args()
     rows = []
@@ -97,18 +99,19 @@ def main() -> int:
     for text in args.settings.split(","):
         setting, share = _setting(text)
         for link in (float(x) for x in args.links.split(",")):
-            vs, sims, costs, unit = variants(setting, share, link)
+            vs, sims, costs, unit = variants(setting, share, link, args.scale / 1000.0)
             results, _ = E.run(vs, setting.pp, setting.microbatches, elements=args.elements, steps=1, warmup=1)
             for v, sim, res in zip(vs, sims, results):
                 gb = lambda units: f"{units * unit / 1e9:.1f}"  # noqa: E731
                 rows.append([f"{setting.model} pp={setting.pp} m={setting.microbatches}", f"{link:g}", v.label,
-                             f"{1e3 * res['makespan']:.0f}", f"{sim.makespan:.0f}",
+                             f"{1e3 * res['makespan']:.0f}", f"{sim.makespan * args.scale:.0f}",
                              gb(measured_peak(res, v.schedule, costs)), gb(sim.max_peak_memory),
                              sim.plan.count])
             print(C.table(["setting", "GB/s", "variant", "ms measured", "ms simulated", "GB measured",
                            "GB simulated", "F ops offloaded"], rows), flush=True)
-    text = (C.command_block(f"python benchmarks/offload_emulated.py --settings {args.settings} --links {args.links}")
-            + f"\nMeasured on emulated devices ({time.time() - began:.0f} s on this machine, 2 cores shared with "
+    text = (C.command_block(f"python benchmarks/offload_emulated.py --settings {args.settings} --links {args.links}"
+                              + (f" --scale {args.scale:g}" if args.scale != 1.0 else ""))
+            + f"\nMeasured on emulated devices at {args.scale:g} ms per paper ms ({time.time() - began:.0f} s on this machine, 2 cores shared with "
               f"other work, load average {os.getloadavg()[0]:.0f} when written, taken "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); `auto` under a memory "
               f"limit of V-Min's simulated peak without offload. Memory: the largest rank's peak of resident "
