@@ -90,6 +90,10 @@ def main() -> int:
     parser.add_argument("--settings", default="1.5B:8:24", help="model:pp:microbatches, comma-separated")
     parser.add_argument("--links", default="25,50", help="host link GB/s per direction, comma-separated")
     parser.add_argument("--elements", type=int, default=1024, help="fp32 elements of an emulated activation")
+    parser.add_argument("--variants", default=None,
+                        help="only these variants (comma-separated labels, e.g. 'zbv off,zbv auto'), each in a "
+                             "launch of its own (at pp=32 every rank plans auto's offload itself: 32 plans on "
+                             "this machine's cores)")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="ms of emulated time per paper ms (default 1); times are reported in emulated ms")
     C.add_markdown_options(parser)
@@ -100,7 +104,13 @@ def main() -> int:
         setting, share = _setting(text)
         for link in (float(x) for x in args.links.split(",")):
             vs, sims, costs, unit = variants(setting, share, link, args.scale / 1000.0)
-            results, _ = E.run(vs, setting.pp, setting.microbatches, elements=args.elements, steps=1, warmup=1)
+            if args.variants:
+                keep = [i for i, v in enumerate(vs) if v.label in args.variants.split(",")]
+                vs, sims = [vs[i] for i in keep], [sims[i] for i in keep]
+                results = [E.run([v], setting.pp, setting.microbatches, elements=args.elements, steps=1,
+                                 warmup=1)[0][0] for v in vs]
+            else:
+                results, _ = E.run(vs, setting.pp, setting.microbatches, elements=args.elements, steps=1, warmup=1)
             for v, sim, res in zip(vs, sims, results):
                 gb = lambda units: f"{units * unit / 1e9:.1f}"  # noqa: E731
                 rows.append([f"{setting.model} pp={setting.pp} m={setting.microbatches}", f"{link:g}", v.label,
@@ -110,7 +120,8 @@ def main() -> int:
             print(C.table(["setting", "GB/s", "variant", "ms measured", "ms simulated", "GB measured",
                            "GB simulated", "F ops offloaded"], rows), flush=True)
     text = (C.command_block(f"python benchmarks/offload_emulated.py --settings {args.settings} --links {args.links}"
-                              + (f" --scale {args.scale:g}" if args.scale != 1.0 else ""))
+                              + (f" --scale {args.scale:g}" if args.scale != 1.0 else "")
+                              + (f" --variants '{args.variants}'" if args.variants else ""))
             + f"\nMeasured on emulated devices at {args.scale:g} ms per paper ms ({time.time() - began:.0f} s on this machine, 2 cores shared with "
               f"other work, load average {os.getloadavg()[0]:.0f} when written, taken "
               f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); `auto` under a memory "
