@@ -105,7 +105,11 @@ def main() -> int:
         for link in (float(x) for x in args.links.split(",")):
             vs, sims, costs, unit = variants(setting, share, link, args.scale / 1000.0)
             if args.variants:
-                keep = [i for i, v in enumerate(vs) if v.label in args.variants.split(",")]
+                wanted = args.variants.split(",")
+                unknown = sorted(set(wanted) - {v.label for v in vs})
+                if unknown:
+                    raise SystemExit(f"--variants takes {', '.join(v.label for v in vs)}; got {', '.join(unknown)}")
+                keep = [i for i, v in enumerate(vs) if v.label in wanted]
                 vs, sims = [vs[i] for i in keep], [sims[i] for i in keep]
                 results = [E.run([v], setting.pp, setting.microbatches, elements=args.elements, steps=1,
                                  warmup=1)[0][0] for v in vs]
