@@ -121,13 +121,14 @@ def _transformer_engine() -> Optional[dict]:
 
 # -- 2. the schedule matrix -------------------------------------------------------------------
 
-def configurations(schedules: list, pps: list, *, rocm: bool, gpu: bool) -> list:
+def configurations(schedules: list, pps: list, *, rocm: bool, gpu: bool, inits: tuple = ("eager", "lazy"),
+                   knobs: tuple = ("1", "unset")) -> list:
     knob = "GPU_MAX_HW_QUEUES" if rocm else "CUDA_DEVICE_MAX_CONNECTIONS"
-    settings = [{knob: "1"}, {}] if gpu else [{}]  # CPU: the knobs mean nothing
+    settings = [{knob: v} if v != "unset" else {} for v in knobs] if gpu else [{}]  # CPU: the knobs mean nothing
     out = []
     for name in schedules:
         for pp in pps:
-            for init in ("eager", "lazy"):
+            for init in inits:
                 for env in settings:
                     out.append({"schedule": name, "pp": pp, "init": init, "env": env})
     return out
@@ -226,7 +227,12 @@ def _one_config(rank: int, world_case: dict, config: dict) -> dict:
         result["tokens_per_s"] = m * model_cfg["mbs"] * model_cfg["seq"] / result["seconds"]
         result["reference_tokens_per_s"] = m * model_cfg["mbs"] * model_cfg["seq"] / result["reference_seconds"]
     except Exception as exc:  # noqa: BLE001 (reported per configuration; a hang is the watchdog's)
-        result["error"] = f"{type(exc).__name__}: {str(exc)[:600]}"
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        result["error"] = (f"{type(exc).__name__}: {str(exc)[:600]} (at {os.path.basename(where.filename)}:"
+                           f"{where.lineno})")
+        result["traceback"] = traceback.format_exc()[-4000:]
     finally:
         ps.set_virtual_pipeline_model_parallel_world_size(None)
     return result
@@ -287,41 +293,87 @@ def run_matrix_cpu(configs: list, opts: dict) -> list:
     return out
 
 
-def run_matrix_gpu(configs: list, opts: dict, folder: str) -> list:
-    """Each configuration in its own torchrun (the knobs are read when CUDA and NCCL start)."""
-    out = []
+def run_matrix_gpu(configs: list, opts: dict, folder: str, *, gpus: int, deadline: float) -> list:
+    """The configurations that share pp, init and knobs run in one launch (the knobs and the init
+    are read when CUDA and NCCL start; each configuration builds its own model). A launch that
+    makes no progress for config_timeout_s is a hang: every rank's stack is dumped, the launch is
+    killed, the configuration it ran is reported hung and the rest start again in a new launch.
+    With fewer GPUs than pp the ranks share them (rank_launch.py); configurations not begun by
+    `deadline` (monotonic) are reported as not run."""
+    groups: dict = {}
     for config in configs:
-        tag = f"{config['schedule']}-pp{config['pp']}-{config['init']}-" + (
-            "-".join(f"{k}{v}" for k, v in config["env"].items()) or "default")
-        where = os.path.join(folder, tag)
-        os.makedirs(where, exist_ok=True)
-        case_file = os.path.join(where, "case.json")
-        with open(case_file, "w") as f:
-            json.dump({**opts, "configs": [config], "gpu": True, "result": os.path.join(where, "result.json")}, f)
-        env = {k: v for k, v in os.environ.items() if k not in ("CUDA_DEVICE_MAX_CONNECTIONS", "GPU_MAX_HW_QUEUES")}
-        env.update(config["env"])
-        env.update(flight_recorder_env(where))
-        env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(config["pp"]),
-               os.path.abspath(__file__), "--worker", case_file]
-        started = time.monotonic()
-        code, log = _launch(cmd, env, opts["config_timeout_s"])
-        with open(os.path.join(where, "log.txt"), "w") as f:
-            f.write(log)
-        try:
-            with open(os.path.join(where, "result.json")) as f:
-                result = json.load(f)[0]
-        except (OSError, ValueError, IndexError):
-            result = {**config, "ok": False}
-        if code is None:
-            result["error"] = (f"hung: killed after {opts['config_timeout_s']} s (stacks and the NCCL flight recorder's "
-                               f"dump in {where})")
-        elif code != 0 and "error" not in result:
-            result["error"] = f"exited with status {code}; see {where}/log.txt"
-        result["wall_s"] = round(time.monotonic() - started, 1)
-        result["folder"] = where
-        out.append(result)
+        groups.setdefault((config["pp"], config["init"], tuple(sorted(config["env"].items()))), []).append(config)
+    # the knobs' first value and the smallest pipelines first: what a deadline cuts matters least
+    knob_order = {tuple(sorted(c["env"].items())): i for i, c in reversed(list(enumerate(configs)))}
+    order = sorted(groups, key=lambda key: (knob_order[key[2]], key[0], key[1] != "eager"))
+    out = []
+    for (pp, init, env_items), todo in ((key, groups[key]) for key in order):
+        attempt = 0
+        while todo:
+            if time.monotonic() > deadline:
+                out += [{**c, "ok": False, "error": "not run: the check's --deadline-min passed"} for c in todo]
+                break
+            attempt += 1
+            tag = f"pp{pp}-{init}-" + ("-".join(f"{k}{v}" for k, v in env_items) or "default") + f"-{attempt}"
+            done, failure = _launch_group(todo, opts, os.path.join(folder, tag), gpus=gpus)
+            out += done
+            todo = todo[len(done):]
+            if failure is not None:  # the configuration the launch was running when it ended
+                out.append({**todo[0], "ok": False, "error": failure, "folder": os.path.join(folder, tag)})
+                todo = todo[1:]
     return out
+
+
+def _launch_group(configs: list, opts: dict, where: str, *, gpus: int) -> tuple[list, Optional[str]]:
+    """(results of the configurations finished, in order; None, or why the launch ended early)."""
+    os.makedirs(where, exist_ok=True)
+    case_file, progress = os.path.join(where, "case.json"), os.path.join(where, "progress.jsonl")
+    with open(case_file, "w") as f:
+        json.dump({**opts, "configs": configs, "gpu": not opts.get("launch_on_cpu"), "progress": progress}, f)
+    open(progress, "w").close()
+    first = configs[0]
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_DEVICE_MAX_CONNECTIONS", "GPU_MAX_HW_QUEUES")}
+    env.update(first["env"])
+    env.update(flight_recorder_env(where))
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    import rank_launch
+
+    shared = first["pp"] > gpus
+    launch = rank_launch.Launch([os.path.abspath(__file__), "--worker", case_file], env, ROOT, first["pp"],
+                                os.path.join(where, "log.txt"), shared=shared, gpus=gpus)
+    last = time.monotonic()
+    seen = 0
+    while True:
+        code = launch.poll()
+        size = os.path.getsize(progress)
+        if size != seen:
+            seen, last = size, time.monotonic()
+        if code is not None:
+            break
+        if time.monotonic() - last > opts["config_timeout_s"]:
+            launch.stop_with_stacks()
+            code = None
+            break
+        time.sleep(0.5)
+    done = []
+    with open(progress) as f:
+        for line in f:
+            record = json.loads(line)
+            if "result" in record:
+                done.append({**record["result"], "shared_gpu": shared, "folder": where})
+    if len(done) == len(configs) and code == 0:
+        return done, None
+    if code is None:
+        why = (f"hung: no progress for {opts['config_timeout_s']:g} s, killed (every rank's stack in "
+               f"{', '.join(os.path.basename(p) for p in launch.logs)}, the NCCL flight recorder's dump in {where})")
+    else:
+        why = f"the launch exited with status {code}: {_last_error(launch.output())} (logs: {', '.join(launch.logs)})"
+    return done, why
+
+
+def _last_error(log: str) -> str:
+    lines = [ln.strip() for ln in log.splitlines() if "Error" in ln or "error" in ln]
+    return lines[-1][:300] if lines else "no error line in its log"
 
 
 def flight_recorder_env(folder: str) -> dict:
@@ -337,35 +389,9 @@ def flight_recorder_env(folder: str) -> dict:
             "PRIMUS_HANG_REPORT_DIR": folder, "PYTHONFAULTHANDLER": "1"}
 
 
-def _launch(cmd: list, env: dict, timeout: float) -> tuple[Optional[int], str]:
-    """(exit status, or None when it outlived `timeout`, output). On a time-out every rank first
-    gets SIGUSR1 (faulthandler prints its stack), then the group is killed."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        _signal_ranks(proc.pid, signal.SIGUSR1)
-        time.sleep(3)
-        os.killpg(proc.pid, signal.SIGKILL)
-        return None, proc.communicate()[0]
-
-
-def _signal_ranks(session: int, sig: int) -> None:
-    """Send `sig` to every process of torchrun's session except torchrun itself."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == session:
-            continue
-        try:
-            if os.getsid(int(pid)) == session:
-                os.kill(int(pid), sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 def worker(case_file: str) -> int:
-    """One rank of one GPU configuration, under torchrun."""
+    """One rank of one launch of GPU configurations (torchrun's, or a one-GPU node's variables:
+    rank_launch.py). Rank 0 appends each configuration's result to the launch's progress file."""
     import faulthandler
 
     import torch
@@ -376,18 +402,31 @@ def worker(case_file: str) -> int:
     with open(case_file) as f:
         case = json.load(f)
     local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
     config = case["configs"][0]
     timeout = datetime.timedelta(seconds=case["p2p_timeout_s"] * 2)
-    if config["init"] == "eager":  # communicators made now; p2p of a group then runs on one stream
+    if not case["gpu"]:  # --launch-on-cpu: this launch path with gloo (the test suite's)
+        from primus_megatron.compat import cpu
+
+        cpu.enable()
+        dist.init_process_group("gloo", timeout=timeout)
+    elif config["init"] == "eager":  # communicators made now; p2p of a group then runs on one stream
         dist.init_process_group("nccl", device_id=torch.device("cuda", local), timeout=timeout)
     else:  # lazy: a two-rank communicator at each pair's first p2p
         dist.init_process_group("nccl", timeout=timeout)
+    if case["gpu"]:
+        torch.cuda.set_device(local)
     ps.initialize_model_parallel(1, config["pp"])
-    results = matrix_body(dist.get_rank(), case)
-    if dist.get_rank() == 0:
-        with open(case["result"], "w") as f:
-            json.dump(results, f)
+    rank = dist.get_rank()
+    for c in case["configs"]:
+        if rank == 0:  # progress: the launcher tells a slow configuration from a hung one by it
+            with open(case["progress"], "a") as f:
+                f.write(json.dumps({"start": c["schedule"]}) + "\n")
+        if os.environ.get("PRIMUS_GPU_CHECK_HANG") == c["schedule"] and rank == dist.get_world_size() - 1:
+            time.sleep(3600)  # the tests' fault: this rank never joins the configuration
+        result = _one_config(rank, case, c)
+        if rank == 0:
+            with open(case["progress"], "a") as f:
+                f.write(json.dumps({"result": result}, default=str) + "\n")
     dist.barrier()
     dist.destroy_process_group()
     return 0
@@ -395,14 +434,20 @@ def worker(case_file: str) -> int:
 
 # -- 3. Megatron-LM's pretrain_gpt.py -----------------------------------------------------------
 
-def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters: int, workdir: str) -> list:
+def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters: int, workdir: str, gpus: int = 0,
+                    te: bool = True, deadline: float = float("inf")) -> list:
+    """pretrain_gpt.py under megatron's 1F1B and each schedule: TransformerEngine layers in bf16
+    (and FP8 with `fp8`) where TransformerEngine is installed, else Megatron's local layers in
+    bf16; on fewer GPUs than `nproc` the ranks share them (rank_launch.py). Runs not begun by
+    `deadline` (monotonic) are reported as not run."""
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import megatron_lm_harness as MLM
 
     tree = MLM.prepare(workdir)
-    launcher = "torchrun" if gpu else None
-    layers = ["--transformer-impl", "transformer_engine", "--bf16"] if gpu else []
-    precisions = [("bf16", [])] + ([("fp8", ["--fp8-format", "hybrid"])] if fp8 else []) if gpu else [("fp32", [])]
+    launcher = ("nodes" if nproc > gpus else "torchrun") if gpu else None
+    layers = ["--transformer-impl", "transformer_engine" if te else "local", "--bf16"] if gpu else []
+    precisions = ([("bf16", [])] + ([("fp8", ["--fp8-format", "hybrid"])] if fp8 and te else [])
+                  if gpu else [("fp32", [])])
     base = ["--pipeline-model-parallel-size", str(nproc), "--global-batch-size", str(4 * nproc),
             "--eval-interval", str(iters + 1), *layers]
     base += ["--train-iters", str(iters)]
@@ -413,16 +458,20 @@ def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters:
         # initial weights in another order (as tests/test_megatron_lm_e2e.py does).
         start = os.path.join(workdir, "start")
         MLM.run(tree, nproc, base[:-1] + ["1", "--save", start, "--save-interval", "1"], cpu_flag=not gpu,
-                launcher=launcher)
+                launcher=launcher, gpus=gpus)
         base += ["--load", start, "--finetune"]
     out = []
     for precision, extra in precisions:
         for name in ["megatron-1f1b", *schedules]:
             args = base + extra + ([] if name == "megatron-1f1b" else ["--pipeline-schedule", name])
             started = time.monotonic()
-            row = {"schedule": name, "precision": precision, "pp": nproc}
+            row = {"schedule": name, "precision": precision, "pp": nproc,
+                   "layers": "transformer_engine" if gpu and te else "local"}
+            if time.monotonic() > deadline:
+                out.append({**row, "ok": False, "error": "not run: the check's --deadline-min passed"})
+                continue
             try:
-                res = MLM.run(tree, nproc, args, cpu_flag=not gpu, expect_ok=False, launcher=launcher)
+                res = MLM.run(tree, nproc, args, cpu_flag=not gpu, expect_ok=False, launcher=launcher, gpus=gpus)
                 row.update(ok=res.returncode == 0, losses=res.numbers()["lm loss"], **_iteration_stats(res.log))
                 if row.get("ms_per_iteration"):  # one iteration: the global batch of sequences
                     seq = int(MLM.TINY[MLM.TINY.index("--seq-length") + 1])
@@ -472,6 +521,11 @@ def report_markdown(data: dict) -> str:
     for i, g in enumerate(env["gpus"]):
         lines.append(f"- GPU {i}: {g['name']} (capability {g['capability']} {g['arch']}, {g['memory_gib']} GiB, "
                      f"bf16 {g['bf16']}, FP8 {g['fp8']})")
+    if data.get("gpus_shared"):
+        lines += ["", f"Fewer GPUs ({len(env['gpus'])}) than ranks: each rank ran as a one-GPU node of its own "
+                      "(NCCL_HOSTID per rank), so NCCL carried p2p through its socket transport and the ranks "
+                      "shared the GPU's SMs: NCCL's ordering, init and streams are real, the times are not a "
+                      "pipeline's (benchmarks/rank_launch.py)."]
     lines += ["", "### Schedules x pp x init x knobs (two steps each)", "",
               "| schedule | pp | init | env | ran | losses bitwise | grads bitwise | ms/iter | reference ms/iter | "
               "peak GiB (ref) | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -485,13 +539,16 @@ def report_markdown(data: dict) -> str:
                      f"{(r.get('error') or '').splitlines()[0][:120] if r.get('error') else ''} |")
     if data.get("megatron_lm") is not None:
         lines += ["", "### Megatron-LM pretrain_gpt.py", "",
-                  "| schedule | precision | ran | losses = megatron 1F1B | ms/iter | tokens/s | TFLOP/s/GPU | peak MiB |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| schedule | layers | precision | ran | losses = megatron 1F1B | ms/iter | tokens/s | TFLOP/s/GPU | "
+                  "peak MiB | error |", "|---|---|---|---|---|---|---|---|---|---|"]
         for r in data["megatron_lm"]:
-            lines.append(f"| {r['schedule']} | {r['precision']} | {'yes' if r['ok'] else 'NO'} | "
-                         f"{r['losses_equal_megatron_1f1b']} | {r.get('ms_per_iteration', '-')} | "
+            err = [ln for ln in (r.get("error") or "").splitlines() if ln.strip()]
+            lines.append(f"| {r['schedule']} | {r.get('layers', '-')} | {r['precision']} | "
+                         f"{'yes' if r['ok'] else 'NO'} | "
+                         f"{r.get('losses_equal_megatron_1f1b', '-')} | {r.get('ms_per_iteration', '-')} | "
                          f"{r.get('tokens_per_s', '-')} | "
-                         f"{r.get('tflops_per_gpu', '-')} | {r.get('peak_mib', '-')} |")
+                         f"{r.get('tflops_per_gpu', '-')} | {r.get('peak_mib', '-')} | "
+                         f"{err[-1][:120].replace('|', '/') if err else ''} |")
     lines += ["", f"Command: `{data['command']}`", ""]
     return "\n".join(lines)
 
@@ -501,15 +558,32 @@ def main(argv=None) -> int:
     parser.add_argument("--cpu-dry-run", action="store_true", help="gloo on CPU, 2 ranks, a small subset")
     parser.add_argument("--schedules", help="comma-separated (default: every registered schedule; dry run: "
                                             + ",".join(DRY_SCHEDULES) + ")")
-    parser.add_argument("--max-pp", type=int, help="largest pipeline size (default: the GPU count; dry run: 2)")
+    parser.add_argument("--max-pp", type=int, help="largest pipeline size (default: the GPU count, at least 2; "
+                                                   "dry run: 2); beyond the GPU count ranks share GPUs "
+                                                   "(benchmarks/rank_launch.py)")
+    parser.add_argument("--pps", help="comma-separated pipeline sizes (default: 2 to --max-pp)")
+    parser.add_argument("--inits", default="eager,lazy", help="communicator init: eager, lazy or both")
+    parser.add_argument("--knobs", default="1,unset",
+                        help="CUDA_DEVICE_MAX_CONNECTIONS (GPU_MAX_HW_QUEUES on ROCm) values: 1, unset or both")
+    parser.add_argument("--p2p-timeout", type=float, default=P2P_TIMEOUT_S,
+                        help="seconds a rank waits on a peer before our watchdog names the hang")
+    parser.add_argument("--config-timeout", type=float, default=CONFIG_TIMEOUT_S,
+                        help="seconds without progress after which a launch counts as hung")
+    parser.add_argument("--deadline-min", type=float, default=None,
+                        help="minutes for the whole check: what has not begun by then is reported as not run")
     parser.add_argument("--microbatches", type=int, default=None, help="per step (default: 2 x pp)")
     parser.add_argument("--steps", type=int, default=2)
     parser.add_argument("--megatron-lm", action=argparse.BooleanOptionalAction, default=None,
                         help="also run Megatron-LM's pretrain_gpt.py (default: on GPUs only)")
     parser.add_argument("--megatron-lm-schedules", help="comma-separated, for Megatron-LM's part (default: "
                                                         "--schedules)")
+    parser.add_argument("--megatron-lm-pp", type=int, default=2,
+                        help="pipeline size of Megatron-LM's part (its tiny GPT has 4 layers; default 2)")
+    parser.add_argument("--matrix", action=argparse.BooleanOptionalAction, default=True,
+                        help="run the schedule matrix (--no-matrix: only the environment and Megatron-LM's part)")
     parser.add_argument("--out", default=os.path.join(ROOT, "out", "gpu_check"))
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--launch-on-cpu", action="store_true", help=argparse.SUPPRESS)  # tests: GPU launch path, gloo
     args = parser.parse_args(argv)
     if args.worker:
         return worker(args.worker)
@@ -529,25 +603,53 @@ def main(argv=None) -> int:
         print(f"gpu_check: --schedules {','.join(unknown)} is not registered (known: {', '.join(S.names())})",
               file=sys.stderr)
         return 2
-    top = args.max_pp or (torch.cuda.device_count() if gpu else 2)
-    pps = list(range(2, top + 1))
-    if not pps:
-        print(f"gpu_check: needs at least 2 GPUs for a pipeline, found {top}", file=sys.stderr)
+    started = time.monotonic()
+    deadline = started + 60 * args.deadline_min if args.deadline_min else float("inf")
+    gpus = torch.cuda.device_count() if gpu else 0
+    try:
+        top = args.max_pp or (max(gpus, 2) if gpu else 2)
+        pps = [int(p) for p in args.pps.split(",")] if args.pps else list(range(2, top + 1))
+        if not pps or min(pps) < 2:
+            raise ValueError
+    except ValueError:
+        print(f"gpu_check: --pps/--max-pp must give pipeline sizes of at least 2, got {args.pps or args.max_pp}",
+              file=sys.stderr)
+        return 2
+    inits, knobs = tuple(args.inits.split(",")), tuple(args.knobs.split(","))
+    if not inits or set(inits) - {"eager", "lazy"}:
+        print(f"gpu_check: --inits takes eager, lazy or both, got {args.inits}", file=sys.stderr)
+        return 2
+    if not knobs or set(knobs) - {"1", "unset"}:
+        print(f"gpu_check: --knobs takes 1, unset or both, got {args.knobs}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
     opts = {"model": MODEL if gpu else DRY_MODEL, "microbatches": args.microbatches, "steps": args.steps,
-            "p2p_timeout_s": P2P_TIMEOUT_S, "config_timeout_s": CONFIG_TIMEOUT_S}
-    configs = configurations(names, pps, rocm=bool(torch.version.hip), gpu=gpu)
+            "p2p_timeout_s": args.p2p_timeout, "config_timeout_s": args.config_timeout}
+    configs = configurations(names, pps, rocm=bool(torch.version.hip), gpu=gpu, inits=inits, knobs=knobs)
     data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "dry_run": not gpu, "command": " ".join(["python", "benchmarks/gpu_check.py", *(argv or sys.argv[1:])]),
             "environment": environment()}
-    data["matrix"] = run_matrix_gpu(configs, opts, args.out) if gpu else run_matrix_cpu(configs, opts)
+    data["gpus_shared"] = gpu and max(pps + [args.megatron_lm_pp]) > gpus
+    if not args.matrix:
+        data["matrix"] = []
+    elif args.launch_on_cpu:  # one launch per (pp, init), ranks as one-"GPU" nodes, gloo
+        data["matrix"] = run_matrix_gpu(configs, {**opts, "launch_on_cpu": True}, args.out, gpus=1, deadline=deadline)
+    else:
+        data["matrix"] = (run_matrix_gpu(configs, opts, args.out, gpus=gpus, deadline=deadline) if gpu
+                          else run_matrix_cpu(configs, opts))
     if args.megatron_lm if args.megatron_lm is not None else gpu:
         fp8 = any(g["fp8"] for g in data["environment"]["gpus"])
         with tempfile.TemporaryDirectory() as work:
             mlm_names = args.megatron_lm_schedules.split(",") if args.megatron_lm_schedules else names
-            data["megatron_lm"] = run_megatron_lm(mlm_names, gpu=gpu, fp8=fp8, nproc=top, iters=4 if gpu else 2,
-                                                  workdir=work)
+            te = bool(data["environment"]["transformer_engine"]) and "error" not in (
+                data["environment"]["transformer_engine"] or {})
+            try:
+                data["megatron_lm"] = run_megatron_lm(mlm_names, gpu=gpu, fp8=fp8, nproc=args.megatron_lm_pp,
+                                                      iters=4 if gpu else 2, workdir=work, gpus=gpus, te=te,
+                                                      deadline=deadline)
+            except Exception as exc:  # noqa: BLE001 (the tree could not be prepared: the report says why)
+                data["megatron_lm"] = [{"schedule": "-", "precision": "-", "ok": False,
+                                        "error": f"{type(exc).__name__}: {str(exc)[:500]}"}]
     with open(os.path.join(args.out, "report.json"), "w") as f:
         json.dump(data, f, indent=1, default=str)
     text = report_markdown(data)

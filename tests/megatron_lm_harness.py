@@ -180,7 +180,7 @@ def prepare(workdir: str, tag: str = None) -> str:
 
 
 def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
-        expect_ok: bool = True, launcher: str = None, te: bool = False) -> Result:
+        expect_ok: bool = True, launcher: str = None, te: bool = False, gpus: int = 0) -> Result:
     """pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log. The ranks are forked
     from this tree's import-once process, or started by torchrun (`launcher="torchrun"` or
     PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`.
@@ -197,7 +197,10 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     tiny = [*TINY[:TINY.index("--transformer-impl")], "--transformer-impl", "transformer_engine",
             *TINY[TINY.index("--transformer-impl") + 2:]] if te else TINY
     argv = [*(["--cpu"] if cpu_flag else []), *tiny, *args]
-    if (launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" else "fork")) == "torchrun":
+    launcher = launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" else "fork")
+    if launcher == "nodes":  # the GPU check on fewer GPUs than ranks: benchmarks/rank_launch.py
+        code, out = _nodes(tree, nproc, argv, env, timeout, gpus)
+    elif launcher == "torchrun":
         code, out = _torchrun(tree, nproc, argv, env, timeout)
     else:
         code, out = _forked(tree, nproc, argv, env, timeout)
@@ -225,6 +228,22 @@ def _torchrun(tree: str, nproc: int, argv: list, env: dict, timeout: float):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _nodes(tree: str, nproc: int, argv: list, env: dict, timeout: float, gpus: int):
+    """(exit status or None on time-out, output) of pretrain_gpt.py with each rank a one-GPU node
+    of its own on `gpus` shared GPUs (benchmarks/rank_launch.py)."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import rank_launch
+
+    log = os.path.join(os.path.dirname(tree), f"nodes-{time.monotonic_ns()}.log")
+    launch = rank_launch.Launch(["pretrain_gpt.py", *argv], env, tree, nproc, log, shared=True, gpus=gpus)
+    deadline = time.monotonic() + timeout
+    while (code := launch.poll()) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if code is None:
+        launch.stop_with_stacks()
+    return code, launch.output()
 
 
 class _Forks:

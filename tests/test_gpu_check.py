@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -41,3 +42,30 @@ def test_gpu_check_cpu_dry_run_writes_its_report(tmp_path):
     assert all(r["ok"] and r["losses_equal_megatron_1f1b"] and r["ms_per_iteration"] > 0 for r in mlm.values()), mlm
     text = (out / "report.md").read_text()
     assert "| zbv | 2 | lazy | unset | yes | True | True |" in text and "## Megatron-LM pretrain_gpt.py" in text
+
+
+def test_gpu_launch_path_reports_a_hang_and_goes_on(tmp_path):
+    """The GPU matrix's launcher (one launch per pp/init/knobs, each rank a one-GPU node of its
+    own: benchmarks/rank_launch.py), run with gloo: a configuration whose last rank never joins
+    (PRIMUS_GPU_CHECK_HANG) is reported hung after --config-timeout with every rank's stack in the
+    launch's log, and the configurations after it run in a new launch, equal to megatron's."""
+    out = tmp_path / "gpu_check"
+    env = {**os.environ, "PRIMUS_GPU_CHECK_HANG": "zbv",
+           "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_check.py"), "--cpu-dry-run",
+                           "--launch-on-cpu", "--schedules", "1f1b,zbv,zb-h1", "--inits", "eager",
+                           "--p2p-timeout", "60", "--config-timeout", "20", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # one configuration failed
+    matrix = json.loads((out / "report.json").read_text())["matrix"]
+    assert [r["schedule"] for r in matrix] == ["1f1b", "zbv", "zb-h1"]
+    one, hung, after = matrix
+    assert one["ok"] and one["losses_bitwise"] and one["grads_bitwise"], one
+    assert not hung["ok"] and hung["error"].startswith("hung: no progress for 20"), hung
+    launch = out / "pp2-eager-default-1"
+    stuck, waiting = ((launch / f"log.rank{r}.txt").read_text() for r in (1, 0))
+    # faulthandler's dumps (SIGUSR1): the faulty rank in its sleep, rank 0 waiting for it
+    assert "Current thread" in stuck and re.search(r'gpu_check.py", line \d+ in worker', stuck), stuck[-2000:]
+    assert "Current thread" in waiting and " in _one_config" in waiting, waiting[-2000:]
+    assert after["ok"] and after["losses_bitwise"] and after["grads_bitwise"], after
+    assert after["folder"].endswith("pp2-eager-default-2"), after

@@ -1,0 +1,112 @@
+"""Start one multi-rank job for the GPU check: torchrun when every rank has a GPU of its own,
+else every rank as a node of its own on a shared GPU.
+
+NCCL refuses two ranks of a communicator on one GPU ("Duplicate GPU detected"): it compares
+each rank's host hash and bus id. NCCL_HOSTID replaces the hostname in that hash, so a rank
+started with a host id of its own counts as another node: NCCL then connects the ranks through
+its network transport (sockets on loopback here, NCCL_SOCKET_IFNAME=lo) instead of P2P/SHM. The
+schedule's send/recv order, the communicators' init (eager or lazy) and CUDA streams are NCCL's
+and CUDA's own; only the link is slower, and the ranks share the GPU's SMs, so times are not a
+pipeline's. Each such rank gets torchrun's variables as a one-GPU node would: RANK, WORLD_SIZE,
+LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, GROUP_RANK, MASTER_ADDR/PORT, and CUDA_VISIBLE_DEVICES naming
+its GPU (rank modulo the GPU count).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Optional
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_env(env: dict, rank: int, world: int, gpus: int, port: int) -> dict:
+    """Rank `rank`'s environment as the only rank of a one-GPU node."""
+    out = {**env, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+           "GROUP_RANK": str(rank), "NODE_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+           "CUDA_VISIBLE_DEVICES": str(rank % gpus), "NCCL_HOSTID": f"primus-gpu-check-node{rank}"}
+    out.setdefault("NCCL_SOCKET_IFNAME", "lo")
+    out.setdefault("NCCL_IB_DISABLE", "1")
+    return out
+
+
+class Launch:
+    """`nproc` ranks of `script args`: torchrun --standalone (`shared=False`) or one process per
+    rank (`shared=True`, node_env). Output goes to `log`, or with shared ranks to `<log>.rank<r>.txt`
+    (files: a full pipe would stall a rank)."""
+
+    def __init__(self, script: list, env: dict, cwd: str, nproc: int, log: str, *, shared: bool, gpus: int) -> None:
+        self.torchrun = not shared
+        # one log per rank where the ranks are ours (their stack dumps would interleave in one)
+        self.logs = [log] if not shared else [f"{os.path.splitext(log)[0]}.rank{r}.txt" for r in range(nproc)]
+        self._files = [open(path, "w") for path in self.logs]
+        if shared:
+            port = free_port()
+            self.procs = [subprocess.Popen([sys.executable, *script], cwd=cwd, env=node_env(env, r, nproc, gpus, port),
+                                           stdout=self._files[r], stderr=subprocess.STDOUT, start_new_session=True)
+                          for r in range(nproc)]
+        else:
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(nproc),
+                   *script]
+            self.procs = [subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._files[0], stderr=subprocess.STDOUT,
+                                           start_new_session=True)]
+
+    def poll(self) -> Optional[int]:
+        """None while any rank runs; else the first non-zero status, or 0. One rank that fails
+        ends the others (as torchrun does)."""
+        codes = [p.poll() for p in self.procs]
+        failed = [c for c in codes if c not in (None, 0)]
+        if failed:
+            self.kill()
+            return failed[0]
+        return None if None in codes else 0
+
+    def stop_with_stacks(self) -> None:
+        """A hung job: every rank prints its stack (SIGUSR1, faulthandler), then all are killed."""
+        for pid in self._rank_pids():
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+        time.sleep(3)
+        self.kill()
+
+    def kill(self) -> None:
+        for p in self.procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        for f in self._files:
+            f.close()
+
+    def output(self) -> str:
+        """Every log, each rank's under a header of its own."""
+        parts = []
+        for i, path in enumerate(self.logs):
+            with open(path, errors="replace") as f:
+                parts.append((f"==== rank {i} ====\n" if len(self.logs) > 1 else "") + f.read())
+        return "\n".join(parts)
+
+    def _rank_pids(self) -> list:
+        if not self.torchrun:
+            return [p.pid for p in self.procs]
+        leader = self.procs[0].pid  # torchrun's workers share its session; torchrun itself is spared
+        out = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit() and int(pid) != leader:
+                try:
+                    if os.getsid(int(pid)) == leader:
+                        out.append(int(pid))
+                except (ProcessLookupError, PermissionError):
+                    pass
+        return out
