@@ -72,7 +72,9 @@ def environment() -> dict:
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
             cap = torch.cuda.get_device_capability(i)
-            arch = getattr(props, "gcnArchName", "")
+            # gcnArchName is AMD's gfx name on ROCm builds; CUDA builds (torch 2.11 on an H200) fill it
+            # with the device's name, which says nothing of FP8
+            arch = getattr(props, "gcnArchName", "") if torch.version.hip else ""
             env["gpus"].append({"name": props.name, "capability": f"{cap[0]}.{cap[1]}", "arch": arch,
                                 "memory_gib": round(props.total_memory / 2**30, 1),
                                 "bf16": torch.cuda.is_bf16_supported(), "fp8": _has_fp8(cap, arch)})
@@ -372,6 +374,9 @@ def _launch_group(configs: list, opts: dict, where: str, *, gpus: int) -> tuple[
 
 
 def _last_error(log: str) -> str:
+    ours = [ln.split(": ", 1)[1] for ln in log.splitlines() if ln.startswith("gpu_check worker rank")]
+    if ours:
+        return ours[0][:400]
     lines = [ln.strip() for ln in log.splitlines() if "Error" in ln or "error" in ln]
     return lines[-1][:300] if lines else "no error line in its log"
 
@@ -416,6 +421,10 @@ def worker(case_file: str) -> int:
     if case["gpu"]:
         torch.cuda.set_device(local)
     ps.initialize_model_parallel(1, config["pp"])
+    if case["gpu"]:  # megatron's layers fork its CUDA RNG tracker (pretrain_gpt seeds it so at start-up)
+        from megatron.core import tensor_parallel
+
+        tensor_parallel.model_parallel_cuda_manual_seed(1234)
     rank = dist.get_rank()
     for c in case["configs"]:
         if rank == 0:  # progress: the launcher tells a slow configuration from a hung one by it
@@ -424,6 +433,11 @@ def worker(case_file: str) -> int:
         if os.environ.get("PRIMUS_GPU_CHECK_HANG") == c["schedule"] and rank == dist.get_world_size() - 1:
             time.sleep(3600)  # the tests' fault: this rank never joins the configuration
         result = _one_config(rank, case, c)
+        if result.get("error"):  # a rank that failed leaves its peers mid-schedule: end the launch, the
+            # launcher reports this configuration from this line and starts the rest anew
+            print(f"gpu_check worker rank {rank}: configuration {c['schedule']} failed: {result['error']}\n"
+                  f"{result.get('traceback', '')}", file=sys.stderr, flush=True)
+            os._exit(3)
         if rank == 0:
             with open(case["progress"], "a") as f:
                 f.write(json.dumps({"result": result}, default=str) + "\n")
