@@ -13,7 +13,7 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 
 from .schedules import V, layer_split, names, registry
 from .schedules.costs import Costs
@@ -22,6 +22,7 @@ from .schedules.registry import ScheduleInfo
 
 if TYPE_CHECKING:
     from .schedules.ir import Schedule
+    from .schedules.offload import OffloadPlan
 
 DEFAULT_P2P_TIMEOUT_S = 600.0
 # --pipeline-schedule auto in our script: the schedule that runs while costs are measured (loop
@@ -51,6 +52,8 @@ class PipelineSpec:
     post_validation: bool = False
     offload: str = "off"
     offload_bandwidth: Optional[float] = None
+    # a plan chosen elsewhere for the run's (pp, microbatches), e.g. once for every rank: used as it is
+    offload_plan: Any = field(default=None, compare=False, repr=False)
     p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S
     p2p_mode: Optional[str] = None  # how CPU (gloo) runs carry p2p: runtime.p2p.resolve_mode
     choose: bool = False
@@ -120,11 +123,22 @@ def _profiling(spec: PipelineSpec) -> dict:
 def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = None, costs: Optional[Costs] = None,
                  memory_limit: Optional[float] = None, profile_steps: Optional[tuple[int, int]] = None,
                  replan: bool = False, profile_out: Optional[str] = None, post_validation: bool = False,
-                 offload: str = "off", offload_bandwidth: Optional[float] = None,
+                 offload: Union[str, "OffloadPlan"] = "off", offload_bandwidth: Optional[float] = None,
                  p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None) -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
     is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
-    A Schedule (run as given) brings its own entry: its name's, or one describing it."""
+    A Schedule (run as given) brings its own entry: its name's, or one describing it. `offload` is a
+    mode, or an OffloadPlan chosen elsewhere (`schedules.offload.choose(...).plan`) that every step of
+    its (pp, microbatches) runs as it is: its mode and bandwidth are the spec's."""
+    plan = None
+    if not isinstance(offload, str):
+        if offload_bandwidth is not None:
+            raise ValueError("offload_bandwidth: an offload plan carries its own bandwidth; leave it out")
+        from .schedules.offload import ALL, MODES, check_bandwidth
+
+        plan, offload_bandwidth = offload, check_bandwidth(getattr(offload, "bandwidth", math.inf))
+        # a hand-made plan (make_plan's "custom") offloads: the settings refused with offload stay refused
+        offload = plan.mode if plan.mode in MODES else ALL
     if isinstance(schedule, str):
         entry = registry.info(schedule)
     else:
@@ -134,7 +148,8 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
     return PipelineSpec(entry, registry.resolve_chunks(entry, chunks), costs=costs, memory_limit=memory_limit,
                         profile_steps=(window[1] - window[0]) if window else 0, profile_window=window,
                         replan=replan, profile_out=profile_out, post_validation=post_validation, offload=offload,
-                        offload_bandwidth=offload_bandwidth, p2p_timeout_s=p2p_timeout_s, p2p_mode=p2p_mode)
+                        offload_bandwidth=offload_bandwidth, offload_plan=plan, p2p_timeout_s=p2p_timeout_s,
+                        p2p_mode=p2p_mode)
 
 
 def _entry_of(schedule: "Schedule") -> ScheduleInfo:

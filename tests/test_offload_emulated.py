@@ -24,12 +24,16 @@ def runs():
     off = E.make_variant("zbv off", sched, costs, scale=SCALE)
     every = E.make_variant("zbv all", sched, costs, scale=SCALE)
     every.offload = {"mode": "all", "bandwidth": BANDWIDTH, "costs": costs, "scale": SCALE}
-    results, _ = E.run([off, every], 2, 4, elements=64, steps=1, warmup=1, p2p_timeout_s=30)
-    return sched, results
+    # an `auto` plan chosen once here and handed to every rank, as the pp=32 benchmark does
+    given = E.make_variant("zbv given", sched, costs, scale=SCALE)
+    plan = S.offload.choose(sched, "auto", bandwidth=BANDWIDTH, costs=costs, memory_limit=1.0).plan
+    given.offload = {"plan": plan, "costs": costs, "scale": SCALE}
+    results, _ = E.run([off, every, given], 2, 4, elements=64, steps=1, warmup=1, p2p_timeout_s=30)
+    return sched, results, plan
 
 
 def test_copies_take_the_time_the_bandwidth_says_and_each_b_waits_for_its_reload(runs):
-    sched, (_, every) = runs
+    sched, (_, every, _), _ = runs
     for rank, record in enumerate(every["records"]):
         step = record["steps"][-1]
         copies = step["copies"]
@@ -54,9 +58,19 @@ def test_copies_take_the_time_the_bandwidth_says_and_each_b_waits_for_its_reload
 
 
 def test_offload_computes_what_the_run_without_it_computes(runs):
-    _, (off, every) = runs
+    _, (off, every, given), _ = runs
     import torch
 
-    for a, b in zip(off["params"], every["params"]):
-        assert all(torch.equal(x, y) for x, y in zip(a, b))
+    for other in (every, given):
+        for a, b in zip(off["params"], other["params"]):
+            assert all(torch.equal(x, y) for x, y in zip(a, b))
     assert every["makespan"] > 0 and off["makespan"] > 0
+
+
+def test_every_rank_runs_the_plan_it_is_given(runs):
+    _, (_, every, given), plan = runs
+    assert 0 < sum(map(len, plan.keys)) < sum(len(r["steps"][-1]["copies"]) for r in every["records"]) // 2
+    for rank, record in enumerate(given["records"]):
+        copies = record["steps"][-1]["copies"]
+        assert {c[1] for c in copies if c[0] == "D2H"} == set(plan.keys[rank])  # what the plan offloads, no more
+        assert {c[1] for c in copies if c[0] == "H2D"} == set(plan.keys[rank])

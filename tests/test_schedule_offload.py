@@ -284,3 +284,32 @@ def test_auto_offloads_what_is_resident_at_the_peak_where_one_orders_prefixes_fa
                 for n in range(0, len(order) + 1, 8)]
     best_prefix = min(r.max_peak_memory for r in prefixes if r.makespan <= 1.02 * off.makespan + 1e-6)
     assert auto.max_peak_memory < 0.7 * best_prefix
+
+
+def test_a_plan_chosen_elsewhere_is_checked_against_the_schedule_it_runs():
+    """A plan handed to every rank (`offload=<OffloadPlan>`) is used as it is where it fits the
+    schedule, and refused in one sentence where it names another pipeline or reloads out of place."""
+    import dataclasses
+
+    from primus_megatron.options import from_options
+
+    costs = Costs()
+    sched = generate("zbv", 2, 4, costs=costs)
+    plan = O.choose(sched, "auto", bandwidth=0.5, costs=costs, memory_limit=1.0).plan
+    assert O.check_given_plan(plan, sched) is plan
+    spec = from_options("zbv", offload=plan)
+    assert (spec.offload, spec.offload_bandwidth, spec.offload_plan) == ("auto", 0.5, plan)
+    custom = O.make_plan(sched, O.offloadable(sched)[:3], 0.5, costs)  # mode "custom": still offloads
+    assert from_options("zbv", offload=custom).offload == "all"
+    with pytest.raises(ValueError, match="^offload_bandwidth: an offload plan carries its own bandwidth"):
+        from_options("zbv", offload=plan, offload_bandwidth=1.0)
+    with pytest.raises(ScheduleError, match="has 2 ranks, the schedule 4$"):
+        O.check_given_plan(plan, generate("zbv", 4, 8, costs=costs))
+    rank, (key, op) = next((r, next(iter(d.items()))) for r, d in enumerate(plan.reload_at) if d)
+    f_op = next(o for o in sched.ranks[rank] if o.kind == "F" and (o.mb, o.chunk) == key[:2])
+    late = {**plan.reload_at[rank], key: f_op}  # "reloaded" at its own F: before it was made
+    moved = dataclasses.replace(plan, reload_at=tuple(late if r == rank else d for r, d in enumerate(plan.reload_at)))
+    with pytest.raises(ScheduleError, match=r"not between its producer and its consumer"):
+        O.check_given_plan(moved, sched)
+    with pytest.raises(ScheduleError, match="expected a mode"):
+        O.check_given_plan("auto", sched)

@@ -75,7 +75,9 @@ class Planner:
 
     def _with_offload(self, key: Key, sched: S.Schedule, lowered: S.Lowered) -> tuple[S.Schedule, S.Lowered]:
         spec = self.spec
-        if spec.offload != "off":
+        if spec.offload_plan is not None:  # chosen elsewhere (once for every rank): checked, used as it is
+            self._offload_plans[key] = S.offload.check_given_plan(spec.offload_plan, sched)
+        elif spec.offload != "off":
             # left out, the bandwidth is measured after the first step (`use_offload_bandwidth`),
             # which plans its copies as free
             bandwidth = inf if spec.offload_bandwidth is None else S.offload.check_bandwidth(spec.offload_bandwidth)

@@ -239,6 +239,30 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
     return OffloadPlan(mode, bandwidth, tuple(reload_at), tuple(sizes))
 
 
+def check_given_plan(plan: OffloadPlan, schedule: Schedule) -> OffloadPlan:
+    """`plan`, when it fits `schedule`: one entry per rank, and every offloaded key reloaded by an op of
+    its rank that runs after the key's producer (the F; the B for a W share) and no later than its
+    consumer (the B or BW; the W). A plan chosen elsewhere (once for every rank) is checked so."""
+    if not isinstance(plan, OffloadPlan):
+        raise ScheduleError(f"offload: expected a mode ({', '.join(MODES)}) or an OffloadPlan, got "
+                            f"{type(plan).__name__}")
+    if len(plan.reload_at) != schedule.pp:
+        raise ScheduleError(f"the given offload plan has {len(plan.reload_at)} ranks, the schedule {schedule.pp}")
+    check_bandwidth(plan.bandwidth)
+    for r, ops in enumerate(schedule.ranks):
+        f_at, back_at, b_at, w_at = _positions(ops)
+        index = {op: i for i, op in enumerate(ops)}
+        for key, op in plan.reload_at[r].items():
+            pair = key[:2]
+            produced, used = ((b_at.get(pair), w_at.get(pair)) if is_wshare(key) else
+                              (f_at.get(pair), back_at.get(pair)))
+            at = index.get(op)
+            if produced is None or used is None or at is None or not produced < at <= used:
+                raise ScheduleError(f"the given offload plan reloads {key} on rank {r} at {op}, which is not "
+                                    f"between its producer and its consumer in schedule {schedule.name!r}")
+    return plan
+
+
 def empty_plan(schedule: Schedule, bandwidth: float = math.inf) -> OffloadPlan:
     return OffloadPlan(OFF, check_bandwidth(bandwidth), tuple({} for _ in range(schedule.pp)))
 

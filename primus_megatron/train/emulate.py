@@ -48,7 +48,9 @@ class Variant:
     sim_timeline: Any = None  # the simulator's timeline (seconds), kept in the launcher
     post_validation: bool = False  # with an optimizer step: ours steps under post-validation
     # activation offload (ours): {"mode", "bandwidth" (units per time unit), "costs", "memory_limit",
-    # "scale" (seconds per time unit)}: the runner plans it, the copies take the time the bandwidth says
+    # "scale" (seconds per time unit)}: the runner plans it, the copies take the time the bandwidth says;
+    # or {"plan" (an OffloadPlan chosen once, here), "costs", "scale"}: every rank runs that plan (an
+    # `auto` plan at pp=32 costs each rank seconds of CPU, which 32 ranks on a few cores pay in turn)
     offload: Optional[dict] = None
     torch: bool = False  # a torch.distributed.pipelining baseline (`label` is its TORCH_BASELINES name)
     costs: Any = None  # the cost units it was planned with (for `with_host_work`)
@@ -333,8 +335,10 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
 
         off = v.offload or {}
         fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
-                                          p2p_mode=case.get("p2p_mode"), offload=off.get("mode", "off"),
-                                          offload_bandwidth=off.get("bandwidth"), costs=off.get("costs"),
+                                          p2p_mode=case.get("p2p_mode"),
+                                          offload=off["plan"] if "plan" in off else off.get("mode", "off"),
+                                          offload_bandwidth=None if "plan" in off else off.get("bandwidth"),
+                                          costs=off.get("costs"),
                                           memory_limit=off.get("memory_limit"))
         fbf.emulated_copy_seconds = off.get("scale")  # offload copies take their planned time
     shape = (1, 1, elements)
