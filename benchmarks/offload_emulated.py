@@ -35,10 +35,27 @@ TITLE = "## Activation offload on emulated devices (measured, the paper's settin
 
 
 def _setting(text: str):
-    model, pp, m = text.split(":")
-    for s in (*P.TABLE5_SETTINGS, *P.TABLE8_SETTINGS):
-        if (s.model, s.pp, s.microbatches) == (model, int(pp), int(m)):
-            return s, (1.0 if s in P.TABLE5_SETTINGS else 2.0)
+    """(setting, cost share, table tag) of model:pp:microbatches[:t5|:t8]. 28.3B:32:96 is in both
+    tables with different profiles; without a tag the one benchmarks/offload_paper.py simulates
+    (Table 5 at pp=8, Table 8 from pp=16), so that the two sections compare."""
+    parts = text.split(":")
+    try:
+        model, pp, m = parts[0], int(parts[1]), int(parts[2])
+        tag = parts[3] if len(parts) == 4 else None
+        if len(parts) not in (3, 4) or tag not in (None, "t5", "t8"):
+            raise ValueError
+    except (ValueError, IndexError):
+        raise SystemExit(f"--settings: {text!r} is not model:pp:microbatches[:t5|:t8]") from None
+    tables = {"t5": (P.TABLE5_SETTINGS, 1.0), "t8": (P.TABLE8_SETTINGS, 2.0)}
+    if tag is None:
+        found = [(s, share) for s, share in OP.SETTINGS if (s.model, s.pp, s.microbatches) == (model, pp, m)]
+        if found:
+            return (*found[0], "t5" if found[0][0] in P.TABLE5_SETTINGS else "t8")
+    for name, (table, share) in tables.items():
+        if tag in (None, name):
+            for s in table:
+                if (s.model, s.pp, s.microbatches) == (model, pp, m):
+                    return s, share, name
     raise SystemExit(f"--settings: no paper setting {text!r} (model:pp:microbatches of Table 5 or 8)")
 
 
@@ -103,7 +120,7 @@ def main() -> int:
     rows = []
     began = time.time()
     for text in args.settings.split(","):
-        setting, share = _setting(text)
+        setting, share, tag = _setting(text)
         for link in (float(x) for x in args.links.split(",")):
             vs, sims, costs, unit = variants(setting, share, link, args.scale / 1000.0)
             if args.variants:
@@ -119,7 +136,7 @@ def main() -> int:
                 results, _ = E.run(vs, setting.pp, setting.microbatches, elements=args.elements, steps=1, warmup=1)
             for v, sim, res in zip(vs, sims, results):
                 gb = lambda units: f"{units * unit / 1e9:.1f}"  # noqa: E731
-                rows.append([f"{setting.model} pp={setting.pp} m={setting.microbatches}", f"{link:g}", v.label,
+                rows.append([f"{tag}-{setting.model} pp={setting.pp} m={setting.microbatches}", f"{link:g}", v.label,
                              f"{1e3 * res['makespan']:.0f}", f"{sim.makespan * args.scale:.0f}",
                              gb(measured_peak(res, v.schedule, costs)), gb(sim.max_peak_memory),
                              sim.plan.count])
