@@ -74,3 +74,22 @@ def test_every_rank_runs_the_plan_it_is_given(runs):
         copies = record["steps"][-1]["copies"]
         assert {c[1] for c in copies if c[0] == "D2H"} == set(plan.keys[rank])  # what the plan offloads, no more
         assert {c[1] for c in copies if c[0] == "H2D"} == set(plan.keys[rank])
+
+
+def test_the_benchmark_names_the_paper_table_of_its_setting(capsys):
+    """benchmarks/offload_emulated.py: 28.3B pp=32 m=96 is in Table 5 and Table 8 with different
+    profiles; untagged it is the one offload_paper.py simulates (Table 8 from pp=16), a tag picks
+    either, and a setting it cannot read is refused in one sentence."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    import offload_emulated as OE
+
+    assert [OE._setting(t)[2] for t in ("1.5B:8:24", "6.2B:16:48", "28.3B:32:96", "28.3B:32:96:t5")] == [
+        "t5", "t8", "t8", "t5"]
+    t8, t5 = OE._setting("28.3B:32:96"), OE._setting("28.3B:32:96:t5")
+    assert t8[1:] == (2.0, "t8") and t5[1:] == (1.0, "t5") and t8[0].f != t5[0].f
+    for bad in ("28.3B:32:96:t9", "28.3B:32", "28.3B:32:x", "9B:8:24"):
+        with pytest.raises(SystemExit, match="^--settings: "):
+            OE._setting(bad)
