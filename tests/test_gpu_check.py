@@ -69,3 +69,16 @@ def test_gpu_launch_path_reports_a_hang_and_goes_on(tmp_path):
     assert "Current thread" in waiting and " in _one_config" in waiting, waiting[-2000:]
     assert after["ok"] and after["losses_bitwise"] and after["grads_bitwise"], after
     assert after["folder"].endswith("pp2-eager-default-2"), after
+
+
+def test_megatron_lm_trains_with_each_rank_a_node_of_its_own(megatron_lm_tree):
+    """The GPU check's Megatron-LM launcher where ranks outnumber GPUs (harness `launcher="nodes"`,
+    benchmarks/rank_launch.py): each rank started alone with a one-GPU node's variables (RANK,
+    LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, NCCL_HOSTID of its own) trains exactly as the forked ranks do."""
+    import megatron_lm_harness as H
+
+    args = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "2",
+            "--eval-interval", "1000", "--pipeline-schedule", "zb-h1"]
+    nodes = H.run(megatron_lm_tree, 2, args, launcher="nodes", gpus=1)
+    forked = H.run(megatron_lm_tree, 2, args)
+    assert sorted(nodes.losses) == [1, 2] and nodes.losses == forked.losses, (nodes.losses, forked.losses)
