@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import signal
-import subprocess
 import sys
 import tempfile
 import time
