@@ -417,7 +417,7 @@ def worker(case_file: str) -> int:
         dist.init_process_group("nccl", device_id=torch.device("cuda", local), timeout=timeout)
     else:  # lazy: a two-rank communicator at each pair's first p2p
         dist.init_process_group("nccl", timeout=timeout)
-    if case["gpu"]:
+    if case["gpu"]:  # the groups megatron makes next take the current device
         torch.cuda.set_device(local)
     ps.initialize_model_parallel(1, config["pp"])
     if case["gpu"]:  # megatron's layers fork its CUDA RNG tracker (pretrain_gpt seeds it so at start-up)

@@ -21,6 +21,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _common as C  # noqa: E402
 
 TITLE = "## What an idle emulated rank costs (threads, wake-ups, CPU)"
+HEADERS = ["pp", "threads per rank (max)", "of them gloo event loops", "wake-ups/s per rank (median)",
+           "CPU ms/s per rank (median)", "cores busy, all ranks idle"]
 
 
 def _switches() -> int:
@@ -70,13 +72,11 @@ def main(argv=None) -> int:
         rows.append([pp, max(r["threads"] for r in ranks), loops, f"{C.median([r['wakeups'] for r in ranks]):.0f}",
                      f"{C.median([r['cpu_ms'] for r in ranks]):.1f}",
                      f"{sum(r['cpu_ms'] for r in ranks) / 1e3:.3f}"])
-        print(C.table(["pp", "threads per rank (max)", "of them gloo event loops", "wake-ups/s per rank (median)",
-                       "CPU ms/s per rank (median)", "cores busy, all ranks idle"], rows), flush=True)
+        print(C.table(HEADERS, rows), flush=True)
     text = (C.command_block(C.command_line("benchmarks/idle_rank_cost.py", argv))
             + f"\nTaken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (2 cores; load average "
               f"{os.getloadavg()[0]:.1f} when written); every rank asleep for {args.seconds:g} s.\n\n"
-            + C.table(["pp", "threads per rank (max)", "of them gloo event loops", "wake-ups/s per rank (median)",
-                       "CPU ms/s per rank (median)", "cores busy, all ranks idle"], rows) + "\n")
+            + C.table(HEADERS, rows) + "\n")
     C.publish(args, TITLE, text, "idle_rank_cost")
     return 0
 

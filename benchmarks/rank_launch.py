@@ -15,17 +15,12 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from typing import Optional
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from primus_megatron.runtime.local_ranks import free_port
 
 
 def node_env(env: dict, rank: int, world: int, gpus: int, port: int) -> dict:

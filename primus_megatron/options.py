@@ -134,9 +134,12 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
     if not isinstance(offload, str):
         if offload_bandwidth is not None:
             raise ValueError("offload_bandwidth: an offload plan carries its own bandwidth; leave it out")
-        from .schedules.offload import ALL, MODES, check_bandwidth
+        from .schedules.offload import ALL, MODES, OffloadPlan, check_bandwidth
 
-        plan, offload_bandwidth = offload, check_bandwidth(getattr(offload, "bandwidth", math.inf))
+        if not isinstance(offload, OffloadPlan):
+            raise ValueError(f"offload must be one of {', '.join(MODES)} or an OffloadPlan, got "
+                             f"{type(offload).__name__}")
+        plan, offload_bandwidth = offload, check_bandwidth(offload.bandwidth)
         # a hand-made plan (make_plan's "custom") offloads: the settings refused with offload stay refused
         offload = plan.mode if plan.mode in MODES else ALL
     if isinstance(schedule, str):
