@@ -25,7 +25,8 @@ PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py te
 	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
 	tests/test_post_validation.py tests/test_megatron_lm_e2e.py tests/test_megatron_lm_te.py
 
-.PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench gpu-check gpu-check-dry-run clean clean-py312
+.PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \
+	gpu-projection clean clean-py312
 
 # Megatron-LM builds its dataset helpers with `python3-config` from PATH: give the venv the
 # interpreter's own (a pyenv shim would answer for the Python of the checkout's .python-version).
@@ -105,6 +106,22 @@ gpu-check: $(STAMP)
 # The same on CPU (gloo, 2 ranks, 1f1b and zbv), as the test suite runs it (tests/test_gpu_check.py).
 gpu-check-dry-run: $(STAMP)
 	$(BIN)/python benchmarks/gpu_check.py --cpu-dry-run --megatron-lm $(GPU_CHECK_ARGS)
+
+# On one GPU: what the weight-gradient split costs at real layer sizes (a Llama-3-8B-like dense and a
+# Qwen3-30B-A3B-like MoE block), our executor's host gap against megatron's 1F1B at pp=2, activation
+# offload's GPU path, Megatron-LM's pretrain_gpt.py and CUDA_DEVICE_MAX_CONNECTIONS unset; about
+# 8 minutes (--deadline-min); report and profiles in out/gpu_bench/. (GPU_BENCH_ARGS: e.g. --parts split.)
+gpu-bench: $(STAMP)
+	$(BIN)/python benchmarks/gpu_bench.py $(GPU_BENCH_ARGS)
+
+# The same on CPU (gloo, toy shapes), as the test suite runs it (tests/test_gpu_bench.py).
+gpu-bench-dry-run: $(STAMP)
+	$(BIN)/python benchmarks/gpu_bench.py --cpu-dry-run $(GPU_BENCH_ARGS)
+
+# Projected step-time ratios at pp 8-32 from a GPU benchmark's report (CPU; REPORT=out/gpu_bench/report.json).
+REPORT ?= out/gpu_bench/report.json
+gpu-projection: $(STAMP)
+	$(BIN)/python benchmarks/gpu_projection.py --report $(REPORT) $(GPU_PROJECTION_ARGS)
 
 clean:
 	rm -rf $(VENV) out *.egg-info

@@ -111,6 +111,9 @@ _PROXIED_MODULES = (
     "megatron.core.transformer.moe.moe_utils",
     "megatron.core.transformer.moe.router",
     "megatron.core.transformer.moe.experts",
+    # RoPE: inv_freq made on current_device() unless use_cpu_initialization (:78), moved there at the
+    # first forward (get_emb, :162), and the YaRN/Llama-3 scaling variants' tables (:297)
+    "megatron.core.models.common.embeddings.rotary_pos_embedding",
 )
 
 

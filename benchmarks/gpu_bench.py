@@ -1,0 +1,420 @@
+"""The GPU benchmark: one command (`make gpu-bench`) that measures, on one GPU, what the weight-gradient
+split costs at real layer sizes and whether our executor keeps the GPU fed, and writes the profile
+the planner and `primus-pipeline emulate` take.
+
+    python benchmarks/gpu_bench.py                    # on a GPU: every part, out/gpu_bench/
+    python benchmarks/gpu_bench.py --cpu-dry-run      # gloo on CPU, toy shapes (the test suite's)
+
+Parts, in this order (each in processes of its own, so a failure or a hang ends only that part;
+the report is rewritten after each, so a deadline or a kill still leaves what finished):
+
+1. `split` (gpu_split.py): per block (gpu_blocks.py: a Llama-3-8B-like dense block and a
+   Qwen3-30B-A3B-like MoE block, two layers per chunk, bf16, megatron-core's layers) and chunk kind
+   (first / mid / last), T_F, T_B, T_W and megatron's fused T_BW from CUDA/HIP events (medians),
+   (T_B + T_W) / T_BW, the host's time to issue each op, and the activation memory held after F, B
+   and W from the allocator, against the planner's default memory model (B frees nothing, W all);
+   then `<block>.profile.json` (the format `primus-pipeline emulate --profile` and `balance` read)
+   and the `--pipeline-costs` string of one chunk;
+2. `gap` (gpu_pipeline.py): pp=2, the ranks as one-GPU nodes on the one GPU: megatron's 1F1B
+   against our 1f1b, zb-h1 and zbv at the dense shape (and a shorter sequence, where ops are short
+   enough for the host to show): per op the GPU's idle time before it, the host's time inside it
+   and between ops, and how far ahead of the GPU the host ran; losses and gradients against
+   megatron's;
+3. `offload` (gpu_pipeline.py): activation offload's GPU path (pinned host buffers, copy streams,
+   events) under zb-h1 and zbv with offload all and auto: bitwise against no offload, the allocator's
+   peak against the plan, the bandwidth measured at start-up, step time against no offload;
+4. `check` (gpu_check.py): Megatron-LM's pretrain_gpt.py on the GPU (local layers in bf16 where
+   TransformerEngine is absent) and the schedule matrix with CUDA_DEVICE_MAX_CONNECTIONS unset.
+
+`--deadline-min` (default 8) bounds the whole run: a part not begun by then is reported as not run,
+a running part is stopped at it. Output: report.md, report.json, dense.profile.json,
+moe.profile.json in --out. `benchmarks/gpu_projection.py` turns the report into projected step-time
+ratios at pp 8-32 (on CPU).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+
+PARTS = ("split", "gap", "offload", "check")
+DEFAULTS = {"gpu": dict(repeats=5, warmup=2, steps=3, microbatches=8, gap_seqs="4096,1024"),
+            "dry": dict(repeats=2, warmup=1, steps=1, microbatches=4, gap_seqs="32,16")}
+PLANNER_KEPT_FOR_W = 1.0  # the planner's default memory model: B frees nothing, W frees all (--mem-b 0)
+
+
+# -- the split part's process ------------------------------------------------------------------
+
+def split_process(case_file: str) -> int:
+    """The split part in a process of its own: one rank, the device to itself."""
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    import gpu_split
+    from primus_megatron.runtime import linear_hooks
+
+    with open(case_file) as f:
+        case = json.load(f)
+    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True)
+    if case["gpu"]:
+        torch.cuda.set_device(0)
+        dist.init_process_group("nccl", store=store, rank=0, world_size=1, device_id=torch.device("cuda", 0))
+        device = torch.device("cuda", 0)
+    else:
+        from primus_megatron.compat import cpu
+
+        cpu.enable()
+        dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+        device = torch.device("cpu")
+    ps.initialize_model_parallel(1, 1)
+    if case["gpu"]:
+        from megatron.core import tensor_parallel
+
+        tensor_parallel.model_parallel_cuda_manual_seed(1234)
+    linear_hooks.install()
+
+    def emit(row: dict) -> None:
+        with open(case["progress"], "a") as f:
+            f.write(json.dumps(row) + "\n")
+
+    gpu_split.run(case, device, emit)
+    dist.destroy_process_group()
+    return 0
+
+
+def _run_split(case: dict, where: str, timeout_s: float) -> tuple[list, Optional[str]]:
+    os.makedirs(where, exist_ok=True)
+    case_file, progress, log = (os.path.join(where, n) for n in ("case.json", "progress.jsonl", "log.txt"))
+    with open(case_file, "w") as f:
+        json.dump({**case, "progress": progress}, f)
+    open(progress, "w").close()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    why = None
+    with open(log, "w") as out:
+        try:
+            code = subprocess.run([sys.executable, os.path.abspath(__file__), "--split-process", case_file], cwd=ROOT,
+                                  env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+            if code != 0:
+                why = f"exit status {code}: {_last_error(log)} (log: {log})"
+        except subprocess.TimeoutExpired:
+            why = f"ran past its {timeout_s:.0f} s (log: {log})"
+    with open(progress) as f:
+        return [json.loads(line) for line in f if line.strip()], why
+
+
+def _last_error(log: str) -> str:
+    with open(log, errors="replace") as f:
+        lines = [ln.strip() for ln in f if ln.strip()]
+    errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+    return (errors[-1] if errors else lines[-1] if lines else "no output")[:600]
+
+
+# -- the pipelined parts -------------------------------------------------------------------------
+
+def _run_pipeline_part(part: str, opts: dict, where: str, timeout_s: float) -> tuple[list, Optional[str]]:
+    import gpu_pipeline as P
+
+    case = {"part": part, "pp": P.PP, "gpu": opts["gpu"], "dry_run": opts["dry_run"], "steps": opts["steps"],
+            "microbatches": opts["microbatches"], "attention": opts["attention"],
+            "p2p_timeout_s": opts["p2p_timeout_s"], "seqs": opts["gap_seqs"], "variants": list(P.GAP_VARIANTS),
+            "schedules": list(P.OFFLOAD_SCHEDULES), "modes": list(P.OFFLOAD_MODES), "costs": opts.get("offload_costs")}
+    if opts["gpu"] or opts["launch_on_cpu"]:
+        return P.launch(case, where, timeout_s=timeout_s, on_cpu=not opts["gpu"])
+    from primus_megatron.runtime import local_ranks
+
+    try:
+        return local_ranks.run_ranks(P.body, case, P.PP, timeout_s=timeout_s)[0], None
+    except Exception as exc:  # noqa: BLE001 (the report says why the part ended)
+        return [], f"{type(exc).__name__}: {str(exc)[:1500]}"
+
+
+def _run_check(opts: dict, where: str, timeout_s: float) -> tuple[dict, Optional[str]]:
+    """gpu_check.py for what the first GPU run left open: Megatron-LM's pretrain_gpt.py and the
+    matrix with CUDA_DEVICE_MAX_CONNECTIONS unset (GPU_MAX_HW_QUEUES on ROCm)."""
+    args = [sys.executable, os.path.join(HERE, "gpu_check.py"), "--pps", "2", "--inits", "eager",
+            "--schedules", opts["check_schedules"], "--out", where, "--p2p-timeout", "60",
+            "--config-timeout", "90", "--deadline-min", f"{max(0.5, timeout_s / 60 - 0.5):.2f}"]
+    if opts["gpu"]:
+        args += ["--knobs", "unset", "--megatron-lm", "--megatron-lm-schedules", opts["megatron_lm_schedules"]]
+    else:  # the dry run: the check's own CPU path (its Megatron-LM part is the suite's test_gpu_check)
+        args += ["--cpu-dry-run", "--no-megatron-lm"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    os.makedirs(where, exist_ok=True)
+    log = os.path.join(where, "console.txt")
+    why = None
+    with open(log, "w") as out:
+        try:
+            code = subprocess.run(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=timeout_s + 30).returncode
+            if code not in (0, 1):  # 1: a configuration failed (in its report)
+                why = f"exit status {code}: {_last_error(log)}"
+        except subprocess.TimeoutExpired:
+            why = f"ran past its {timeout_s + 30:.0f} s (log: {log})"
+    report = os.path.join(where, "report.json")
+    data = json.load(open(report)) if os.path.isfile(report) else {}
+    data["command"] = " ".join("python" if a == sys.executable else os.path.relpath(a, ROOT) if a.startswith(ROOT)
+                               else a for a in args)
+    return data, why
+
+
+# -- report --------------------------------------------------------------------------------------
+
+def derive(data: dict, opts: dict) -> None:
+    """Profiles from the split rows (a block with all three chunk kinds); written next to the report."""
+    import gpu_blocks as G
+    import gpu_split
+
+    data["profiles"], data["pipeline_costs"] = {}, {}
+    for name in opts["blocks"]:
+        block = G.blocks(opts["dry_run"])[name]
+        rows = [r for r in data["split"] if r["block_name"] == name and r["attention"] == block["attentions"][0]]
+        if {r["kind"] for r in rows} != set(gpu_split.KINDS):
+            continue
+        profile = gpu_split.profile_of(rows, block, link_gbps=opts["link_gbps"], device_name=data["device"])
+        data["profiles"][name] = profile
+        data["pipeline_costs"][name] = gpu_split.pipeline_costs(profile)
+        with open(os.path.join(opts["out"], f"{name}.profile.json"), "w") as f:
+            json.dump(profile, f, indent=2)
+
+
+def _one_line(text: str) -> str:
+    """A failure in one table cell: its first line and, for a traceback, the error it ends with."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    errors = [ln for ln in lines[1:] if "Error" in ln.split(":", 1)[0] or ln.startswith(("AssertionError", "KeyError"))]
+    return " ... ".join(dict.fromkeys([lines[0]] + errors[-1:]))[:400].replace("|", "/") if lines else ""
+
+
+def _ms(x) -> str:
+    return "-" if x is None else f"{1e3 * x:.2f}"
+
+
+def _mib(x) -> str:
+    return "-" if x is None else f"{x / 2**20:.1f}"
+
+
+def report_markdown(data: dict) -> str:
+    env = data["environment"]
+    gpus = ", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in env.get("gpus", [])) or "none (CPU dry run)"
+    lines = [f"# GPU benchmark ({data['when']}{', CPU dry run' if data['dry_run'] else ''})", "",
+             f"Device: {gpus}; torch {env['torch']} (CUDA {env['cuda']}, HIP {env['hip']}), NCCL/RCCL "
+             f"{env.get('nccl')}, megatron-core {env['megatron_core']}, TransformerEngine "
+             f"{env['transformer_engine']}, apex {env['apex']}, Python {env['python']}.", ""]
+    lines += ["| part | status | wall s |", "|---|---|---|"]
+    for part, st in data["parts"].items():
+        lines.append(f"| {part} | {st['status']}{': ' + _one_line(st['why']) if st.get('why') else ''} "
+                     f"| {st.get('wall_s', '-')} |")
+    if data.get("split"):
+        lines += ["", "## Split backward against megatron's fused backward (one chunk = 2 layers, medians)", "",
+                  "| block | attention | chunk | T_F ms | T_B ms | T_W ms | T_BW ms | (T_B+T_W)/T_BW | W share | "
+                  "host F/B/W/BW ms | held after F MiB | after B MiB | after W MiB | kept for W (planner 1.0) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for r in data["split"]:
+            kept = "-" if r["kept_for_w"] is None else f"{r['kept_for_w']:.2f}"
+            lines.append(f"| {r['block']} | {r['attention']} | {r['kind']} | {_ms(r['t_f'])} | {_ms(r['t_b'])} | "
+                         f"{_ms(r['t_w'])} | {_ms(r['t_bw'])} | {r['split_over_fused']:.3f} | {r['w_share']:.2f} | "
+                         f"{_ms(r['host_f'])}/{_ms(r['host_b'])}/{_ms(r['host_w'])}/{_ms(r['host_bw'])} | "
+                         f"{_mib(r['mem_after_f'])} | {_mib(r['mem_after_b'])} | {_mib(r['mem_after_w'])} | {kept} |")
+    if data.get("profiles"):
+        lines += ["", "## Profiles (`primus-pipeline emulate --profile`, `balance --profile`)", "",
+                  "| block | file | layer F/B/W ms | embedding F/B/W ms | head F/B/W ms | comm ms (assumed link) | "
+                  "fused | wgrad_memory | head_memory (layers) | --pipeline-costs (one chunk, ms) |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, p in data["profiles"].items():
+            c = p["costs"]
+            fbw = lambda d: "/".join(f"{1e3 * d[k]:.2f}" for k in "fbw")  # noqa: E731
+            lines.append(f"| {p['meta']['model']} | {name}.profile.json | {fbw(c['layer'])} | {fbw(c['embedding'])} | "
+                         f"{fbw(c['head'])} | {1e3 * c['comm']:.3f} ({p['meta']['link_gbps_assumed']:g} GB/s) | "
+                         f"{c['fused']:.3f} | {c['wgrad_memory']:.3f} | {c['head_memory']:.2f} | "
+                         f"`{data['pipeline_costs'][name]}` |")
+    if data.get("gap"):
+        lines += ["", "## Host and GPU gaps per op, pp=2 (medians over the timed steps)", "",
+                  "| seq | variant | rank | ops | step ms | GPU busy ms | GPU gaps ms (sum / median / max) | "
+                  "host in op ms | host between ops ms/op | drain ms | peak GiB | vs megatron 1F1B |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for row in data["gap"]:
+            vs = row.get("vs_megatron_1f1b")
+            vs_text = "reference" if vs is None else (
+                f"losses {'bitwise' if vs['losses_bitwise'] else 'max diff %.3g' % (vs['loss_max_diff'] or 0)}, "
+                f"grads {'bitwise' if vs['grads_bitwise'] else '%d of %d differ (norm rel %.2g)' % (vs['grads_differing'], vs['grads_compared'], vs['grad_norm_max_rel_diff'])}")
+            for rank, s in enumerate(row["ranks"]):
+                lines.append(f"| {row['seq']} | {row['variant']} | {rank} | {s['ops']:.0f} | {s['step_ms']:.1f} | "
+                             f"{s['gpu_busy_ms']:.1f} | {s['gap_ms_total']:.1f} / {s['gap_ms_median']:.2f} / "
+                             f"{s['gap_ms_max']:.1f} | {s['host_in_op_ms']:.2f} | {s['host_between_ms_per_op']:.2f} | "
+                             f"{s['drain_ms']:.1f} | {s['peak_gib']:.2f} | {vs_text if rank == 0 else ''} |")
+    if data.get("offload"):
+        copy = [r for r in data["offload"] if r["part"] == "offload-copy"]
+        rows = [r for r in data["offload"] if r["part"] == "offload"]
+        lines += ["", "## Activation offload on the device, pp=2", ""]
+        if copy:
+            lines += [f"Pinned copy lane (the slower of device-to-host and host-to-device, "
+                      f"{copy[0]['bytes'] / 2**20:.0f} MiB): {copy[0]['gbps']:.1f} GB/s.", ""]
+        lines += ["| schedule | mode | step ms (rank 0 / 1) | step vs off | peak GiB (rank 0 / 1) | peak vs off, "
+                  "measured / planned | planned peak (units) | moved F / W | bandwidth (units) | vs off |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        off = {r["schedule"]: r for r in rows if r["mode"] == "off"}
+        for r in rows:
+            base = off.get(r["schedule"])
+            steps = [s["step_ms"] for s in r["ranks"]]
+            peaks = [s["peak_gib"] for s in r["ranks"]]
+            ratio = ratio_mem = "-"
+            if base is not None:
+                ratio = f"{max(steps) / max(s['step_ms'] for s in base['ranks']):.3f}"
+                b_peak, b_plan = max(s["peak_gib"] for s in base["ranks"]), max(base["planned_peak"])
+                if b_peak > 0 and b_plan > 0:
+                    ratio_mem = f"{max(peaks) / b_peak:.2f} / {max(r['planned_peak']) / b_plan:.2f}"
+            vs = r.get("vs_off")
+            vs_text = "reference" if vs is None else (
+                f"losses {'bitwise' if vs['losses_bitwise'] else 'DIFFER'}, grads "
+                f"{'bitwise' if vs['grads_bitwise'] else 'DIFFER (%d)' % vs['grads_differing']}")
+            bw = r.get("bandwidth_units")
+            lines.append(f"| {r['schedule']} | {r['mode']} | {' / '.join(f'{x:.1f}' for x in steps)} | {ratio} | "
+                         f"{' / '.join(f'{x:.2f}' for x in peaks)} | {ratio_mem} | "
+                         f"{' / '.join(f'{x:.2f}' for x in r['planned_peak'])} | "
+                         f"{sum(s['moved'] for s in r['ranks'])} / {sum(s['moved_w'] for s in r['ranks'])} | "
+                         f"{'-' if bw is None else f'{bw:.3g}'} | {vs_text} |")
+    check = data.get("check") or {}
+    if check.get("matrix") or check.get("megatron_lm"):
+        import gpu_check
+
+        text = gpu_check.report_markdown(check)
+        body = text.split("\n", 1)[1] if "\n" in text else text
+        lines += ["", "## gpu_check.py: CUDA_DEVICE_MAX_CONNECTIONS unset, Megatron-LM pretrain_gpt.py", body]
+    lines += ["", f"Command: `{data['command']}`", ""]
+    return "\n".join(lines)
+
+
+def write_report(data: dict, out: str) -> str:
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    text = report_markdown(data)
+    with open(os.path.join(out, "report.md"), "w") as f:
+        f.write(text)
+    return text
+
+
+# -- main ----------------------------------------------------------------------------------------
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
+
+def parse(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cpu-dry-run", action="store_true", help="gloo on CPU, toy shapes (every code path)")
+    parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default all)")
+    parser.add_argument("--blocks", default="dense,moe", help="comma-separated, of dense, moe (split part)")
+    parser.add_argument("--repeats", type=_positive_int, help="timed rounds per chunk (split; default 5, dry run 2)")
+    parser.add_argument("--warmup", type=int, help="untimed rounds first (split; default 2, dry run 1)")
+    parser.add_argument("--steps", type=_positive_int, help="timed steps per pipelined run (default 3, dry run 1)")
+    parser.add_argument("--microbatches", type=_positive_int, help="per pipelined step (default 8, dry run 4)")
+    parser.add_argument("--gap-seqs", help="sequence lengths of the gap part (default 4096,1024; dry run 32,16)")
+    parser.add_argument("--attention", default="sdpa", choices=("sdpa", "local"),
+                        help="core attention of the pipelined parts (default sdpa: torch's fused kernel)")
+    parser.add_argument("--link-gbps", type=float, default=50.0,
+                        help="pipeline link bandwidth the profile's comm cost assumes, GB/s (default 50: 400 Gb/s)")
+    parser.add_argument("--check-schedules", default="1f1b,zb-h1,zbv", help="gpu_check part's matrix schedules")
+    parser.add_argument("--megatron-lm-schedules", default="zb-h1,zbv", help="gpu_check part's Megatron-LM schedules")
+    parser.add_argument("--p2p-timeout", type=float, default=120.0, help="seconds before our watchdog names a hang")
+    parser.add_argument("--deadline-min", type=float, default=8.0,
+                        help="minutes for the whole run: parts not begun by then are reported not run (default 8)")
+    parser.add_argument("--out", default=os.path.join(ROOT, "out", "gpu_bench"))
+    parser.add_argument("--split-process", help=argparse.SUPPRESS)
+    parser.add_argument("--launch-on-cpu", action="store_true", help=argparse.SUPPRESS)  # tests: GPU launch path, gloo
+    args = parser.parse_args(argv)
+    parts = [p for p in args.parts.split(",") if p]
+    bad = [p for p in parts if p not in PARTS]
+    if bad or not parts:
+        parser.error(f"--parts takes {', '.join(PARTS)} (comma-separated), got {args.parts}")
+    blocks = [b for b in args.blocks.split(",") if b]
+    if not blocks or any(b not in ("dense", "moe") for b in blocks):
+        parser.error(f"--blocks takes dense, moe (comma-separated), got {args.blocks}")
+    args.parts_list, args.blocks_list = parts, blocks
+    dflt = DEFAULTS["dry" if args.cpu_dry_run else "gpu"]
+    for key in ("repeats", "warmup", "steps", "microbatches", "gap_seqs"):
+        if getattr(args, key) is None:
+            setattr(args, key, dflt[key])
+    try:
+        args.gap_seqs_list = [int(s) for s in str(args.gap_seqs).split(",")]
+        if not args.gap_seqs_list or min(args.gap_seqs_list) < 1:
+            raise ValueError
+    except ValueError:
+        parser.error(f"--gap-seqs takes positive sequence lengths (comma-separated), got {args.gap_seqs}")
+    if args.deadline_min <= 0 or args.link_gbps <= 0:
+        parser.error("--deadline-min and --link-gbps must be positive")
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    if args.split_process:
+        return split_process(args.split_process)
+    import torch
+
+    import gpu_check
+
+    gpu = not args.cpu_dry_run
+    if gpu and not torch.cuda.is_available():
+        print("gpu_bench: no GPU is visible to torch (use --cpu-dry-run to exercise the benchmark on CPU)",
+              file=sys.stderr)
+        return 2
+    os.makedirs(args.out, exist_ok=True)
+    started = time.monotonic()
+    deadline = started + 60 * args.deadline_min
+    opts = {"gpu": gpu, "dry_run": not gpu, "blocks": args.blocks_list, "repeats": args.repeats, "warmup": args.warmup,
+            "steps": args.steps, "microbatches": args.microbatches, "gap_seqs": args.gap_seqs_list,
+            "attention": args.attention, "link_gbps": args.link_gbps, "p2p_timeout_s": args.p2p_timeout,
+            "check_schedules": args.check_schedules, "megatron_lm_schedules": args.megatron_lm_schedules,
+            "launch_on_cpu": args.launch_on_cpu, "out": args.out}
+    env = gpu_check.environment()
+    data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "dry_run": not gpu,
+            "command": " ".join(["python", "benchmarks/gpu_bench.py", *(argv if argv is not None else sys.argv[1:])]),
+            "environment": env, "device": env["gpus"][0]["name"] if env.get("gpus") else "cpu",
+            "options": {k: v for k, v in opts.items() if k != "out"},
+            "parts": {p: {"status": "not run", "why": "not asked for (--parts)"} for p in PARTS},
+            "split": [], "gap": [], "offload": [], "check": {}}
+    for part in PARTS:
+        if part in args.parts_list:
+            data["parts"][part] = {"status": "pending"}
+    write_report(data, args.out)
+    for part in args.parts_list:
+        left = deadline - time.monotonic()
+        if left <= 5:
+            data["parts"][part] = {"status": "not run", "why": "the --deadline-min passed before it began"}
+            continue
+        t0 = time.monotonic()
+        print(f"gpu_bench: {part} (up to {left:.0f} s)", flush=True)
+        where = os.path.join(args.out, part)
+        if part == "split":
+            case = {**opts, "gpu": gpu}
+            data["split"], why = _run_split(case, where, left)
+            derive(data, opts)
+            opts["offload_costs"] = data["pipeline_costs"].get("dense")  # offload plans from measured costs
+        elif part in ("gap", "offload"):
+            data[part], why = _run_pipeline_part(part, opts, where, left)
+        else:
+            data["check"], why = _run_check(opts, where, left)
+        data["parts"][part] = {"status": "ok" if why is None else "stopped", "why": why,
+                               "wall_s": round(time.monotonic() - t0, 1)}
+        write_report(data, args.out)
+    text = write_report(data, args.out)
+    print(text)
+    failed = [p for p, st in data["parts"].items() if p in args.parts_list and st["status"] != "ok"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
