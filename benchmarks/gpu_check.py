@@ -458,7 +458,8 @@ def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters:
 
     tree = MLM.prepare(workdir)
     launcher = ("nodes" if nproc > gpus else "torchrun") if gpu else None
-    layers = ["--transformer-impl", "transformer_engine" if te else "local", "--bf16"] if gpu else []
+    layers = ["--transformer-impl", "transformer_engine" if te else "local", "--bf16", *_absent_kernels(te)] if gpu \
+        else []
     precisions = ([("bf16", [])] + ([("fp8", ["--fp8-format", "hybrid"])] if fp8 and te else [])
                   if gpu else [("fp32", [])])
     base = ["--pipeline-model-parallel-size", str(nproc), "--global-batch-size", str(4 * nproc),
@@ -500,6 +501,20 @@ def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters:
         row["losses_equal_megatron_1f1b"] = bool(row.get("losses")) and row.get("losses") == reference.get(
             row["precision"])
     return out
+
+
+def _absent_kernels(te: bool) -> list:
+    """What a user passes to Megatron-LM on a GPU machine without apex's CUDA extensions, with local
+    layers: megatron-core's linear layers refuse gradient-accumulation fusion without
+    `fused_weight_gradient_mlp_cuda` (tensor_parallel/layers.py), and its fused softmax imports
+    `scaled_masked_softmax_cuda` at the first forward (fusions/fused_softmax.py)."""
+    import importlib.util
+
+    if te:
+        return []
+    missing = lambda m: importlib.util.find_spec(m) is None  # noqa: E731
+    return ((["--no-gradient-accumulation-fusion"] if missing("fused_weight_gradient_mlp_cuda") else []) +
+            (["--no-masked-softmax-fusion"] if missing("scaled_masked_softmax_cuda") else []))
 
 
 def _iteration_stats(log: str) -> dict:
