@@ -128,7 +128,8 @@ def _run_pipeline_part(part: str, opts: dict, where: str, timeout_s: float) -> t
     case = {"part": part, "pp": P.PP, "gpu": opts["gpu"], "dry_run": opts["dry_run"], "steps": opts["steps"],
             "microbatches": opts["microbatches"], "attention": opts["attention"],
             "p2p_timeout_s": opts["p2p_timeout_s"], "seqs": opts["gap_seqs"], "variants": list(P.GAP_VARIANTS),
-            "schedules": list(P.OFFLOAD_SCHEDULES), "modes": list(P.OFFLOAD_MODES), "costs": opts.get("offload_costs")}
+            "schedules": list(P.OFFLOAD_SCHEDULES), "modes": list(P.OFFLOAD_MODES), "costs": opts.get("offload_costs"),
+            "deterministic": part == "offload"}  # offload's check is bitwise: attention's backward made deterministic
     if opts["gpu"] or opts["launch_on_cpu"]:
         return P.launch(case, where, timeout_s=timeout_s, on_cpu=not opts["gpu"])
     from primus_megatron.runtime import local_ranks
@@ -217,14 +218,16 @@ def report_markdown(data: dict) -> str:
     if data.get("split"):
         lines += ["", "## Split backward against megatron's fused backward (one chunk = 2 layers, medians)", "",
                   "| block | attention | chunk | T_F ms | T_B ms | T_W ms | T_BW ms | (T_B+T_W)/T_BW | W share | "
-                  "host F/B/W/BW ms | held after F MiB | after B MiB | after W MiB | kept for W (planner 1.0) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "host F/B/W/BW ms | held after F MiB | after B MiB | after W MiB | closures hold MiB | "
+                  "kept for W (planner 1.0) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in data["split"]:
             kept = "-" if r["kept_for_w"] is None else f"{r['kept_for_w']:.2f}"
             lines.append(f"| {r['block']} | {r['attention']} | {r['kind']} | {_ms(r['t_f'])} | {_ms(r['t_b'])} | "
                          f"{_ms(r['t_w'])} | {_ms(r['t_bw'])} | {r['split_over_fused']:.3f} | {r['w_share']:.2f} | "
                          f"{_ms(r['host_f'])}/{_ms(r['host_b'])}/{_ms(r['host_w'])}/{_ms(r['host_bw'])} | "
-                         f"{_mib(r['mem_after_f'])} | {_mib(r['mem_after_b'])} | {_mib(r['mem_after_w'])} | {kept} |")
+                         f"{_mib(r['mem_after_f'])} | {_mib(r['mem_after_b'])} | {_mib(r['mem_after_w'])} | "
+                         f"{_mib(r.get('mem_closures'))} | {kept} |")
     if data.get("profiles"):
         lines += ["", "## Profiles (`primus-pipeline emulate --profile`, `balance --profile`)", "",
                   "| block | file | layer F/B/W ms | embedding F/B/W ms | head F/B/W ms | comm ms (assumed link) | "

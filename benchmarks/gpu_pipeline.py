@@ -45,9 +45,11 @@ import gpu_blocks as G  # noqa: E402
 
 PP = 2
 NUM_LAYERS = 8
-GAP_VARIANTS = ("megatron-1f1b", "1f1b", "zb-h1", "zbv")
+# megatron's 1F1B twice: with a fused attention whose backward is not deterministic (flash), its two
+# runs differ as much as any other pair, which is the yardstick for ours against it
+GAP_VARIANTS = ("megatron-1f1b", "megatron-1f1b again", "1f1b", "zb-h1", "zbv")
 OFFLOAD_SCHEDULES = ("zb-h1", "zbv")
-OFFLOAD_MODES = ("off", "all", "auto")
+OFFLOAD_MODES = ("off", "off again", "all", "auto")
 AUTO_LIMIT_SHARE = 0.5  # auto's memory limit: this share of the schedule's planned peak without offload
 
 
@@ -90,7 +92,11 @@ class OpTrace:
                 return fn(*args, **kwargs)
             finally:
                 m1 = trace.mark()
-                trace.records.append((kind, h0, time.perf_counter(), m0, m1))
+                h1 = time.perf_counter()
+                # the allocator's count as the op's kernels are issued (host order: the caching
+                # allocator accounts at issue, not when the GPU gets there)
+                mem = trace.torch.cuda.memory_allocated() if trace.cuda else 0
+                trace.records.append((kind, h0, h1, m0, m1, mem))
 
         return wrapped
 
@@ -247,7 +253,9 @@ def run_steps(fbf, model, batches: list, *, steps: int, trace: OpTrace, device, 
     keys = [k for k in per_step[0] if k != "op_ms"]
     stats = {k: statistics.median(s[k] for s in per_step) for k in keys}
     stats["op_ms"] = per_step[len(per_step) // 2]["op_ms"]
-    return {"stats": stats, "losses": losses, "peak_bytes": max(peaks) if peaks else 0}
+    # the last step's allocator count after each op (MiB above the step's start): where a peak builds
+    op_memory = [(r[0], round((r[5] - base) / 2**20)) for r in trace.records] if gpu else []
+    return {"stats": stats, "losses": losses, "peak_bytes": max(peaks) if peaks else 0, "op_memory_mib": op_memory}
 
 
 def gap_part(rank: int, case: dict, device, emit) -> None:
@@ -265,7 +273,8 @@ def gap_part(rank: int, case: dict, device, emit) -> None:
             model = reference = None
             for name in case["variants"]:
                 started = time.monotonic()
-                placement = "megatron-1f1b" if name in ("megatron-1f1b", "1f1b", "zb-h1") else name
+                megatron = name.startswith("megatron-1f1b")
+                placement = "megatron-1f1b" if megatron or name in ("1f1b", "zb-h1") else name
                 if placement not in models:
                     model = None
                     models.clear()  # one model alive at a time
@@ -274,7 +283,7 @@ def gap_part(rank: int, case: dict, device, emit) -> None:
                     models[placement] = build(block, "1f1b" if placement == "megatron-1f1b" else placement,
                                               gpu=gpu, attention=case["attention"])
                 model = models[placement]
-                fbf = megatron_fbf() if name == "megatron-1f1b" else pm.get_forward_backward_func(
+                fbf = megatron_fbf() if megatron else pm.get_forward_backward_func(
                     name, p2p_timeout_s=case["p2p_timeout_s"], losses_on_last_rank=True, record_timeline=False)
                 res = run_steps(fbf, model, batches, steps=case["steps"], trace=trace, device=device, block=block)
                 mine = {"grads": {k: v for part in gathered(fingerprints(model)) for k, v in part.items()},
@@ -282,7 +291,7 @@ def gap_part(rank: int, case: dict, device, emit) -> None:
                 per_rank = gathered({**res["stats"], "peak_gib": res["peak_bytes"] / 2**30})
                 row = {"part": "gap", "variant": name, "seq": seq, "microbatches": case["microbatches"],
                        "ranks": per_rank, "wall_s": round(time.monotonic() - started, 1)}
-                if name == "megatron-1f1b":
+                if reference is None and megatron:
                     reference = mine
                 elif reference is not None:
                     row["vs_megatron_1f1b"] = compare(mine, reference)
@@ -316,7 +325,7 @@ def offload_part(rank: int, case: dict, device, emit) -> None:
             for mode in case["modes"]:
                 started = time.monotonic()
                 options = dict(p2p_timeout_s=case["p2p_timeout_s"], losses_on_last_rank=True, costs=costs)
-                if mode != "off":
+                if not mode.startswith("off"):
                     options["offload"] = mode
                 if mode == "auto":
                     options["memory_limit"] = AUTO_LIMIT_SHARE * planned_off
@@ -331,6 +340,7 @@ def offload_part(rank: int, case: dict, device, emit) -> None:
                         "losses": [x for part in gathered(res["losses"]) for x in part]}
                 step = runner.last_step
                 per_rank = gathered({"step_ms": res["stats"]["step_ms"], "peak_gib": res["peak_bytes"] / 2**30,
+                                     "op_memory_mib": res["op_memory_mib"],
                                      "moved": getattr(step, "offloaded", 0),
                                      "moved_gib": getattr(step, "offloaded_bytes", 0) / 2**30,
                                      "moved_w": getattr(step, "offloaded_w", 0),
@@ -343,7 +353,7 @@ def offload_part(rank: int, case: dict, device, emit) -> None:
                        "planned_keys": plan.count if plan is not None else 0,
                        "planned_w_shares": plan.count_w if plan is not None else 0,
                        "wall_s": round(time.monotonic() - started, 1)}
-                if mode == "off":
+                if reference is None:
                     reference = mine
                 else:
                     row["vs_off"] = compare(mine, reference)
@@ -361,6 +371,8 @@ def body(rank: int, case: dict) -> list:
     import torch
 
     device = torch.device("cuda", torch.cuda.current_device()) if case["gpu"] else torch.device("cpu")
+    if case.get("deterministic"):  # bitwise comparisons: flash attention's backward has a deterministic mode
+        torch.use_deterministic_algorithms(True, warn_only=True)
     rows: list = []
 
     def emit(row: dict) -> None:
@@ -425,6 +437,8 @@ def launch(case: dict, where: str, *, timeout_s: float, on_cpu: bool = False) ->
         json.dump({**case, "progress": progress}, f)
     open(progress, "w").close()
     env = dict(os.environ)
+    if case.get("deterministic"):  # cuBLAS's deterministic workspace, read when CUDA starts
+        env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
     env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     gpus = max(1, torch.cuda.device_count()) if not on_cpu else 1
     job = rank_launch.Launch([os.path.abspath(__file__), "--worker", case_file], env, ROOT, PP,

@@ -94,7 +94,9 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
     s, b, h = block["seq"], block["mbs"], block["hidden"]
     dtype = config.params_dtype
     gen = torch.Generator(device=device).manual_seed(3)
-    x0 = torch.randn(s, b, h, generator=gen, device=device, dtype=torch.float32).to(dtype)
+    # the hidden state a chunk receives, at the embedding's scale (normal(0, 0.02) rows): an MoE
+    # router then sees what it sees behind the embedding, so `first` less `mid` is the embedding's cost
+    x0 = (torch.randn(s, b, h, generator=gen, device=device, dtype=torch.float32) * 0.02).to(dtype)
     grad_out = torch.randn(s, b, h, generator=gen, device=device, dtype=torch.float32).to(dtype) * 1e-3
     if block.get("experts"):
         from megatron.core.transformer.moe.moe_utils import MoEAuxLossAutoScaler
@@ -123,8 +125,16 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
         n = out.numel() * out.element_size() if kind != "last" else 0
         return n + (x.grad.numel() * x.grad.element_size() if x is not None and x.grad is not None else 0)
 
+    def let_go(x) -> None:
+        """Nothing of a round outlives it: the chunk keeps its input tensor (set_input_tensor) and
+        with it the input's gradient until the next forward, which would count against the next
+        round's baseline."""
+        if x is not None:
+            x.grad = None
+            model.set_input_tensor(None)
+
     times: dict = {}
-    memory: dict = {"after_f": [], "after_b": [], "after_w": []}
+    memory: dict = {"after_f": [], "after_b": [], "after_w": [], "closures": []}
     for round_ in range(warmup + repeats):
         keep = round_ >= warmup
         sample = times if keep else {}
@@ -139,12 +149,15 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
                 timer.run(lambda: backward(out), sample, "B")
             after_b = _allocated(device) - base - sendable(x, out)
             held_keys = {_storage_key(t) for t in held if torch.is_tensor(t)}
+            held.clear()  # the closures hold their tensors; this list must not (after_w, the next round)
+            let_go(x)
             del out, x
             deferred = store.pending(("bench", kind))
             timer.run(lambda: store.run(("bench", kind)), sample, "W")
             after_w = _allocated(device) - base
         timer.settle(sample)
         if keep:
+            memory["closures"].append(_bytes(held_keys))  # what the deferred closures hold, by storage
             if gpu:
                 memory["after_f"].append(after_f)
                 memory["after_b"].append(after_b)
@@ -159,6 +172,7 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
             with store.step(splitting=False):
                 x, out = timer.run(forward, {}, "F")
                 timer.run(lambda: backward(out), sample, "BW")
+                let_go(x)
                 del out, x
         finally:
             linear_hooks.install()
@@ -168,7 +182,7 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
               "deferred_closures": deferred,
               **{f"t_{k.lower()}": med[k] for k in ("F", "B", "W", "BW")},
               **{f"host_{k.lower()}": med["host_" + k] for k in ("F", "B", "W", "BW")},
-              **{f"mem_{k}": int(statistics.median(v)) for k, v in memory.items()}}
+              **{f"mem_{k}": int(statistics.median(v)) for k, v in memory.items() if v}}
     result["split_over_fused"] = (result["t_b"] + result["t_w"]) / result["t_bw"]
     result["w_share"] = result["t_w"] / (result["t_b"] + result["t_w"])
     result["kept_for_w"] = result["mem_after_b"] / result["mem_after_f"] if result["mem_after_f"] else None
