@@ -640,8 +640,9 @@ def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
         if not layers:
             raise UsageError(f"--profile {args.profile!r} does not say its layer count; give --num-layers")
         chunks = registry.resolve_chunks(info(args.schedule), args.chunks)
+        costs = balance.LayoutCosts(model, LayerSplit(int(layers)), pp)  # each schedule run takes its layout's
         try:
-            costs = balance.stage_costs(model, LayerSplit(int(layers)), pp, chunks)
+            costs(chunks)
         except ScheduleError as exc:
             raise UsageError(f"--profile with --num-layers {layers}: {exc}") from None
         return costs, pp, m, unit or 1000.0

@@ -223,6 +223,39 @@ def test_emulate_json_follows_the_simulator(capsys, tmp_path):
     assert sum(1 for e in events if e.get("ph") == "X") == 2 * 4 * 4 * 2  # measured + simulated: 8 ops x 4 ranks
 
 
+def test_emulate_profile_gives_each_chunk_layout_its_own_stage_costs(capsys, tmp_path):
+    """A profile's stage costs depend on the chunk layout (the head sits on the last of 2 stages under
+    1f1b, on rank 0 with the embedding under V): zbv against megatron's 1F1B and interleaved from one
+    profile, with the host work per op measured first (a one-chunk zb-h1 probe). Each run's simulated
+    makespan is its own layout's (the profile's costs split for 1, 2 chunks); before, the two-chunk
+    stage costs reached the one-chunk runs and the command stopped ("cost-f list must have 2 entries")."""
+    from primus_megatron.schedules import balance
+    from primus_megatron.schedules.layer_split import LayerSplit
+
+    model = balance.ModelCosts(layer=balance.Part(0.002, 0.002, 0.001), head=balance.Part(0.003, 0.002, 0.001),
+                               comm=0.0002, fused=0.9, wgrad_memory=0.5)
+    path = tmp_path / "p.json"
+    balance.save_profile(str(path), model, meta={"num_layers": 8})
+    code = cli.main(["emulate", "--profile", str(path), "--schedule", "zbv", "--pp", "2", "-m", "4", "--steps", "1",
+                     "--baselines", "megatron-1f1b,megatron-interleaved", "--format", "json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    rep = json.loads(out)
+    split = LayerSplit(8)
+    expected = {}
+    for label, name, chunks in (("zbv", "zbv", 2), ("megatron-1f1b", "1f1b", 1),
+                                ("megatron-interleaved", "interleaved-1f1b", 2)):
+        costs = balance.stage_costs(model, split, 2, chunks)
+        sched = next(v.schedule for v in E.plan(name, 2, 4, costs, scale=1.0))
+        expected[label] = 1e3 * S.simulate(sched, costs).makespan
+    got = {rep["schedule"]: rep["simulated"]["makespan"], **{b["name"]: b["simulated"]["makespan"]
+                                                              for b in rep["baselines"]}}
+    assert got["megatron-1f1b"] == pytest.approx(expected["megatron-1f1b"], rel=1e-3)
+    assert got["megatron-interleaved"] == pytest.approx(expected["megatron-interleaved"], rel=1e-3)
+    assert rep["plan_op_overhead_measured"] and got["zbv"] > 0  # zbv planned with the measured host work
+    assert got["megatron-1f1b"] != pytest.approx(got["megatron-interleaved"], rel=1e-3)
+
+
 def test_post_validation_on_emulated_gradients_matches_the_synchronous_step():
     """An optimizer step after every iteration (a real all-reduce of the gradient norm, then a timed
     SGD step): zb-h1 under post-validation (its check runs inside the next step's prefix) ends with

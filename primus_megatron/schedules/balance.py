@@ -91,6 +91,20 @@ def stage_costs(model: ModelCosts, split: LayerSplit, pp: int, chunks: int) -> C
                  mem_w=[-kept * x for x in mem], bw=bw)
 
 
+@dataclass(frozen=True)
+class LayoutCosts:
+    """A profile's costs for whichever chunk layout asks: `self(chunks)` is the stage costs of `split`
+    over `pp` ranks with `chunks` per rank. Schedules of other layouts run side by side (a V schedule
+    against megatron's 1F1B) take their own: per-stage lists of one layout do not fit the other's."""
+
+    model: ModelCosts
+    split: LayerSplit
+    pp: int
+
+    def __call__(self, chunks: int) -> Costs:
+        return stage_costs(self.model, self.split, self.pp, chunks)
+
+
 def retimed(costs: Costs, model: ModelCosts, split: LayerSplit, pp: int, chunks: int) -> Costs:
     """`costs` (memory and p2p as measured) with F, B and W times from `model` on the stages of
     a schedule with `chunks` per rank: measured per-rank shares would keep the head on the

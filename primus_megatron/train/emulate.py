@@ -64,6 +64,12 @@ class Variant:
         return self.schedule.placement
 
 
+def for_layout(costs, chunks: int) -> S.Costs:
+    """`costs` for a schedule of `chunks` per rank: a profile's (`balance.LayoutCosts`, a callable:
+    its stage costs depend on how the layers split into chunks) is asked; plain Costs are as given."""
+    return costs(chunks) if callable(costs) else costs
+
+
 def simulated(sched: S.Schedule, costs: S.Costs, scale: float) -> dict:
     sim = S.simulate(sched, costs)
     return {"makespan": scale * sim.makespan, "bubble_rate": sim.bubble_sync, "bubble_rate_async": sim.bubble_async,
@@ -73,7 +79,8 @@ def simulated(sched: S.Schedule, costs: S.Costs, scale: float) -> dict:
 def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float, megatron: bool = False,
                  skipped: Optional[str] = None, torch: bool = False) -> Variant:
     """A variant running `sched` (or, `megatron`, megatron's own schedule of its shape) on chunks
-    whose op times are `costs` x `scale` seconds."""
+    whose op times are `costs` x `scale` seconds (a profile's: those of the schedule's own layout)."""
+    costs = for_layout(costs, sched.chunks_per_rank)
     from ..runtime.emulated import stage_times
 
     pp = sched.pp
@@ -189,7 +196,10 @@ def plan(name: str, pp: int, microbatches: int, costs: S.Costs, *, scale: float,
         name, _ = choose(pp, microbatches, costs, scale=scale, op_overhead_s=op_overhead_s,
                          memory_limit=memory_limit, post_validation=post_validation)
         label = label or f"{AUTO}={name}"
-    sched = S.generate(name, pp, microbatches, costs=planning_costs(name, pp, costs, op_overhead_s / scale, chunks),
+    from ..schedules.registry import resolve_chunks
+
+    own = for_layout(costs, resolve_chunks(S.info(name), chunks))
+    sched = S.generate(name, pp, microbatches, costs=planning_costs(name, pp, own, op_overhead_s / scale, chunks),
                        memory_limit=memory_limit, chunks=chunks, post_validation=post_validation)
 
     def variant(lbl: str, s: S.Schedule, megatron: bool, skipped: Optional[str] = None) -> Variant:
@@ -468,6 +478,7 @@ def measure_op_overhead(pp: int, costs: S.Costs, *, scale: float, elements: int,
                         p2p_timeout_s: Optional[float] = None) -> float:
     """The runtime's host work per op on this machine, seconds (`host_costs`): zb-h1 (F, B and W
     ops) with `pp` microbatches on these emulated chunks, one warm-up and one step."""
+    costs = for_layout(costs, 1)
     probe = make_variant("zb-h1", S.generate("zb-h1", pp, pp, costs=costs), costs, scale=scale)
     (result,), _ = run([probe], pp, pp, elements=elements, steps=1, p2p_mode=p2p_mode, p2p_timeout_s=p2p_timeout_s)
     return host_costs(result)[0] or 0.0
