@@ -315,8 +315,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # bad input: one line naming the option, status 2
+        print(f"gpu_bench: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
 def parse(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = _Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cpu-dry-run", action="store_true", help="gloo on CPU, toy shapes (every code path)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default all)")
     parser.add_argument("--blocks", default="dense,moe", help="comma-separated, of dense, moe (split part)")
