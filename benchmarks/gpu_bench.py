@@ -196,6 +196,14 @@ def _one_line(text: str) -> str:
     return " ... ".join(dict.fromkeys([lines[0]] + errors[-1:]))[:400].replace("|", "/") if lines else ""
 
 
+def _versus(vs: dict) -> str:
+    """A comparison (gpu_pipeline.compare) in words: bitwise, or by how much."""
+    losses = "bitwise" if vs["losses_bitwise"] else f"max diff {vs['loss_max_diff'] or 0:.3g}"
+    grads = "bitwise" if vs["grads_bitwise"] else (f"{vs['grads_differing']} of {vs['grads_compared']} differ "
+                                                  f"(norm rel {vs['grad_norm_max_rel_diff']:.2g})")
+    return f"losses {losses}, grads {grads}"
+
+
 def _ms(x) -> str:
     return "-" if x is None else f"{1e3 * x:.2f}"
 
@@ -247,9 +255,7 @@ def report_markdown(data: dict) -> str:
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for row in data["gap"]:
             vs = row.get("vs_megatron_1f1b")
-            vs_text = "reference" if vs is None else (
-                f"losses {'bitwise' if vs['losses_bitwise'] else 'max diff %.3g' % (vs['loss_max_diff'] or 0)}, "
-                f"grads {'bitwise' if vs['grads_bitwise'] else '%d of %d differ (norm rel %.2g)' % (vs['grads_differing'], vs['grads_compared'], vs['grad_norm_max_rel_diff'])}")
+            vs_text = "reference" if vs is None else _versus(vs)
             for rank, s in enumerate(row["ranks"]):
                 lines.append(f"| {row['seq']} | {row['variant']} | {rank} | {s['ops']:.0f} | {s['step_ms']:.1f} | "
                              f"{s['gpu_busy_ms']:.1f} | {s['gap_ms_total']:.1f} / {s['gap_ms_median']:.2f} / "
@@ -277,9 +283,7 @@ def report_markdown(data: dict) -> str:
                 if b_peak > 0 and b_plan > 0:
                     ratio_mem = f"{max(peaks) / b_peak:.2f} / {max(r['planned_peak']) / b_plan:.2f}"
             vs = r.get("vs_off")
-            vs_text = "reference" if vs is None else (
-                f"losses {'bitwise' if vs['losses_bitwise'] else 'DIFFER'}, grads "
-                f"{'bitwise' if vs['grads_bitwise'] else 'DIFFER (%d)' % vs['grads_differing']}")
+            vs_text = "reference" if vs is None else _versus(vs)
             bw = r.get("bandwidth_units")
             lines.append(f"| {r['schedule']} | {r['mode']} | {' / '.join(f'{x:.1f}' for x in steps)} | {ratio} | "
                          f"{' / '.join(f'{x:.2f}' for x in peaks)} | {ratio_mem} | "

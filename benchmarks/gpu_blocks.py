@@ -174,19 +174,12 @@ def make_batches(block: dict, count: int, device, *, seed: int = 0) -> list:
     return out
 
 
-def loss_func(loss_mask, output_tensor):
-    """megatron's 3-tuple loss contract (loss sum, tokens, reported), as pretrain_gpt's."""
-    import torch
-
-    losses = output_tensor.float().view(-1)
-    mask = loss_mask.view(-1).float()
-    loss = torch.sum(losses * mask)
-    num_tokens = mask.sum().to(torch.int)
-    return loss, num_tokens, {"lm loss": torch.cat([loss.detach().view(1), num_tokens.float().view(1)])}
-
-
 def forward_step(data_iterator, model):
+    """megatron's forward-step contract, pretrain_gpt's 3-tuple loss (runtime_throughput.loss_func);
+    no attention mask: the causal one is megatron's default (and SdpaAttention's)."""
     from functools import partial
+
+    from runtime_throughput import loss_func
 
     batch = next(data_iterator)
     output = model(batch["tokens"], batch["position_ids"], None, labels=batch["labels"])
