@@ -93,31 +93,33 @@ def split_process(case_file: str) -> int:
     return 0
 
 
+def _subprocess(args: list, log: str, timeout_s: float, *, ok=(0,)) -> Optional[str]:
+    """Run one part's process (the checkout and benchmarks/ on its path), output to `log`; None, or
+    why it ended otherwise (`ok`: the exit statuses that are not a failure of the part)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    with open(log, "w") as out:
+        try:
+            code = subprocess.run(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=timeout_s).returncode
+        except subprocess.TimeoutExpired:
+            return f"ran past its {timeout_s:.0f} s (log: {log})"
+    if code in ok:
+        return None
+    with open(log, errors="replace") as f:
+        lines = [ln.strip() for ln in f if ln.strip()]
+    errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+    return f"exit status {code}: {(errors[-1] if errors else lines[-1] if lines else 'no output')[:600]} (log: {log})"
+
+
 def _run_split(case: dict, where: str, timeout_s: float) -> tuple[list, Optional[str]]:
     os.makedirs(where, exist_ok=True)
     case_file, progress, log = (os.path.join(where, n) for n in ("case.json", "progress.jsonl", "log.txt"))
     with open(case_file, "w") as f:
         json.dump({**case, "progress": progress}, f)
     open(progress, "w").close()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    why = None
-    with open(log, "w") as out:
-        try:
-            code = subprocess.run([sys.executable, os.path.abspath(__file__), "--split-process", case_file], cwd=ROOT,
-                                  env=env, stdout=out, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
-            if code != 0:
-                why = f"exit status {code}: {_last_error(log)} (log: {log})"
-        except subprocess.TimeoutExpired:
-            why = f"ran past its {timeout_s:.0f} s (log: {log})"
+    why = _subprocess([sys.executable, os.path.abspath(__file__), "--split-process", case_file], log, timeout_s)
     with open(progress) as f:
         return [json.loads(line) for line in f if line.strip()], why
-
-
-def _last_error(log: str) -> str:
-    with open(log, errors="replace") as f:
-        lines = [ln.strip() for ln in f if ln.strip()]
-    errors = [ln for ln in lines if "Error" in ln or "error" in ln]
-    return (errors[-1] if errors else lines[-1] if lines else "no output")[:600]
 
 
 # -- the pipelined parts -------------------------------------------------------------------------
@@ -150,20 +152,14 @@ def _run_check(opts: dict, where: str, timeout_s: float) -> tuple[dict, Optional
         args += ["--knobs", "unset", "--megatron-lm", "--megatron-lm-schedules", opts["megatron_lm_schedules"]]
     else:  # the dry run: the check's own CPU path (its Megatron-LM part is the suite's test_gpu_check)
         args += ["--cpu-dry-run", "--no-megatron-lm"]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     os.makedirs(where, exist_ok=True)
-    log = os.path.join(where, "console.txt")
-    why = None
-    with open(log, "w") as out:
-        try:
-            code = subprocess.run(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=timeout_s + 30).returncode
-            if code not in (0, 1):  # 1: a configuration failed (in its report)
-                why = f"exit status {code}: {_last_error(log)}"
-        except subprocess.TimeoutExpired:
-            why = f"ran past its {timeout_s + 30:.0f} s (log: {log})"
+    # status 1: a configuration failed, which its report says
+    why = _subprocess(args, os.path.join(where, "console.txt"), timeout_s + 30, ok=(0, 1))
     report = os.path.join(where, "report.json")
-    data = json.load(open(report)) if os.path.isfile(report) else {}
+    data = {}
+    if os.path.isfile(report):
+        with open(report) as f:
+            data = json.load(f)
     data["command"] = " ".join("python" if a == sys.executable else os.path.relpath(a, ROOT) if a.startswith(ROOT)
                                else a for a in args)
     return data, why
@@ -212,84 +208,109 @@ def _mib(x) -> str:
     return "-" if x is None else f"{x / 2**20:.1f}"
 
 
+def _split_rows(data: dict) -> list:
+    rows = []
+    for r in data["split"]:
+        kept = "-" if r["kept_for_w"] is None else f"{r['kept_for_w']:.2f}"
+        rows.append([r["block"], r["attention"], r["kind"], *(_ms(r[f"t_{k}"]) for k in ("f", "b", "w", "bw")),
+                     f"{r['split_over_fused']:.3f}", f"{r['w_share']:.2f}",
+                     "/".join(_ms(r[f"host_{k}"]) for k in ("f", "b", "w", "bw")),
+                     *(_mib(r.get(f"mem_{k}")) for k in ("after_f", "after_b", "after_w", "closures")), kept])
+    return rows
+
+
+def _profile_rows(data: dict) -> list:
+    def fbw(d: dict) -> str:
+        return "/".join(f"{1e3 * d[k]:.2f}" for k in "fbw")
+
+    rows = []
+    for name, p in data["profiles"].items():
+        c = p["costs"]
+        rows.append([p["meta"]["model"], f"{name}.profile.json", fbw(c["layer"]), fbw(c["embedding"]), fbw(c["head"]),
+                     f"{1e3 * c['comm']:.3f} ({p['meta']['link_gbps_assumed']:g} GB/s)", f"{c['fused']:.3f}",
+                     f"{c['wgrad_memory']:.3f}", f"{c['head_memory']:.2f}", f"`{data['pipeline_costs'][name]}`"])
+    return rows
+
+
+def _gap_rows(data: dict) -> list:
+    rows = []
+    for row in data["gap"]:
+        vs = row.get("vs_megatron_1f1b")
+        vs_text = "reference" if vs is None else _versus(vs)
+        for rank, s in enumerate(row["ranks"]):
+            rows.append([row["seq"], row["variant"], rank, f"{s['ops']:.0f}", f"{s['step_ms']:.1f}",
+                         f"{s['gpu_busy_ms']:.1f}",
+                         f"{s['gap_ms_total']:.1f} / {s['gap_ms_median']:.2f} / {s['gap_ms_max']:.1f}",
+                         f"{s['host_in_op_ms']:.2f}", f"{s['host_between_ms_per_op']:.2f}", f"{s['drain_ms']:.1f}",
+                         f"{s['peak_gib']:.2f}", vs_text if rank == 0 else ""])
+    return rows
+
+
+def _offload_rows(rows: list) -> list:
+    def per_rank(values, fmt: str) -> str:
+        return " / ".join(format(x, fmt) for x in values)
+
+    out = []
+    off = {r["schedule"]: r for r in rows if r["mode"] == "off"}
+    for r in rows:
+        base = off.get(r["schedule"])
+        steps = [s["step_ms"] for s in r["ranks"]]
+        peaks = [s["peak_gib"] for s in r["ranks"]]
+        ratio = ratio_mem = "-"
+        if base is not None:
+            ratio = f"{max(steps) / max(s['step_ms'] for s in base['ranks']):.3f}"
+            b_peak, b_plan = max(s["peak_gib"] for s in base["ranks"]), max(base["planned_peak"])
+            if b_peak > 0 and b_plan > 0:
+                ratio_mem = f"{max(peaks) / b_peak:.2f} / {max(r['planned_peak']) / b_plan:.2f}"
+        vs = r.get("vs_off")
+        bw = r.get("bandwidth_units")
+        out.append([r["schedule"], r["mode"], per_rank(steps, ".1f"), ratio, per_rank(peaks, ".2f"), ratio_mem,
+                    per_rank(r["planned_peak"], ".2f"),
+                    f"{sum(s['moved'] for s in r['ranks'])} / {sum(s['moved_w'] for s in r['ranks'])}",
+                    "-" if bw is None else f"{bw:.3g}", "reference" if vs is None else _versus(vs)])
+    return out
+
+
+SPLIT_HEADERS = ["block", "attention", "chunk", "T_F ms", "T_B ms", "T_W ms", "T_BW ms", "(T_B+T_W)/T_BW", "W share",
+                 "host F/B/W/BW ms", "held after F MiB", "after B MiB", "after W MiB", "closures hold MiB",
+                 "kept for W (planner 1.0)"]
+PROFILE_HEADERS = ["block", "file", "layer F/B/W ms", "embedding F/B/W ms", "head F/B/W ms", "comm ms (assumed link)",
+                   "fused", "wgrad_memory", "head_memory (layers)", "--pipeline-costs (one chunk, ms)"]
+GAP_HEADERS = ["seq", "variant", "rank", "ops", "step ms", "GPU busy ms", "GPU gaps ms (sum / median / max)",
+               "host in op ms", "host between ops ms/op", "drain ms", "peak GiB", "vs megatron 1F1B"]
+OFFLOAD_HEADERS = ["schedule", "mode", "step ms (rank 0 / 1)", "step vs off", "peak GiB (rank 0 / 1)",
+                   "peak vs off, measured / planned", "planned peak (units)", "moved F / W", "bandwidth (units)",
+                   "vs off"]
+
+
 def report_markdown(data: dict) -> str:
+    from _common import table
+
     env = data["environment"]
     gpus = ", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in env.get("gpus", [])) or "none (CPU dry run)"
     lines = [f"# GPU benchmark ({data['when']}{', CPU dry run' if data['dry_run'] else ''})", "",
              f"Device: {gpus}; torch {env['torch']} (CUDA {env['cuda']}, HIP {env['hip']}), NCCL/RCCL "
              f"{env.get('nccl')}, megatron-core {env['megatron_core']}, TransformerEngine "
-             f"{env['transformer_engine']}, apex {env['apex']}, Python {env['python']}.", ""]
-    lines += ["| part | status | wall s |", "|---|---|---|"]
-    for part, st in data["parts"].items():
-        lines.append(f"| {part} | {st['status']}{': ' + _one_line(st['why']) if st.get('why') else ''} "
-                     f"| {st.get('wall_s', '-')} |")
+             f"{env['transformer_engine']}, apex {env['apex']}, Python {env['python']}.", "",
+             table(["part", "status", "wall s"],
+                   [[part, st["status"] + (": " + _one_line(st["why"]) if st.get("why") else ""), st.get("wall_s", "-")]
+                    for part, st in data["parts"].items()])]
     if data.get("split"):
         lines += ["", "## Split backward against megatron's fused backward (one chunk = 2 layers, medians)", "",
-                  "| block | attention | chunk | T_F ms | T_B ms | T_W ms | T_BW ms | (T_B+T_W)/T_BW | W share | "
-                  "host F/B/W/BW ms | held after F MiB | after B MiB | after W MiB | closures hold MiB | "
-                  "kept for W (planner 1.0) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for r in data["split"]:
-            kept = "-" if r["kept_for_w"] is None else f"{r['kept_for_w']:.2f}"
-            lines.append(f"| {r['block']} | {r['attention']} | {r['kind']} | {_ms(r['t_f'])} | {_ms(r['t_b'])} | "
-                         f"{_ms(r['t_w'])} | {_ms(r['t_bw'])} | {r['split_over_fused']:.3f} | {r['w_share']:.2f} | "
-                         f"{_ms(r['host_f'])}/{_ms(r['host_b'])}/{_ms(r['host_w'])}/{_ms(r['host_bw'])} | "
-                         f"{_mib(r['mem_after_f'])} | {_mib(r['mem_after_b'])} | {_mib(r['mem_after_w'])} | "
-                         f"{_mib(r.get('mem_closures'))} | {kept} |")
+                  table(SPLIT_HEADERS, _split_rows(data))]
     if data.get("profiles"):
         lines += ["", "## Profiles (`primus-pipeline emulate --profile`, `balance --profile`)", "",
-                  "| block | file | layer F/B/W ms | embedding F/B/W ms | head F/B/W ms | comm ms (assumed link) | "
-                  "fused | wgrad_memory | head_memory (layers) | --pipeline-costs (one chunk, ms) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for name, p in data["profiles"].items():
-            c = p["costs"]
-            fbw = lambda d: "/".join(f"{1e3 * d[k]:.2f}" for k in "fbw")  # noqa: E731
-            lines.append(f"| {p['meta']['model']} | {name}.profile.json | {fbw(c['layer'])} | {fbw(c['embedding'])} | "
-                         f"{fbw(c['head'])} | {1e3 * c['comm']:.3f} ({p['meta']['link_gbps_assumed']:g} GB/s) | "
-                         f"{c['fused']:.3f} | {c['wgrad_memory']:.3f} | {c['head_memory']:.2f} | "
-                         f"`{data['pipeline_costs'][name]}` |")
+                  table(PROFILE_HEADERS, _profile_rows(data))]
     if data.get("gap"):
         lines += ["", "## Host and GPU gaps per op, pp=2 (medians over the timed steps)", "",
-                  "| seq | variant | rank | ops | step ms | GPU busy ms | GPU gaps ms (sum / median / max) | "
-                  "host in op ms | host between ops ms/op | drain ms | peak GiB | vs megatron 1F1B |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-        for row in data["gap"]:
-            vs = row.get("vs_megatron_1f1b")
-            vs_text = "reference" if vs is None else _versus(vs)
-            for rank, s in enumerate(row["ranks"]):
-                lines.append(f"| {row['seq']} | {row['variant']} | {rank} | {s['ops']:.0f} | {s['step_ms']:.1f} | "
-                             f"{s['gpu_busy_ms']:.1f} | {s['gap_ms_total']:.1f} / {s['gap_ms_median']:.2f} / "
-                             f"{s['gap_ms_max']:.1f} | {s['host_in_op_ms']:.2f} | {s['host_between_ms_per_op']:.2f} | "
-                             f"{s['drain_ms']:.1f} | {s['peak_gib']:.2f} | {vs_text if rank == 0 else ''} |")
+                  table(GAP_HEADERS, _gap_rows(data))]
     if data.get("offload"):
         copy = [r for r in data["offload"] if r["part"] == "offload-copy"]
-        rows = [r for r in data["offload"] if r["part"] == "offload"]
         lines += ["", "## Activation offload on the device, pp=2", ""]
         if copy:
             lines += [f"Pinned copy lane (the slower of device-to-host and host-to-device, "
                       f"{copy[0]['bytes'] / 2**20:.0f} MiB): {copy[0]['gbps']:.1f} GB/s.", ""]
-        lines += ["| schedule | mode | step ms (rank 0 / 1) | step vs off | peak GiB (rank 0 / 1) | peak vs off, "
-                  "measured / planned | planned peak (units) | moved F / W | bandwidth (units) | vs off |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        off = {r["schedule"]: r for r in rows if r["mode"] == "off"}
-        for r in rows:
-            base = off.get(r["schedule"])
-            steps = [s["step_ms"] for s in r["ranks"]]
-            peaks = [s["peak_gib"] for s in r["ranks"]]
-            ratio = ratio_mem = "-"
-            if base is not None:
-                ratio = f"{max(steps) / max(s['step_ms'] for s in base['ranks']):.3f}"
-                b_peak, b_plan = max(s["peak_gib"] for s in base["ranks"]), max(base["planned_peak"])
-                if b_peak > 0 and b_plan > 0:
-                    ratio_mem = f"{max(peaks) / b_peak:.2f} / {max(r['planned_peak']) / b_plan:.2f}"
-            vs = r.get("vs_off")
-            vs_text = "reference" if vs is None else _versus(vs)
-            bw = r.get("bandwidth_units")
-            lines.append(f"| {r['schedule']} | {r['mode']} | {' / '.join(f'{x:.1f}' for x in steps)} | {ratio} | "
-                         f"{' / '.join(f'{x:.2f}' for x in peaks)} | {ratio_mem} | "
-                         f"{' / '.join(f'{x:.2f}' for x in r['planned_peak'])} | "
-                         f"{sum(s['moved'] for s in r['ranks'])} / {sum(s['moved_w'] for s in r['ranks'])} | "
-                         f"{'-' if bw is None else f'{bw:.3g}'} | {vs_text} |")
+        lines.append(table(OFFLOAD_HEADERS, _offload_rows([r for r in data["offload"] if r["part"] == "offload"])))
     check = data.get("check") or {}
     if check.get("matrix") or check.get("megatron_lm"):
         import gpu_check
