@@ -11,6 +11,7 @@ import torch
 import expected_skips
 
 from primus_megatron.runtime.offload import ActivationOffload, OffloadError
+from primus_megatron.runtime.offload_copies import aligned
 from primus_megatron.runtime.wgrad_store import get_store
 from primus_megatron.schedules import Op
 
@@ -67,7 +68,7 @@ def test_the_device_copy_is_freed_and_the_host_pool_holds_one_copy_per_storage()
     offload.offloaded((0, 0))
     gc.collect()
     assert alive() is None  # the device copy went
-    assert offload.host_bytes == 64 * 4
+    assert offload.host_bytes == aligned(64 * 4)  # one segment: what sin and cos read of it
     offload.ready((0, 0))
     y.sum().backward()
     plain = x.detach().clone().requires_grad_()
@@ -134,8 +135,9 @@ def test_cuda_offload_is_bitwise_and_frees_the_device_copy():
 
 # -- the copy lanes' bandwidth, measured at start-up ----------------------------------------------
 
-def _step_result(f_seconds: list, offloaded: int, nbytes: int):
-    """What the executor hands back after a step: F records on the host clock, what was offloaded."""
+def _step_result(f_seconds: list, offloaded: int, nbytes: int, copies: tuple = ()):
+    """What the executor hands back after a step: F records on the host clock, what was offloaded, its
+    copies' (direction, bytes, seconds)."""
     from types import SimpleNamespace
 
     from primus_megatron.runtime.executor import OpRecord
@@ -145,32 +147,35 @@ def _step_result(f_seconds: list, offloaded: int, nbytes: int):
         timeline.append(OpRecord(0, Op("F", i), 0, t, t + seconds))
         timeline.append(OpRecord(0, Op("B", i), 0, t + seconds, t + 3 * seconds))  # B times are not F's
         t += 4 * seconds
-    return SimpleNamespace(timeline=timeline, offloaded=offloaded, offloaded_bytes=nbytes)
+    return SimpleNamespace(timeline=timeline, offloaded=offloaded, offloaded_bytes=nbytes, copy_seconds=list(copies))
 
 
 @pytest.mark.parametrize("name, chunks", [("zb-h1", 1), ("zbv", 2)])
-def test_measured_bandwidth_is_in_activation_shares_per_time_unit(monkeypatch, name, chunks):
+def test_measured_bandwidth_is_in_activation_shares_per_time_unit(name, chunks):
     """Under unit costs the time unit is this rank's F of one microbatch and the memory unit its
-    activations: 4 ms of F per chunk and a lane that copies the rank's activations of a microbatch
-    (every chunk's: 2 x 1000 bytes under V) in 1 ms carry 4 shares per unit of F time."""
+    activations: 4 ms of F per chunk and lanes whose copies carried the rank's activations of a
+    microbatch (every chunk's: 2 x 1000 bytes under V) per 1 ms carry 4 shares per unit of F time. The
+    rate is the step's own copies' (issue 46: no separate probe), the slower direction's."""
     from primus_megatron.runtime import offload as rt
     from primus_megatron.schedules import Costs, generate
 
-    copied = []
-
-    def copy_seconds(nbytes, device, repeats=5):
-        copied.append(nbytes)
-        return 1e-3
-
-    monkeypatch.setattr(rt, "copy_seconds", copy_seconds)
     schedule = generate(name, 2, 4)
-    step = _step_result([4e-3, 4e-3, 5e-3, 4e-3], offloaded=4, nbytes=4 * 1000)
+    per_copy = 1e-3 / chunks  # 1000 bytes in 1/chunks ms: 1000 x chunks bytes per ms
+    copies = [("D2H", 1000, per_copy)] * 4 + [("H2D", 1000, per_copy / 2)] * 4  # H2D twice as fast
+    step = _step_result([4e-3, 4e-3, 5e-3, 4e-3], offloaded=4, nbytes=4 * 1000, copies=copies)
     assert rt.measured_bandwidth(step, schedule, None, 0, CPU) == pytest.approx(4.0 * chunks)
-    assert copied == [1000 * chunks]  # one microbatch's activations of this rank
     # costs whose rank F takes 2 time units (a unit is half the F time) and adds 0.5 memory units (a
     # rank's activations of a microbatch are half a share): 4 x chunks x 1/2 x 1/2 shares per unit
     costs = Costs(f=2.0, mem_f=0.5, mem_b=-0.25, mem_w=-0.25)
     assert rt.measured_bandwidth(step, schedule, costs, 0, CPU) == pytest.approx(4.0 * chunks / 2.0 * 0.5)
+
+
+def test_lane_rate_is_the_slower_direction_over_all_its_copies():
+    from primus_megatron.runtime.offload import lane_rate
+
+    assert lane_rate([("D2H", 100, 1.0), ("D2H", 300, 1.0), ("H2D", 400, 1.0)]) == 200.0
+    assert lane_rate([("H2D", 400, 2.0)]) == 200.0
+    assert lane_rate([]) == float("inf")
 
 
 def test_a_rank_that_moved_nothing_does_not_bound_the_lanes():
@@ -182,7 +187,7 @@ def test_a_rank_that_moved_nothing_does_not_bound_the_lanes():
 
 
 def test_copy_seconds_times_a_host_copy():
-    from primus_megatron.runtime.offload import copy_seconds
+    from primus_megatron.runtime.offload_copies import copy_seconds
 
     seconds = copy_seconds(1 << 20, CPU, repeats=3)
     assert 0 < seconds < 10
@@ -191,7 +196,7 @@ def test_copy_seconds_times_a_host_copy():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason=expected_skips.reason(
     "no-cuda", "needs a CUDA device (pinned buffers, copy streams, events)"))
 def test_cuda_copy_seconds_times_both_lanes_with_events():
-    from primus_megatron.runtime.offload import copy_seconds
+    from primus_megatron.runtime.offload_copies import copy_seconds
 
     device = torch.device("cuda", torch.cuda.current_device())
     small, large = copy_seconds(1 << 16, device), copy_seconds(1 << 28, device)
@@ -313,7 +318,7 @@ def test_w_share_goes_to_host_after_the_b_and_its_w_is_bitwise_the_plain_one():
         gc.collect()
         assert alive() is None  # what B kept left the device
         assert args[2] is weight  # a parameter stays where it is
-        assert offload.moved_w == 1 and offload.host_bytes == 6 * 12 * 4  # one copy of the shared storage
+        assert offload.moved_w == 1 and offload.host_bytes == aligned(6 * 12 * 4)  # one copy of the shared storage
         assert offload.entries[(2, 1, "W")].state == "out"
         offload.before(Op("F", 5))  # the planned op issues the reload
         assert offload.entries[(2, 1, "W")].state == "back"
@@ -333,7 +338,7 @@ def test_a_failed_step_releases_w_shares_and_an_unused_one_is_reported():
             offload = ActivationOffload({(0, 0, "W")}, {}, CPU)
             _deferred_w((0, 0), torch.randn(4, 2), torch.randn(4, 5), torch.nn.Parameter(torch.ones(1)), [])
             offload.after(Op("B", 0))
-            assert offload.host_bytes == (8 + 20) * 4
+            assert offload.host_bytes == aligned(8 * 4) + aligned(20 * 4)  # one buffer, a segment per storage
             with pytest.raises(OffloadError, match="never used by a B \\(or W\\)"):
                 offload.assert_empty()
             raise RuntimeError("the step failed")

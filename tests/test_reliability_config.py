@@ -208,6 +208,11 @@ CASES = {
         megatron=dict(pipeline_schedule="1f1b", pipeline_offload="all", cpu_offloading=True),
         megatron_needles=["--cpu-offloading cannot be used with --pipeline-offload all",
                           "saved-tensor hooks of its own"]),
+    "offload with fp8 (issue 46: quantized tensors stay on the device)": dict(
+        argv=None, cli=None,
+        megatron=dict(pipeline_schedule="1f1b", pipeline_offload="all", fp8="hybrid"),
+        megatron_needles=["--fp8-format hybrid cannot be used with --pipeline-offload all",
+                          "tensor subclasses", "without --pipeline-offload"]),
     # megatron settings the engine does not honour (Megatron-LM options only; runtime/unsupported.py)
     **{f"megatron setting {field}": dict(
         argv=None, cli=None, megatron=dict(pipeline_schedule=schedule, **values),

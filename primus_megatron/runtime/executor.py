@@ -128,6 +128,13 @@ class StepResult:
     copies: list = field(default_factory=list)  # emulated lanes: (lane, key, start, end) of each copy
     offloaded_w: int = 0  # B ops whose W share (what they kept for W) went to host and back
     offloaded_w_bytes: int = 0  # what those W shares held, in all
+    offload_copies: Any = None  # the step's offload_copies object: `.seconds()` times its copies (bandwidth)
+    peak_offload_device_bytes: int = 0  # the most offload kept on the device at once (moved, not yet freed; reloads)
+
+    @property
+    def copy_seconds(self) -> list:
+        """(direction, bytes, seconds) of each copy the step's offload made (waits for them on a GPU)."""
+        return self.offload_copies.seconds() if self.offload_copies is not None else []
 
 
 class _Replay:
@@ -374,7 +381,9 @@ class _Step:
                           self.offload.moved_bytes if self.offload else 0,
                           list(self.offload.lanes.copies) if self.offload and self.offload.lanes else [],
                           self.offload.moved_w if self.offload else 0,
-                          self.offload.moved_w_bytes if self.offload else 0)
+                          self.offload.moved_w_bytes if self.offload else 0,
+                          self.offload.copies if self.offload else None,
+                          self.offload.peak_device_bytes if self.offload else 0)
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,

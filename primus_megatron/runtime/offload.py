@@ -27,10 +27,15 @@ argument's place and copies the storages to host like an F's; `before(op)` reloa
 the plan names and, as the W starts, waits for the reload and puts each argument back, rebuilt
 on the reloaded storage with its own dtype, size, stride and offset.
 
-On GPU: pinned host buffers (torch's caching host allocator), one device-to-host and one
-host-to-device stream, CUDA events between them and the compute stream; the host never
-waits (`poll` frees device storages whose copy-out event has fired). On CPU the same path
-runs with a host pool: the original storage is freed, a copy is held until the reload.
+Each moved storage's device copy goes back to the allocator as its copy out is issued, marked as in
+use by the copy stream (`record_stream`): the allocator reuses it once the copy has run, checking at
+each allocation and, before an out-of-memory, waiting for it. Nothing polls events, the host never
+waits, and however far the host runs ahead of the device the memory comes back when the copy ends,
+as the plan assumes. A storage that stays alive anyway (the F's input, which the executor keeps until
+B; a module's cache) is left where it is: moving it would add a second copy and save nothing. Only
+the bytes the saved tensors span are copied, into one buffer per offloaded F (W share) on the host
+and one on the device at reload. The copies themselves (host pool on CPU; pinned buffers, the
+device's two copy streams and events on a GPU) are `offload_copies`'.
 
 On emulated devices (`runtime.emulated`; the runner's `emulated_copy_seconds`) the copies also
 take the time the plan's bandwidth says, on one lane per direction as the planner models them: a copy out starts
@@ -39,10 +44,10 @@ lane is free and its copy out has ended; the B (the W, for a W share) waits (sle
 back ends. The step's result lists the copies (`StepResult.copies`), timed on `time.monotonic`.
 
 The copy lanes' bandwidth, when not given, is measured at start-up (`measured_bandwidth`): the
-first step runs with its copies planned as free; then each rank times a device-to-host and a
-host-to-device copy of one microbatch's activations as that step moved them (pinned buffers on
-their own streams, timed by events, on GPU; host copies on CPU), converts it into the cost
-model's units with that step's F times, and the ranks agree on the slowest.
+first step runs with its copies planned as free; each rank then reads the time its own copies of
+that step took (events on the copy streams on a GPU: many copies, both directions at once, beside
+compute and NCCL, as every later step makes them; no extra memory), converts the slower direction's
+rate into the cost model's units with that step's F times, and the ranks agree on the slowest.
 """
 from __future__ import annotations
 
@@ -56,31 +61,37 @@ from typing import Iterator, Optional
 import torch
 
 from ..schedules.ir import B, F, W
-from .resident import HOST_SCOPE
+from .offload_copies import aligned
 from .wgrad_store import get_store
 
 Key = tuple  # (microbatch, chunk): an F's saved activations; (microbatch, chunk, "W"): what its B keeps for W
+ROUND = 16  # bytes: a segment starts at a multiple of this in its storage, a multiple of every dtype's size
 
 
 class OffloadError(RuntimeError):
     """The offload state of a step is not what the plan says (a bug, named with the op)."""
 
 
+def _use_count(storage: torch.UntypedStorage) -> int:
+    """References to the storage's memory (tensors, storages); 1 when ours is the only one."""
+    counter = getattr(torch._C, "_storage_Use_Count", None)
+    return 1 if counter is None else counter(storage._cdata)
+
+
 @dataclass
 class _Entry:
-    """The saved storages of one offloaded F."""
+    """The saved storages of one offloaded F (W share)."""
 
-    storages: list = field(default_factory=list)  # device UntypedStorage, until copied out
+    storages: list = field(default_factory=list)  # device UntypedStorage; a moved one until its copy out
     index: dict = field(default_factory=dict)  # (data_ptr, nbytes) -> position
-    host: list = field(default_factory=list)  # uint8 host tensors, after the copy out
-    back: list = field(default_factory=list)  # uint8 device tensors, after the reload
-    out_event: object = None
-    back_event: object = None
+    spans: list = field(default_factory=list)  # per position: [first byte, end byte) the saved tensors read
+    at: list = field(default_factory=list)  # per position: its segment's byte offset in the buffers, None: kept
+    host: object = None  # uint8 host buffer, after the copy out
+    back: object = None  # uint8 device buffer, after the reload
+    out_token: object = None  # "the copy out has ended" (an event on a GPU)
+    back_token: object = None
     state: str = "held"  # held -> out -> back
-
-    @property
-    def nbytes(self) -> int:
-        return sum(k[1] for k in self.index)
+    nbytes: int = 0  # bytes moved (the buffers' size)
 
 
 class _Packed(tuple):
@@ -93,29 +104,41 @@ def _as_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
 
-class ActivationOffload:
-    """One rank's offloads for one step (module doc). `plan`: {Op: [keys reloaded as it starts]}
-    and the set of offloaded keys, both from `schedules.offload.OffloadPlan`."""
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """[first byte, end byte) of `t` in its storage."""
+    size = t.element_size()
+    first = t.storage_offset() * size
+    if t.numel() == 0:
+        return first, first
+    return first, first + (1 + sum((n - 1) * s for n, s in zip(t.size(), t.stride()))) * size
 
-    def __init__(self, keys, reloads_before: dict, device: torch.device, params=(), lane_seconds=None) -> None:
+
+class ActivationOffload:
+    """One rank's offloads for one step (module doc). `reloads_before`: {Op: [keys reloaded as it
+    starts]} and the set of offloaded keys, both from `schedules.offload.OffloadPlan`. `copies`: an
+    `offload_copies` object (the device's own by default; a test's double)."""
+
+    def __init__(self, keys, reloads_before: dict, device: torch.device, params=(), lane_seconds=None,
+                 copies=None) -> None:
+        from .offload_copies import copies_for
+
         self.keys = frozenset(keys)
         # emulated devices: {key: seconds one copy takes on a lane}; None: the copies' own time
         self.lanes = None if lane_seconds is None else _EmulatedLanes(lane_seconds)
         self.reloads_before = dict(reloads_before)
         self.device = device
-        self.cuda = device.type == "cuda"
+        self.copies = copies if copies is not None else copies_for(device)
         self._params = {p.untyped_storage().data_ptr() for p in params}
         self.entries: dict[Key, _Entry] = {}
-        self._freeing: list = []  # (event, storages) whose copy out may still run (GPU)
-        if self.cuda:
-            self.d2h = torch.cuda.Stream(device)
-            self.h2d = torch.cuda.Stream(device)
-        self.host_bytes = 0  # held in the host pool now
+        self.host_bytes = 0  # held in host memory now, as allocated (pinned blocks are rounded up)
         self.peak_host_bytes = 0
+        self.device_bytes = 0  # what offload itself keeps on the device now: reload buffers
+        self.peak_device_bytes = 0
         self.moved = 0  # F ops offloaded this step
         self.moved_bytes = 0  # what they saved, in all
         self.moved_w = 0  # W shares offloaded this step (what B ops kept for W)
         self.moved_w_bytes = 0
+        self.kept_bytes = 0  # saved storages left on the device because something else keeps them alive
 
     # -- hooks -----------------------------------------------------------------------------
     def _keeps(self, t: torch.Tensor) -> bool:
@@ -148,31 +171,40 @@ class ActivationOffload:
 
     @staticmethod
     def _pack(entry: _Entry, key: Key, t: torch.Tensor) -> _Packed:
-        """Record `t`'s storage in `entry` (once per storage) and return where `t` lies in it."""
+        """Record `t`'s storage in `entry` (once per storage), widen the span its saved tensors read, and
+        return where `t` lies in it."""
         storage = t.untyped_storage()
         skey = (storage.data_ptr(), storage.nbytes())
         position = entry.index.get(skey)
+        first, end = _extent(t)
         if position is None:
             position = entry.index[skey] = len(entry.storages)
             entry.storages.append(storage)
+            entry.spans.append([first, end])
+        else:
+            span = entry.spans[position]
+            span[0], span[1] = min(span[0], first), max(span[1], end)
         return _Packed((key, position, t.dtype, t.size(), t.stride(), t.storage_offset()))
 
     def _unpack(self, packed: _Packed) -> torch.Tensor:
         owner, position, dtype, size, stride, offset = packed
-        storage = self._storage(owner, position)
-        return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset, size, stride)
+        storage, shift = self._storage(owner, position)
+        return torch.empty(0, dtype=dtype, device=storage.device).set_(storage, offset + shift // dtype.itemsize,
+                                                                       size, stride)
 
-    def _storage(self, key: Key, position: int) -> torch.UntypedStorage:
+    def _storage(self, key: Key, position: int) -> tuple[torch.UntypedStorage, int]:
+        """(storage, byte shift of the saved tensors' offsets) a saved tensor of `key` lies in now."""
         entry = self.entries.get(key)
         if entry is None:
             raise OffloadError(f"backward read an activation of microbatch {key[0]} chunk {key[1]} after its B "
                                f"released it")
-        if entry.state == "held":
-            return entry.storages[position]
+        at = entry.at[position] if entry.at else None
+        if at is None:  # not copied out yet, or kept on the device
+            return entry.storages[position], 0
         if entry.state == "out":  # used before its planned reload (e.g. a graph walk): bring it back now
             self.reload(key)
-            self.ready(key)
-        return entry.back[position].untyped_storage()
+        self.ready(key)  # whatever reads it waits for the reload (idempotent)
+        return entry.back.untyped_storage(), at - entry.spans[position][0]
 
     # -- moves -----------------------------------------------------------------------------
     def after(self, op) -> None:
@@ -184,7 +216,7 @@ class ActivationOffload:
             self.offload_w_share((op.mb, op.chunk))
 
     def offloaded(self, key: Key) -> None:
-        """After the F of `key`: copy its storages to host; the device copies go once that is done."""
+        """After the F of `key`: copy its storages to host; their device copies go back to the allocator."""
         entry = self.entries.get(key)
         if entry is None:
             return
@@ -201,34 +233,41 @@ class ActivationOffload:
             raise OffloadError(f"microbatch {key[0]} chunk {key[1]} ran its B twice in one step")
         entry = self.entries[wkey] = _Entry()
         for args in get_store().arguments(key):
-            for i, t in enumerate(args):
-                if torch.is_tensor(t) and not self._keeps(t):
-                    args[i] = self._pack(entry, wkey, t)
+            for i in range(len(args)):
+                if torch.is_tensor(args[i]) and not self._keeps(args[i]):
+                    args[i] = self._pack(entry, wkey, args[i])
         self._copy_out(wkey, entry)
         self.moved_w += 1
         self.moved_w_bytes += entry.nbytes
 
     def _copy_out(self, key: Key, entry: _Entry) -> None:
-        sources = [_as_bytes(s) for s in entry.storages]
-        if self.cuda:
-            self.d2h.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(self.d2h):
-                entry.host = [torch.empty(src.numel(), dtype=torch.uint8, pin_memory=True) for src in sources]
-                for dst, src in zip(entry.host, sources):
-                    dst.copy_(src, non_blocking=True)
-                entry.out_event = torch.cuda.Event()
-                entry.out_event.record(self.d2h)
-            self._freeing.append((entry.out_event, entry.storages))
-        else:
-            with torch.profiler.record_function(HOST_SCOPE):  # host memory: `resident` tells it from the device's
-                entry.host = [src.clone() for src in sources]
-        entry.storages = []
+        """Copy the span of each storage nothing else keeps alive into one host buffer and hand its device
+        copy back to the allocator (module doc); the rest stay."""
+        sources, offsets, total = [], [], 0
+        for position, span in enumerate(entry.spans):  # no loop variable may hold a storage past the loop
+            if _use_count(entry.storages[position]) > 1:  # alive anyway (the F's input, a module's cache)
+                entry.at.append(None)
+                self.kept_bytes += entry.storages[position].nbytes()
+                continue
+            span[0] -= span[0] % ROUND
+            entry.at.append(total)
+            sources.append(_as_bytes(entry.storages[position])[span[0]:span[1]])
+            offsets.append(total)
+            entry.storages[position] = None
+            total += aligned(span[1] - span[0])
+        entry.nbytes = total
+        if total:
+            entry.host, entry.out_token = self.copies.out(sources, offsets, total)
+        del sources  # the last references to the moved storages: the allocator has them back
         entry.state = "out"
         if self.lanes:
             self.lanes.out(key)
-        self.host_bytes += entry.nbytes
+        self.host_bytes += self.copies.host_bytes(total) if total else 0
         self.peak_host_bytes = max(self.peak_host_bytes, self.host_bytes)
-        self.poll()
+
+    def _device(self, delta: int) -> None:
+        self.device_bytes += delta
+        self.peak_device_bytes = max(self.peak_device_bytes, self.device_bytes)
 
     def before(self, op) -> None:
         """As `op` starts: issue the reloads the plan puts here; a W then waits for what its B kept and
@@ -252,20 +291,9 @@ class ActivationOffload:
 
     def reload(self, key: Key) -> None:
         entry = self.entries[key]
-        if self.cuda:
-            compute = torch.cuda.current_stream(self.device)
-            # allocated in the compute stream's order, so the H2D stream writes it only after the compute
-            # stream is done with whatever that memory held before
-            entry.back = [torch.empty(h.numel(), dtype=torch.uint8, device=self.device) for h in entry.host]
-            self.h2d.wait_stream(compute)
-            self.h2d.wait_event(entry.out_event)
-            with torch.cuda.stream(self.h2d):
-                for dst, src in zip(entry.back, entry.host):
-                    dst.copy_(src, non_blocking=True)
-                entry.back_event = torch.cuda.Event()
-                entry.back_event.record(self.h2d)
-        else:
-            entry.back = [h.clone() for h in entry.host]
+        if entry.nbytes:
+            entry.back, entry.back_token = self.copies.back(entry.host, entry.out_token, self.device)
+            self._device(entry.nbytes)
         if self.lanes:
             self.lanes.back(key)
         entry.state = "back"
@@ -274,31 +302,24 @@ class ActivationOffload:
         """Before the B of `key` (the W, for a W share): what it reads is (or will be, in stream order) on
         the device."""
         entry = self.entries.get(key)
-        if entry is None:
+        if entry is None or entry.state == "held":
             return
         if entry.state == "out":
             self.reload(key)
-        if self.cuda and entry.back_event is not None:
-            torch.cuda.current_stream(self.device).wait_event(entry.back_event)
+        self.copies.compute_waits(entry.back_token)
         if self.lanes:
             self.lanes.wait(key)
 
     def release(self, key: Key) -> None:
-        """After the B of `key`: drop our references (W's closures keep theirs)."""
+        """After the B of `key`: drop our references (W's closures keep theirs). A pinned host buffer may
+        still be read by its copy back: the host allocator reuses it only after that copy (offload_copies)."""
         entry = self.entries.pop(key, None)
         if entry is None:
             return
         if entry.state != "held":
-            self.host_bytes -= entry.nbytes
-        if self.cuda and entry.back_event is not None:
-            # the host buffer may still be read by the H2D copy: free it after that event
-            self._freeing.append((entry.back_event, entry.host))
-        self.poll()
-
-    def poll(self) -> None:
-        """Let go of device storages (host buffers) whose copy out (back) has finished; never waits."""
-        if self.cuda:
-            self._freeing = [(event, held) for event, held in self._freeing if not event.query()]
+            self.host_bytes -= self.copies.host_bytes(entry.nbytes) if entry.nbytes else 0
+        if entry.state == "back":
+            self._device(-entry.nbytes)
 
     # -- step boundaries -------------------------------------------------------------------
     def assert_empty(self) -> None:
@@ -308,12 +329,10 @@ class ActivationOffload:
 
     def clear(self) -> None:
         """A failed step: let everything go (after the copies in flight on GPU, which may still read it)."""
-        if self.cuda:
-            torch.cuda.current_stream(self.device).wait_stream(self.d2h)
-            torch.cuda.current_stream(self.device).wait_stream(self.h2d)
+        self.copies.drain()
         self.entries.clear()
-        self._freeing.clear()
         self.host_bytes = 0
+        self.device_bytes = 0
 
 
 class _EmulatedLanes:
@@ -343,63 +362,38 @@ class _EmulatedLanes:
 
 
 def for_rank(plan, rank: int, device: torch.device, params=(), *,
-             emulated_copy_seconds: Optional[float] = None) -> Optional[ActivationOffload]:
+             emulated_copy_seconds: Optional[float] = None, copies=None) -> Optional[ActivationOffload]:
     """The rank's offloader for one step of `plan` (an OffloadPlan), or None when it offloads nothing.
     On emulated devices (`emulated_copy_seconds`: seconds per time unit) each copy takes its plan's
-    copy time (activation units / the plan's bandwidth) on its lane; None: copies take their own time."""
+    copy time (activation units / the plan's bandwidth) on its lane; None: copies take their own time.
+    `copies`: the device's copies (`offload_copies`), made once by the caller and kept across steps."""
     if plan is None or not plan.reload_at[rank]:
         return None
     lanes = None
     if emulated_copy_seconds is not None:
         lanes = {key: emulated_copy_seconds * plan.copy_time(rank, key) for key in plan.reload_at[rank]}
-    return ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params, lanes)
+    return ActivationOffload(plan.reload_at[rank].keys(), plan.reloads_before(rank), device, params, lanes,
+                             copies=copies)
 
 
 # -- the copy lanes' bandwidth, measured ---------------------------------------------------------
 
-def copy_seconds(nbytes: int, device: torch.device, repeats: int = 5) -> float:
-    """Seconds one copy lane takes for `nbytes`: the slower of a device-to-host and a host-to-device
-    copy (median of `repeats`). On GPU a pinned host buffer, each copy on a stream of its own between
-    two events; on CPU a host copy, timed on the host's clock."""
-    nbytes = max(1, int(nbytes))
-    src = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    times = []
-    if device.type == "cuda":
-        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-        back = torch.empty_like(src)
-        d2h, h2d = torch.cuda.Stream(device), torch.cuda.Stream(device)
-        for _ in range(repeats + 1):  # the first round warms the streams up
-            marks = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-            d2h.wait_stream(torch.cuda.current_stream(device))
-            with torch.cuda.stream(d2h):
-                marks[0].record(d2h)
-                host.copy_(src, non_blocking=True)
-                marks[1].record(d2h)
-            h2d.wait_stream(d2h)
-            with torch.cuda.stream(h2d):
-                marks[2].record(h2d)
-                back.copy_(host, non_blocking=True)
-                marks[3].record(h2d)
-            marks[3].synchronize()
-            times.append(max(marks[0].elapsed_time(marks[1]), marks[2].elapsed_time(marks[3])) / 1e3)
-        times = times[1:]
-    else:
-        for _ in range(repeats):
-            start = time.perf_counter()
-            host = src.clone()
-            mid = time.perf_counter()
-            host.clone()
-            end = time.perf_counter()
-            times.append(max(mid - start, end - mid))
-    return max(statistics.median(times), 1e-9)
+def lane_rate(copies: list) -> float:
+    """Bytes per second of the slower lane over `copies` ((direction, bytes, seconds)); inf: none timed."""
+    rates = []
+    for direction in ("D2H", "H2D"):
+        moved = [(n, t) for d, n, t in copies if d == direction and n > 0]
+        if moved:
+            rates.append(sum(n for n, _ in moved) / max(sum(t for _, t in moved), 1e-12))
+    return min(rates, default=math.inf)
 
 
 def measured_bandwidth(step, schedule, costs, rank: int, device: torch.device, group=None) -> float:
     """The copy lanes' bandwidth in the cost model's units (activation shares per time unit), from
-    a step that offloaded (`step`: the executor's StepResult, with its timeline) and a timed copy of
-    one microbatch's activations of this rank. Time unit: this rank's F time for one microbatch
-    under `costs` against the step's measured F time; memory unit: this rank's F memory under
-    `costs` against the bytes the step's F ops saved. Every rank of `group` gets the smallest."""
+    a step that offloaded (`step`: the executor's StepResult, with its timeline and its copies'
+    times, `copy_seconds`). Time unit: this rank's F time for one microbatch under `costs` against
+    the step's measured F time; memory unit: this rank's F memory under `costs` against the bytes the
+    step's F ops saved. Every rank of `group` gets the smallest."""
     from ..schedules.offload import _resolve
     from ..schedules.ir import F
 
@@ -408,14 +402,15 @@ def measured_bandwidth(step, schedule, costs, rank: int, device: torch.device, g
     f_units = sum(sc.duration(F, s) for s in stages)
     mem_units = sum(sc.memory(F, s) for s in stages)
     f_times = [r.end - r.start for r in step.timeline if r.op.kind == F]
-    if not f_times or not step.offloaded or step.offloaded_bytes <= 0 or f_units <= 0 or mem_units <= 0:
+    rate = lane_rate(getattr(step, "copy_seconds", ()))
+    if not f_times or not step.offloaded or step.offloaded_bytes <= 0 or f_units <= 0 or mem_units <= 0 \
+            or math.isinf(rate):
         value = math.inf  # nothing moved here: this rank does not bound the lanes
     else:
         rank_bytes = step.offloaded_bytes / step.offloaded * len(stages)  # one microbatch, every chunk
         rank_seconds = statistics.median(f_times) * len(stages)
-        seconds = copy_seconds(rank_bytes, device)
         # shares per time unit: (rank_bytes / mem_units) bytes per share, (rank_seconds / f_units) s per unit
-        value = (rank_bytes / seconds) * (rank_seconds / f_units) / (rank_bytes / mem_units)
+        value = rate * (rank_seconds / f_units) / (rank_bytes / mem_units)
     if group is not None:
         import torch.distributed as dist
 

@@ -164,6 +164,12 @@ OFFLOAD_RULES = (
     Rule("cpu_offloading", _truthy,
          "megatron's layer-level CPU offloading moves the same saved activations with saved-tensor hooks of its "
          "own, and the inner hooks would take them from ours", offload=True),
+    # runtime/offload.py moves plain tensors only; TE's quantized tensors are subclasses it leaves in place
+    *(Rule(field, _truthy,
+           "TransformerEngine's quantized activations and weight-gradient inputs are tensor subclasses "
+           "(Float8Tensor and its kin), which the offload leaves on the device while its plan counts them moved; "
+           "train in low precision without --pipeline-offload", flag=flag, offload=True)
+      for field, flag in (("fp8", "--fp8-format"), ("fp4", "--fp4-format"))),
 )
 
 

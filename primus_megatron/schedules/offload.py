@@ -17,10 +17,12 @@ alike). The copy out starts when its producer (the F; the B for a W share)
 ends; the copy back starts when its issuing op starts, the lane is free and the
 copy out has finished; its consumer (the B or BW; the W) waits for it. Memory is
 device-resident activation: an F's activations count from its end until their
-copy out ends, and again from the start of their copy back (the buffer is
-allocated then) until the B and W free them as without offload; a W share
-likewise from its B's end to its copy out's end, and from its copy back's start
-until its W frees it.
+copy out ends (the runtime hands the device copy back to the allocator, which
+reuses it once the copy has run), and again from the start of the op that issues
+their reload (the buffer is allocated then, in the compute stream's order,
+whenever the lane starts the copy) until the B and W free them as without
+offload; a W share likewise from its B's end to its copy out's end, and from its
+reload's issue until its W frees it.
 
 The reload is issued just in time: at the start of the latest op before the
 consumer whose op times (the cost model's, idle left out: waiting only adds
@@ -305,7 +307,7 @@ class _Lanes:
         self.out_end: list[dict] = [{} for _ in range(pp)]
         self.back_end: list[dict] = [{} for _ in range(pp)]
         self.copies: list = [[] for _ in range(pp)]
-        self.issued: list = [{} for _ in range(pp)]  # op index -> its copies back, in issue order
+        self.issued: list = [{} for _ in range(pp)]  # op index -> (issue time, copy back), in issue order
         self.stall = [0.0] * pp
 
     def size(self, r: int, key: tuple) -> float:
@@ -318,7 +320,7 @@ class _Lanes:
             self.h2d_free[r] = self.back_end[r][key] = start + _transfer(self.size(r, key), self.plan.bandwidth)
             copy = Copy(r, "H2D", key, start, self.h2d_free[r])
             self.copies[r].append(copy)
-            self.issued[r].setdefault(i, []).append(copy)
+            self.issued[r].setdefault(i, []).append((ready, copy))  # its buffer is allocated as issued
         if op.kind in (B, BW):
             key = (op.mb, op.chunk)
         elif op.kind == W:
@@ -349,14 +351,14 @@ class _Lanes:
 
     def peaks(self, timeline: list) -> tuple:
         """Per rank, the peak of device-resident activation: each op's memory at its end, a copy back's
-        at its start, a copy out's release at its end; equal times in the order they happen. Also, per
-        rank, when that peak is first reached."""
+        as its op issues it, a copy out's release at its end; equal times in the order they happen.
+        Also, per rank, when that peak is first reached."""
         out, when = [], []
         for r, spans in enumerate(timeline):
             events = []
             offl = self.plan.reload_at[r]
             for i, span in enumerate(spans):
-                events.extend((c.start, self.size(r, c.key)) for c in self.issued[r].get(i, ()))
+                events.extend((issued, self.size(r, c.key)) for issued, c in self.issued[r].get(i, ()))
                 events.append((span.end, self.sc.memory(span.op.kind, span.stage)))
                 kind = span.op.kind
                 key = (span.op.mb, span.op.chunk) if kind == F else (span.op.mb, span.op.chunk, WSHARE) \
