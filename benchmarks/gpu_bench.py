@@ -23,7 +23,13 @@ the report is rewritten after each, so a deadline or a kill still leaves what fi
 3. `offload` (gpu_pipeline.py): activation offload's GPU path (pinned host buffers, copy streams,
    events) under zb-h1 and zbv with offload all and auto: bitwise against no offload, the allocator's
    peak against the plan, the bandwidth measured at start-up, step time against no offload;
-4. `check` (gpu_check.py): Megatron-LM's pretrain_gpt.py on the GPU (local layers in bf16 where
+4. `offload-check` (gpu_pipeline.py, issue 46): zb-h1 and zbv without offload and with offload all,
+   every step begun with the device busy (`torch.cuda._sleep`) so the host runs ahead, every block
+   the offload hands back overwritten at once: gradients bitwise against no offload, allocated and
+   reserved peaks against the plan, the profiled B memory with and without offload, the copy streams
+   over every step (one pair), pinned bytes reported against the host allocator's, and the copy
+   rate inside the run against a copy alone;
+5. `check` (gpu_check.py): Megatron-LM's pretrain_gpt.py on the GPU (local layers in bf16 where
    TransformerEngine is absent) and the schedule matrix with CUDA_DEVICE_MAX_CONNECTIONS unset.
 
 `--deadline-min` (default 8) bounds the whole run: a part not begun by then is reported as not run,
@@ -47,9 +53,13 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
-PARTS = ("split", "gap", "offload", "check")
-DEFAULTS = {"gpu": dict(repeats=5, warmup=2, steps=3, microbatches=8, gap_seqs="4096,1024"),
-            "dry": dict(repeats=2, warmup=1, steps=1, microbatches=4, gap_seqs="32,16")}
+PARTS = ("split", "gap", "offload", "offload-check", "check")
+# offload-check: 20 steps (the copy streams over as many steps as the stream pool would take to wrap),
+# at a sequence and microbatch count that keep its offload-all runs short
+DEFAULTS = {"gpu": dict(repeats=5, warmup=2, steps=3, microbatches=8, gap_seqs="4096,1024", check_steps=20,
+                        check_seq=1024, check_microbatches=4),
+            "dry": dict(repeats=2, warmup=1, steps=1, microbatches=4, gap_seqs="32,16", check_steps=3,
+                        check_seq=None, check_microbatches=None)}
 PLANNER_KEPT_FOR_W = 1.0  # the planner's default memory model: B frees nothing, W frees all (--mem-b 0)
 
 
@@ -131,7 +141,10 @@ def _run_pipeline_part(part: str, opts: dict, where: str, timeout_s: float) -> t
             "microbatches": opts["microbatches"], "attention": opts["attention"],
             "p2p_timeout_s": opts["p2p_timeout_s"], "seqs": opts["gap_seqs"], "variants": list(P.GAP_VARIANTS),
             "schedules": list(P.OFFLOAD_SCHEDULES), "modes": list(P.OFFLOAD_MODES), "costs": opts.get("offload_costs"),
-            "deterministic": part == "offload"}  # offload's check is bitwise: attention's backward made deterministic
+            "check_steps": opts["check_steps"], "check_seq": opts["check_seq"],
+            "check_microbatches": opts["check_microbatches"],
+            # the offload parts compare bitwise: attention's backward made deterministic
+            "deterministic": part in ("offload", "offload-check")}
     if opts["gpu"] or opts["launch_on_cpu"]:
         return P.launch(case, where, timeout_s=timeout_s, on_cpu=not opts["gpu"])
     from primus_megatron.runtime import local_ranks
@@ -271,6 +284,32 @@ def _offload_rows(rows: list) -> list:
     return out
 
 
+CHECK_HEADERS = ["schedule", "mode", "vs off", "peak vs off, measured / planned", "reserved GiB",
+                 "profiled B MiB (rank 0 / 1)", "B same as off", "copy stream pairs", "outside the pool",
+                 "pinned MiB reported / allocated", "copy GB/s in run / alone"]
+
+
+def _check_rows(rows: list) -> list:
+    def ranks(r: dict, key: str, fmt=lambda x: f"{x:.2f}") -> str:
+        return " / ".join("-" if s.get(key) is None else fmt(s[key]) for s in r["ranks"])
+
+    out = []
+    for r in rows:
+        vs = r.get("vs_off")
+        peak = "-" if not r.get("peak_vs_off") else (
+            " / ".join("-" if x is None else f"{x:.2f}" for x in r["peak_vs_off"]) + f" (plan {r['planned_vs_off']:.2f})")
+        out.append([r["schedule"], r["mode"], "reference" if vs is None else _versus(vs), peak,
+                    ranks(r, "reserved_gib"), ranks(r, "profiled_b_mib", lambda d: ", ".join(f"{v}" for v in d.values())),
+                    "-" if "profiled_b_equal" not in r else ("yes" if r["profiled_b_equal"] else "NO"),
+                    ranks(r, "stream_pairs", str), ranks(r, "external_streams", str),
+                    " / ".join(f"{s['pinned_reported_mib']:.1f} / " + ("-" if s.get("pinned_allocated_mib") is None
+                                                                         else f"{s['pinned_allocated_mib']:.1f}")
+                               for s in r["ranks"]),
+                    ranks(r, "copy_gbps_in_run", lambda x: f"{x:.1f}") + " ; " + ranks(r, "copy_gbps_alone",
+                                                                                        lambda x: f"{x:.1f}")])
+    return out
+
+
 SPLIT_HEADERS = ["block", "attention", "chunk", "T_F ms", "T_B ms", "T_W ms", "T_BW ms", "(T_B+T_W)/T_BW", "W share",
                  "host F/B/W/BW ms", "held after F MiB", "after B MiB", "after W MiB", "closures hold MiB",
                  "kept for W (planner 1.0)"]
@@ -311,6 +350,9 @@ def report_markdown(data: dict) -> str:
             lines += [f"Pinned copy lane (the slower of device-to-host and host-to-device, "
                       f"{copy[0]['bytes'] / 2**20:.0f} MiB): {copy[0]['gbps']:.1f} GB/s.", ""]
         lines.append(table(OFFLOAD_HEADERS, _offload_rows([r for r in data["offload"] if r["part"] == "offload"])))
+    if data.get("offload-check"):
+        lines += ["", "## Offload check: the host ahead of a busy device, freed blocks overwritten, pp=2", "",
+                  table(CHECK_HEADERS, _check_rows(data["offload-check"]))]
     check = data.get("check") or {}
     if check.get("matrix") or check.get("megatron_lm"):
         import gpu_check
@@ -381,6 +423,8 @@ def parse(argv) -> argparse.Namespace:
     for key in ("repeats", "warmup", "steps", "microbatches", "gap_seqs"):
         if getattr(args, key) is None:
             setattr(args, key, dflt[key])
+    args.check_steps, args.check_seq, args.check_microbatches = (dflt[k] for k in ("check_steps", "check_seq",
+                                                                                 "check_microbatches"))
     try:
         args.gap_seqs_list = [int(s) for s in str(args.gap_seqs).split(",")]
         if not args.gap_seqs_list or min(args.gap_seqs_list) < 1:
@@ -410,6 +454,7 @@ def main(argv=None) -> int:
     deadline = started + 60 * args.deadline_min
     opts = {"gpu": gpu, "dry_run": not gpu, "blocks": args.blocks_list, "repeats": args.repeats, "warmup": args.warmup,
             "steps": args.steps, "microbatches": args.microbatches, "gap_seqs": args.gap_seqs_list,
+            "check_steps": args.check_steps, "check_seq": args.check_seq, "check_microbatches": args.check_microbatches,
             "attention": args.attention, "link_gbps": args.link_gbps, "p2p_timeout_s": args.p2p_timeout,
             "check_schedules": args.check_schedules, "megatron_lm_schedules": args.megatron_lm_schedules,
             "launch_on_cpu": args.launch_on_cpu, "out": args.out}
@@ -419,7 +464,7 @@ def main(argv=None) -> int:
             "environment": env, "device": env["gpus"][0]["name"] if env.get("gpus") else "cpu",
             "options": {k: v for k, v in opts.items() if k != "out"},
             "parts": {p: {"status": "not run", "why": "not asked for (--parts)"} for p in PARTS},
-            "split": [], "gap": [], "offload": [], "check": {}}
+            "split": [], "gap": [], "offload": [], "offload-check": [], "check": {}}
     for part in PARTS:
         if part in args.parts_list:
             data["parts"][part] = {"status": "pending"}
@@ -437,7 +482,7 @@ def main(argv=None) -> int:
             data["split"], why = _run_split(case, where, left)
             derive(data, opts)
             opts["offload_costs"] = data["pipeline_costs"].get("dense")  # offload plans from measured costs
-        elif part in ("gap", "offload"):
+        elif part in ("gap", "offload", "offload-check"):
             data[part], why = _run_pipeline_part(part, opts, where, left)
         else:
             data["check"], why = _run_check(opts, where, left)

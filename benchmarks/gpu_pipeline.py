@@ -215,7 +215,7 @@ def _losses(store) -> list:
 # -- one variant ------------------------------------------------------------------------------------
 
 def run_steps(fbf, model, batches: list, *, steps: int, trace: OpTrace, device, block: dict, warmup: int = 1,
-              on_step=None) -> dict:
+              on_step=None, before_step=None) -> dict:
     """`warmup` + `steps` steps of `fbf`; per timed step this rank's stats, its losses and peak memory."""
     import torch
     import torch.distributed as dist
@@ -235,6 +235,8 @@ def run_steps(fbf, model, batches: list, *, steps: int, trace: OpTrace, device, 
         base = torch.cuda.memory_allocated() if gpu else 0
         trace.records = []
         trace.on = i >= warmup
+        if before_step is not None:
+            before_step(i)
         start_mark = trace.mark()
         h0 = time.perf_counter()
         store = fbf(data_iterator=data, model=model if len(model) > 1 else model[0], **kw)
@@ -303,7 +305,7 @@ def offload_part(rank: int, case: dict, device, emit) -> None:
 
     import primus_megatron as pm
     from primus_megatron import schedules as S
-    from primus_megatron.runtime.offload import copy_seconds
+    from primus_megatron.runtime.offload_copies import copy_seconds
 
     gpu = device.type == "cuda"
     block = G.blocks(case["dry_run"])["dense"]
@@ -363,7 +365,131 @@ def offload_part(rank: int, case: dict, device, emit) -> None:
                 torch.cuda.empty_cache()
 
 
-PARTS = {"gap": gap_part, "offload": offload_part}
+BUSY_SECONDS = 0.05  # offload check: the device's head start on every step (the host runs ahead)
+
+
+def _scribbling(device):
+    """Patch the offloader so that, as each F's (B's) storages go back to the allocator, the compute
+    stream allocates as much and fills it with 0xFF: a block reused before its copy out has run (a
+    missing record_stream) would hand the copy garbage, and the gradients would differ."""
+    import torch
+
+    from primus_megatron.runtime import offload as rt
+
+    original = rt.ActivationOffload._copy_out
+
+    def copy_out(self, key, entry, *rest):
+        original(self, key, entry, *rest)
+        if entry.nbytes:
+            junk = torch.full((entry.nbytes,), 255, dtype=torch.uint8, device=device)
+            del junk
+
+    rt.ActivationOffload._copy_out = copy_out
+    return lambda: setattr(rt.ActivationOffload, "_copy_out", original)
+
+
+def offload_check_part(rank: int, case: dict, device, emit) -> None:
+    """Issue 46's one-GPU offload check, pp=2 (module doc of gpu_bench.py, part offload-check)."""
+    import torch
+
+    import primus_megatron as pm
+    from primus_megatron import schedules as S
+    from primus_megatron.runtime import offload_copies as C
+
+    gpu = device.type == "cuda"
+    block = G.blocks(case["dry_run"])["dense"]
+    if case.get("check_seq"):  # 20 steps with everything offloaded: a shorter sequence than the other parts'
+        block = {**block, "seq": case["check_seq"]}
+    microbatches = case.get("check_microbatches") or case["microbatches"]
+    batches = G.make_batches(block, microbatches, device, seed=7)
+    steps = case["check_steps"]
+    cycles = 0
+    if gpu:  # cycles of torch.cuda._sleep that keep the device busy for BUSY_SECONDS
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(10 ** 6)
+        end.record()
+        end.synchronize()
+        cycles = int(10 ** 6 * BUSY_SECONDS / max(start.elapsed_time(end) / 1e3, 1e-6))
+
+    def busy(_step: int) -> None:
+        if gpu:
+            torch.cuda._sleep(cycles)
+
+    restore = _scribbling(device)
+    try:
+        with OpTrace(device) as trace:
+            for name in case["schedules"]:
+                model = build(block, name, gpu=gpu, attention=case["attention"])
+                sched = S.generate(name, PP, microbatches)
+                planned_off = S.simulate(sched).max_peak_memory
+                reference = None
+                for mode in ("off", "all"):
+                    started = time.monotonic()
+                    options = dict(p2p_timeout_s=case["p2p_timeout_s"], losses_on_last_rank=True,
+                                   profile_steps=(1, 1 + min(2, steps)))
+                    if mode != "off":
+                        options["offload"] = mode
+                    runner = pm.get_forward_backward_func(name, **options)
+                    streams, pinned = set(), []
+
+                    def after(step: int) -> None:
+                        copies = getattr(runner.last_step, "offload_copies", None)
+                        if copies is not None and getattr(copies, "cuda", False):
+                            streams.add((copies.d2h.cuda_stream, copies.h2d.cuda_stream))
+                        if gpu and hasattr(torch.cuda, "host_memory_stats"):
+                            pinned.append(torch.cuda.host_memory_stats().get("allocated_bytes.current", 0))
+
+                    res = run_steps(runner, model, batches, steps=steps, trace=trace, device=device, block=block,
+                                    on_step=after, before_step=busy)
+                    step = runner.last_step
+                    profile = runner.window.profile
+                    mem_b = {f"{k}{stage}": statistics.median(v) for (k, stage), v in sorted(profile.memory.items())
+                             if k == "B" and v} if profile is not None else {}
+                    plan = runner.planner.offload_plan((PP, microbatches, False))
+                    sched_run, _ = runner.plan(PP, microbatches)
+                    planned = S.offload.simulate_offload(sched_run, plan).max_peak_memory if plan else planned_off
+                    copy_rate = None
+                    if step is not None and step.offload_copies is not None:
+                        from primus_megatron.runtime.offload import lane_rate
+
+                        copy_rate = lane_rate(step.copy_seconds)
+                    nbytes = max(1, getattr(step, "offloaded_bytes", 0) // max(1, getattr(step, "offloaded", 1)))
+                    alone = nbytes / C.copy_seconds(nbytes, device) if mode != "off" else None
+                    mine = {"grads": {k: v for part in gathered(fingerprints(model)) for k, v in part.items()},
+                            "losses": [x for part in gathered(res["losses"]) for x in part]}
+                    per_rank = gathered({
+                        "peak_gib": res["peak_bytes"] / 2**30,
+                        "reserved_gib": (torch.cuda.max_memory_reserved() / 2**30) if gpu else 0.0,
+                        "profiled_b_mib": {k: round(v / 2**20, 2) for k, v in mem_b.items()},
+                        "stream_pairs": len(streams), "external_streams": bool(C._runtime_library()) if gpu else None,
+                        "pinned_reported_mib": getattr(step, "peak_host_bytes", 0) / 2**20,
+                        "pinned_allocated_mib": (max(pinned) / 2**20) if pinned else None,
+                        "copy_gbps_in_run": None if copy_rate in (None, float("inf")) else copy_rate / 1e9,
+                        "copy_gbps_alone": None if alone is None else alone / 1e9,
+                        "kept_mib": 0.0})
+                    row = {"part": "offload-check", "schedule": name, "mode": mode, "steps": steps,
+                           "busy_s": BUSY_SECONDS if gpu else 0.0, "planned_peak": planned,
+                           "planned_peak_off": planned_off, "ranks": per_rank,
+                           "wall_s": round(time.monotonic() - started, 1)}
+                    if reference is None:
+                        reference = (mine, per_rank)
+                    else:
+                        row["vs_off"] = compare(mine, reference[0])
+                        row["profiled_b_equal"] = all(a["profiled_b_mib"] == b["profiled_b_mib"]
+                                                      for a, b in zip(per_rank, reference[1]))
+                        row["peak_vs_off"] = [a["peak_gib"] / b["peak_gib"] if b["peak_gib"] else None
+                                              for a, b in zip(per_rank, reference[1])]
+                        row["planned_vs_off"] = planned / planned_off if planned_off else None
+                    emit(row)
+                del model
+                if gpu:
+                    torch.cuda.empty_cache()
+    finally:
+        restore()
+
+
+PARTS = {"gap": gap_part, "offload": offload_part, "offload-check": offload_check_part}
 
 
 def body(rank: int, case: dict) -> list:

@@ -44,10 +44,10 @@ def dry_run(tmp_path_factory):
 def test_every_part_ran(dry_run):
     out, data = dry_run
     assert data["dry_run"] and {p: s["status"] for p, s in data["parts"].items()} == dict.fromkeys(
-        ("split", "gap", "offload", "check"), "ok")
+        ("split", "gap", "offload", "offload-check", "check"), "ok")
     text = (out / "report.md").read_text()
     for heading in ("## Split backward", "## Profiles", "## Host and GPU gaps", "## Activation offload",
-                    "## gpu_check.py"):
+                    "## Offload check", "## gpu_check.py"):
         assert heading in text
 
 
@@ -108,6 +108,21 @@ def test_offload_moves_what_its_plan_says_and_changes_no_bit(dry_run):
             assert r["costs"] == data["pipeline_costs"]["dense"]  # planned on the split part's measured costs
 
 
+def test_offload_check_changes_no_bit_and_no_profiled_b(dry_run):
+    """Issue 46's check, dry: with every F and W share offloaded and each freed block overwritten at
+    once, gradients and losses bitwise those without offload, the profiled B memory the same, the
+    pinned bytes reported, and the copy rate read from the run's own copies."""
+    _, data = dry_run
+    rows = data["offload-check"]
+    assert [(r["schedule"], r["mode"]) for r in rows] == [(s, m) for s in ("zb-h1", "zbv") for m in ("off", "all")]
+    for r in rows:
+        assert all(s["profiled_b_mib"] for s in r["ranks"]), r  # the profile window measured B
+        if r["mode"] == "all":
+            assert r["vs_off"]["losses_bitwise"] and r["vs_off"]["grads_bitwise"], r
+            assert r["profiled_b_equal"], r
+            assert all(s["pinned_reported_mib"] > 0 and s["copy_gbps_in_run"] > 0 for s in r["ranks"]), r
+
+
 def test_check_part_runs_gpu_checks_matrix(dry_run):
     _, data = dry_run
     matrix = data["check"]["matrix"]
@@ -123,7 +138,7 @@ def test_a_passed_deadline_reports_every_part_not_run(tmp_path):
     assert all("deadline" in s["why"] for s in data["parts"].values())
 
 
-@pytest.mark.parametrize("args, words", [(["--parts", "split,nope"], "--parts takes split, gap, offload, check"),
+@pytest.mark.parametrize("args, words", [(["--parts", "split,nope"], "--parts takes split, gap, offload, offload-check, check"),
                                          (["--blocks", "dense,big"], "--blocks takes dense, moe"),
                                          (["--gap-seqs", "0"], "--gap-seqs takes positive")])
 def test_bad_input_is_one_line_naming_the_option(tmp_path, args, words):

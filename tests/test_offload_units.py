@@ -109,28 +109,38 @@ def test_a_failed_step_releases_everything_and_an_unused_offload_is_reported():
 @pytest.mark.skipif(not torch.cuda.is_available(),
                     reason=expected_skips.reason("no-cuda", "needs a CUDA device (the pinned-buffer, stream and event path)"))
 def test_cuda_offload_is_bitwise_and_frees_the_device_copy():
-    """The GPU path: pinned host buffers, D2H/H2D streams, the B's stream waiting on the reload's event."""
+    """The GPU path: pinned host buffers, the copy streams, the B's stream waiting on the reload's event.
+    The device is kept busy so the host runs ahead: the device copies go back to the allocator as the
+    copy out is queued (record_stream), before it has run, and a block the allocator hands out at once
+    and overwrites must not be one the copy still reads (issue 46)."""
+    from primus_megatron.runtime import offload_copies as C
+
     device = torch.device("cuda", torch.cuda.current_device())
     model = _model().to(device)
-    x = torch.randn(512, 8, device=device, requires_grad=True)
+    x = torch.randn(4096, 8, device=device, requires_grad=True)
     plain_loss, plain = _grads(model, x)
     offload = ActivationOffload({(0, 0)}, {}, device, params=list(model.parameters()))
     model.zero_grad()
     with offload.forward((0, 0)):
         loss = model(x).square().sum()
+    with torch.cuda.stream(offload.copies.d2h):  # the copy lane is busy: the copy out runs late, after the
+        torch.cuda._sleep(200_000_000)            # compute stream's next work (the overwrite below)
     before = torch.cuda.memory_allocated()
     offload.offloaded((0, 0))
-    torch.cuda.synchronize()
-    offload.poll()
-    assert torch.cuda.memory_allocated() < before  # the device copies went once their copy out was done
-    assert all(h.is_pinned() for h in offload.entries[(0, 0)].host)
-    offload.reload((0, 0))
+    assert torch.cuda.memory_allocated() < before  # handed back at once, not when a poll sees the copy done
+    junk = torch.full((offload.entries[(0, 0)].nbytes,), 255, dtype=torch.uint8, device=device)
+    assert offload.entries[(0, 0)].host.is_pinned()
     offload.ready((0, 0))
     loss.backward()
     offload.release((0, 0))
     assert torch.equal(loss.detach(), plain_loss)
     assert all(torch.equal(p.grad, g) for p, g in zip(model.parameters(), plain))
     offload.assert_empty()
+    del junk
+    pair = C.copy_streams(device)
+    assert C.copy_streams(device) is pair and offload.copies.d2h is pair[0]
+    if C._runtime_library() is not None:  # the GPU runtime reached: streams outside torch's pool
+        assert all(isinstance(s, torch.cuda.ExternalStream) for s in pair)
 
 
 # -- the copy lanes' bandwidth, measured at start-up ----------------------------------------------
@@ -379,14 +389,16 @@ def test_cuda_w_share_offload_is_bitwise_and_frees_the_device_copy():
         store.run((0, 0))
         offload = ActivationOffload({(0, 0, "W")}, {}, device, params=[weight])
         _deferred_w((0, 0), go.clone(), inp.clone(), weight, out)
+        with torch.cuda.stream(offload.copies.d2h):  # the copy out runs late (see the test above)
+            torch.cuda._sleep(200_000_000)
         before = torch.cuda.memory_allocated()
         offload.after(Op("B", 0))
-        torch.cuda.synchronize()
-        offload.poll()
-        assert torch.cuda.memory_allocated() < before  # the device copies went once their copy out was done
-        assert all(h.is_pinned() for h in offload.entries[(0, 0, "W")].host)
+        assert torch.cuda.memory_allocated() < before  # handed back as the copy out is queued
+        junk = torch.full((offload.entries[(0, 0, "W")].nbytes,), 255, dtype=torch.uint8, device=device)
+        assert offload.entries[(0, 0, "W")].host.is_pinned()
         offload.before(Op("W", 0))  # reloaded on the H2D stream; the W's stream waits for its event
         store.run((0, 0))
+        del junk
     torch.cuda.synchronize()
     assert torch.equal(out[0], expected[0])
     offload.assert_empty()

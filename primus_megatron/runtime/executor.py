@@ -293,7 +293,7 @@ class _Step:
             self.memory.forward_done(key, output)
             mem_delta = self.memory.forward_bytes(key)
         if self.offload:  # to host: an F's saved tensors (after the profiler's graph walk), what a B keeps for W
-            self.offload.after(op)
+            self.offload.after(op, output=output if op.kind == F else None)
         self.sync.after(index)
         if ctx.record_timeline:
             self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none()))
@@ -312,7 +312,7 @@ class _Step:
             input_tensor = self.incoming(io).requires_grad_(not ctx.forward_only)
         start = self._start()  # after the input arrived: waiting is idle time, not work
         with self.memory.forward(key) if self.memory else contextlib.nullcontext(), \
-                self.offload.forward(key) if self.offload else contextlib.nullcontext():
+                self.offload.forward(key, keep=input_tensor) if self.offload else contextlib.nullcontext():
             output, num_tokens = self.m.forward_step(
                 ctx.forward_step_func, self.data_for(op.chunk, op.mb), ctx.model[op.chunk], ctx.num_microbatches,
                 input_tensor, self.forward_data_store, self.config, ctx.cp_group_size,

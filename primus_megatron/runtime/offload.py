@@ -33,8 +33,8 @@ each allocation and, before an out-of-memory, waiting for it. Nothing polls even
 waits, and however far the host runs ahead of the device the memory comes back when the copy ends,
 as the plan assumes. A storage that stays alive anyway (the F's input, which the executor keeps until
 B; a module's cache) is left where it is: moving it would add a second copy and save nothing. Only
-the bytes the saved tensors span are copied, into one buffer per offloaded F (W share) on the host
-and one on the device at reload. The copies themselves (host pool on CPU; pinned buffers, the
+the bytes the saved tensors span are copied, into one host buffer per offloaded F (W share) and, at
+reload, one device buffer per storage (what a W keeps of a B's activations then holds only its own). The copies themselves (host pool on CPU; pinned buffers, the
 device's two copy streams and events on a GPU) are `offload_copies`'.
 
 On emulated devices (`runtime.emulated`; the runner's `emulated_copy_seconds`) the copies also
@@ -85,13 +85,23 @@ class _Entry:
     storages: list = field(default_factory=list)  # device UntypedStorage; a moved one until its copy out
     index: dict = field(default_factory=dict)  # (data_ptr, nbytes) -> position
     spans: list = field(default_factory=list)  # per position: [first byte, end byte) the saved tensors read
-    at: list = field(default_factory=list)  # per position: its segment's byte offset in the buffers, None: kept
+    at: list = field(default_factory=list)  # per position: its segment's index, None: kept on the device
+    segments: list = field(default_factory=list)  # (byte offset in the host buffer, bytes) per moved storage
     host: object = None  # uint8 host buffer, after the copy out
-    back: object = None  # uint8 device buffer, after the reload
+    back: list = field(default_factory=list)  # uint8 device buffers (a segment each), after the reload
     out_token: object = None  # "the copy out has ended" (an event on a GPU)
     back_token: object = None
     state: str = "held"  # held -> out -> back
     nbytes: int = 0  # bytes moved (the buffers' size)
+    waited: bool = False  # the compute stream waits for the reload already
+
+
+def _tensors(value) -> list:
+    if torch.is_tensor(value):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
 
 
 class _Packed(tuple):
@@ -151,17 +161,21 @@ class ActivationOffload:
         return storage.nbytes() == 0 or storage.data_ptr() in self._params
 
     @contextlib.contextmanager
-    def forward(self, key: Key) -> Iterator[None]:
-        """Around an F whose activations the plan offloads (nothing otherwise)."""
+    def forward(self, key: Key, keep: Optional[torch.Tensor] = None) -> Iterator[None]:
+        """Around an F whose activations the plan offloads (nothing otherwise). `keep`: the F's input,
+        which the executor holds until the B anyway: saved as it is."""
         if key not in self.keys:
             yield
             return
         if key in self.entries:
             raise OffloadError(f"microbatch {key[0]} chunk {key[1]} ran its F twice in one step")
         entry = self.entries[key] = _Entry()
+        kept = None if keep is None else keep.untyped_storage().data_ptr()
 
         def pack(t: torch.Tensor):
-            return t if self._keeps(t) else self._pack(entry, key, t)
+            if self._keeps(t) or (kept is not None and t.untyped_storage().data_ptr() == kept):
+                return t
+            return self._pack(entry, key, t)
 
         def unpack(packed):
             return packed if torch.is_tensor(packed) else self._unpack(packed)
@@ -204,23 +218,25 @@ class ActivationOffload:
         if entry.state == "out":  # used before its planned reload (e.g. a graph walk): bring it back now
             self.reload(key)
         self.ready(key)  # whatever reads it waits for the reload (idempotent)
-        return entry.back.untyped_storage(), at - entry.spans[position][0]
+        return entry.back[at].untyped_storage(), -entry.spans[position][0]
 
     # -- moves -----------------------------------------------------------------------------
-    def after(self, op) -> None:
+    def after(self, op, output=None) -> None:
         """As `op` ends: an F's saved activations, or what a B keeps for its W, go to host as the plan says
-        (an F's after the profiler's graph walk, which reads the saved tensors)."""
+        (an F's after the profiler's graph walk, which reads the saved tensors). `output`: the F's."""
         if op.kind == F:
-            self.offloaded((op.mb, op.chunk))
+            self.offloaded((op.mb, op.chunk), output)
         elif op.kind == B:
             self.offload_w_share((op.mb, op.chunk))
 
-    def offloaded(self, key: Key) -> None:
-        """After the F of `key`: copy its storages to host; their device copies go back to the allocator."""
+    def offloaded(self, key: Key, output=None) -> None:
+        """After the F of `key`: copy its storages to host; their device copies go back to the allocator.
+        `output`: the F's output, whose storage is moved even though the executor still holds it (megatron
+        frees its data once it is sent, `deallocate_pipeline_outputs`)."""
         entry = self.entries.get(key)
         if entry is None:
             return
-        self._copy_out(key, entry)
+        self._copy_out(key, entry, {t.untyped_storage().data_ptr() for t in _tensors(output)})
         self.moved += 1
         self.moved_bytes += entry.nbytes
 
@@ -240,17 +256,20 @@ class ActivationOffload:
         self.moved_w += 1
         self.moved_w_bytes += entry.nbytes
 
-    def _copy_out(self, key: Key, entry: _Entry) -> None:
-        """Copy the span of each storage nothing else keeps alive into one host buffer and hand its device
-        copy back to the allocator (module doc); the rest stay."""
+    def _copy_out(self, key: Key, entry: _Entry, transient: frozenset = frozenset()) -> None:
+        """Copy the span of each storage nothing else keeps alive (but `transient`, data_ptrs of storages
+        whose other holders let go soon) into one host buffer and hand its device copy back to the
+        allocator (module doc); the rest stay."""
         sources, offsets, total = [], [], 0
         for position, span in enumerate(entry.spans):  # no loop variable may hold a storage past the loop
-            if _use_count(entry.storages[position]) > 1:  # alive anyway (the F's input, a module's cache)
+            storage_ptr = entry.storages[position].data_ptr()
+            if storage_ptr not in transient and _use_count(entry.storages[position]) > 1:  # a module's cache
                 entry.at.append(None)
                 self.kept_bytes += entry.storages[position].nbytes()
                 continue
             span[0] -= span[0] % ROUND
-            entry.at.append(total)
+            entry.at.append(len(entry.segments))
+            entry.segments.append((total, span[1] - span[0]))
             sources.append(_as_bytes(entry.storages[position])[span[0]:span[1]])
             offsets.append(total)
             entry.storages[position] = None
@@ -292,7 +311,7 @@ class ActivationOffload:
     def reload(self, key: Key) -> None:
         entry = self.entries[key]
         if entry.nbytes:
-            entry.back, entry.back_token = self.copies.back(entry.host, entry.out_token, self.device)
+            entry.back, entry.back_token = self.copies.back(entry.host, entry.segments, entry.out_token, self.device)
             self._device(entry.nbytes)
         if self.lanes:
             self.lanes.back(key)
@@ -306,9 +325,11 @@ class ActivationOffload:
             return
         if entry.state == "out":
             self.reload(key)
-        self.copies.compute_waits(entry.back_token)
-        if self.lanes:
-            self.lanes.wait(key)
+        if not entry.waited:
+            entry.waited = True
+            self.copies.compute_waits(entry.back_token)
+            if self.lanes:
+                self.lanes.wait(key)
 
     def release(self, key: Key) -> None:
         """After the B of `key`: drop our references (W's closures keep theirs). A pinned host buffer may

@@ -67,11 +67,12 @@ class HostCopies:
         self.timed.append(("D2H", nbytes, time.perf_counter() - start))
         return host, None
 
-    def back(self, host: torch.Tensor, after: Any, device: torch.device) -> tuple[torch.Tensor, Any]:
+    def back(self, host: torch.Tensor, segments: list, after: Any, device: torch.device) -> tuple[list, Any]:
+        """Copy each (offset, bytes) segment of `host` into a device buffer of its own; (buffers, token)."""
         start = time.perf_counter()
-        buffer = host.clone()
-        self.timed.append(("H2D", host.numel(), time.perf_counter() - start))
-        return buffer, None
+        buffers = [host[at:at + n].clone() for at, n in segments]
+        self.timed.append(("H2D", sum(n for _, n in segments), time.perf_counter() - start))
+        return buffers, None
 
     def compute_waits(self, token: Any) -> None:
         """The compute stream waits for a copy (done already here)."""
@@ -117,19 +118,20 @@ class CudaCopies:
         self.timed.append(("D2H", nbytes, start, end))
         return host, end
 
-    def back(self, host: torch.Tensor, after: Any, device: torch.device) -> tuple[torch.Tensor, Any]:
-        # allocated in the compute stream's order: the copy writes it only after the compute stream is
+    def back(self, host: torch.Tensor, segments: list, after: Any, device: torch.device) -> tuple[list, Any]:
+        # allocated in the compute stream's order: the copy writes them only after the compute stream is
         # done with what that memory held before (the wait below)
-        buffer = torch.empty(host.numel(), dtype=torch.uint8, device=device)
+        buffers = [torch.empty(n, dtype=torch.uint8, device=device) for _, n in segments]
         self.h2d.wait_stream(self._compute())
         if after is not None:
             self.h2d.wait_event(after)
         with torch.cuda.stream(self.h2d):
             start, end = self._marks(self.h2d)
-            buffer.copy_(host, non_blocking=True)
+            for buffer, (at, n) in zip(buffers, segments):
+                buffer.copy_(host[at:at + n], non_blocking=True)
             end.record(self.h2d)
-        self.timed.append(("H2D", host.numel(), start, end))
-        return buffer, end
+        self.timed.append(("H2D", sum(n for _, n in segments), start, end))
+        return buffers, end
 
     def compute_waits(self, token: Any) -> None:
         if token is not None:
@@ -223,6 +225,6 @@ def copy_seconds(nbytes: int, device: torch.device, repeats: int = 5) -> float:
     for _ in range(repeats + 1):  # the first round warms up
         copies.timed.clear()
         host, done = copies.out([src], [0], nbytes)
-        copies.back(host, done, device)
+        copies.back(host, [(0, nbytes)], done, device)
         times.append(max(seconds for _, _, seconds in copies.seconds()))
     return max(statistics.median(times[1:]), 1e-9)
