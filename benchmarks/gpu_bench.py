@@ -285,8 +285,8 @@ def _offload_rows(rows: list) -> list:
 
 
 CHECK_HEADERS = ["schedule", "mode", "vs off", "peak vs off, measured / planned", "reserved GiB",
-                 "profiled B MiB (rank 0 / 1)", "B same as off", "copy stream pairs", "outside the pool",
-                 "pinned MiB reported / allocated", "copy GB/s in run / alone"]
+                 "profiled B MiB (rank 0 / 1)", "B vs off", "copy stream pairs", "outside the pool",
+                 "pinned MiB: ours / allocator's in use / held", "copy GB/s in run / alone"]
 
 
 def _check_rows(rows: list) -> list:
@@ -300,11 +300,12 @@ def _check_rows(rows: list) -> list:
             " / ".join("-" if x is None else f"{x:.2f}" for x in r["peak_vs_off"]) + f" (plan {r['planned_vs_off']:.2f})")
         out.append([r["schedule"], r["mode"], "reference" if vs is None else _versus(vs), peak,
                     ranks(r, "reserved_gib"), ranks(r, "profiled_b_mib", lambda d: ", ".join(f"{v}" for v in d.values())),
-                    "-" if "profiled_b_equal" not in r else ("yes" if r["profiled_b_equal"] else "NO"),
+                    "-" if "profiled_b_equal" not in r else ("equal" if r["profiled_b_equal"] else
+                                                             f"rel diff {r['profiled_b_max_rel_diff']:.1e}"),
                     ranks(r, "stream_pairs", str), ranks(r, "external_streams", str),
-                    " / ".join(f"{s['pinned_reported_mib']:.1f} / " + ("-" if s.get("pinned_allocated_mib") is None
-                                                                         else f"{s['pinned_allocated_mib']:.1f}")
-                               for s in r["ranks"]),
+                    " ; ".join(f"{s['pinned_reported_mib']:.0f} / " + " / ".join(
+                        "-" if s.get(k) is None else f"{s[k]:.0f}" for k in ("pinned_allocated_mib", "pinned_held_mib"))
+                        for s in r["ranks"]),
                     ranks(r, "copy_gbps_in_run", lambda x: f"{x:.1f}") + " ; " + ranks(r, "copy_gbps_alone",
                                                                                         lambda x: f"{x:.1f}")])
     return out

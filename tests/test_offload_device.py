@@ -194,7 +194,8 @@ def test_the_copy_streams_are_made_once_per_device_for_the_life_of_the_process(m
     monkeypatch.setattr(torch.cuda, "device", lambda index: nullcontext())
     pairs = {C.copy_streams(torch.device("cuda", i % 2)) for i in range(20)}
     assert len(pairs) == 2 and sorted(made) == [0, 0, 1, 1]
-    assert C._runtime_library() is None  # no GPU runtime in this process: the pool fallback
+    if not torch.cuda.is_available():  # no GPU runtime loaded in this process: the pool streams, drawn once
+        assert C._runtime_library() is None
 
 
 def test_reload_buffers_count_from_the_op_that_issues_them():
