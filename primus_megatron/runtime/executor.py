@@ -129,8 +129,7 @@ class StepResult:
     offloaded_w: int = 0  # B ops whose W share (what they kept for W) went to host and back
     offloaded_w_bytes: int = 0  # what those W shares held, in all
     offload_copies: Any = None  # the step's offload_copies object: `.seconds()` times its copies (bandwidth)
-    peak_offload_device_bytes: int = 0  # the most offload's reload buffers held on the device at once
-    pinned_held_bytes: int = 0  # the host memory offload's buffers come from (the pinned arena), used or not
+    peak_offload_device_bytes: int = 0  # the most offload kept on the device at once (moved, not yet freed; reloads)
 
     @property
     def copy_seconds(self) -> list:
@@ -384,8 +383,7 @@ class _Step:
                           self.offload.moved_w if self.offload else 0,
                           self.offload.moved_w_bytes if self.offload else 0,
                           self.offload.copies if self.offload else None,
-                          self.offload.peak_device_bytes if self.offload else 0,
-                          self.offload.copies.held_bytes if self.offload else 0)
+                          self.offload.peak_device_bytes if self.offload else 0)
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,

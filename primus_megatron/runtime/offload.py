@@ -332,16 +332,13 @@ class ActivationOffload:
                 self.lanes.wait(key)
 
     def release(self, key: Key) -> None:
-        """After the B of `key`: drop our references (W's closures keep theirs). A pinned host buffer goes
-        back to the device's arena, which reuses it once its copy back has run (offload_copies)."""
+        """After the B of `key`: drop our references (W's closures keep theirs). A pinned host buffer may
+        still be read by its copy back: the host allocator reuses it only after that copy (offload_copies)."""
         entry = self.entries.pop(key, None)
         if entry is None:
             return
         if entry.state != "held":
             self.host_bytes -= self.copies.host_bytes(entry.nbytes) if entry.nbytes else 0
-        if entry.host is not None:  # free once the last copy touching it has run
-            self.copies.give_back(entry.host, entry.back_token or entry.out_token)
-            entry.host = None
         if entry.state == "back":
             self._device(-entry.nbytes)
 
@@ -354,8 +351,7 @@ class ActivationOffload:
     def clear(self) -> None:
         """A failed step: let everything go (after the copies in flight on GPU, which may still read it)."""
         self.copies.drain()
-        for key in list(self.entries):
-            self.release(key)
+        self.entries.clear()
         self.host_bytes = 0
         self.device_bytes = 0
 

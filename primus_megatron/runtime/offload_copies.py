@@ -20,11 +20,7 @@ CUDA facts this relies on (torch 2.13):
   (`CachingHostAllocator_recordEvent` in `ATen/native/cuda/Copy.cu`), so a pinned buffer may be
   dropped while its copy runs: the host allocator reuses it only after that event.
 - The host allocator rounds every pinned allocation up to a power of two and caches the block
-  (`ATen/core/CachingHostAllocator.h`, `PowerOf2Ceil`), per size: one pinned buffer per offloaded
-  F held about twice the bytes in use on an H200 (BENCHMARKS.md). So host buffers come from a
-  `PinnedArena` per device instead: a few large power-of-two slabs (no rounding lost), carved for
-  each buffer and reused once the copy that last touched a piece has run; what it holds is reported
-  (`held`) beside the bytes in use.
+  (`ATen/core/CachingHostAllocator.h`, `PowerOf2Ceil`): `pinned_bytes` is what it allocates.
 - Device memory: a block used on a second stream and marked with `record_stream` is, once freed,
   reused only after the work queued on that stream at the free has run (an event the allocator
   checks at each allocation, and waits for before raising out-of-memory:
@@ -84,13 +80,8 @@ class HostCopies:
     def drain(self) -> None:
         """Every copy in flight has ended before the compute stream's next work."""
 
-    def give_back(self, host: torch.Tensor, token: Any) -> None:
-        """The host pool's buffer goes with its last reference."""
-
     def host_bytes(self, nbytes: int) -> int:
         return nbytes
-
-    held_bytes = 0  # nothing is held beyond what is in use
 
     def seconds(self) -> list:
         """(direction, bytes, seconds) of every copy so far."""
@@ -98,15 +89,13 @@ class HostCopies:
 
 
 class CudaCopies:
-    """CUDA and ROCm: pinned host buffers from the device's arena, its two copy streams, events (module
-    doc)."""
+    """CUDA and ROCm: pinned host buffers, the device's two copy streams, events (module doc)."""
 
     cuda = True
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.d2h, self.h2d = copy_streams(device)
-        self.arena = pinned_arena(device)
         self.timed: list = []  # ("D2H" | "H2D", bytes, start event, end event)
 
     def _compute(self):
@@ -119,7 +108,7 @@ class CudaCopies:
 
     def out(self, sources: list, offsets: list, nbytes: int) -> tuple[torch.Tensor, Any]:
         self.d2h.wait_stream(self._compute())  # the F (B) that wrote them has run
-        host = self.arena.take(nbytes)
+        host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
         with torch.cuda.stream(self.d2h):
             start, end = self._marks(self.d2h)
             for src, at in zip(sources, offsets):
@@ -152,16 +141,8 @@ class CudaCopies:
         self._compute().wait_stream(self.d2h)
         self._compute().wait_stream(self.h2d)
 
-    def give_back(self, host: torch.Tensor, token: Any) -> None:
-        """`host` is free once the copy `token` ends (the last copy that reads or writes it)."""
-        self.arena.give(host, None if token is None else token.query)
-
     def host_bytes(self, nbytes: int) -> int:
-        return nbytes
-
-    @property
-    def held_bytes(self) -> int:
-        return self.arena.held
+        return pinned_bytes(nbytes)
 
     def seconds(self) -> list:
         """(direction, bytes, seconds) of every copy so far; waits for the last of them."""
@@ -174,87 +155,6 @@ class CudaCopies:
 
 def copies_for(device: torch.device):
     return CudaCopies(device) if device.type == "cuda" else HostCopies()
-
-
-# -- pinned host memory, one arena per device ------------------------------------------------------
-
-class PinnedArena:
-    """Host buffers carved from a few pinned slabs (module doc). A slab is a power of two (what torch's
-    host allocator would round it to anyway) of at least `min_slab` bytes and four times the largest
-    request so far, so pieces pack with little left over. A piece given back is reused once its
-    `done()` says the copy that last touched it has ended (the host never waits: a piece still in
-    flight is skipped). `pin(n)`: n pinned bytes (a test gives plain ones)."""
-
-    def __init__(self, pin, min_slab: int = 64 << 20) -> None:
-        self.pin, self.min_slab = pin, min_slab
-        self.slabs: list = []  # uint8 tensors
-        self.free: list = []  # [slab, start, end), sorted
-        self.pending: list = []  # (done, slab, start, end): given back, the copy may still run
-        self.pieces: dict = {}  # data_ptr of a piece handed out -> (slab, start, end)
-        self.largest = 0
-        self.in_use = 0  # handed out
-        self.peak_in_use = 0
-        self.peak_busy = 0  # handed out or given back with its copy still running
-
-    @property
-    def held(self) -> int:
-        return sum(s.numel() for s in self.slabs)
-
-    def take(self, nbytes: int) -> torch.Tensor:
-        n = aligned(max(1, nbytes))
-        self.largest = max(self.largest, n)
-        self._reap()
-        fits = [(end - start, i) for i, (slab, start, end) in enumerate(self.free) if end - start >= n]
-        if not fits:
-            size = pinned_bytes(max(self.min_slab, 2 * self.largest, n))
-            self.slabs.append(self.pin(size))
-            self.free.append((len(self.slabs) - 1, 0, size))
-            fits = [(size, len(self.free) - 1)]
-        _, i = min(fits)  # the tightest fit
-        slab, start, end = self.free.pop(i)
-        if end - start > n:
-            self.free.append((slab, start + n, end))
-            self.free.sort()
-        piece = self.slabs[slab][start:start + n]
-        self.pieces[piece.data_ptr()] = (slab, start, start + n)
-        self.in_use += n
-        self.peak_in_use = max(self.peak_in_use, self.in_use)
-        self.peak_busy = max(self.peak_busy, self.in_use + sum(end - start for _, _, start, end in self.pending))
-        return piece[:nbytes]
-
-    def give(self, piece: torch.Tensor, done=None) -> None:
-        slab, start, end = self.pieces.pop(piece.data_ptr())
-        self.in_use -= end - start
-        self.pending.append((done, slab, start, end))
-
-    def _reap(self) -> None:
-        """Pieces whose copies have ended go back to the free list, merged with their neighbours."""
-        still = []
-        for done, slab, start, end in self.pending:
-            if done is None or done():
-                self.free.append((slab, start, end))
-            else:
-                still.append((done, slab, start, end))
-        self.pending = still
-        self.free.sort()
-        merged: list = []
-        for slab, start, end in self.free:
-            if merged and merged[-1][0] == slab and merged[-1][2] == start:
-                merged[-1] = (slab, merged[-1][1], end)
-            else:
-                merged.append((slab, start, end))
-        self.free = merged
-
-
-_ARENAS: dict = {}
-
-
-def pinned_arena(device: torch.device) -> PinnedArena:
-    """The device's arena, for the life of the process."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _ARENAS:
-        _ARENAS[index] = PinnedArena(lambda n: torch.empty(n, dtype=torch.uint8, pin_memory=True))
-    return _ARENAS[index]
 
 
 # -- the copy streams, created once per device ----------------------------------------------------
