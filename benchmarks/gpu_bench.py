@@ -286,7 +286,7 @@ def _offload_rows(rows: list) -> list:
 
 CHECK_HEADERS = ["schedule", "mode", "vs off", "peak vs off, measured / planned", "reserved GiB",
                  "profiled B MiB (rank 0 / 1)", "B vs off", "copy stream pairs", "outside the pool",
-                 "pinned MiB: ours / allocator's in use / held", "copy GB/s in run / alone"]
+                 "pinned MiB: peak in use / host allocator holds", "copy GB/s in run / alone"]
 
 
 def _check_rows(rows: list) -> list:
@@ -304,7 +304,7 @@ def _check_rows(rows: list) -> list:
                                                              f"rel diff {r['profiled_b_max_rel_diff']:.1e}"),
                     ranks(r, "stream_pairs", str), ranks(r, "external_streams", str),
                     " ; ".join(f"{s['pinned_reported_mib']:.0f} / " + " / ".join(
-                        "-" if s.get(k) is None else f"{s[k]:.0f}" for k in ("pinned_allocated_mib", "pinned_held_mib"))
+                        "-" if s.get(k) is None else f"{s[k]:.0f}" for k in ("pinned_held_mib",))
                         for s in r["ranks"]),
                     ranks(r, "copy_gbps_in_run", lambda x: f"{x:.1f}") + " ; " + ranks(r, "copy_gbps_alone",
                                                                                         lambda x: f"{x:.1f}")])

@@ -440,10 +440,7 @@ def offload_check_part(rank: int, case: dict, device, emit) -> None:
                         if copies is not None and getattr(copies, "cuda", False):
                             streams.add((copies.d2h.cuda_stream, copies.h2d.cuda_stream))
                         if gpu and hasattr(torch.cuda, "host_memory_stats"):
-                            stats = torch.cuda.host_memory_stats()
-                            pinned.append((stats.get("active_bytes.peak", 0), stats.get("allocated_bytes.current", 0)))
-                            if hasattr(torch.cuda, "reset_peak_host_memory_stats"):
-                                torch.cuda.reset_peak_host_memory_stats()
+                            pinned.append(torch.cuda.host_memory_stats().get("allocated_bytes.current", 0))
 
                     res = run_steps(runner, model, batches, steps=steps, trace=trace, device=device, block=block,
                                     on_step=after, before_step=busy)
@@ -469,9 +466,8 @@ def offload_check_part(rank: int, case: dict, device, emit) -> None:
                         "profiled_b_mib": {k: round(v / 2**20, 2) for k, v in mem_b.items()},
                         "stream_pairs": len(streams), "external_streams": bool(C._runtime_library()) if gpu else None,
                         "pinned_reported_mib": getattr(step, "peak_host_bytes", 0) / 2**20,
-                        # the host allocator's: peak bytes in use in a step, and what it holds (cached blocks too)
-                        "pinned_allocated_mib": (max(p[0] for p in pinned) / 2**20) if pinned else None,
-                        "pinned_held_mib": (max(p[1] for p in pinned) / 2**20) if pinned else None,
+                        # what torch's host allocator holds after a step (cached blocks too), the most of any step
+                        "pinned_held_mib": (max(pinned) / 2**20) if pinned else None,
                         "copy_gbps_in_run": None if copy_rate in (None, float("inf")) else copy_rate / 1e9,
                         "copy_gbps_alone": None if alone is None else alone / 1e9,
                         "kept_mib": 0.0})

@@ -129,7 +129,8 @@ class StepResult:
     offloaded_w: int = 0  # B ops whose W share (what they kept for W) went to host and back
     offloaded_w_bytes: int = 0  # what those W shares held, in all
     offload_copies: Any = None  # the step's offload_copies object: `.seconds()` times its copies (bandwidth)
-    peak_offload_device_bytes: int = 0  # the most offload kept on the device at once (moved, not yet freed; reloads)
+    peak_offload_device_bytes: int = 0  # the most offload's reload buffers held on the device at once
+    pinned_held_bytes: Optional[int] = None  # on a GPU: pinned bytes torch's host allocator holds after the step
 
     @property
     def copy_seconds(self) -> list:
@@ -383,7 +384,8 @@ class _Step:
                           self.offload.moved_w if self.offload else 0,
                           self.offload.moved_w_bytes if self.offload else 0,
                           self.offload.copies if self.offload else None,
-                          self.offload.peak_device_bytes if self.offload else 0)
+                          self.offload.peak_device_bytes if self.offload else 0,
+                          self.offload.copies.held_bytes if self.offload else None)
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,

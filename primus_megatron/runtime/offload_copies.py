@@ -20,7 +20,10 @@ CUDA facts this relies on (torch 2.13):
   (`CachingHostAllocator_recordEvent` in `ATen/native/cuda/Copy.cu`), so a pinned buffer may be
   dropped while its copy runs: the host allocator reuses it only after that event.
 - The host allocator rounds every pinned allocation up to a power of two and caches the block
-  (`ATen/core/CachingHostAllocator.h`, `PowerOf2Ceil`): `pinned_bytes` is what it allocates.
+  (`ATen/core/CachingHostAllocator.h`, `PowerOf2Ceil`): `pinned_bytes` is what it allocates. What it
+  holds in all (cached blocks of every size, and blocks whose copies have not run) was 2-5x the
+  offload's peak in use on an H200 with the host running ahead (BENCHMARKS.md); `held_bytes` reports
+  it. (An arena of our own, a few power-of-two slabs carved per buffer, held no less there.)
 - Device memory: a block used on a second stream and marked with `record_stream` is, once freed,
   reused only after the work queued on that stream at the free has run (an event the allocator
   checks at each allocation, and waits for before raising out-of-memory:
@@ -83,6 +86,8 @@ class HostCopies:
     def host_bytes(self, nbytes: int) -> int:
         return nbytes
 
+    held_bytes = None  # host memory: nothing pinned
+
     def seconds(self) -> list:
         """(direction, bytes, seconds) of every copy so far."""
         return list(self.timed)
@@ -143,6 +148,12 @@ class CudaCopies:
 
     def host_bytes(self, nbytes: int) -> int:
         return pinned_bytes(nbytes)
+
+    @property
+    def held_bytes(self) -> Optional[int]:
+        """Pinned bytes torch's host allocator holds (blocks in use and cached), where torch says."""
+        stats = getattr(torch.cuda, "host_memory_stats", None)
+        return None if stats is None else int(stats().get("allocated_bytes.current", 0))
 
     def seconds(self) -> list:
         """(direction, bytes, seconds) of every copy so far; waits for the last of them."""
