@@ -21,7 +21,7 @@ import torch
 
 CASES = ["linear_delayed", "linear_row_return_bias", "layernorm_linear_delayed", "rmsnorm_linear_zero_centered",
          "fused_main_grad_first_microbatch", "dot_product_attention_causal_gqa", "norms",
-         "fp8_bias_gradient_in_b", "refusals"]
+         "fp8_bias_gradient_in_b", "grouped_linear_delayed", "grouped_linear_fused_return_bias", "refusals"]
 
 
 def _device(te) -> str:
@@ -189,6 +189,63 @@ def fp8_bias_gradient_in_b(te):
     return rec
 
 
+def _grouped_puts(layer) -> list:
+    """Wrap a GroupedLinear's store's put: what each of its three lists holds (type, is a tensor)."""
+    handed, put = [], layer.wgrad_store.put
+
+    def recording(tensor_list, func):
+        handed.append([[(type(item).__name__, isinstance(item, torch.Tensor)) for item in part] for part in tensor_list])
+        return put(tensor_list, func)
+
+    layer.wgrad_store.put = recording
+    return handed
+
+
+def grouped_linear_delayed(te):
+    """GroupedLinear delayed, unfused, bias in the GEMM, one expert given no rows: which gradients
+    exist after B (their values there are TE's unfilled buffers: not compared), then backward_dw's."""
+    dev = _device(te)
+    layer = te.GroupedLinear(3, 16, 12, bias=True, delay_wgrad_compute=True, device=dev, params_dtype=torch.float32)
+    _fill(layer, 9)
+    handed = _grouped_puts(layer)
+    x = _seeded(15, 16, seed=109).to(dev).requires_grad_(True)
+    out = layer(x, [4, 0, 11])
+    (out.float() ** 2).sum().backward()
+    rec = {"out": _cpu(out), "dgrad": _cpu(x.grad), "puts": handed,
+           "grad_after_b": {n: p.grad is not None for n, p in layer.named_parameters()},
+           "marked": sorted(n for n, p in layer.named_parameters() if getattr(p, "skip_backward_post_hook", False))}
+    layer.backward_dw()
+    rec["after_w"] = _grads(layer)
+    return rec
+
+
+def grouped_linear_fused_return_bias(te):
+    """Fused into main_grad with megatron's grad_added_to_main_grad, biases returned (their gradient
+    from autograd in B): main_grad untouched by B, written by backward_dw, overwritten on the first
+    microbatch."""
+    dev = _device(te)
+    layer = te.GroupedLinear(2, 8, 6, bias=True, return_bias=True, fuse_wgrad_accumulation=True,
+                             delay_wgrad_compute=True, device=dev, params_dtype=torch.float32)
+    _fill(layer, 11)
+    for i in range(2):
+        w = getattr(layer, f"weight{i}")
+        w.main_grad = torch.full((6, 8), 7.0, device=dev)  # stale: the first microbatch overwrites it
+        w.grad_added_to_main_grad = False
+    rec = {}
+    for mb, first in enumerate((True, False)):
+        x = _seeded(7, 8, seed=60 + mb).to(dev).requires_grad_(True)
+        out, biases = layer(x, [3, 4], is_first_microbatch=first)
+        (torch.cat([o + b for o, b in zip(torch.split(out, [3, 4]), biases)]).float() ** 2).sum().backward()
+        rec[f"main_grad_after_b{mb}"] = [_cpu(getattr(layer, f"weight{i}").main_grad) for i in range(2)]
+        rec[f"grad_added_b{mb}"] = [bool(getattr(layer, f"weight{i}").grad_added_to_main_grad) for i in range(2)]
+        rec[f"dgrad{mb}"] = _cpu(x.grad)
+    for w in range(2):
+        layer.backward_dw()
+        rec[f"main_grad_after_w{w}"] = [_cpu(getattr(layer, f"weight{i}").main_grad) for i in range(2)]
+    rec["bias_grads"] = [_cpu(getattr(layer, f"bias{i}").grad) for i in range(2)]
+    return rec
+
+
 def refusals(te):
     from transformer_engine.pytorch.module._common import WeightGradStore
 
@@ -202,6 +259,9 @@ def refusals(te):
         "attention_wrong_head_dim": lambda: te.DotProductAttention(2, 8, qkv_format="sbhd")(
             *(torch.zeros(3, 1, 2, 4, device=dev) for _ in range(3))),
         "backward_dw_undelayed_is_a_no_op": lambda: te.Linear(4, 4, device=dev).backward_dw(),
+        "grouped_linear_userbuffers": lambda: te.GroupedLinear(2, 4, 4, ub_overlap_rs=True, device=dev),
+        "grouped_linear_wrong_splits": lambda: te.GroupedLinear(2, 4, 4, device=dev)(
+            torch.zeros(3, 4, device=dev), [3]),
     }
     rec = {}
     for name, attempt in attempts.items():

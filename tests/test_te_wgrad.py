@@ -498,18 +498,9 @@ def s_nothing_crosses_steps(te):
 def s_refusals(te):
     from primus_megatron.runtime import te_wgrad
 
-    # GroupedLinear (megatron's TEGroupedLinear / TEGroupedMLP): not split, gradients in B
-    grouped = te.GroupedLinear(2, 4, 4)
-    wrapper = torch.nn.ModuleDict({"experts": grouped, "dense": te.Linear(4, 4)})
-    assert te_wgrad.enable(wrapper) == 1 and not te_wgrad.is_routed(grouped)
-    store = _fresh_store()
-    with store.capture((0, 0)):
-        grouped(torch.randn(6, 4), [2, 4]).sum().backward()
-    assert grouped.weight0.grad is not None and store.pending((0, 0)) == 0
-    # ... and refused when built with TE's own delay (nobody would run its backward_dw)
+    # GroupedLinear built with TE's own delay is routed whatever the schedule, as Linear is (below)
     delayed = torch.nn.Sequential(te.GroupedLinear(2, 4, 4, delay_wgrad_compute=True))
-    _raises(ValueError, "GroupedLinear", lambda: te_wgrad.enable(delayed))
-    _raises(ValueError, "GroupedLinear", lambda: te_wgrad.prepare_step([delayed], splitting=False))
+    assert te_wgrad.prepare_step([delayed], splitting=False) == 1 and te_wgrad.is_routed(delayed[0])
     # a layer built with TE's own delay is routed whatever the schedule (its parameters are marked already)
     own = torch.nn.Sequential(te.Linear(4, 4, delay_wgrad_compute=True))
     assert own[0].weight.skip_backward_post_hook is True
@@ -743,6 +734,107 @@ def s_w_shares_offloaded_bitwise(te):
         assert torch.equal(g, grads[1][name]), name
 
 
+class _Experts(torch.nn.Module):
+    """Megatron's TEGroupedMLP in small (0.16.1 moe/experts.py:628-766): fc1 a GroupedLinear with its bias
+    in the GEMM (gradient with the weight's, in W), fc2 one returning its biases, added per expert
+    outside (`_apply_bias`: gradients from autograd, in B); three experts, one of them given no tokens."""
+
+    SPLITS = [4, 0, 11]
+
+    def __init__(self, te, *, fuse: bool = False, delay: bool = False) -> None:
+        super().__init__()
+        kw = dict(fuse_wgrad_accumulation=fuse, delay_wgrad_compute=delay)
+        self.fc1 = te.GroupedLinear(3, 8, 12, bias=True, **kw)
+        self.fc2 = te.GroupedLinear(3, 12, 8, bias=True, return_bias=True, **kw)
+        with torch.no_grad():
+            for i in range(3):
+                getattr(self.fc1, f"bias{i}").add_(0.1 * torch.randn(12))
+                getattr(self.fc2, f"bias{i}").add_(0.1 * torch.randn(8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.reshape(-1, 8)[:sum(self.SPLITS)]
+        h = torch.nn.functional.gelu(self.fc1(x, self.SPLITS))
+        out, biases = self.fc2(h, self.SPLITS)
+        return torch.cat([part + b for part, b in zip(torch.split(out, self.SPLITS), biases)])
+
+
+GROUPED_IN_B = [f"fc2.bias{i}" for i in range(3)]  # returned biases: their gradient comes from autograd in B
+
+
+def _grouped_experts(te, fuse: bool):
+    """Issue 38: a grouped experts' weight gradients (and fc1's in-GEMM biases) run in W, not B: after
+    every B the weights' .grad is None (unfused) or main_grad untouched with grad_added_to_main_grad
+    set (fused), fc1's biases have no gradient yet, fc2's returned biases have theirs; after the W ops
+    (in another order than the B ops) every gradient equals undelayed autograd's, and no NaN (TE's
+    unfilled buffers, which autograd would have been handed) reached a .grad."""
+    from primus_megatron.runtime import te_wgrad
+
+    torch.manual_seed(5)
+    net, plain = _Experts(te, fuse=fuse), _Experts(te)
+    plain.load_state_dict(net.state_dict())
+    if fuse:
+        for p in net.parameters():
+            p.main_grad = torch.zeros_like(p, dtype=torch.float32)
+            p.grad_added_to_main_grad = False
+    assert te_wgrad.enable(net) == 2 and te_wgrad.is_routed(net.fc1) and te_wgrad.is_routed(net.fc2)
+    params = dict(net.named_parameters())
+    marked = {n for n, p in params.items() if getattr(p, "skip_backward_post_hook", False)}
+    assert marked == {f"fc{k}.weight{i}" for k in (1, 2) for i in range(3)} | {f"fc1.bias{i}" for i in range(3)}
+    store = _fresh_store()
+    xs = _inputs(3, seed=6)
+    outs = [net(x) for x in xs]
+    for mb in range(3):
+        with store.capture((mb, 0)):
+            _loss(outs[mb]).backward()
+        assert store.pending((mb, 0)) == 2  # fc2's GEMMs and fc1's, one closure per layer
+    weights = [f"fc{k}.weight{i}" for k in (1, 2) for i in range(3)]
+    for name in weights:
+        if fuse:
+            assert params[name].grad_added_to_main_grad is True
+            assert torch.count_nonzero(params[name].main_grad) == 0, f"{name}.main_grad changed in B"
+        else:
+            assert params[name].grad is None, f"{name} got a gradient in B"
+    assert all(params[f"fc1.bias{i}"].grad is None for i in range(3))
+    assert all(params[n].grad is not None for n in GROUPED_IN_B)
+    for mb in (2, 0, 1):
+        store.run((mb, 0))
+    store.assert_empty()
+    expected = _reference_grads(plain, xs)
+    for name in weights:
+        got = params[name].main_grad if fuse else params[name].grad
+        assert not torch.isnan(got).any(), name
+        _close(got, expected[name], name)
+    for name in [f"fc1.bias{i}" for i in range(3)] + GROUPED_IN_B:
+        _close(params[name].grad, expected[name], name)
+    assert torch.count_nonzero(expected["fc2.weight1"]) == 0  # the expert with no tokens: zero, not skipped
+
+
+def s_grouped_experts_defer_to_w(te):
+    _grouped_experts(te, fuse=False)
+
+
+def s_grouped_experts_defer_to_w_fused(te):
+    _grouped_experts(te, fuse=True)
+
+
+def s_grouped_linear_standin_is_te(te):
+    """The stand-in's GroupedLinear against plain autograd (undelayed), and TE's own delayed path
+    (put, then backward_dw replacing .grad) against the same: what the conformance test checks on a
+    GPU against real TE."""
+    torch.manual_seed(7)
+    net = _Experts(te)
+    xs = _inputs(1, seed=8)
+    expected = _reference_grads(net, xs)
+    own = _Experts(te, delay=True)
+    own.load_state_dict(net.state_dict())
+    _loss(own(xs[0])).backward()
+    assert own.fc1.weight0.grad is not None and torch.isnan(own.fc1.weight0.grad).all()  # TE's unfilled buffer
+    own.fc2.backward_dw()
+    own.fc1.backward_dw()
+    for name, p in own.named_parameters():
+        _close(p.grad, expected[name], f"TE's own delayed path: {name}")
+
+
 def _raises(exc_type, needle: str, fn) -> None:
     try:
         fn()
@@ -756,7 +848,8 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
              s_fp8_bias_gradient_in_b_and_quantized_puts, s_fp8_ddp_hooks_once_per_w, s_debug_mode_refuses_routed_layers,
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals, s_capability_older_te,
              s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted,
-             s_w_shares_offloaded_bitwise]
+             s_w_shares_offloaded_bitwise, s_grouped_experts_defer_to_w, s_grouped_experts_defer_to_w_fused,
+             s_grouped_linear_standin_is_te]
 
 
 def scenarios_body(rank, case):

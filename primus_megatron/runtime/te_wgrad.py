@@ -37,10 +37,26 @@ where DDP hooked them per parameter.
 
 Outside a B op (BW ops, megatron's own schedules) the queued work runs when
 that backward ends (autograd's final callback): the layer then behaves as an
-undelayed one. TE's `GroupedLinear` (megatron's TEGroupedLinear /
-TEGroupedMLP) and `LayerNormMLP` are not split: their weight gradients stay in
+undelayed one. TE's `LayerNormMLP` is not split: its weight gradients stay in
 B, like megatron's norms and biases; one built with TE's own delay is refused,
 since nothing would run its `backward_dw`.
+
+TE's `GroupedLinear` (megatron's TEGroupedLinear, the experts of TEGroupedMLP) is
+split too: one parameter per expert GEMM (`weight{i}`, `bias{i}`, no
+`weight_names`), one `put([inputs, grad outputs, outputs], grouped_gemm)` per
+layer and backward (v2.11 grouped_linear.py:466-468), the GEMM returning
+(outputs, bias gradients, gelu inputs) (cpp_extensions/gemm.py:213-316). TE hands
+autograd that same `outputs` list right after `put` (504-507): unfused, buffers
+only the delayed GEMM fills (422-425), which autograd would add to each expert's
+`.grad` in B (TE's own `backward_dw` replaces `.grad`, 849-872, so it never
+notices). `put` empties the list in place: autograd gets None (megatron's dummy
+when fused), nothing weight-sized is held from B to W, and W allocates the
+outputs (unfused) or writes `main_grad` (fused). A bias added in the GEMM (fc1)
+gets its gradient in W; one the layer returns (TEGroupedMLP's fc2, added per
+expert by `_apply_bias`) from autograd in B. megatron-core 0.19's
+`overlap_dispatch_backward_with_experts_wgrad`, which calls `backward_dw` inside
+B, is refused with W ops (runtime/unsupported.py); its fused grouped-MLP path
+needs TE 2.14's `ops.GroupedLinear` and is not reached with TE 2.11.
 
 Only schedules with W ops route layers (`build_model` calls `enable` for them
 only): `1f1b` / `interleaved-1f1b` leave TE's layers and store alone and run
@@ -116,11 +132,12 @@ def _te_classes() -> Optional[tuple[type, tuple[type, ...]]]:
     try:
         import transformer_engine.pytorch as te
         base = _te_base_class()
-        split = (te.Linear, te.LayerNormLinear)
+        split = (te.Linear, te.LayerNormLinear, *((te.GroupedLinear,) if hasattr(te, "GroupedLinear") else ()))
     except Exception:  # noqa: BLE001 - a broken or partial install builds no layers either
         return None
     # megatron's TELinear / TEColumnParallelLinear / TERowParallelLinear derive from Linear,
-    # TELayerNormColumnParallelLinear from LayerNormLinear
+    # TELayerNormColumnParallelLinear from LayerNormLinear, TEGroupedLinear (TEGroupedMLP's experts)
+    # from GroupedLinear
     return (base, split) if base is not None else None
 
 
@@ -239,6 +256,19 @@ def _require_support(schedule: Optional[str]) -> None:
         raise TESupportError(problem)
 
 
+def _is_grouped(layer: torch.nn.Module) -> bool:
+    """TE's GroupedLinear: one weight (and bias) per GEMM, `weight{i}` / `bias{i}`, no `weight_names`."""
+    return hasattr(layer, "num_gemms") and not hasattr(layer, "weight_names")
+
+
+def _weight_names(layer: torch.nn.Module) -> list:
+    return [f"weight{i}" for i in range(layer.num_gemms)] if _is_grouped(layer) else list(layer.weight_names)
+
+
+def _bias_names(layer: torch.nn.Module) -> list:
+    return [f"bias{i}" for i in range(layer.num_gemms)] if _is_grouped(layer) else list(layer.bias_names)
+
+
 class _Work:
     """One layer's deferred weight-gradient GEMM and its delivery."""
 
@@ -266,6 +296,42 @@ class _Work:
         _run_layer_hooks(layer)
 
 
+class _GroupedWork(_Work):
+    """A GroupedLinear's deferred GEMMs, one per expert: TE hands `put` [inputs, grad outputs, outputs]
+    (three lists) and the GEMM returns (outputs, bias gradients, gelu inputs) (module doc). The store
+    holds the inputs and grad outputs flat (the arguments activation offload moves); `outputs` are the
+    fused layer's `main_grad`s, or None: unfused, W allocates them (TE's B allocated them)."""
+
+    __slots__ = ("outputs",)
+
+    def __init__(self, layer: torch.nn.Module, tensors: Optional[list], gemm: Callable, outputs) -> None:
+        super().__init__(layer, tensors, gemm)
+        self.outputs = outputs
+
+    def __call__(self, *given) -> None:
+        layer, n = self.layer, self.layer.num_gemms
+        flat = self.tensors if self.tensors is not None else list(given)
+        gemm, self.tensors, self.gemm = self.gemm, None, None
+        if gemm is None:
+            raise RuntimeError("a TransformerEngine weight gradient was run twice")
+        weights = [getattr(layer, name) for name in _weight_names(layer)]
+        outputs = self.outputs if layer.fuse_wgrad_accumulation else [
+            torch.empty(w.shape, dtype=dtype, device=w.device) for w, dtype in zip(weights, self.outputs)]
+        self.outputs = None
+        with torch.no_grad():
+            _, grad_biases, _ = gemm(list(flat[:n]), list(flat[n:2 * n]), outputs)
+        del flat
+        if not layer.fuse_wgrad_accumulation:
+            for w, g in zip(weights, outputs):
+                _accumulate(w, g)
+        if layer.apply_bias:  # in the GEMM (not a returned bias): its gradient came with the weight's
+            for name, g in zip(_bias_names(layer), grad_biases):
+                if g is not None and g.numel():
+                    _accumulate(getattr(layer, name), g)
+        del outputs, grad_biases
+        _run_layer_hooks(layer)
+
+
 def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
     # through the parameter's own AccumulateGrad node: adds to .grad as an undivided backward would
     torch.autograd.backward(param, grad.to(param.dtype))
@@ -274,7 +340,7 @@ def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
 def _marked_params(layer: torch.nn.Module) -> list:
     """The layer's weights/biases whose DDP hook sits on the layer."""
     out = []
-    for name in (*layer.weight_names, *(layer.bias_names if layer.use_bias else ())):
+    for name in (*_weight_names(layer), *(_bias_names(layer) if layer.use_bias else ())):
         p = getattr(layer, name, None)
         if isinstance(p, torch.nn.Parameter) and p.requires_grad and getattr(p, "skip_backward_post_hook", False):
             out.append(p)
@@ -329,10 +395,15 @@ class DeferringWgradStore:
         # the tensors are held until W (under sequence parallelism TE's gathered input / grad_output):
         # counted as such for the measured mem_b / mem_w the planner simulates (module doc)
         store = get_store()
+        if _is_grouped(self.layer):
+            work, args = _grouped_work(self.layer, tensor_list, func)
+        else:
+            work, args = _Work(self.layer, None, func), tensor_list
         if store.capturing:  # a B op: its W runs the work on the tensors the store holds meanwhile
-            store.defer(_Work(self.layer, None, func), tensors=_held_tensors(tensor_list), args=tensor_list)
+            store.defer(work, tensors=_held_tensors(args), args=args)
         else:  # a BW op, megatron's own schedule, plain use: run when this backward ends
-            torch.autograd.Variable._execution_engine.queue_callback(_Work(self.layer, tensor_list, func))
+            work.tensors = list(args)
+            torch.autograd.Variable._execution_engine.queue_callback(work)
 
     def pop(self):
         raise RuntimeError("backward_dw() has nothing to run: this TransformerEngine layer's weight gradients are run "
@@ -340,6 +411,18 @@ class DeferringWgradStore:
 
     def assert_empty(self) -> None:
         pass  # nothing is kept here: the work sits in primus_megatron's store
+
+
+def _grouped_work(layer: torch.nn.Module, tensor_list: list, func: Callable) -> tuple:
+    """(work, flat arguments) of a GroupedLinear's `put([inputs, grad outputs, outputs], gemm)`. TE hands
+    autograd that same `outputs` list right after `put` (v2.11 grouped_linear.py:504-507): unfused it
+    holds weight-sized buffers only the delayed GEMM fills (422-425), which autograd would add to each
+    weight's .grad in B. Emptied here, autograd gets None (or megatron's dummy when fused, 483-498) and
+    nothing weight-sized is held from B to W: W allocates the outputs (unfused) or writes `main_grad`."""
+    inputs, grad_outputs, outputs = tensor_list
+    kept = list(outputs) if layer.fuse_wgrad_accumulation else [o.dtype for o in outputs]
+    outputs[:] = [None] * len(outputs)
+    return _GroupedWork(layer, None, func, kept), [*inputs, *grad_outputs]
 
 
 def _flatten(items) -> list:
@@ -377,7 +460,7 @@ def _route(layer: torch.nn.Module, name: str) -> None:
                              f"cannot delay its weight gradient to W (TransformerEngine raises for bulk wgrad overlap "
                              f"and gathers into a shared buffer that later layers overwrite for the others): build it "
                              f"without --tp-comm-overlap, or use {NO_W}")
-    if len(layer.weight_names) != 1:
+    if not _is_grouped(layer) and len(layer.weight_names) != 1:
         raise ValueError(f"TransformerEngine layer {name or type(layer).__name__} splits its weight into "
                          f"{len(layer.weight_names)} parameters (parameters_split): its weight gradient cannot be "
                          f"deferred to W; build it without parameters_split or use a schedule without W "
@@ -388,8 +471,8 @@ def _route(layer: torch.nn.Module, name: str) -> None:
         raise RuntimeError(f"TransformerEngine layer {name} holds {context.qsize()} weight gradients of its own "
                            f"delayed store: run its backward_dw() before routing it to primus_megatron")
     layer.wgrad_store = DeferringWgradStore(layer)
-    deferred = set(layer.weight_names) | (set(layer.bias_names) if _bias_in_gemm(layer) else set())
-    for pname in (*layer.weight_names, *layer.bias_names):
+    deferred = set(_weight_names(layer)) | (set(_bias_names(layer)) if _bias_in_gemm(layer) else set())
+    for pname in (*_weight_names(layer), *_bias_names(layer)):
         p = getattr(layer, pname, None)
         if isinstance(p, torch.nn.Parameter):
             # DDP hooks a marked parameter on the layer (run by our W) instead of on its accumulator
@@ -411,13 +494,14 @@ def _refuse_other(layer: torch.nn.Module, name: str) -> None:
     store = getattr(layer, "wgrad_store", None)
     if store is not None and not isinstance(store, DeferringWgradStore) and store.delay_wgrad_compute():
         raise ValueError(f"TransformerEngine layer {name} ({type(layer).__name__}) was built with TE's own "
-                         f"delay_wgrad_compute; primus_megatron splits only Linear and LayerNormLinear layers (nothing "
+                         f"delay_wgrad_compute; primus_megatron splits only Linear, LayerNormLinear and GroupedLinear "
+                         f"layers (nothing "
                          f"would run this one's backward_dw): build it without delay_wgrad_compute (its weight "
                          f"gradient is then computed in B)")
 
 
 def enable(module: torch.nn.Module, *, what: Optional[str] = None) -> int:
-    """Route the weight gradients of the TE Linear / LayerNormLinear layers in
+    """Route the weight gradients of the TE Linear / LayerNormLinear / GroupedLinear layers in
     `module` to primus_megatron's store. Call on each model chunk of a schedule
     with W ops after it is built and before megatron's DistributedDataParallel
     wraps it, and build that with `DistributedDataParallelConfig(delay_wgrad_compute=True)`;
@@ -518,4 +602,4 @@ def prepare_step(model: Sequence[torch.nn.Module], *, splitting: bool) -> int:
 def _trainable_params(layer: torch.nn.Module) -> bool:
     """Whether the layer has a trainable weight or bias (whose DDP hook routing would move)."""
     return any(isinstance(getattr(layer, n, None), torch.nn.Parameter) and getattr(layer, n).requires_grad
-               for n in (*layer.weight_names, *(layer.bias_names if layer.use_bias else ())))
+               for n in (*_weight_names(layer), *(_bias_names(layer) if layer.use_bias else ())))

@@ -116,6 +116,10 @@ RULES: tuple[Rule, ...] = (
          "context parallelism needs TransformerEngine attention (--transformer-impl transformer_engine)"),
     Rule("overlap_moe_expert_parallel_comm", _truthy,
          "it is megatron's combined 1F1B schedule for overlapping the expert all-to-all, a schedule of its own"),
+    # megatron-core 0.19 moe_layer.py:780-800: _RegisterDelayedWgradForExperts calls backward_dw inside B
+    Rule("overlap_dispatch_backward_with_experts_wgrad", lambda v, s: bool(v) and s.splits_backward,
+         "it runs the experts' weight gradients (backward_dw) inside the dispatch's backward, in B, where the W ops "
+         "of ours take them; use a schedule without W (1f1b, interleaved-1f1b) or drop it"),
     Rule("fine_grained_activation_offloading", _truthy,
          "its offload and reload points follow megatron's own op order"),
     Rule("cuda_graph_impl", _cuda_graphs,

@@ -55,3 +55,35 @@ def general_gemm(A, B, out_dtype: Optional[torch.dtype] = None, quantization_par
     else:
         result = result.to(dtype)
     return result, bias_grad, None, None
+
+
+def general_grouped_gemm(A: list, B: list, out: list, quantization_params: list, out_dtype: torch.dtype,
+                         layout: str = "TN", m_splits: Optional[list] = None, gelu: bool = False, grad=False,
+                         accumulate: bool = False, bias: Optional[list] = None, use_bias: bool = False,
+                         use_split_accumulator: bool = False, D_dtype=None, single_output=False):
+    """TE v2.11 lines 213-316: one GEMM per group with ``general_gemm``'s layouts; with
+    ``single_output`` the groups write consecutive row blocks of ``out[0]`` (``m_splits`` rows each).
+    With ``grad`` and ``use_bias`` the second result is each group's bias gradient (column sums of
+    ``B[i]``, fresh tensors as TE allocates them, 248-251); else the biases given (or numel-0
+    tensors). Returns (out, grad_bias or bias, gelu_input: numel-0 tensors) as TE does."""
+    num_gemms = len(A)
+    if gelu:
+        raise NotImplementedError("the TransformerEngine stand-in has no GELU-fused grouped GEMM")
+    if any(q is not None for q in quantization_params):
+        raise NotImplementedError("the TransformerEngine stand-in does not quantize grouped GEMM outputs")
+    empty_tensors = [torch.empty(0)] * num_gemms
+    if grad and use_bias:
+        grad_bias = [torch.empty(B[i].size(1), dtype=out[0].dtype) for i in range(num_gemms)]
+    else:
+        grad_bias = empty_tensors
+    outs = out
+    if single_output:
+        starts = [sum(m_splits[:i]) for i in range(num_gemms)]
+        outs = [out[0][s:s + m] for s, m in zip(starts, m_splits)]
+    for i in range(num_gemms):
+        gemm_bias = bias[i] if use_bias else None
+        _, bias_or_grad, _, _ = general_gemm(A[i], B[i], layout=layout, accumulate=accumulate, out=outs[i],
+                                             bias=gemm_bias, grad=grad)
+        if grad and use_bias:
+            grad_bias[i].copy_(bias_or_grad)
+    return out, (grad_bias if grad else (bias if use_bias else empty_tensors)), empty_tensors
