@@ -87,6 +87,7 @@ class Result:
     losses: dict = field(default_factory=dict)
     grad_norms: dict = field(default_factory=dict)
     skipped: dict = field(default_factory=dict)
+    aux_losses: dict = field(default_factory=dict)  # {iteration: {name: value}}: MoE's load-balancing losses etc.
     validation: dict = field(default_factory=dict)
     log: str = ""
     returncode: int = 0
@@ -96,6 +97,7 @@ class Result:
         its = sorted(self.losses) if iterations is None else list(iterations)
         return {"lm loss": [self.losses.get(i) for i in its], "grad norm": [self.grad_norms.get(i) for i in its],
                 "skipped": [self.skipped.get(i) for i in its],
+                **({"aux losses": [self.aux_losses.get(i) for i in its]} if self.aux_losses else {}),
                 "validation": {k: v for k, v in sorted(self.validation.items()) if iterations is None or k[0] in its}}
 
 
@@ -109,6 +111,9 @@ def parse(log: str) -> Result:
             result.losses[it] = fields.get("lm loss")
             result.grad_norms[it] = fields.get("grad norm")
             result.skipped[it] = fields.get("number of skipped iterations")
+            aux = {k: v for k, v in fields.items() if k.endswith("loss") and k != "lm loss"}
+            if aux:
+                result.aux_losses[it] = aux
             continue
         m = _VALID.search(line)
         if m:

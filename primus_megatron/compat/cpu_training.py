@@ -74,6 +74,9 @@ _TRAINING_MODULES = (
     "megatron.core.timers",
     # validation flags on "cuda", current_device, CUDA RNG state for reruns
     "megatron.core.rerun_state_machine",
+    # --moe-grouped-gemm asks torch.cuda.get_device_capability() >= 8 for the GroupedGEMM kernels
+    # (arguments.py:852-854 at core_v0.16.1)
+    "megatron.training.arguments",
 )
 
 
@@ -102,6 +105,8 @@ def _make_proxy():
         get_rng_state = staticmethod(lambda *args, **kwargs: torch.get_rng_state())
         set_rng_state = staticmethod(_nothing)
         manual_seed = staticmethod(_nothing)
+        # no CUDA kernel runs in CPU mode: none of their compute-capability gates applies
+        get_device_capability = staticmethod(lambda *args, **kwargs: (9, 0))
 
     class _TorchForTraining(cpu_torch.TorchOnCpu):
         def __init__(self):

@@ -149,7 +149,13 @@ def placed_provider(provider: Callable, entry: Union[S.registry.ScheduleInfo, Pi
                              **({"vp_stage": vp_stage} if vp_stage is not None else {}), **kwargs)
         model.pipeline_stage, model.pipeline_num_stages = stage, n
         if w_ops:  # TransformerEngine layers defer their weight GEMM into our W ops (no-op without TE);
-            te_wgrad.enable(model)  # before megatron's DDP wraps the chunk (see _install_ddp_delay)
+            routed = te_wgrad.enable(model)  # before megatron's DDP wraps the chunk (see _install_ddp_delay)
+            import torch.distributed as dist
+
+            if routed and dist.is_initialized() and dist.get_rank() == 0:
+                grouped = te_wgrad.grouped_layers(model)
+                print(f"primus_megatron: model chunk {c} on rank 0: {routed} TransformerEngine layers defer their "
+                      f"weight gradients to W ops, {grouped} of them grouped experts", flush=True)
         built.append(model)
         if entry.placement == S.V and rank == 0 and len(built) == chunks:
             _tie_embeddings(built)  # before megatron wraps the chunks for data parallelism

@@ -448,6 +448,11 @@ def _held_tensors(tensor_list: list) -> tuple:
     return tuple(held)
 
 
+def grouped_layers(module: torch.nn.Module) -> int:
+    """How many of `module`'s routed layers are grouped experts (TE GroupedLinear)."""
+    return sum(_is_grouped(m) and is_routed(m) for m in module.modules())
+
+
 def is_routed(layer: torch.nn.Module) -> bool:
     return isinstance(getattr(layer, "wgrad_store", None), DeferringWgradStore)
 

@@ -1,0 +1,122 @@
+"""Megatron-LM's own pretrain_gpt.py training a mixture-of-experts GPT on CPU ranks under our
+schedules (issue 38), against Megatron's own 1F1B on the same configuration.
+
+TransformerEngine is the test-only stand-in (tests/te_standin, TE v2.11's classes; see
+test_megatron_lm_te.py), so megatron-core builds its TE MoE spec: the routed experts as
+TEGroupedMLP over TE's GroupedLinear (`--moe-grouped-gemm`), whose weight GEMMs our plugin routes
+to the W ops (te_wgrad), a shared expert of TE linear layers, the all-to-all token dispatcher over
+EP=2 (the expert-data-parallel group is the DP=2 ranks), the load-balancing loss. 4 ranks: DP=2 x
+PP=2 x EP=2, with Megatron-LM's production settings: overlapped gradient reduce, the distributed
+optimizer, overlapped parameter gather, gradient-accumulation fusion, bf16.
+
+What must hold: every number Megatron-LM logs (lm loss, load-balancing loss, grad norm of every
+iteration; validation and test losses) is identical, as printed, to Megatron's own 1F1B's; and
+the experts' weight gradients are deferred (the plugin's line: grouped experts among the routed
+layers). Every run starts from one shared checkpoint (Megatron-LM's initialisation depends on the
+placement, and zbv / v-min place layers in a V). Also, each against its own 1F1B under zb-h1:
+DeepSeek-V3's aux-loss-free balancing (expert bias), token dropping with a capacity factor, and
+local layers (SequentialMLP of megatron's linear layers).
+"""
+from __future__ import annotations
+
+import functools
+import re
+
+import pytest
+
+import megatron_lm_harness as H
+
+pytestmark = pytest.mark.megatron_lm
+
+ITERS = 3
+MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-token-dispatcher-type", "alltoall",
+       "--expert-model-parallel-size", "2", "--moe-aux-loss-coeff", "1e-2", "--disable-bias-linear"]
+TE_MOE = MOE + ["--moe-grouped-gemm", "--moe-shared-expert-intermediate-size", "64"]
+DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "--eval-interval", str(ITERS),
+          "--untie-embeddings-and-output-weights", "--overlap-grad-reduce", "--use-distributed-optimizer",
+          "--overlap-param-gather", "--bf16"]  # 4 microbatches per data-parallel rank
+FIXED = ["--pipeline-profile-steps", "0"]  # equal-cost plans: the numbers cannot depend on a measured plan
+SCHEDULES = ["zb-h1", "zbv", "v-min"]
+VARIANTS = {  # each against its own 1F1B under zb-h1
+    "expert-bias": TE_MOE + ["--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid",
+                             "--moe-router-load-balancing-type", "none"],
+    "capacity": TE_MOE + ["--moe-expert-capacity-factor", "1.0", "--moe-token-drop-policy", "probs"],
+    # megatron's fused masked softmax needs apex's CUDA kernel under bf16 (fusions/fused_softmax.py:357)
+    "local-sequential": MOE + ["--transformer-impl", "local", "--no-masked-softmax-fusion"],
+}
+
+
+@pytest.fixture(scope="module")
+def runs(megatron_lm_tree, tmp_path_factory):
+    tree, work = megatron_lm_tree, tmp_path_factory.mktemp("megatron-lm-moe")
+
+    @functools.lru_cache(maxsize=None)
+    def start() -> str:
+        """One iteration of Megatron's own schedule, saved: every run loads it."""
+        path = str(work / "start")
+        H.run(tree, 4, DP2PP2 + TE_MOE + ["--train-iters", "1", "--eval-interval", "1000", "--save", path,
+                                          "--save-interval", "1"], te=True)
+        return path
+
+    @functools.lru_cache(maxsize=None)
+    def grouped(schedule):
+        args = DP2PP2 + TE_MOE + ["--train-iters", str(ITERS), "--load", start(), "--finetune"]
+        return H.run(tree, 4, args + (["--pipeline-schedule", schedule, *FIXED] if schedule else []), te=True)
+
+    @functools.lru_cache(maxsize=None)
+    def variant(name, schedule):
+        args = DP2PP2 + VARIANTS[name] + ["--train-iters", str(ITERS)]
+        return H.run(tree, 4, args + (["--pipeline-schedule", schedule, *FIXED] if schedule else []),
+                     te=name != "local-sequential")
+
+    return grouped, variant
+
+
+def _arg(result: H.Result, name: str) -> str:
+    m = re.search(rf"^\s+{name} \.+ (\S+)", result.log, re.M)
+    assert m, f"{name} not in Megatron-LM's argument dump"
+    return m.group(1)
+
+
+def _routed(result: H.Result) -> list:
+    """(routed TE layers, grouped experts among them) of each model chunk on rank 0 (the plugin's line)."""
+    return [(int(a), int(b)) for a, b in re.findall(
+        r"(\d+) TransformerEngine layers defer their weight gradients to W ops, (\d+) of them grouped experts",
+        result.log)]
+
+
+def _check(ours: H.Result, own: H.Result) -> None:
+    assert sorted(ours.losses) == list(range(1, ITERS + 1)), H.tail(ours.log)
+    assert {w for _, w in ours.validation} >= {"validation set", "test set"}, H.tail(ours.log)
+    for result in (ours, own):
+        assert _arg(result, "num_experts") == "4" and _arg(result, "expert_model_parallel_size") == "2"
+        assert _arg(result, "data_parallel_size") == "2"
+        for name in ("overlap_grad_reduce", "use_distributed_optimizer", "overlap_param_gather", "bf16"):
+            assert _arg(result, name) == "True", name
+    assert ours.numbers() == own.numbers()
+    assert len({ours.losses[1], ours.losses[ITERS]}) == 2, "the loss did not change while training"
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_grouped_experts_train_exactly_as_megatron(runs, schedule):
+    grouped, _ = runs
+    own, ours = grouped(None), grouped(schedule)
+    _check(ours, own)
+    assert all(ours.aux_losses.get(i, {}).get("load_balancing_loss") for i in range(1, ITERS + 1)), ours.aux_losses
+    assert _arg(ours, "moe_grouped_gemm") == "True" and _arg(ours, "transformer_impl") == "transformer_engine"
+    assert _arg(ours, "gradient_accumulation_fusion") == "True"
+    # rank 0's chunks hold the first layers: every one's grouped experts (fc1, fc2) defer their GEMMs to W
+    routed = _routed(ours)
+    assert routed and all(grouped_count >= 2 for _, grouped_count in routed), H.tail(ours.log)
+    assert "defer their weight gradients" not in own.log
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_moe_variants_train_exactly_as_megatron(runs, name):
+    _, variant = runs
+    own, ours = variant(name, None), variant(name, "zb-h1")
+    _check(ours, own)
+    if name == "local-sequential":
+        assert _arg(ours, "transformer_impl") == "local" and "defer their weight gradients" not in ours.log
+    else:
+        assert all(g >= 2 for _, g in _routed(ours)) and _routed(ours), H.tail(ours.log)
