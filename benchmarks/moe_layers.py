@@ -154,7 +154,7 @@ def main(argv=None) -> int:
         "",
         table(["layer", "pp", "m", "schedule", "experts' W in B: bubble / peak", "in W: bubble / peak"], rows()),
     ])
-    publish(args, "MoE layers: the experts' weight gradients in B and in W (simulated, pp 8 and 16)", text,
+    publish(args, "## MoE layers: the experts' weight gradients in B and in W (simulated, pp 8 and 16)", text,
             "moe_layers")
     return 0
 
