@@ -144,7 +144,8 @@ def cost_rows() -> list:
         for experts_in_w in (False, True):
             c = costs_for(layer, experts_in_w)
             out.append([layer.name, "W" if experts_in_w else "B", f"{fl['F'] / 1e6:.1f}",
-                        f"{fl['W_experts'] / fl['W']:.2f}", f"{c.b:.3f}", f"{c.w:.3f}", f"{-c.mem_w:.2f}"])
+                        f"{fl['W_experts'] / fl['W']:.2f}", f"{fl['router'] / (fl['W'] + fl['router']):.4f}",
+                        f"{c.b:.3f}", f"{c.w:.3f}", f"{-c.mem_w:.2f}"])
     return out
 
 
@@ -160,7 +161,8 @@ def main(argv=None) -> int:
         "weight-gradient FLOPs, B and W in F units and the share of an F's activations B keeps for W, with the "
         "routed experts' weight gradients in B (grouped experts before issue 38) and in W:",
         "",
-        table(["layer", "experts' W in", "F MFLOP/token", "experts' share of W", "B", "W", "W share of memory"],
+        table(["layer", "experts' W in", "F MFLOP/token", "experts' share of W", "router's (always in B)", "B", "W",
+               "W share of memory"],
               cost_rows()),
         "",
         "Bubble / peak activation memory (mem_f units) of each schedule, experts' W in B -> in W (zb-auto@Kp: "

@@ -15,7 +15,8 @@ the experts' weight gradients are deferred (the plugin's line: grouped experts a
 layers). Every run starts from one shared checkpoint (Megatron-LM's initialisation depends on the
 placement, and zbv / v-min place layers in a V). Also, each against its own 1F1B under zb-h1:
 DeepSeek-V3's aux-loss-free balancing (expert bias), token dropping with a capacity factor, and
-local layers (SequentialMLP of megatron's linear layers).
+SequentialMLP experts over TE's linear layers, and local layers (SequentialMLP of megatron's linear
+layers).
 """
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ VARIANTS = {  # each against its own 1F1B under zb-h1
     "expert-bias": TE_MOE + ["--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid",
                              "--moe-router-load-balancing-type", "none"],
     "capacity": TE_MOE + ["--moe-expert-capacity-factor", "1.0", "--moe-token-drop-policy", "probs"],
+    # without --moe-grouped-gemm: SequentialMLP over TE's linear layers
+    "te-sequential": MOE + ["--moe-shared-expert-intermediate-size", "64"],
     # megatron's fused masked softmax needs apex's CUDA kernel under bf16 (fusions/fused_softmax.py:357)
     "local-sequential": MOE + ["--transformer-impl", "local", "--no-masked-softmax-fusion"],
 }
@@ -118,5 +121,8 @@ def test_moe_variants_train_exactly_as_megatron(runs, name):
     _check(ours, own)
     if name == "local-sequential":
         assert _arg(ours, "transformer_impl") == "local" and "defer their weight gradients" not in ours.log
+    elif name == "te-sequential":
+        assert _arg(ours, "moe_grouped_gemm") == "False"
+        assert _routed(ours) and all(g == 0 for _, g in _routed(ours)), H.tail(ours.log)  # TE Linear experts
     else:
         assert all(g >= 2 for _, g in _routed(ours)) and _routed(ours), H.tail(ours.log)
