@@ -697,6 +697,43 @@ def s_held_until_w_is_counted(te):
     store.run((0, 0))
 
 
+def s_grouped_held_until_w_is_counted(te):
+    """Grouped experts (issue 38): what the measured memory counts as held from B to W is each
+    layer's per-expert inputs (views of the permuted tokens) and grad outputs, and not the weight-sized
+    outputs TE allocated in B (emptied: W allocates them), nor, fused, the main_grad buffers."""
+    from primus_megatron.runtime import te_wgrad
+
+    for fuse in (False, True):
+        torch.manual_seed(3)
+        net = _Experts(te, fuse=fuse)
+        if fuse:
+            for p in net.parameters():
+                p.main_grad = torch.zeros_like(p, dtype=torch.float32)
+                p.grad_added_to_main_grad = False
+        te_wgrad.enable(net)
+        store = _fresh_store()
+        handed = []
+        for layer in (net.fc1, net.fc2):
+            routed_put = layer.wgrad_store.put
+
+            def spy(tensor_list, func, routed_put=routed_put):
+                handed.append([list(part) for part in tensor_list])
+                routed_put(tensor_list, func)
+
+            layer.wgrad_store.put = spy
+        kept: list = []
+        out = net(_inputs(1)[0])
+        with store.capture((0, 0), held=kept):
+            _loss(out).backward()
+        held = {t.untyped_storage().data_ptr() for t in kept}
+        assert len(handed) == 2
+        for inputs, grad_outputs, outputs in handed:
+            assert all(t.untyped_storage().data_ptr() in held for t in inputs + grad_outputs)
+            assert not any(o.untyped_storage().data_ptr() in held for o in outputs)  # weight-sized: not held
+        store.run((0, 0))
+        assert not torch.isnan(net.fc1.weight0.main_grad if fuse else net.fc1.weight0.grad).any()
+
+
 def s_w_shares_offloaded_bitwise(te):
     """Activation offload of what B keeps for W: the tensors each routed put hands the store go to
     the host pool after the B and come back before the W; the gradients are bitwise those
@@ -849,7 +886,7 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals, s_capability_older_te,
              s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted,
              s_w_shares_offloaded_bitwise, s_grouped_experts_defer_to_w, s_grouped_experts_defer_to_w_fused,
-             s_grouped_linear_standin_is_te]
+             s_grouped_linear_standin_is_te, s_grouped_held_until_w_is_counted]
 
 
 def scenarios_body(rank, case):
