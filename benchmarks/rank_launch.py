@@ -28,6 +28,12 @@ def node_env(env: dict, rank: int, world: int, gpus: int, port: int) -> dict:
     out = {**env, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
            "GROUP_RANK": str(rank), "NODE_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
            "CUDA_VISIBLE_DEVICES": str(rank % gpus), "NCCL_HOSTID": f"primus-gpu-check-node{rank}"}
+    # ROCm's torch takes HIP_VISIBLE_DEVICES over CUDA_VISIBLE_DEVICES (and ROCR_VISIBLE_DEVICES filters
+    # before both; ROCm docs, "GPU isolation techniques"): an inherited one would put every rank on the same
+    # device, so each is set to this rank's device too (on NVIDIA they are ignored)
+    for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        if name in env:
+            out[name] = str(rank % gpus) if name == "HIP_VISIBLE_DEVICES" else env[name]
     out.setdefault("NCCL_SOCKET_IFNAME", "lo")
     out.setdefault("NCCL_IB_DISABLE", "1")
     return out

@@ -56,6 +56,34 @@ def test_event_marks_are_recorded_events_read_after_the_fact():
     assert abs((clock.seconds(b) - clock.seconds(a)) - 2.5e-3) < 1e-9
 
 
+def test_a_tiny_negative_event_interval_reads_as_zero():
+    """Issue 45 item 11: HIP can return a tiny negative hipEventElapsedTime for a very short interval
+    (ROCm/rocm-systems#9375); a negative op time would stop re-planning (Costs refuses negative costs)."""
+
+    class HipEvent(FakeEvent):
+        def elapsed_time(self, end) -> float:
+            return -0.0004
+
+    clock = clock_for(torch.device("cuda", 0), event_type=HipEvent)
+    a, b = clock.mark(), clock.mark()
+    assert clock.elapsed(a, b) == 0.0
+
+
+def test_a_rank_launched_as_a_one_gpu_node_gets_its_device_under_hip_too():
+    """Issue 45 item 12: ROCm's torch takes HIP_VISIBLE_DEVICES over CUDA_VISIBLE_DEVICES; an inherited
+    one (AMD's images export it) must not put every rank on one device."""
+    import os
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+    import rank_launch
+
+    envs = [rank_launch.node_env({"HIP_VISIBLE_DEVICES": "0,1,2,3"}, r, 4, 4, 29500) for r in range(4)]
+    assert [e["HIP_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "2", "3"]
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "2", "3"]
+    assert "HIP_VISIBLE_DEVICES" not in rank_launch.node_env({}, 1, 4, 4, 29500)  # NVIDIA: left alone
+
+
 def test_the_executed_timeline_keeps_events_until_read():
     FakeEvent.recorded = []
     clock = clock_for(torch.device("cuda", 0), event_type=FakeEvent)

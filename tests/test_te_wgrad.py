@@ -776,6 +776,17 @@ def s_grouped_held_bytes_are_what_the_allocator_frees_in_w(te):
     assert counted > 0 and grown > 0 and freed == counted - grown, (counted, grown, freed)
 
 
+def s_a_layer_without_the_hooks_list_is_refused(te):
+    """Issue 45 item 13: the feature check looks for the hook-registration method on TE's base class,
+    W reads the hooks list off each layer; a layer without it is refused in one sentence."""
+    from primus_megatron.runtime import te_wgrad
+
+    layer = te.Linear(4, 4)
+    del layer.wgrad_accumulation_and_reduce_hooks
+    _raises(te_wgrad.TESupportError, "wgrad_accumulation_and_reduce_hooks", lambda: te_wgrad.enable(layer))
+    assert not te_wgrad.is_routed(layer)
+
+
 def s_w_shares_offloaded_bitwise(te):
     """Activation offload of what B keeps for W: the tensors each routed put hands the store go to
     the host pool after the B and come back before the W; the gradients are bitwise those
@@ -929,7 +940,7 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
              s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted,
              s_w_shares_offloaded_bitwise, s_grouped_experts_defer_to_w, s_grouped_experts_defer_to_w_fused,
              s_grouped_linear_standin_is_te, s_grouped_held_until_w_is_counted,
-             s_grouped_held_bytes_are_what_the_allocator_frees_in_w]
+             s_grouped_held_bytes_are_what_the_allocator_frees_in_w, s_a_layer_without_the_hooks_list_is_refused]
 
 
 def scenarios_body(rank, case):

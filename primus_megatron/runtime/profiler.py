@@ -92,7 +92,9 @@ class EventClock:
 
     def elapsed(self, start, end) -> float:
         end.synchronize()
-        return start.elapsed_time(end) / 1e3  # elapsed_time is in milliseconds
+        # milliseconds; HIP can report a tiny negative time for a very short interval
+        # (ROCm/rocm-systems#9375), which the cost model would refuse as a negative cost
+        return max(0.0, start.elapsed_time(end) / 1e3)
 
     def seconds(self, mark) -> float:
         return self.origin_host + self.elapsed(self.origin, mark)

@@ -470,6 +470,13 @@ def _route(layer: torch.nn.Module, name: str) -> None:
                          f"{len(layer.weight_names)} parameters (parameters_split): its weight gradient cannot be "
                          f"deferred to W; build it without parameters_split or use a schedule without W "
                          f"(1f1b, interleaved-1f1b)")
+    if not isinstance(getattr(layer, "wgrad_accumulation_and_reduce_hooks", None), list):
+        # the feature check sees the registration method on the class; W reads the hooks off the layer
+        # (v2.11 base.py:627 sets the list in the constructor)
+        raise TESupportError(f"TransformerEngine layer {name or type(layer).__name__} has no "
+                             f"wgrad_accumulation_and_reduce_hooks list (TransformerEngine 2.7's base module "
+                             f"constructor makes one): its weight gradient cannot be deferred to W; upgrade "
+                             f"TransformerEngine to {UPGRADE_TO} or newer, or use {NO_W}")
     old = layer.wgrad_store
     context = getattr(old, "context", None)
     if context is not None and hasattr(context, "qsize") and context.qsize():
