@@ -82,3 +82,24 @@ def test_megatron_lm_trains_with_each_rank_a_node_of_its_own(megatron_lm_tree):
     nodes = H.run(megatron_lm_tree, 2, args, launcher="nodes", gpus=1)
     forked = H.run(megatron_lm_tree, 2, args)
     assert sorted(nodes.losses) == [1, 2] and nodes.losses == forked.losses, (nodes.losses, forked.losses)
+
+
+def test_fp8_rows_of_w_schedules_are_refused_by_design_not_failures():
+    """Issue 45 item 5: on a GPU with FP8 (MI300/MI355, H100+) the Megatron-LM part runs an FP8 row per
+    schedule; with W ops our runtime refuses FP8 in one sentence, so that row is reported as refused
+    (with the sentence) and does not fail the check; a schedule without W ops runs it."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    import gpu_check
+
+    fp8 = ["--fp8-format", "hybrid"]
+    for name in ("zb-h1", "zbv", "v-min"):
+        assert "--fp8-format hybrid cannot be used with --pipeline-schedule " + name in \
+            gpu_check._refused_by_design(name, fp8)
+    assert gpu_check._refused_by_design("1f1b", fp8) == "" and gpu_check._refused_by_design("zbv", []) == ""
+    data = {"when": "now", "dry_run": False, "command": "x", "matrix": [],
+            "environment": {"torch": "t", "cuda": "c", "hip": None, "megatron_core": "m", "transformer_engine": "te",
+                            "apex": None, "gpus": []},
+            "megatron_lm": [{"schedule": "zbv", "precision": "fp8", "ok": True, "refused": "refused in one sentence",
+                             "losses_equal_megatron_1f1b": None}]}
+    text = gpu_check.report_markdown(data)
+    assert "| zbv | - | fp8 | refused by design |" in text and "refused in one sentence" in text
