@@ -64,7 +64,18 @@ def gpt_config(model: dict, pp: int, chunks: int):
         use_cpu_initialization=True, params_dtype=torch.float32, pipeline_dtype=torch.float32, bf16=False,
         fp16=False, gradient_accumulation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
         pipeline_model_parallel_size=pp, virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
-        deallocate_pipeline_outputs=True)
+        deallocate_pipeline_outputs=True, **_attention_backend())
+
+
+def _attention_backend() -> dict:
+    """The backend TransformerEngine's NVTE_*_ATTN variables agree with (AMD's images set them;
+    megatron's default auto asserts otherwise): primus_megatron/compat/attention_env.py."""
+    from megatron.core.transformer.enums import AttnBackend
+
+    from primus_megatron.compat.attention_env import backend_for
+
+    name = backend_for()
+    return {} if name is None else {"attention_backend": AttnBackend[name]}
 
 
 def gpt_provider(config, model: dict, pre_process=True, post_process=True, vp_stage=None):

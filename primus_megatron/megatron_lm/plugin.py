@@ -238,6 +238,7 @@ def _install_validate_args(plugin: Plugin) -> None:
     original_validate = next(m.validate_args for m in homes if getattr(m, "validate_args", None) is not None)
 
     def validate_args(args, defaults={}):
+        _attention_backend_from_env(args)
         spec = _spec_before_validation(args, plugin.cpu_mode)
         result = original_validate(args, defaults)
         from .args import checked
@@ -250,6 +251,22 @@ def _install_validate_args(plugin: Plugin) -> None:
     for module in homes:
         if getattr(module, "validate_args", None) is original_validate:
             module.validate_args = validate_args
+
+
+def _attention_backend_from_env(args) -> None:
+    """--attention-backend left at auto while TransformerEngine's NVTE_*_ATTN variables ask for one
+    backend (AMD's images: NVTE_FLASH_ATTN=0, NVTE_FUSED_ATTN=1): take that backend, or megatron-core
+    asserts when the model is built (compat/attention_env.py)."""
+    from ..compat.attention_env import AttentionEnvError, backend_for
+
+    try:
+        name = backend_for()
+    except AttentionEnvError as exc:
+        _refuse(str(exc))
+        return
+    backend = getattr(args, "attention_backend", None)
+    if name is not None and getattr(backend, "name", None) == "auto" and name != "auto":
+        args.attention_backend = type(backend)[name]
 
 
 def _spec_before_validation(args, cpu_mode: bool) -> Optional[PipelineSpec]:

@@ -190,6 +190,12 @@ def validated(args: argparse.Namespace,
                           "the schedule's first forwards)")
     if args.timeline is not None and os.path.splitext(args.timeline)[1].lower() not in (".png", ".svg"):
         raise ConfigError(f"--timeline must name a .png or .svg file, got {args.timeline!r}")
+    from ..compat.attention_env import AttentionEnvError, backend_for
+
+    try:
+        args.attention_backend = backend_for()  # what NVTE_*_ATTN ask for (AMD's images set them)
+    except AttentionEnvError as exc:
+        raise ConfigError(str(exc)) from None
     return args, spec
 
 

@@ -51,9 +51,20 @@ def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = 
         masked_softmax_fusion=not args.cpu,
         apply_rope_fusion=False,
         deallocate_pipeline_outputs=True,
+        # the backend TransformerEngine's NVTE_*_ATTN variables agree with (compat/attention_env.py): with
+        # AMD's NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1, megatron's default auto asserts at model build
+        **_attention_backend(getattr(args, "attention_backend", None)),
         # megatron 0.16's default scope ("full") is deprecated and warns on every rank; [] means the same
         **({"cuda_graph_scope": []} if "cuda_graph_scope" in TransformerConfig.__dataclass_fields__ else {}),
     )
+
+
+def _attention_backend(name: Optional[str]) -> dict:
+    if name is None:
+        return {}
+    from megatron.core.transformer.enums import AttnBackend
+
+    return {"attention_backend": AttnBackend[name]}
 
 
 def gpt_provider(args: argparse.Namespace, config, vocab_size: int, pre_process: bool = True,

@@ -1,0 +1,74 @@
+"""TransformerEngine's NVTE_*_ATTN variables and megatron-core's attention backend (issue 45 item 1):
+AMD's Primus images export NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1, and megatron-core 0.16.1 asserts at
+model build that each set variable equals what `attention_backend` implies (language_module.py:92-126),
+so the default `auto` stopped our training script, Megatron-LM and the GPU check before step 1."""
+from __future__ import annotations
+
+import pytest
+
+import megatron_reference as ref
+from primus_megatron.compat.attention_env import AttentionEnvError, backend_for
+
+pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+
+
+@pytest.mark.parametrize("env, backend", [
+    ({}, None),
+    ({"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "1"}, "fused"),  # AMD's Primus images
+    ({"NVTE_FLASH_ATTN": "1"}, "auto"),
+    ({"NVTE_FLASH_ATTN": "1", "NVTE_FUSED_ATTN": "0"}, "flash"),
+    ({"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "0"}, "unfused"),
+    ({"NVTE_FLASH_ATTN": "0", "NVTE_FUSED_ATTN": "0", "NVTE_UNFUSED_ATTN": "0"}, "local"),
+])
+def test_the_backend_every_set_variable_agrees_with(env, backend):
+    assert backend_for(env) == backend
+
+
+def test_variables_no_backend_agrees_with_are_one_sentence():
+    with pytest.raises(AttentionEnvError, match="NVTE_FLASH_ATTN=1, NVTE_FUSED_ATTN=1, NVTE_UNFUSED_ATTN=0 match no "
+                                                "attention backend"):
+        backend_for({"NVTE_FLASH_ATTN": "1", "NVTE_FUSED_ATTN": "1", "NVTE_UNFUSED_ATTN": "0"})
+
+
+def test_our_model_builds_under_amds_attention_variables(monkeypatch):
+    """The training script's model under NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1: megatron's assertion passes
+    (it failed with auto: "NVTE_FLASH_ATTN set to 0, but expected 1")."""
+    from primus_megatron.train import model as M
+    from primus_megatron.train.arguments import parse_run
+
+    monkeypatch.setenv("NVTE_FLASH_ATTN", "0")
+    monkeypatch.setenv("NVTE_FUSED_ATTN", "1")
+    monkeypatch.delenv("NVTE_UNFUSED_ATTN", raising=False)
+    args, spec = parse_run(["--cpu", "--mock-data", "--num-layers", "2", "--hidden-size", "32",
+                            "--num-attention-heads", "4"], 1)
+    assert args.attention_backend == "fused"
+    from types import SimpleNamespace
+
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+
+    def build_check(config) -> None:  # the assertion megatron runs as a language model is built
+        LanguageModule._set_attention_backend(SimpleNamespace(config=config))
+
+    build_check(M.transformer_config(args, spec))
+    monkeypatch.setattr(args, "attention_backend", None)  # what the script did before: megatron's auto
+    with pytest.raises(AssertionError, match="NVTE_FLASH_ATTN set to 0, but expected 1"):
+        build_check(M.transformer_config(args, spec))
+
+
+def test_megatron_lm_takes_the_backend_the_variables_ask_for(monkeypatch):
+    """The plugin's validate_args: --attention-backend left at auto takes the one NVTE_*_ATTN agree with;
+    a backend the user named is left to megatron's own check."""
+    from types import SimpleNamespace
+
+    from megatron.core.transformer.enums import AttnBackend
+
+    from primus_megatron.megatron_lm.plugin import _attention_backend_from_env
+
+    monkeypatch.setenv("NVTE_FLASH_ATTN", "0")
+    monkeypatch.setenv("NVTE_FUSED_ATTN", "1")
+    args = SimpleNamespace(attention_backend=AttnBackend.auto)
+    _attention_backend_from_env(args)
+    assert args.attention_backend == AttnBackend.fused
+    named = SimpleNamespace(attention_backend=AttnBackend.flash)
+    _attention_backend_from_env(named)
+    assert named.attention_backend == AttnBackend.flash
