@@ -48,7 +48,9 @@ def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = 
         recompute_method=getattr(args, "recompute_method", None),
         recompute_num_layers=getattr(args, "recompute_num_layers", None),
         bias_dropout_fusion=not args.cpu,
-        masked_softmax_fusion=not args.cpu,
+        # megatron's fused softmax imports apex's scaled_masked_softmax_cuda at the first forward
+        # (fusions/fused_softmax.py:357): asked for only where that kernel is installed
+        masked_softmax_fusion=not args.cpu and _has_module("scaled_masked_softmax_cuda"),
         apply_rope_fusion=False,
         deallocate_pipeline_outputs=True,
         # the backend TransformerEngine's NVTE_*_ATTN variables agree with (compat/attention_env.py): with
@@ -57,6 +59,12 @@ def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = 
         # megatron 0.16's default scope ("full") is deprecated and warns on every rank; [] means the same
         **({"cuda_graph_scope": []} if "cuda_graph_scope" in TransformerConfig.__dataclass_fields__ else {}),
     )
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
 
 
 def _attention_backend(name: Optional[str]) -> dict:

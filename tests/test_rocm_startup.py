@@ -1,7 +1,9 @@
-"""TransformerEngine's NVTE_*_ATTN variables and megatron-core's attention backend (issue 45 item 1):
-AMD's Primus images export NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1, and megatron-core 0.16.1 asserts at
-model build that each set variable equals what `attention_backend` implies (language_module.py:92-126),
-so the default `auto` stopped our training script, Megatron-LM and the GPU check before step 1."""
+"""What a first run on an AMD Instinct node would hit before step 1 (issue 45), shown on CPU.
+
+Item 1: AMD's Primus images export NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1, and megatron-core 0.16.1 asserts at
+model build that each set variable equals what `attention_backend` implies (language_module.py:92-126), so
+the default `auto` stopped our training script, Megatron-LM and the GPU check. Item 3: the default GPU run
+asked for megatron's fused softmax, whose apex kernel such images lack."""
 from __future__ import annotations
 
 import pytest
@@ -72,3 +74,19 @@ def test_megatron_lm_takes_the_backend_the_variables_ask_for(monkeypatch):
     named = SimpleNamespace(attention_backend=AttnBackend.flash)
     _attention_backend_from_env(named)
     assert named.attention_backend == AttnBackend.flash
+
+
+def test_the_fused_softmax_is_asked_for_only_where_its_kernel_is_installed(monkeypatch):
+    """Issue 45 item 3: on a GPU without apex's scaled_masked_softmax_cuda (ROCm images without apex, the
+    H200 image) megatron's FusedScaleMaskSoftmax imports it at the first forward and fails; the training
+    script asks for the fusion only where the kernel imports."""
+    from primus_megatron.train import model as M
+    from primus_megatron.train.arguments import parse_run
+
+    args, spec = parse_run(["--mock-data", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4"],
+                           1)
+    assert args.cpu is False
+    monkeypatch.setattr(M, "_has_module", lambda name: False)
+    assert M.transformer_config(args, spec).masked_softmax_fusion is False
+    monkeypatch.setattr(M, "_has_module", lambda name: name == "scaled_masked_softmax_cuda")
+    assert M.transformer_config(args, spec).masked_softmax_fusion is True
