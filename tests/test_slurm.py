@@ -73,7 +73,20 @@ def fake_slurm(tmp_path):
     submit = tmp_path / "submit"
     submit.mkdir()
 
+    # a virtualenv whose python has a ROCm torch (torch.version.hip) as far as the script asks
+    rocm = tmp_path / "rocm-venv" / "bin"
+    rocm.mkdir(parents=True)
+    (rocm / "python").write_text(
+        "#!/bin/bash\n"
+        'if [[ $1 == -c && $2 == *torch.version.hip* ]]; then echo 6.4.43482; exit 0; fi\n'
+        f'exec {sys.executable} "$@"\n')
+    (rocm / "python").chmod(0o755)
+    os.symlink(shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun"),
+               rocm / "torchrun")
+
     def run(*args, **env):
+        if env.get("PRIMUS_ROCM") == "1" and "PRIMUS_VENV" not in env and "PRIMUS_LAUNCH_PREFIX" not in env:
+            env["PRIMUS_VENV"] = str(rocm.parent)
         full = _clean_env(PATH=f"{bindir}:{os.environ['PATH']}", SLURM_JOB_ID="42", SLURM_JOB_NODELIST="node[1-2]",
                           SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(submit), SLURM_CPUS_PER_TASK="16",
                           PRIMUS_DRY_RUN="1", **env)
@@ -102,13 +115,44 @@ def test_gpu_launch_from_allocation(fake_slurm):
     assert ("--nnodes 2 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint node1:20042 --rdzv-id 42 "
             in launch)
     assert launch.endswith("examples/pretrain_gpt.py --pipeline-schedule zbv --pipeline-model-parallel-size 16")
-    for var in ("CUDA_DEVICE_MAX_CONNECTIONS=1", "HSA_ENABLE_SDMA=0", "RCCL_MSCCL_ENABLE=0", "GPU_MAX_HW_QUEUES=2"):
+    for var in ("CUDA_DEVICE_MAX_CONNECTIONS=1", "RCCL_MSCCL_ENABLE=0", "GPU_MAX_HW_QUEUES=2"):
         assert f"env {var}" in out, out
+    assert "HSA_ENABLE_SDMA" not in out  # copies stay on the DMA engines (issue 45 item 6)
 
 
-@pytest.mark.parametrize("arch, reclaim", [("gfx942", True), ("gfx90a", False)])
-def test_rocm_scratch_reclaim_is_off_on_mi300_only(fake_slurm, arch, reclaim):
-    """HSA_NO_SCRATCH_RECLAIM=1 on MI300 (gfx942) only; GPU_MAX_HW_QUEUES=2 on every ROCm GPU."""
+def test_a_non_rocm_torch_on_a_rocm_node_is_refused_before_launch(fake_slurm):
+    """Issue 45 item 2: PyPI's torch (this machine's CPU build here) on a ROCm node sees no GPU; the script
+    says so in one sentence before launching anything."""
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_VENV=os.path.dirname(
+        os.path.dirname(sys.executable)))
+    assert rc != 0 and "built without ROCm" in out and "launch:" not in out, out
+
+
+def test_rocm_target_from_sysfs_and_scratch_reclaim_on_mi355(fake_slurm, tmp_path):
+    """Issue 45 item 7: the GPU target from the KFD topology (no rocminfo on PATH), HSA_NO_SCRATCH_RECLAIM=1
+    on gfx950 (MI350X/MI355X) as on gfx942."""
+    topology = tmp_path / "topology"
+    for node, version in (("0", "0"), ("1", "90500")):  # node 0: the CPU
+        (topology / node).mkdir(parents=True)
+        (topology / node / "properties").write_text(f"cpu_cores_count 0\ngfx_target_version {version}\n")
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_KFD_TOPOLOGY=str(topology))
+    assert rc == 0, out
+    assert "ROCm GPU target gfx950" in out and "env HSA_NO_SCRATCH_RECLAIM=1" in out, out
+
+
+def test_launch_inside_a_container(fake_slurm):
+    """Issue 45 item 8: PRIMUS_LAUNCH_PREFIX runs torchrun inside the image on each node (the image's torch:
+    not checked on the host); PRIMUS_SRUN_ARGS passes srun options such as pyxis's."""
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1",
+                         PRIMUS_LAUNCH_PREFIX="apptainer exec --rocm /img/rocm.sif", PRIMUS_SRUN_ARGS="--mpi=none")
+    assert rc == 0, out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    assert "--cpus-per-task 16 --mpi=none apptainer exec --rocm /img/rocm.sif torchrun --nnodes 2 " in launch, launch
+
+
+@pytest.mark.parametrize("arch, reclaim", [("gfx942", True), ("gfx950", True), ("gfx90a", False)])
+def test_rocm_scratch_reclaim_is_off_on_mi300_and_mi350(fake_slurm, arch, reclaim):
+    """HSA_NO_SCRATCH_RECLAIM=1 on MI300 and MI350 (gfx942, gfx950); GPU_MAX_HW_QUEUES=2 on every ROCm GPU."""
     rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_ROCM_ARCH=arch)
     assert rc == 0, out
     assert ("env HSA_NO_SCRATCH_RECLAIM=1" in out) == reclaim, out
