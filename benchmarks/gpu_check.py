@@ -9,8 +9,9 @@ Writes out/gpu_check/report.md and report.json:
 1. environment: torch and its CUDA/HIP, NCCL/RCCL, the GPUs (name, capability, bf16,
    FP8), TransformerEngine (version; delayed weight gradients) and apex;
 2. matrix: every registered schedule x pp 2..#GPUs x communicator init (eager:
-   `init_process_group(device_id=...)`; lazy: without) x CUDA_DEVICE_MAX_CONNECTIONS (1, unset;
-   on ROCm GPU_MAX_HW_QUEUES, which HIP reads instead) runs two training steps of a small
+   `init_process_group(device_id=...)`; lazy: without) x environment (shipped: the sbatch's queue and
+   stream settings, on ROCm GPU_MAX_HW_QUEUES=2 with high-priority RCCL streams; unset: none) runs two
+   training steps of a small
    megatron-core GPT (fp32, local spec), each configuration in its own torchrun under a time
    limit and our p2p watchdog, with PyTorch's NCCL flight recorder on (its dump on a time-out
    goes to the configuration's folder) and every rank's Python stack dumped on a hang; per
@@ -122,10 +123,30 @@ def _transformer_engine() -> Optional[dict]:
 
 # -- 2. the schedule matrix -------------------------------------------------------------------
 
+def shipped_env(rocm: bool, arch: str = "") -> dict:
+    """The queue and stream settings examples/slurm/pretrain_gpt.sbatch exports on a GPU node (section 5;
+    tests/test_gpu_check.py holds the two equal): both vendors, then ROCm's (AMD's recommended queue pair,
+    scratch reclaim off on gfx942/gfx950; HSA_ENABLE_SDMA left at ROCm's default)."""
+    env = {"CUDA_DEVICE_MAX_CONNECTIONS": "1", "TORCH_NCCL_HIGH_PRIORITY": "1"}
+    if rocm:
+        env.update(GPU_MAX_HW_QUEUES="2", HSA_FORCE_FINE_GRAIN_PCIE="1", RCCL_MSCCL_ENABLE="0")
+        if arch.startswith(("gfx942", "gfx950")):
+            env["HSA_NO_SCRATCH_RECLAIM"] = "1"
+    return env
+
+
+# every variable a configuration may set: removed from the inherited environment first ("unset" runs without)
+KNOB_VARIABLES = ("CUDA_DEVICE_MAX_CONNECTIONS", "GPU_MAX_HW_QUEUES", "TORCH_NCCL_HIGH_PRIORITY",
+                  "HSA_FORCE_FINE_GRAIN_PCIE", "RCCL_MSCCL_ENABLE", "HSA_NO_SCRATCH_RECLAIM", "HSA_ENABLE_SDMA")
+
+
 def configurations(schedules: list, pps: list, *, rocm: bool, gpu: bool, inits: tuple = ("eager", "lazy"),
-                   knobs: tuple = ("1", "unset")) -> list:
+                   knobs: tuple = ("shipped", "unset"), arch: str = "") -> list:
+    """knobs: "shipped" (the sbatch's environment), "1" (only the queue knob at 1: CUDA_DEVICE_MAX_CONNECTIONS,
+    GPU_MAX_HW_QUEUES on ROCm), "unset" (none of KNOB_VARIABLES)."""
     knob = "GPU_MAX_HW_QUEUES" if rocm else "CUDA_DEVICE_MAX_CONNECTIONS"
-    settings = [{knob: v} if v != "unset" else {} for v in knobs] if gpu else [{}]  # CPU: the knobs mean nothing
+    by_name = {"shipped": shipped_env(rocm, arch), "1": {knob: "1"}, "unset": {}}
+    settings = [by_name[v] for v in knobs] if gpu else [{}]  # CPU: the knobs mean nothing
     out = []
     for name in schedules:
         for pp in pps:
@@ -333,7 +354,7 @@ def _launch_group(configs: list, opts: dict, where: str, *, gpus: int) -> tuple[
         json.dump({**opts, "configs": configs, "gpu": not opts.get("launch_on_cpu"), "progress": progress}, f)
     open(progress, "w").close()
     first = configs[0]
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_DEVICE_MAX_CONNECTIONS", "GPU_MAX_HW_QUEUES")}
+    env = {k: v for k, v in os.environ.items() if k not in KNOB_VARIABLES}
     env.update(first["env"])
     env.update(flight_recorder_env(where))
     env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -612,8 +633,10 @@ def main(argv=None) -> int:
                                                    "(benchmarks/rank_launch.py)")
     parser.add_argument("--pps", help="comma-separated pipeline sizes (default: 2 to --max-pp)")
     parser.add_argument("--inits", default="eager,lazy", help="communicator init: eager, lazy or both")
-    parser.add_argument("--knobs", default="1,unset",
-                        help="CUDA_DEVICE_MAX_CONNECTIONS (GPU_MAX_HW_QUEUES on ROCm) values: 1, unset or both")
+    parser.add_argument("--knobs", default="shipped,unset",
+                        help="environments of the matrix: shipped (examples/slurm/pretrain_gpt.sbatch's queue and "
+                             "stream settings), 1 (only CUDA_DEVICE_MAX_CONNECTIONS, GPU_MAX_HW_QUEUES on ROCm, at 1), "
+                             "unset (none of them); comma-separated")
     parser.add_argument("--p2p-timeout", type=float, default=P2P_TIMEOUT_S,
                         help="seconds a rank waits on a peer before our watchdog names the hang")
     parser.add_argument("--config-timeout", type=float, default=CONFIG_TIMEOUT_S,
@@ -668,13 +691,14 @@ def main(argv=None) -> int:
     if not inits or set(inits) - {"eager", "lazy"}:
         print(f"gpu_check: --inits takes eager, lazy or both, got {args.inits}", file=sys.stderr)
         return 2
-    if not knobs or set(knobs) - {"1", "unset"}:
-        print(f"gpu_check: --knobs takes 1, unset or both, got {args.knobs}", file=sys.stderr)
+    if not knobs or set(knobs) - {"shipped", "1", "unset"}:
+        print(f"gpu_check: --knobs takes shipped, 1 and unset (comma-separated), got {args.knobs}", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
     opts = {"model": MODEL if gpu else DRY_MODEL, "microbatches": args.microbatches, "steps": args.steps,
             "p2p_timeout_s": args.p2p_timeout, "config_timeout_s": args.config_timeout}
-    configs = configurations(names, pps, rocm=bool(torch.version.hip), gpu=gpu, inits=inits, knobs=knobs)
+    arch = torch.cuda.get_device_properties(0).gcnArchName if gpu and torch.version.hip else ""
+    configs = configurations(names, pps, rocm=bool(torch.version.hip), gpu=gpu, inits=inits, knobs=knobs, arch=arch)
     data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "dry_run": not gpu, "command": " ".join(["python", "benchmarks/gpu_check.py", *(argv or sys.argv[1:])]),
             "environment": environment()}

@@ -363,3 +363,20 @@ def test_sbatch_cpu_megatron_lm_pretrain_gpt(slurm_cluster, megatron_lm_tree, tm
     assert job.numbers() == own.numbers()
     print(f"SLURM job {job_id} (Megatron-LM's pretrain_gpt.py, zb-h1): {TRAIN_ITERS} iterations in {elapsed:.1f} s, "
           f"losses {job.losses}", file=sys.stderr)
+
+
+@pytest.mark.parametrize("rocm, arch", [("1", "gfx942"), ("1", "gfx950"), ("1", "gfx90a"), ("0", "")])
+def test_the_gpu_checks_shipped_environment_is_the_sbatchs(fake_slurm, rocm, arch):
+    """Issue 45 item 4 / deliverable 2: the GPU check's `shipped` configurations run exactly the queue and
+    stream settings the sbatch exports on such a node (read from its dry run)."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import gpu_check
+
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM=rocm,
+                         **({"PRIMUS_ROCM_ARCH": arch} if arch else {}))
+    assert rc == 0, out
+    exported = dict(m.groups() for m in re.finditer(r"env (\w+)=(\S+)", out))
+    from_sbatch = {k: v for k, v in exported.items() if k in gpu_check.KNOB_VARIABLES}
+    assert gpu_check.shipped_env(rocm == "1", arch) == from_sbatch
+    configs = gpu_check.configurations(["zbv"], [2], rocm=rocm == "1", gpu=True, inits=("eager",), arch=arch)
+    assert [c["env"] for c in configs] == [from_sbatch, {}]  # shipped, then none of them
