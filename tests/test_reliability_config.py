@@ -527,9 +527,13 @@ def test_megatron_lm_fp8_with_w_is_accepted_for_a_verified_transformer_engine(mo
     assert "not yet verified" in check_schedule_args(args)
     monkeypatch.setattr(unsupported, "installed_te_version", lambda: "2.11.0")
     assert "not yet verified" in check_schedule_args(args)
-    monkeypatch.setattr(unsupported, "FP8_VERIFIED_TE_VERSIONS", frozenset({"2.11.0"}))
+    monkeypatch.setattr(unsupported, "FP8_VERIFIED_TE_VERSIONS", frozenset({("2.11.0", "cuda")}))
+    monkeypatch.setattr(unsupported, "te_platform", lambda: "cuda")
     assert check_schedule_args(args) is None
     assert unsupported.FP8_VERIFIED_TE_VERSIONS  # (the monkeypatch: today's set is empty, see below)
+    # issue 45 item 10: ROCm's TransformerEngine reports upstream's version; verified on NVIDIA says nothing of it
+    monkeypatch.setattr(unsupported, "te_platform", lambda: "rocm")
+    assert "not yet verified" in check_schedule_args(args)
 
 
 def test_no_transformer_engine_version_is_verified_for_fp8_with_w_ops_yet():

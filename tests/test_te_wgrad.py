@@ -787,6 +787,33 @@ def s_a_layer_without_the_hooks_list_is_refused(te):
     assert not te_wgrad.is_routed(layer)
 
 
+def s_hipblaslt_missing_kernel_in_w_is_named(te):
+    """Issue 45 item 9: hipBLASLt's "Unable to find any suitable algorithms" for a fused bias-gradient
+    weight-gradient GEMM (ROCm/TransformerEngine#634) surfaces in W under our schedules: the error names
+    the layer, the cause and the ways round it; other GEMM errors pass unchanged."""
+    from primus_megatron.runtime import te_wgrad
+
+    for message, named in (("hipblaslt: Unable to find any suitable algorithms", True), ("other", False)):
+        net = _Net(te)
+        te_wgrad.enable(net)
+        store = _fresh_store()
+        with store.capture((0, 0)):
+            _loss(net(_inputs(1)[0])).backward()
+
+        def failing(*args, message=message, **kwargs):
+            raise RuntimeError(message)
+
+        queue = store._queues[(0, 0)]
+        work = queue[0][0]
+        work.gemm = failing
+        try:
+            store.run((0, 0))
+            raise AssertionError("the W did not raise")
+        except RuntimeError as exc:
+            assert ("ROCm/TransformerEngine#634" in str(exc) and "--disable-bias-linear" in str(exc)) == named, exc
+        store.clear()
+
+
 def s_w_shares_offloaded_bitwise(te):
     """Activation offload of what B keeps for W: the tensors each routed put hands the store go to
     the host pool after the B and come back before the W; the gradients are bitwise those
@@ -940,7 +967,8 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
              s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted,
              s_w_shares_offloaded_bitwise, s_grouped_experts_defer_to_w, s_grouped_experts_defer_to_w_fused,
              s_grouped_linear_standin_is_te, s_grouped_held_until_w_is_counted,
-             s_grouped_held_bytes_are_what_the_allocator_frees_in_w, s_a_layer_without_the_hooks_list_is_refused]
+             s_grouped_held_bytes_are_what_the_allocator_frees_in_w, s_a_layer_without_the_hooks_list_is_refused,
+             s_hipblaslt_missing_kernel_in_w_is_named]
 
 
 def scenarios_body(rank, case):

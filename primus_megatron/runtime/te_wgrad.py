@@ -115,8 +115,9 @@ allows `>=2.9.0a0,<2.12.0`. The same at v2.10; v2.9 has no `need_backward_dw()`;
 """
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -284,7 +285,7 @@ class _Work:
         gemm, self.tensors, self.gemm = self.gemm, None, None  # free inputs as W ends
         if gemm is None:
             raise RuntimeError("a TransformerEngine weight gradient was run twice")
-        with torch.no_grad():  # as in TE's backward: the GEMM must not record a graph (its inputs may require grad)
+        with torch.no_grad(), _named_gemm_failure(self.layer):  # as in TE's backward: no graph is recorded
             wgrad, bgrad = gemm(*tensors)[:2]
         del tensors
         layer = self.layer
@@ -318,7 +319,7 @@ class _GroupedWork(_Work):
         outputs = self.outputs if layer.fuse_wgrad_accumulation else [
             torch.empty(w.shape, dtype=dtype, device=w.device) for w, dtype in zip(weights, self.outputs)]
         self.outputs = None
-        with torch.no_grad():
+        with torch.no_grad(), _named_gemm_failure(layer):
             _, grad_biases, _ = gemm(list(flat[:n]), list(flat[n:2 * n]), outputs)
         del flat
         if not layer.fuse_wgrad_accumulation:
@@ -330,6 +331,24 @@ class _GroupedWork(_Work):
                     _accumulate(getattr(layer, name), g)
         del outputs, grad_biases
         _run_layer_hooks(layer)
+
+
+# hipBLASLt has no kernel for some fused bias-gradient weight-gradient GEMMs with an fp32 output (main_grad)
+# on gfx950 and raises this inside TE's GEMM (ROCm/TransformerEngine#634): in W, not in B as under 1F1B
+HIPBLASLT_NO_ALGORITHM = "Unable to find any suitable algorithms"
+
+
+@contextlib.contextmanager
+def _named_gemm_failure(layer: torch.nn.Module) -> Iterator[None]:
+    try:
+        yield
+    except RuntimeError as exc:
+        if HIPBLASLT_NO_ALGORITHM not in str(exc):
+            raise
+        raise RuntimeError(f"TransformerEngine's weight-gradient GEMM of {type(layer).__name__} (run in a W op) found "
+                           f"no hipBLASLt kernel for its fused bias gradient with an fp32 main_grad "
+                           f"(ROCm/TransformerEngine#634, gfx950): use a ROCm TransformerEngine with that fix, "
+                           f"--disable-bias-linear, or --no-gradient-accumulation-fusion ({exc})") from exc
 
 
 def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:

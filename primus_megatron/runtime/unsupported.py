@@ -60,8 +60,18 @@ def _cuda_graphs(value: Any, s: Setting) -> bool:
 # (tests/test_gpu_te.py: losses and gradients equal megatron's own schedule). Under FP8 megatron
 # resets is_first_microbatch every step, so each chunk's first W overwrites main_grad (safe only
 # in microbatch order, which validate() enforces), and TE computes the bias gradient in B. No
-# GPU run has verified it yet: add a version here when one does.
-FP8_VERIFIED_TE_VERSIONS: frozenset[str] = frozenset()
+# GPU run has verified it yet: add one when it does. Entries are (version, platform), platform "cuda" or
+# "rocm": ROCm's TransformerEngine reports the upstream version it tracks (its dev branch says 2.17.0
+# like upstream, ROCm/TransformerEngine#660) and gfx942 uses the FNUZ FP8 formats, so a version verified
+# on NVIDIA says nothing of ROCm's.
+FP8_VERIFIED_TE_VERSIONS: frozenset[tuple[str, str]] = frozenset()
+
+
+def te_platform() -> str:
+    """"rocm" under a ROCm build of torch (ROCm's TransformerEngine), else "cuda"."""
+    import torch
+
+    return "rocm" if getattr(torch.version, "hip", None) else "cuda"
 
 
 def installed_te_version() -> Optional[str]:
@@ -81,7 +91,7 @@ def installed_te_version() -> Optional[str]:
 
 def _low_precision_with_w(value: Any, s: Setting) -> bool:
     return bool(value) and s.splits_backward and s.uses_te is not False \
-        and installed_te_version() not in FP8_VERIFIED_TE_VERSIONS
+        and (installed_te_version(), te_platform()) not in FP8_VERIFIED_TE_VERSIONS
 
 
 def _userbuffers_backward(value: Any, s: Setting) -> bool:
