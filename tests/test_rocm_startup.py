@@ -90,3 +90,30 @@ def test_the_fused_softmax_is_asked_for_only_where_its_kernel_is_installed(monke
     assert M.transformer_config(args, spec).masked_softmax_fusion is False
     monkeypatch.setattr(M, "_has_module", lambda name: name == "scaled_masked_softmax_cuda")
     assert M.transformer_config(args, spec).masked_softmax_fusion is True
+
+
+def test_amd_primus_engines_are_named_when_active(monkeypatch):
+    """Issue 45 item 14: AMD Primus's zero-bubble / pipeline patches replace the get_forward_backward_func
+    our plugin replaces, and its TE patch swaps WeightGradStore; active in the process, they are named."""
+    import sys
+    import types
+
+    from primus_megatron.compat.primus_engines import conflict
+
+    assert conflict() is None
+    training = types.ModuleType("megatron.training.training")
+
+    def primus_fbf():  # what Primus's patch installs
+        return None
+
+    primus_fbf.__module__ = "primus.backends.megatron.patches.zero_bubble"
+    training.get_forward_backward_func = primus_fbf
+    monkeypatch.setitem(sys.modules, "megatron.training.training", training)
+    common = types.ModuleType("transformer_engine.pytorch.module._common")
+    common.WeightGradStore = type("WeightGradStore", (), {"__module__": "primus.backends.transformer_engine"})
+    monkeypatch.setitem(sys.modules, "transformer_engine.pytorch.module._common", common)
+    sentence = conflict()
+    assert "patch_zero_bubble" in sentence and "WeightGradStore" in sentence and "--pipeline-schedule" in sentence
+    primus_fbf.__module__ = "primus_megatron.megatron_lm.plugin"  # ours is not Primus's
+    common.WeightGradStore.__module__ = "transformer_engine.pytorch.module._common"
+    assert conflict() is None

@@ -240,6 +240,10 @@ def _install_validate_args(plugin: Plugin) -> None:
     def validate_args(args, defaults={}):
         _attention_backend_from_env(args)
         spec = _spec_before_validation(args, plugin.cpu_mode)
+        if spec is not None:
+            from ..compat.primus_engines import conflict
+
+            _refuse(conflict())
         result = original_validate(args, defaults)
         from .args import checked
 
