@@ -121,6 +121,17 @@ def _transformer_engine() -> Optional[dict]:
     return info
 
 
+def no_gpu_sentence(torch_module, rocm_node: Optional[bool] = None) -> str:
+    """Why torch sees no GPU, in one sentence: on a ROCm node (/dev/kfd) a torch built without ROCm (PyPI's
+    default wheel, which `make setup` installs, is CUDA's) is the usual cause (issue 45 item 2)."""
+    if rocm_node is None:
+        rocm_node = os.path.exists("/dev/kfd")
+    if rocm_node and not getattr(torch_module.version, "hip", None):
+        return (f"this is a ROCm node but {sys.executable} has torch {torch_module.__version__} built without ROCm: "
+                f"run the check with a ROCm build (the ROCm image's python, with PYTHONPATH set to this checkout)")
+    return "no GPU is visible to torch (use --cpu-dry-run to exercise the check on CPU)"
+
+
 # -- 2. the schedule matrix -------------------------------------------------------------------
 
 def shipped_env(rocm: bool, arch: str = "") -> dict:
@@ -665,8 +676,7 @@ def main(argv=None) -> int:
 
     gpu = not args.cpu_dry_run
     if gpu and not torch.cuda.is_available():
-        print("gpu_check: no GPU is visible to torch (use --cpu-dry-run to exercise the check on CPU)",
-              file=sys.stderr)
+        print(f"gpu_check: {no_gpu_sentence(torch)}", file=sys.stderr)
         return 2
     names = args.schedules.split(",") if args.schedules else (
         list(DRY_SCHEDULES) if not gpu else [n for n in S.names() if n != "zb-optimal"])

@@ -103,3 +103,18 @@ def test_fp8_rows_of_w_schedules_are_refused_by_design_not_failures():
                              "losses_equal_megatron_1f1b": None}]}
     text = gpu_check.report_markdown(data)
     assert "| zbv | - | fp8 | refused by design |" in text and "refused in one sentence" in text
+
+
+def test_no_gpu_on_a_rocm_node_names_the_torch_build():
+    """Issue 45 item 2: on an AMD node a torch without ROCm (make setup's PyPI wheel) sees no GPU; the check
+    says that, not just 'no GPU'."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import gpu_check
+
+    cuda_build = SimpleNamespace(version=SimpleNamespace(hip=None), __version__="2.13.0+cu130")
+    assert "built without ROCm" in gpu_check.no_gpu_sentence(cuda_build, rocm_node=True)
+    assert "no GPU is visible" in gpu_check.no_gpu_sentence(cuda_build, rocm_node=False)
+    rocm_build = SimpleNamespace(version=SimpleNamespace(hip="6.4.43482"), __version__="2.11.0+rocm6.4")
+    assert "no GPU is visible" in gpu_check.no_gpu_sentence(rocm_build, rocm_node=True)
