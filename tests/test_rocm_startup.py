@@ -43,7 +43,7 @@ def test_our_model_builds_under_amds_attention_variables(monkeypatch):
     monkeypatch.delenv("NVTE_UNFUSED_ATTN", raising=False)
     args, spec = parse_run(["--cpu", "--mock-data", "--num-layers", "2", "--hidden-size", "32",
                             "--num-attention-heads", "4"], 1)
-    assert args.attention_backend == "fused"
+    assert M.transformer_config(args, spec).attention_backend.name == "fused"
     from types import SimpleNamespace
 
     from megatron.core.models.common.language_module.language_module import LanguageModule
@@ -52,7 +52,10 @@ def test_our_model_builds_under_amds_attention_variables(monkeypatch):
         LanguageModule._set_attention_backend(SimpleNamespace(config=config))
 
     build_check(M.transformer_config(args, spec))
-    monkeypatch.setattr(args, "attention_backend", None)  # what the script did before: megatron's auto
+    monkeypatch.setattr(M, "_attention_backend", lambda: {})  # what the script did before: megatron's auto
+    monkeypatch.setenv("NVTE_FLASH_ATTN", "0")  # (the check above set the other two as fused wants them)
+    monkeypatch.setenv("NVTE_FUSED_ATTN", "1")
+    monkeypatch.delenv("NVTE_UNFUSED_ATTN", raising=False)
     with pytest.raises(AssertionError, match="NVTE_FLASH_ATTN set to 0, but expected 1"):
         build_check(M.transformer_config(args, spec))
 
@@ -68,6 +71,7 @@ def test_megatron_lm_takes_the_backend_the_variables_ask_for(monkeypatch):
 
     monkeypatch.setenv("NVTE_FLASH_ATTN", "0")
     monkeypatch.setenv("NVTE_FUSED_ATTN", "1")
+    monkeypatch.delenv("NVTE_UNFUSED_ATTN", raising=False)  # megatron's own builds set it in this process
     args = SimpleNamespace(attention_backend=AttnBackend.auto)
     _attention_backend_from_env(args)
     assert args.attention_backend == AttnBackend.fused
@@ -83,6 +87,8 @@ def test_the_fused_softmax_is_asked_for_only_where_its_kernel_is_installed(monke
     from primus_megatron.train import model as M
     from primus_megatron.train.arguments import parse_run
 
+    for name in ("NVTE_FLASH_ATTN", "NVTE_FUSED_ATTN", "NVTE_UNFUSED_ATTN"):
+        monkeypatch.delenv(name, raising=False)
     args, spec = parse_run(["--mock-data", "--num-layers", "2", "--hidden-size", "32", "--num-attention-heads", "4"],
                            1)
     assert args.cpu is False

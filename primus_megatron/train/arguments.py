@@ -193,7 +193,7 @@ def validated(args: argparse.Namespace,
     from ..compat.attention_env import AttentionEnvError, backend_for
 
     try:
-        args.attention_backend = backend_for()  # what NVTE_*_ATTN ask for (AMD's images set them)
+        backend_for()  # NVTE_*_ATTN (AMD's images set them) must agree with one backend: model.py takes it
     except AttentionEnvError as exc:
         raise ConfigError(str(exc)) from None
     return args, spec

@@ -55,7 +55,7 @@ def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = 
         deallocate_pipeline_outputs=True,
         # the backend TransformerEngine's NVTE_*_ATTN variables agree with (compat/attention_env.py): with
         # AMD's NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1, megatron's default auto asserts at model build
-        **_attention_backend(getattr(args, "attention_backend", None)),
+        **_attention_backend(),
         # megatron 0.16's default scope ("full") is deprecated and warns on every rank; [] means the same
         **({"cuda_graph_scope": []} if "cuda_graph_scope" in TransformerConfig.__dataclass_fields__ else {}),
     )
@@ -67,12 +67,13 @@ def _has_module(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def _attention_backend(name: Optional[str]) -> dict:
-    if name is None:
-        return {}
+def _attention_backend() -> dict:
     from megatron.core.transformer.enums import AttnBackend
 
-    return {"attention_backend": AttnBackend[name]}
+    from ..compat.attention_env import backend_for
+
+    name = backend_for()
+    return {} if name is None else {"attention_backend": AttnBackend[name]}
 
 
 def gpt_provider(args: argparse.Namespace, config, vocab_size: int, pre_process: bool = True,
