@@ -346,6 +346,13 @@ def _live_members(pgid: int) -> list:
     return live
 
 
+def arg(result: Result, name: str) -> str:
+    """An argument's value as Megatron-LM's argument dump at start-up prints it."""
+    m = re.search(rf"^\s+{name} \.+ (\S+)", result.log, re.M)
+    assert m, f"{name} not in Megatron-LM's argument dump"
+    return m.group(1)
+
+
 def tail(text: str, n: int = 80) -> str:
     """The last lines of a log, with Megatron-LM's argument dump and warnings left out."""
     lines = [line for line in (text or "").splitlines()

@@ -75,10 +75,7 @@ def runs(megatron_lm_tree, tmp_path_factory):
     return pp2, dp2pp2
 
 
-def _arg(result: H.Result, name: str) -> str:
-    m = re.search(rf"^\s+{name} \.+ (\S+)", result.log, re.M)
-    assert m, f"{name} not in Megatron-LM's argument dump"
-    return m.group(1)
+_arg = H.arg
 
 
 def _ddp_delays_wgrad(result: H.Result) -> set:
