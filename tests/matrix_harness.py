@@ -613,9 +613,11 @@ def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1
 
 def _silent_deaths(launch_error: str | None) -> str:
     """The ranks local_ranks found dead without a word (a signal, the out-of-memory killer): they
-    wrote no error file, and their peers' errors (connections reset) only point at them."""
-    found = re.findall(r"^rank (\d+) failed:\n(its process .*)$", launch_error or "", re.M)
-    return "\n".join(f"rank {r}: {text}" for r, text in found)
+    wrote no error file, and their peers' errors (connections reset) only point at them. Each
+    comes with the stack faulthandler wrote at its death, when there is one."""
+    found = re.findall(r"^rank (\d+) failed:\n(its process .*?)(?=^rank \d+ failed:\n|\Z)", launch_error or "",
+                       re.M | re.S)
+    return "\n".join(f"rank {r}: {text.rstrip()}" for r, text in found)
 
 
 def _errors(directory: str, i: int, world: int) -> str:

@@ -112,3 +112,40 @@ def test_a_rank_killed_without_a_word_is_named_with_its_signal_and_ends_the_othe
     assert "rank 1 failed" not in message
     assert time.monotonic() - started < 90  # found when it died, not at the run's time limit
     assert _children() <= before
+
+
+def _crash_in_native_code(rank: int, case: dict) -> None:
+    import ctypes
+
+    if rank == case["bad"]:
+        ctypes.string_at(0)  # reads address 0: SIGSEGV inside native code, as a crash in gloo would
+    time.sleep(3600)
+
+
+def test_a_rank_that_crashes_in_native_code_is_named_with_its_python_stack():
+    """A segmentation fault comes back with the frames faulthandler wrote at the crash (in the
+    rank's fault file, not on a stderr a test run would capture and drop)."""
+    with pytest.raises(RuntimeError) as info:
+        local_ranks.run_ranks(_crash_in_native_code, {"pp": 2, "bad": 1, "gloo_timeout": 300}, 2, timeout_s=300)
+    message = str(info.value)
+    assert "rank 1 failed:\nits process was killed by signal 11 (SIGSEGV)" in message
+    assert "faulthandler wrote:" in message and "Fatal Python error: Segmentation fault" in message
+    assert "in _crash_in_native_code" in message  # the frame that crashed, by name
+
+
+def _imported_from(rank: int, case: dict) -> dict:
+    import sys
+
+    import probe_module_for_sys_path  # only in the directory the launch put first on the path
+
+    return {"file": probe_module_for_sys_path.__file__, "first": sys.path[0]}
+
+
+def test_ranks_launched_with_a_sys_path_import_from_it_first(tmp_path):
+    """Directories in `sys_path` come first on the ranks' import path, in fresh processes (a
+    TransformerEngine stand-in must be there before megatron-core is imported)."""
+    (tmp_path / "probe_module_for_sys_path.py").write_text("VALUE = 1\n")
+    results = local_ranks.run_ranks(_imported_from, {"pp": 2}, 2, timeout_s=300,
+                                    sys_path=[str(tmp_path)])
+    for r in results:
+        assert r["first"] == str(tmp_path) and r["file"].startswith(str(tmp_path))

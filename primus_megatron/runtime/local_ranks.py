@@ -11,7 +11,14 @@ parallel state for `case["pp"]` (and `case.get("tp", 1)`), then runs
 worker exception kills every rank (after up to 10 s for the others to report)
 and raises here with the ranks that failed or did not finish. A rank whose
 process dies without a word (a signal, the out-of-memory killer) counts as
-failed, named with its exit status; faulthandler puts its Python stack on stderr.
+failed, named with its exit status and the Python stack faulthandler wrote at its death
+(each rank's fault file, read back into the error: on stderr it would be lost in a test's
+captured output).
+
+`sys_path` puts directories first on the ranks' import path before they import anything
+(a test's TransformerEngine stand-in, whose presence megatron-core decides at import):
+such ranks are spawned fresh, not forked from the fork server, whose imports were made
+without those directories.
 """
 from __future__ import annotations
 
@@ -23,9 +30,11 @@ import os
 import queue
 import signal
 import socket
+import sys
+import tempfile
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 
 def free_port() -> int:
@@ -35,26 +44,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _context():
+def _context(fresh: bool = False):
     """Ranks forked from multiprocessing's fork server, which imports `rank_preload` (torch,
     megatron-core, our runtime) once for the launching process's lifetime, so a launch
-    costs no imports; spawned where there is no fork server."""
+    costs no imports; spawned where there is no fork server, or when `fresh`."""
     import multiprocessing as mp
 
-    if "forkserver" not in mp.get_all_start_methods():
+    if fresh or "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(["primus_megatron.runtime.rank_preload"])  # no effect once the server runs
     return ctx
 
 
-def _worker(rank: int, world: int, port: int, body: Callable, case: dict, out, pin: bool, env: dict) -> None:
+def _worker(rank: int, world: int, port: int, body: Callable, case: dict, out, pin: bool, env: dict,
+            fault_path: str, sys_path: tuple) -> None:
+    fault = None
     try:
+        sys.path[:0] = [p for p in sys_path if p not in sys.path]
         os.environ.clear()
         os.environ.update(env)
         import warnings
 
-        faulthandler.enable()  # a crash in native code (gloo, a kernel) still names its Python frame
+        # a crash in native code (gloo, a kernel) still names its Python frames, every thread's
+        fault = open(fault_path, "w")
+        faulthandler.enable(file=fault, all_threads=True)
         warnings.filterwarnings("ignore")
         if pin:  # rank r on the r-th core this process may use
             cores = sorted(os.sched_getaffinity(0))
@@ -84,20 +98,25 @@ def _worker(rank: int, world: int, port: int, body: Callable, case: dict, out, p
     finally:
         out.close()
         out.join_thread()  # flush the result before the hard exit
+        if fault is not None:
+            faulthandler.disable()
+            fault.close()
         os._exit(0)
 
 
 def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeout_s: float,
-              pin: bool = False) -> list:
+              pin: bool = False, sys_path: Sequence[str] = ()) -> list:
     """`body(rank, case)` on `world` gloo ranks (module doc); results indexed by rank.
 
     `body` must be importable by name (a module-level function): ranks are new processes
     (forked from the fork server, `_context`) that take this process's environment.
-    `pin`: one core per rank, for timing."""
+    `pin`: one core per rank, for timing. `sys_path`: directories first on the ranks' import
+    path (module doc)."""
     import torch
 
-    ctx = _context()
+    ctx = _context(fresh=bool(sys_path))
     out = ctx.Queue()
+    faults = tempfile.TemporaryDirectory(prefix="primus-ranks-")
     # The rendezvous store, hosted here on a port the kernel picks and held until the ranks are
     # done, as torchrun's agent hosts it: a port picked, closed and handed on could be taken by
     # another process before rank 0 binds it.
@@ -109,7 +128,8 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
         # The ranks take this environment, not the fork server's (started at the first launch).
         env = dict(os.environ)
         # Not daemonic: megatron's checkpoint writer starts processes of its own.
-        procs = [ctx.Process(target=_worker, args=(r, world, port, body, case, out, pin, env))
+        procs = [ctx.Process(target=_worker, args=(r, world, port, body, case, out, pin, env,
+                                                   os.path.join(faults.name, f"rank{r}.fault"), tuple(sys_path)))
                  for r in range(world)]
         for p in procs:
             p.start()
@@ -127,7 +147,7 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
             except queue.Empty:
                 reported = set(results) | {r for r, _ in errors}
                 for rank in _silent_deaths(procs, reported, out, results, errors):
-                    errors.append((rank, _death(procs[rank].exitcode)))
+                    errors.append((rank, _death(procs[rank].exitcode, os.path.join(faults.name, f"rank{rank}.fault"))))
                     deadline = min(deadline, time.monotonic() + 10)
                 if time.monotonic() < deadline:
                     continue
@@ -146,6 +166,7 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
                 p.kill()
         for p in procs:
             p.join(5)
+        faults.cleanup()
     if errors:
         raise RuntimeError("\n".join(f"rank {rank} failed:\n{value}" for rank, value in sorted(errors)))
     return [results[r] for r in range(world)]
@@ -172,13 +193,24 @@ def _silent_deaths(procs: list, reported: set, out, results: dict, errors: list)
     return [r for r in ended if r not in results and all(r != e for e, _ in errors)]
 
 
-def _death(code: int) -> str:
-    """A process's exit status in words."""
+def _death(code: int, fault_path: str = "") -> str:
+    """A process's exit status in words, with the stack faulthandler wrote when it died."""
     if code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
             name = "an unknown signal"
         hint = " (the out-of-memory killer sends this)" if -code == signal.SIGKILL else ""
-        return f"its process was killed by signal {-code} ({name}){hint} before it reported a result or an error"
-    return f"its process exited with code {code} before it reported a result or an error"
+        return (f"its process was killed by signal {-code} ({name}){hint} before it reported a result or an "
+                f"error{_fault_stack(fault_path)}")
+    return f"its process exited with code {code} before it reported a result or an error{_fault_stack(fault_path)}"
+
+
+def _fault_stack(path: str, limit: int = 4000) -> str:
+    """What faulthandler wrote in the rank's fault file (empty when nothing: a SIGKILL leaves no trace)."""
+    try:
+        with open(path) as f:
+            text = f.read().strip()
+    except OSError:
+        return ""
+    return f"; faulthandler wrote:\n{text[-limit:]}" if text else ""
