@@ -24,13 +24,14 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 
-def run_ranks(body, case: dict, world: int, *, timeout_s: float, pin: bool = True) -> list:
-    """Run body(rank, case) on `world` gloo ranks, pinned one per core; results indexed by rank."""
+def run_ranks(body, case: dict, world: int, *, timeout_s: float, pin: bool = True, sys_path=()) -> list:
+    """Run body(rank, case) on `world` gloo ranks, pinned one per core; results indexed by rank.
+    `sys_path`: directories first on the ranks' import path (fresh processes: local_ranks)."""
     from primus_megatron.runtime import local_ranks
 
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     case = {"gloo_timeout": 300, **case}  # long benchmark runs: a generous collective timeout
-    return local_ranks.run_ranks(body, case, world, timeout_s=timeout_s, pin=pin)
+    return local_ranks.run_ranks(body, case, world, timeout_s=timeout_s, pin=pin, sys_path=sys_path)
 
 
 def add_markdown_options(parser) -> None:

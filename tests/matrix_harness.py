@@ -56,6 +56,10 @@ import torch
 import megatron_reference as ref
 from primus_megatron.runtime import local_ranks
 
+# The TransformerEngine stand-in (TE v2.11's classes on CPU): a world or reference of a `te` spec
+# runs in fresh processes with it first on the import path (local_ranks' sys_path), so that
+# megatron-core finds it when it decides at import whether TE is there.
+TE_STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "te_standin")
 SEQ = ref.SEQ_LENGTH
 MBS = ref.MICRO_BATCH_SIZE
 MEGATRON = "megatron-1f1b"
@@ -73,7 +77,8 @@ def transformer_config(spec: dict, *, tp: int, pp: int, vp, reference: bool = Fa
     if moe:
         overrides.update(num_moe_experts=moe["experts"], moe_router_topk=moe["topk"],
                          moe_token_dispatcher_type="alltoall", moe_aux_loss_coeff=moe["aux_loss_coeff"],
-                         moe_router_load_balancing_type="aux_loss", moe_grouped_gemm=False,
+                         moe_router_load_balancing_type="aux_loss", moe_grouped_gemm=bool(moe.get("grouped")),
+                         moe_shared_expert_intermediate_size=moe.get("shared"),
                          expert_model_parallel_size=1 if reference else moe["ep"])
     return ref.tiny_gpt_config(spec["num_layers"], tensor_model_parallel_size=1 if reference else tp,
                                pipeline_model_parallel_size=1 if reference else pp,
@@ -83,13 +88,15 @@ def transformer_config(spec: dict, *, tp: int, pp: int, vp, reference: bool = Fa
 
 
 def provider(config, spec, pre_process=True, post_process=True, vp_stage=None):
-    """Megatron-LM's model-provider contract for the case's GPTModel (local spec)."""
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    """Megatron-LM's model-provider contract for the case's GPTModel: the local spec, or with
+    `spec['te']` megatron-core's TransformerEngine spec (TE's grouped experts with `moe.grouped`)."""
+    from megatron.core.models.gpt import gpt_layer_specs
     from megatron.core.models.gpt.gpt_model import GPTModel
 
     moe = spec.get("moe")
-    layer_spec = (get_gpt_layer_local_spec(num_experts=moe["experts"], moe_grouped_gemm=False) if moe
-                  else get_gpt_layer_local_spec())
+    make = (gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec if spec.get("te")
+            else gpt_layer_specs.get_gpt_layer_local_spec)
+    layer_spec = make(num_experts=moe["experts"], moe_grouped_gemm=bool(moe.get("grouped"))) if moe else make()
     return GPTModel(config, layer_spec, vocab_size=ref.VOCAB_SIZE, max_sequence_length=SEQ,
                     pre_process=pre_process, post_process=post_process,
                     share_embeddings_and_output_weights=bool(spec.get("tied")), vp_stage=vp_stage)
@@ -102,17 +109,30 @@ def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:
 
 # -- names -----------------------------------------------------------------------------------------
 
+_GROUPED_GEMM = re.compile(r"(\.mlp\.experts\.linear_fc[12]\.(?:weight|bias))(\d+)$")
+
+
+def is_expert(name: str) -> bool:
+    """A routed expert's parameter (split over the ranks by expert parallelism; not a shared expert's)."""
+    return ".mlp.experts." in name
+
+
 def named_global_parameters(chunk, ep_rank: int = 0):
-    """(global name, parameter) of a (wrapped) chunk; local experts get their global index."""
+    """(global name, parameter) of a (wrapped) chunk; local experts get their global index
+    (SequentialMLP's `local_experts.<i>`, TE GroupedLinear's `weight<i>` / `bias<i>`)."""
     inner = ref.unwrap(chunk)  # the reference's own naming (megatron_reference), not the product's
     for local, p in inner.named_parameters():
         name = ref.global_param_name(inner, local)
         parts = name.split(".")
-        if "local_experts" in parts:
-            i = parts.index("local_experts") + 1
-            experts = inner.decoder.layers[0].mlp.experts
-            parts[i] = str(ep_rank * experts.num_local_experts + int(parts[i]))
-            name = ".".join(parts)
+        if "local_experts" in parts or _GROUPED_GEMM.search(name):
+            first = inner.decoder.layers[0].mlp.experts.num_local_experts * ep_rank
+            grouped = _GROUPED_GEMM.search(name)
+            if grouped:
+                name = name[:grouped.start(2)] + str(first + int(grouped.group(2)))
+            else:
+                i = parts.index("local_experts") + 1
+                parts[i] = str(first + int(parts[i]))
+                name = ".".join(parts)
         yield name, p
 
 
@@ -208,15 +228,42 @@ def record_model_params(model, tp_rank: int, ep_rank: int) -> list:
             for name, p in _params_by_id(model, ep_rank).values()]
 
 
+def _is_linear(mod) -> bool:
+    """megatron's ColumnParallelLinear / RowParallelLinear, or one of its TransformerEngine wrappers
+    (TELinear, TELayerNormColumnParallelLinear, TEColumnParallelGroupedLinear, ...)."""
+    name = type(mod).__name__
+    return name in ("ColumnParallelLinear", "RowParallelLinear") or (name.startswith("TE") and name.endswith("Linear"))
+
+
 def _linear_counts(model) -> tuple[int, int]:
-    """(all ColumnParallelLinear/RowParallelLinear, those inside MoE experts) on this rank."""
+    """(all linear layers, those of the routed experts) on this rank."""
     total = experts = 0
     for chunk in model:
         for mod_name, mod in chunk.named_modules():
-            if type(mod).__name__ in ("ColumnParallelLinear", "RowParallelLinear"):
+            if _is_linear(mod):
                 total += 1
-                experts += ".local_experts." in mod_name
+                experts += is_expert(f".{mod_name}.")
     return total, experts
+
+
+def count_grad_reduces(model) -> dict:
+    """{(chunk, 'dense' | 'expert', bucket group index): gradient reduces started} of megatron's DDP,
+    counting only the calls of `start_grad_sync` that communicate: megatron skips one while its
+    first batch's collective is in flight (`is_first_batch and grad_reduce_handle is not None`,
+    param_and_grad_buffer.py:373 at 0.16.1, :603 at 0.19). Returns the live counter."""
+    counts = {}
+    for c, chunk in enumerate(model):
+        for kind, groups in (("dense", chunk.bucket_groups), ("expert", chunk.expert_parallel_bucket_groups)):
+            for g, group in enumerate(groups):
+                key = (c, kind, g)
+                counts[key] = 0
+
+                def start(*args, _key=key, _group=group, _start=group.start_grad_sync, **kwargs):
+                    if not (_group.is_first_batch and _group.grad_reduce_handle is not None):
+                        counts[_key] += 1
+                    return _start(*args, **kwargs)
+                group.start_grad_sync = start
+    return counts
 
 
 # -- one case on every rank ------------------------------------------------------------------------
@@ -275,7 +322,10 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
     ddp_config = DistributedDataParallelConfig(
         grad_reduce_in_fp32=True, overlap_grad_reduce=overlap, use_distributed_optimizer=distributed,
         overlap_param_gather=overlap_param_gather, align_param_gather=align_param_gather,
-        check_for_nan_in_grad=False, bucket_size=ddp_spec.get("bucket_size") if overlap else None)
+        check_for_nan_in_grad=False, bucket_size=ddp_spec.get("bucket_size") if overlap else None,
+        # TE layers routed to our W ops (pm.build_model under a schedule with W): DDP's grad-ready
+        # hook fires when W has delivered the weight gradient, as Megatron-LM under our plugin builds it
+        delay_wgrad_compute=_routed_to_w(chunks))
     model = [DistributedDataParallel(config, ddp_config, c, disable_bucketing=(i > 0)) for i, c in enumerate(chunks)]
     opt_spec = spec.get("optimizer", {})
     dtype = torch.bfloat16 if spec.get("bf16") else torch.float32
@@ -301,6 +351,12 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
         config.param_sync_func = sync[0] if len(model) == 1 else sync
     config.finalize_model_grads_func = finalize_model_grads
     return model, optimizer, config, fbf, nchunks, ep_rank
+
+
+def _routed_to_w(chunks) -> bool:
+    from primus_megatron.runtime.te_wgrad import is_routed
+
+    return any(is_routed(m) for c in chunks for m in c.modules())
 
 
 def run_case(spec: dict, schedule: str) -> dict:
@@ -334,6 +390,7 @@ def run_case(spec: dict, schedule: str) -> dict:
     out = {"rank": torch.distributed.get_rank(), "pp_rank": pp_rank, "dp_rank": dp_rank, "tp_rank": tp_rank,
            "iterations": [], "linear_layers": _linear_counts(model)}
     attention_calls = _count_core_attention_calls(model, out)
+    reduces = count_grad_reduces(model)
     m = spec["microbatches"]
     for it in range(spec["iterations"]):
         batches = microbatches(spec, it, dp_rank)
@@ -343,10 +400,12 @@ def run_case(spec: dict, schedule: str) -> dict:
                 c.zero_grad_buffer()
         optimizer.zero_grad()  # post-validation: deferred until the pending step is validated
         attention_calls[0] = 0
+        reduces.update(dict.fromkeys(reduces, 0))
         store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=data,
                     model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=SEQ,
                     micro_batch_size=MBS, decoder_seq_length=SEQ, forward_only=False)
         record = {"losses": ref.losses_from_store(store), "core_attention_calls": attention_calls[0],
+                  "grad_reduces": dict(reduces),
                   "grads": record_grads(model, owned, distributed, tp_rank, ep_rank)}
         if post_validation and it > 0:
             # the previous step was validated (rolled back, or clipped and redone) inside this call,
@@ -566,12 +625,21 @@ def _reference_run(spec: dict) -> dict:
 # -- the parent side -------------------------------------------------------------------------------
 
 def run_reference(specs: dict, *, timeout_s: float = 900) -> dict:
-    return local_ranks.run_ranks(reference_body, {"pp": 1, "specs": specs}, 1, timeout_s=timeout_s)[0]
+    """Every spec's reference: those with TransformerEngine layers in a process of their own,
+    with the stand-in on its path (TE_STANDIN)."""
+    out = {}
+    for te in (False, True):
+        group = {name: spec for name, spec in specs.items() if bool(spec.get("te")) == te}
+        if group:
+            out.update(local_ranks.run_ranks(reference_body, {"pp": 1, "specs": group}, 1, timeout_s=timeout_s,
+                                             sys_path=[TE_STANDIN] if te else ())[0])
+    return out
 
 
 def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1800) -> list:
-    """Run `cases` ({'spec', 'schedule'}) on the world `layout` ({'world', 'tp', 'pp', 'ep'}).
-    Returns per case either a list of per-rank results or {'error': text}."""
+    """Run `cases` ({'spec', 'schedule'}) on the world `layout` ({'world', 'tp', 'pp', 'ep'}; `te`:
+    TransformerEngine's stand-in first on the ranks' path). Returns per case either a list of
+    per-rank results or {'error': text}."""
     world = layout["world"]
     results: list = [None] * len(cases)
     start = 0
@@ -585,7 +653,8 @@ def run_world(layout: dict, cases: list, directory: str, *, timeout_s: float = 1
         launch_error = None
         try:
             local_ranks.run_ranks(world_body, {**layout, "cases": cases, "start": start, "dir": directory}, world,
-                                timeout_s=max(60.0, deadline - time.monotonic()))
+                                  timeout_s=max(60.0, deadline - time.monotonic()),
+                                  sys_path=[TE_STANDIN] if layout.get("te") else ())
         except (RuntimeError, TimeoutError) as exc:
             launch_error = str(exc)
         failed = None

@@ -62,9 +62,12 @@ test_the_checks_catch_small_errors shows that results which pass fail after a
 3e-5 change of one gradient element, 1e-4 of one loss, 2e-5 of one parameter,
 or without one parameter's gradient on one rank.
 
-Worlds: 4 gloo ranks as DP=2 x PP=2 (expert parallel 2, for MoE), and 8 as TP=2 x
+Worlds: 4 gloo ranks as DP=2 x PP=2 (expert parallel 2, for MoE); the same again in
+fresh processes with TransformerEngine's stand-in first on the import path (tests/te_standin:
+megatron-core decides at import whether TE is there) for the MoE recipe with grouped experts
+(TEGroupedMLP over TE's GroupedLinear, whose weight gradients our W runs); and 8 as TP=2 x
 DP=2 x PP=2 (TP + sequence parallel with an overlapped data-parallel reduce that
-has a group to reduce over); the reference in a world of one. One launch per world runs every case; a case
+has a group to reduce over); the reference in a world of one (one more for the TE spec). One launch per world runs every case; a case
 that raises costs only itself (matrix_harness). `-k` selects which
 configurations run, not only which are checked. Today's run time: about 2
 minutes when every case passes (3 launches; 100-126 s measured 2026-11-25, the 8-rank
@@ -125,8 +128,17 @@ CONFIGS = {
     "f-moe-ep2": ("dp2pp2", {"moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2},
                              "model": {"add_bias_linear": False}}),
     "g-bf16-selective-recompute": ("dp2pp2", {"bf16": True, "model": {"recompute_granularity": "selective"}}),
+    # Megatron-LM's MoE recipe: TransformerEngine layers (the stand-in) with grouped experts
+    # (TEGroupedMLP over TE's GroupedLinear, --moe-grouped-gemm), a shared expert, the aux loss,
+    # overlapped reduce, the distributed optimizer and fused weight-gradient accumulation
+    "h-moe-grouped-te": ("dp2pp2-te", {"te": True,
+                                       "moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2,
+                                               "grouped": True, "shared": 48},
+                                       "model": {"add_bias_linear": False, "gradient_accumulation_fusion": True},
+                                       "ddp": {**OVERLAP, "use_distributed_optimizer": True}}),
 }
 WORLDS = {"dp2pp2": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2},
+          "dp2pp2-te": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2, "te": True},
           "tp2dp2pp2": {"world": 8, "tp": 2, "pp": 2, "ep": 1, "dp": 2}}
 
 
@@ -257,7 +269,7 @@ def _check_pieces(what, pieces_per_rank, expected_of, check, *, must_cover=None,
         return
     groups = {None: pieces_per_rank} if replicas is None else {
         dp: [[p for r, pieces in zip(replicas, pieces_per_rank) for p in pieces
-              if r == dp or ".local_experts." in p[0]]] for dp in sorted(set(replicas))}
+              if r == dp or H.is_expert(p[0])]] for dp in sorted(set(replicas))}
     for dp, group in groups.items():
         flat = H.flat_tensors(group)
         whose = "" if dp is None else f" (data-parallel replica {dp})"
@@ -466,6 +478,23 @@ def test_expert_weight_gradients_are_deferred(worlds, case):
                  f"weight gradients, expected {total} linear layers ({experts} of them in experts) x {m} microbatches")
             assert record["wgrads_run"] == record["wgrads_deferred"], \
                 f"{config} / {schedule} / iteration {it}: rank {res['rank']} ran {record['wgrads_run']} of them"
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if CONFIGS[c[0]][1].get("moe")], ids=_ids)
+def test_every_gradient_bucket_is_reduced_once_per_step(worlds, case):
+    """megatron's DDP starts each bucket group's gradient reduce exactly once per step, the
+    experts' (over the expert data-parallel group) and the rest's: deferring weight gradients to
+    W neither reduces a bucket before its last gradient arrived nor twice. Gradient values could
+    not show it here: the experts' data-parallel group is one rank (EP 2 over DP 2)."""
+    config, schedule = case
+    per_rank = _result(worlds, config, schedule)
+    for res in per_rank:
+        kinds = {kind for record in res["iterations"] for _, kind, _ in record["grad_reduces"]}
+        assert kinds == {"dense", "expert"}, f"{config} / {schedule}: rank {res['rank']} has bucket groups {kinds}"
+        for it, record in enumerate(res["iterations"]):
+            wrong = {k: n for k, n in record["grad_reduces"].items() if n != 1}
+            assert not wrong, (f"{config} / {schedule} / iteration {it}: rank {res['rank']} reduced these bucket "
+                               f"groups (chunk, kind, index) other than once: {wrong}")
 
 
 # -- selective recompute recomputes ---------------------------------------------------------------
