@@ -130,6 +130,13 @@ RULES: tuple[Rule, ...] = (
     Rule("overlap_dispatch_backward_with_experts_wgrad", lambda v, s: bool(v) and s.splits_backward,
          "it runs the experts' weight gradients (backward_dw) inside the dispatch's backward, in B, where the W ops "
          "of ours take them; use a schedule without W (1f1b, interleaved-1f1b) or drop it"),
+    # megatron-core 0.19 (experts.py:286-290, 402-570; extensions TEFusedMLP): the fused MLP and the fused
+    # grouped experts run te.pytorch.ops modules that hold the layers' parameters, not the TE Linear /
+    # LayerNormLinear / GroupedLinear modules whose weight gradients te_wgrad routes to W
+    Rule("use_transformer_engine_op_fuser", lambda v, s: bool(v) and s.splits_backward,
+         "TransformerEngine's operation fuser runs the MLP's and the grouped experts' GEMMs as fused ops "
+         "(te.pytorch.ops) that compute their weight gradients outside the TE layers whose weight gradients our "
+         "W ops take; use a schedule without W (1f1b, interleaved-1f1b) or drop it"),
     Rule("fine_grained_activation_offloading", _truthy,
          "its offload and reload points follow megatron's own op order"),
     Rule("cuda_graph_impl", _cuda_graphs,
