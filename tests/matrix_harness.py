@@ -67,10 +67,31 @@ MEGATRON = "megatron-1f1b"
 
 # -- configuration ------------------------------------------------------------------------------
 
+# The architectures teams train, in small (spec['arch']; TransformerConfig fields, the activation by
+# name): Llama/Qwen-style (RMSNorm, SwiGLU, grouped-query attention, no biases; RoPE in the
+# provider) and DeepSeek-style (multi-latent attention with YaRN RoPE; its MoE with a shared expert
+# comes from spec['moe']). megatron-core's local attention has no separate key/value head sizes:
+# multi-latent attention needs TE's (the stand-in's) DotProductAttention.
+ARCHS = {
+    "llama": {"normalization": "RMSNorm", "gated_linear_unit": True, "activation_func": "silu",
+              "num_query_groups": 2, "add_bias_linear": False},
+    "deepseek": {"normalization": "RMSNorm", "gated_linear_unit": True, "activation_func": "silu",
+                 "add_bias_linear": False, "multi_latent_attention": True, "q_lora_rank": 16, "kv_lora_rank": 16,
+                 "qk_head_dim": 8, "qk_pos_emb_head_dim": 4, "v_head_dim": 8, "rope_type": "yarn"},
+}
+
+
+def _arch_fields(spec: dict) -> dict:
+    fields = dict(ARCHS.get(spec.get("arch"), {}))
+    if "activation_func" in fields:
+        fields["activation_func"] = getattr(torch.nn.functional, fields["activation_func"])
+    return fields
+
+
 def transformer_config(spec: dict, *, tp: int, pp: int, vp, reference: bool = False):
     """The case's TransformerConfig; the reference has tp = pp = 1 (no sequence parallel)."""
     dtype = torch.bfloat16 if spec.get("bf16") else torch.float32
-    overrides = dict(spec.get("model", {}))
+    overrides = {**_arch_fields(spec), **spec.get("model", {})}
     if reference:
         overrides.pop("sequence_parallel", None)
     moe = spec.get("moe")
@@ -96,10 +117,16 @@ def provider(config, spec, pre_process=True, post_process=True, vp_stage=None):
     moe = spec.get("moe")
     make = (gpt_layer_specs.get_gpt_layer_with_transformer_engine_spec if spec.get("te")
             else gpt_layer_specs.get_gpt_layer_local_spec)
-    layer_spec = make(num_experts=moe["experts"], moe_grouped_gemm=bool(moe.get("grouped"))) if moe else make()
-    return GPTModel(config, layer_spec, vocab_size=ref.VOCAB_SIZE, max_sequence_length=SEQ,
+    kwargs = {"num_experts": moe["experts"], "moe_grouped_gemm": bool(moe.get("grouped"))} if moe else {}
+    arch = ARCHS.get(spec.get("arch"), {})
+    if arch.get("multi_latent_attention"):
+        kwargs["multi_latent_attention"] = True
+    if not spec.get("te") and arch.get("normalization"):
+        kwargs["normalization"] = arch["normalization"]  # the TE spec's norms read the config's
+    return GPTModel(config, make(**kwargs), vocab_size=ref.VOCAB_SIZE, max_sequence_length=SEQ,
                     pre_process=pre_process, post_process=post_process,
-                    share_embeddings_and_output_weights=bool(spec.get("tied")), vp_stage=vp_stage)
+                    share_embeddings_and_output_weights=bool(spec.get("tied")), vp_stage=vp_stage,
+                    position_embedding_type="rope" if arch else "learned_absolute")
 
 
 def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:

@@ -85,8 +85,9 @@ def tiny_gpt_config(
     virtual_pipeline_model_parallel_size=None,
     **overrides,
 ):
-    """fp32, dropout-free, CPU-initialised TransformerConfig for a tiny GPT."""
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    """fp32, dropout-free, CPU-initialised TransformerConfig for a tiny GPT (MLATransformerConfig
+    with `multi_latent_attention`, as Megatron-LM picks it)."""
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
     kwargs = dict(
         num_layers=num_layers,
@@ -107,7 +108,7 @@ def tiny_gpt_config(
         virtual_pipeline_model_parallel_size=virtual_pipeline_model_parallel_size,
     )
     kwargs.update(overrides)
-    return TransformerConfig(**kwargs)
+    return (MLATransformerConfig if kwargs.get("multi_latent_attention") else TransformerConfig)(**kwargs)
 
 
 def _gpt(config, *, pre_process, post_process, vp_stage=None, tied=False):

@@ -136,6 +136,15 @@ CONFIGS = {
                                                "grouped": True, "shared": 48},
                                        "model": {"add_bias_linear": False, "gradient_accumulation_fusion": True},
                                        "ddp": {**OVERLAP, "use_distributed_optimizer": True}}),
+    # the architectures teams train (matrix_harness.ARCHS), untied embeddings, RoPE per chunk (under V
+    # rank 0 holds the embedding and the output layer, each chunk its own rotary table)
+    "i-llama-distopt-overlap-fusion": ("dp2pp2", {"arch": "llama", "model": {"gradient_accumulation_fusion": True},
+                                                  "ddp": {**OVERLAP, "use_distributed_optimizer": True}}),
+    "j-deepseek-mla-moe-te": ("dp2pp2-te", {"te": True, "arch": "deepseek",
+                                            "moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2,
+                                                    "grouped": True, "shared": 48},
+                                            "model": {"gradient_accumulation_fusion": True},
+                                            "ddp": {**OVERLAP, "use_distributed_optimizer": True}}),
 }
 WORLDS = {"dp2pp2": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2},
           "dp2pp2-te": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2, "te": True},
@@ -163,7 +172,8 @@ def _selected_cases(request) -> set:
     select what runs, not only what is checked), with megatron's 1F1B in each configuration."""
     chosen = set()
     for item in request.session.items:
-        case = getattr(getattr(item, "callspec", None), "params", {}).get("case")
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        case = params.get("case") or ((params["config"], H.MEGATRON) if "config" in params else None)
         if item.module is request.module and case is not None:
             chosen |= {tuple(case), (case[0], H.MEGATRON)}
     return chosen
@@ -495,6 +505,35 @@ def test_every_gradient_bucket_is_reduced_once_per_step(worlds, case):
             wrong = {k: n for k, n in record["grad_reduces"].items() if n != 1}
             assert not wrong, (f"{config} / {schedule} / iteration {it}: rank {res['rank']} reduced these bucket "
                                f"groups (chunk, kind, index) other than once: {wrong}")
+
+
+# -- the architecture rows build the architecture they name -----------------------------------------
+
+ARCH_CONFIGS = [c for c in CONFIGS if CONFIGS[c][1].get("arch")]
+
+
+@pytest.mark.parametrize("config", ARCH_CONFIGS)
+def test_architecture_rows_build_what_they_name(reference, config):
+    """The reference's parameters show the architecture: RoPE (no position embedding table), no
+    biases, RMSNorm (no norm biases), SwiGLU (fc1 twice the FFN width), and grouped-query attention
+    (2 key/value groups: a narrower QKV) for Llama; multi-latent attention's low-rank projections
+    for DeepSeek."""
+    refs = reference[config]
+    if "error" in refs:
+        pytest.fail(f"{config}: the non-pipelined reference raised:\n{refs['error'][-6000:]}", pytrace=False)
+    shapes = {name: shape for name, _, _, _, _, _, shape in refs["final_params"]}
+    assert not any("position_embeddings" in n for n in shapes), f"{config}: a learned position table, not RoPE"
+    assert not any(n.endswith("bias") or ".bias" in n for n in shapes), f"{config}: biases {sorted(shapes)}"
+    hidden, heads = 32, 4  # megatron_reference.tiny_gpt_config
+    fc1 = [s for n, s in shapes.items() if n.endswith("mlp.linear_fc1.weight")]
+    if fc1:
+        assert all(s[0] == 2 * 4 * hidden for s in fc1), f"{config}: fc1 {fc1} is not SwiGLU's 2 x ffn"
+    if CONFIGS[config][1]["arch"] == "llama":
+        qkv = [s for n, s in shapes.items() if n.endswith("linear_qkv.weight")]
+        assert qkv and all(s == (hidden + 2 * 2 * hidden // heads, hidden) for s in qkv), f"{config}: QKV {qkv}"
+    else:
+        for part in ("linear_q_down_proj", "linear_kv_down_proj", "linear_kv_up_proj"):
+            assert any(part in n for n in shapes), f"{config}: no {part} (multi-latent attention)"
 
 
 # -- selective recompute recomputes ---------------------------------------------------------------

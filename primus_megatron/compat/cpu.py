@@ -114,6 +114,9 @@ _PROXIED_MODULES = (
     # RoPE: inv_freq made on current_device() unless use_cpu_initialization (:78), moved there at the
     # first forward (get_emb, :162), and the YaRN/Llama-3 scaling variants' tables (:297)
     "megatron.core.models.common.embeddings.rotary_pos_embedding",
+    # YaRN RoPE (multi-latent attention's default rope_type): its tables made on current_device()
+    # unless use_cpu_initialization (:76) and moved there at the first forward (:122, :126), both tags
+    "megatron.core.models.common.embeddings.yarn_rotary_pos_embedding",
 )
 
 
