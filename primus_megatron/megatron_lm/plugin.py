@@ -408,16 +408,32 @@ def _cpu_args(args) -> None:
     settings = [("distributed_backend", "gloo"), ("no_persist_layer_norm", True)]
     from ..compat.cpu import transformer_engine_runs_on_cpu
 
-    if not (getattr(args, "transformer_impl", None) == "transformer_engine" and transformer_engine_runs_on_cpu()):
+    te_on_cpu = getattr(args, "transformer_impl", None) == "transformer_engine" and transformer_engine_runs_on_cpu()
+    if not te_on_cpu:
         settings.insert(1, ("transformer_impl", "local"))
+    if getattr(args, "position_embedding_type", None) in ("rope", "yarn", "mrope"):
+        # Megatron-LM's default --rope-fusion is TE's fused kernel (megatron-core asks for TE >= 1.4
+        # in TransformerConfig.__post_init__): the unfused RoPE runs on CPU
+        settings.append(("apply_rope_fusion", False))
+    if getattr(args, "multi_latent_attention", False) and not te_on_cpu:
+        _refuse("--multi-latent-attention needs TransformerEngine attention: megatron-core's local "
+                "DotProductAttention has no separate key and value head sizes (k_channels, v_channels), so with "
+                "--cpu it runs only with a TransformerEngine that runs on CPU (--transformer-impl transformer_engine)")
     changed = []
     for name, value in settings:
         if getattr(args, name, value) != value:
-            changed.append(f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}"))
+            changed.append(_flag(name, value))
         setattr(args, name, value)
     args.cpu = True
     if changed and os.environ.get("RANK", "0") == "0":
         print(f"CPU mode: {', '.join(changed)} (TransformerEngine, apex and NCCL do not run on CPU)", flush=True)
+
+
+def _flag(name: str, value) -> str:
+    """Megatron-LM's option that sets `name` to `value`: --no-rope-fusion for apply_rope_fusion=False."""
+    if name == "apply_rope_fusion" and value is False:
+        return "--no-rope-fusion"
+    return f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}")
 
 
 def _microbatches(args, what: str) -> tuple[int, int]:
