@@ -112,3 +112,16 @@ def _without_stack_dumps(log: str) -> str:
         if not dumping:
             kept.append(line)
     return "\n".join(kept)
+
+
+def test_context_parallel_flags_meet_no_cuda_call_in_cpu_mode(megatron_lm_tree):
+    """--context-parallel-size makes Megatron-LM's validate_args ask the GPU's architecture
+    (get_device_arch_version): in CPU mode the dry run gets past it to the checks that matter (here
+    ours: context parallelism needs TransformerEngine attention, which local layers do not have)."""
+    result = H.run(megatron_lm_tree, 4, ["--pipeline-model-parallel-size", "2", "--context-parallel-size", "2",
+                                         "--train-iters", "1", "--global-batch-size", "4", "--eval-interval", "1",
+                                         *LLAMA, "--pipeline-schedule", "zbv"], expect_ok=False, timeout=180)
+    assert result.returncode != 0
+    assert "Torch not compiled with CUDA" not in result.log, H.tail(result.log)
+    assert "--context-parallel-size 2 cannot be used with --pipeline-schedule zbv: context parallelism needs " \
+           "TransformerEngine attention" in result.log, H.tail(result.log)

@@ -88,6 +88,18 @@ def _zero(*args, **kwargs) -> int:
     return 0
 
 
+class _CpuDeviceProperties:
+    """What `torch.cuda.get_device_properties` reports in CPU mode: the capability above, the host."""
+
+    name = "CPU (primus_megatron CPU mode)"
+    major, minor = 9, 0
+    multi_processor_count = os.cpu_count() or 1
+    total_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+_CPU_PROPERTIES = _CpuDeviceProperties()
+
+
 def _make_proxy():
     class _CudaForTraining(cpu_torch.CudaOnCpu):
         """``torch.cuda`` as seen by Megatron-LM's training modules in CPU mode."""
@@ -107,6 +119,9 @@ def _make_proxy():
         manual_seed = staticmethod(_nothing)
         # no CUDA kernel runs in CPU mode: none of their compute-capability gates applies
         get_device_capability = staticmethod(lambda *args, **kwargs: (9, 0))
+        # the same answer through the properties (get_device_arch_version: utils.py:448 at core_v0.16.1,
+        # utils/common_utils.py:502 at core_v0.19.0, asked with tensor or context parallelism)
+        get_device_properties = staticmethod(lambda *args, **kwargs: _CPU_PROPERTIES)
 
     class _TorchForTraining(cpu_torch.TorchOnCpu):
         def __init__(self):
