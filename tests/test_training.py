@@ -66,6 +66,33 @@ def test_every_schedule_trains_identically(every_schedule):
     assert megatron["losses"][-1] < megatron["losses"][0], "the loss goes down"
 
 
+# a Llama/Qwen-style model (issue 43): RoPE, SwiGLU, RMSNorm, grouped-query attention, no biases, untied
+LLAMA = ["--position-embedding-type", "rope", "--swiglu", "--ffn-hidden-size", "64", "--normalization", "RMSNorm",
+         "--group-query-attention", "--num-query-groups", "2", "--disable-bias-linear",
+         "--untie-embeddings-and-output-weights", "--qk-layernorm"]
+LLAMA_SCHEDULES = under_test(["zb-h1", "zbv", "v-half", "interleaved-1f1b"])
+
+
+@pytest.fixture(scope="module")
+def llama_runs(dataset):
+    runs = [model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1", *LLAMA,
+                       "--pipeline-schedule", s) for s in LLAMA_SCHEDULES]
+    runs.append(model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1", *LLAMA))
+    return H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=900)
+
+
+def test_llama_style_model_trains_identically_under_every_schedule(llama_runs):
+    """The same model options as Megatron-LM (names and defaults): losses and evaluation equal
+    megatron's own 1F1B under loop and V placements (RoPE per chunk, both ends on rank 0 under V)."""
+    megatron = llama_runs[0][-1]
+    assert len(megatron["losses"]) == 3 and megatron["losses"][-1] < megatron["losses"][0], megatron["losses"]
+    for name, run in zip(LLAMA_SCHEDULES, llama_runs[0][:-1]):
+        torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(megatron["losses"]), rtol=1e-5, atol=0,
+                                   msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(torch.tensor(run["eval"]), torch.tensor(megatron["eval"]), rtol=1e-5, atol=0,
+                                   msg=lambda m: f"{name} evaluation: {m}")
+
+
 def test_auto_trains_with_one_registered_schedule_on_every_rank(every_schedule):
     results, _ = every_schedule
     chosen = {per_rank[len(EVERY)]["schedule"] for per_rank in results}
@@ -140,6 +167,9 @@ def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_
     (["--pipeline-schedule", "zb-auto", "--pipeline-memory-limit", "0.5"], "memory limit"),
     (["--bf16", "--fp16"], "--bf16 and --fp16"),
     (["--data-path", "/nonexistent/prefix"], "/nonexistent/prefix.bin does not exist"),
+    (["--swiglu", "--hidden-size", "16"], "give --ffn-hidden-size"),
+    (["--group-query-attention", "--num-query-groups", "3"], "--num-query-groups 3 must divide"),
+    (["--normalization", "BatchNorm"], "--normalization: invalid choice"),
 ])
 def test_bad_arguments_exit_2_with_one_sentence(dataset, argv, needle):
     base = ["--cpu", "--data-path", dataset, "--num-layers", "8", "--pipeline-model-parallel-size", "4",

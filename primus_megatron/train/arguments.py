@@ -18,10 +18,16 @@ class ConfigError(ValueError):
     """Bad command-line input; the message names the option and what is allowed."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one sentence (ConfigError), not the usage text before it."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ConfigError(f"{message} (see 'pretrain_gpt.py --help')")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="pretrain_gpt.py", description="Pretrain a GPT with megatron-core and "
-                                "primus_megatron's pipeline schedules (Megatron-LM argument names).",
-                                allow_abbrev=False)
+    p = _Parser(prog="pretrain_gpt.py", description="Pretrain a GPT with megatron-core and "
+                "primus_megatron's pipeline schedules (Megatron-LM argument names).", allow_abbrev=False)
     for add in (_model_args, _training_args, _parallel_args, _data_args, _checkpoint_args, _fault_args,
                 options.add_args):
         add(p)
@@ -32,7 +38,8 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--num-layers", type=int, default=8)
     g.add_argument("--hidden-size", type=int, default=128)
-    g.add_argument("--ffn-hidden-size", type=int, default=None, help="default: 4 x hidden size")
+    g.add_argument("--ffn-hidden-size", type=int, default=None,
+                   help="default: 4 x hidden size (with --swiglu 2/3 of that, rounded down to a multiple of 64)")
     g.add_argument("--num-attention-heads", type=int, default=4)
     g.add_argument("--seq-length", type=int, default=128)
     g.add_argument("--max-position-embeddings", type=int, default=None, help="default: seq length")
@@ -42,7 +49,19 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hidden-dropout", type=float, default=0.1)
     g.add_argument("--attention-dropout", type=float, default=0.1)
     g.add_argument("--init-method-std", type=float, default=0.02)
-    g.add_argument("--normalization", choices=["LayerNorm"], default="LayerNorm")
+    # the architectures teams train (Llama/Qwen/Mistral): Megatron-LM's names and defaults
+    g.add_argument("--normalization", choices=["LayerNorm", "RMSNorm"], default="LayerNorm")
+    g.add_argument("--norm-epsilon", type=float, default=1e-5)
+    g.add_argument("--position-embedding-type", choices=["learned_absolute", "rope", "none"],
+                   default="learned_absolute")
+    g.add_argument("--rotary-base", type=int, default=10000, help="RoPE base (with --position-embedding-type rope)")
+    g.add_argument("--rotary-percent", type=float, default=1.0, help="share of each head's dimensions RoPE rotates")
+    g.add_argument("--swiglu", action="store_true", help="SwiGLU MLP (gated, SiLU) instead of GeLU")
+    g.add_argument("--group-query-attention", action="store_true")
+    g.add_argument("--num-query-groups", type=int, default=1, help="key/value heads, with --group-query-attention")
+    g.add_argument("--qk-layernorm", action="store_true", help="normalise queries and keys per head (Qwen3)")
+    g.add_argument("--disable-bias-linear", action="store_false", dest="add_bias_linear",
+                   help="no biases in the linear layers")
 
 
 def _training_args(p: argparse.ArgumentParser) -> None:
@@ -202,12 +221,13 @@ def validated(args: argparse.Namespace,
 POSITIVE = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size", "train_iters",
             "tensor_model_parallel_size", "pipeline_model_parallel_size", "log_interval", "eval_iters",
             "make_vocab_size_divisible_by", "distributed_timeout_minutes")
-POSITIVE_IF_GIVEN = ("save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
+POSITIVE_IF_GIVEN = ("num_query_groups", "rotary_base", "save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
                      "ffn_hidden_size", "max_position_embeddings", "vocab_size", "recompute_num_layers",
                      "inject_nan_loss_at", "inject_kill_at", "ckpt_step", "decoder_first_pipeline_num_layers",
                      "decoder_last_pipeline_num_layers")
 FINITE = ("lr", "min_lr", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",
-          "initial_loss_scale", "init_method_std", "hidden_dropout", "attention_dropout", "loss_scale")
+          "initial_loss_scale", "init_method_std", "hidden_dropout", "attention_dropout", "loss_scale",
+          "norm_epsilon", "rotary_percent")
 
 
 def _check_numbers(args: argparse.Namespace, world: int) -> None:
@@ -303,8 +323,18 @@ def _fill_model_defaults(args: argparse.Namespace) -> None:
         raise ConfigError(f"--fp8-format {args.fp8} is not supported by examples/pretrain_gpt.py (it builds "
                           f"megatron-core's local layers, which have no FP8): drop it, or use Megatron-LM's "
                           f"pretrain_gpt.py with primus_megatron.megatron_lm")
-    if args.ffn_hidden_size is None:
-        args.ffn_hidden_size = 4 * args.hidden_size
+    if args.ffn_hidden_size is None:  # as Megatron-LM's validate_args
+        args.ffn_hidden_size = int(4 * args.hidden_size * 2 / 3 / 64) * 64 if args.swiglu else 4 * args.hidden_size
+        if args.ffn_hidden_size == 0:
+            raise ConfigError(f"--swiglu with --hidden-size {args.hidden_size} leaves no default FFN width "
+                              f"(2/3 of 4 x hidden, rounded down to a multiple of 64): give --ffn-hidden-size")
+    if not args.group_query_attention:
+        args.num_query_groups = None  # megatron: one key/value head per attention head
+    elif args.num_attention_heads % args.num_query_groups:
+        raise ConfigError(f"--num-query-groups {args.num_query_groups} must divide --num-attention-heads "
+                          f"{args.num_attention_heads}")
+    if not 0.0 < args.rotary_percent <= 1.0:
+        raise ConfigError(f"--rotary-percent must be in (0, 1], got {args.rotary_percent}")
     if args.max_position_embeddings is None:
         args.max_position_embeddings = args.seq_length
     if args.max_position_embeddings < args.seq_length:

@@ -28,6 +28,13 @@ def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = 
         hidden_dropout=args.hidden_dropout,
         attention_dropout=args.attention_dropout,
         init_method_std=args.init_method_std,
+        # Llama/Qwen-style architectures (train/arguments.py), as Megatron-LM maps its options
+        normalization=args.normalization,
+        layernorm_epsilon=args.norm_epsilon,
+        add_bias_linear=args.add_bias_linear,
+        num_query_groups=args.num_query_groups,
+        qk_layernorm=args.qk_layernorm,
+        **({"gated_linear_unit": True, "activation_func": torch.nn.functional.silu} if args.swiglu else {}),
         tensor_model_parallel_size=args.tensor_model_parallel_size,
         pipeline_model_parallel_size=args.pipeline_model_parallel_size,
         virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
@@ -84,13 +91,15 @@ def gpt_provider(args: argparse.Namespace, config, vocab_size: int, pre_process:
 
     return GPTModel(
         config,
-        get_gpt_layer_local_spec(),
+        get_gpt_layer_local_spec(normalization=args.normalization, qk_layernorm=args.qk_layernorm),
         vocab_size=vocab_size,
         max_sequence_length=args.max_position_embeddings,
         pre_process=pre_process,
         post_process=post_process,
         share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
-        position_embedding_type="learned_absolute",
+        position_embedding_type=args.position_embedding_type,
+        rotary_percent=args.rotary_percent,
+        rotary_base=args.rotary_base,
         vp_stage=vp_stage,
     )
 
