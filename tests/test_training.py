@@ -93,6 +93,37 @@ def test_llama_style_model_trains_identically_under_every_schedule(llama_runs):
                                    msg=lambda m: f"{name} evaluation: {m}")
 
 
+# a DeepSeek/Qwen-MoE-style model on local layers: routed experts (top 2 of 4, expert parallel over the 2
+# data-parallel ranks) and a shared expert, the aux loss, with the Llama-style attention and norms
+MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "32",
+       "--moe-shared-expert-intermediate-size", "48", "--moe-aux-loss-coeff", "1e-2",
+       "--moe-token-dispatcher-type", "alltoall", "--expert-model-parallel-size", "2"]
+MOE_SCHEDULES = under_test(["zb-h1", "zbv", "v-min"])
+
+
+def test_moe_model_trains_identically_under_every_schedule(dataset):
+    """4 ranks (pp=2 x dp=2, the experts split over dp): losses and evaluation equal megatron's own
+    1F1B's, the experts' weight gradients deferred to W like every other linear layer's."""
+    runs = [model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1", "--global-batch-size",
+                       "16", *LLAMA, *MOE, "--pipeline-schedule", s) for s in MOE_SCHEDULES]
+    runs.append(model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1",
+                           "--global-batch-size", "16", *LLAMA, *MOE))
+    results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs, "return_params": True}, 4, timeout_s=900)
+    megatron = results[0][-1]
+    assert len(megatron["losses"]) == 3 and megatron["losses"][-1] < megatron["losses"][0], megatron["losses"]
+    names = set(megatron["params"])  # rank 0: data-parallel rank 0, expert-parallel rank 0
+    for part in ("mlp.router.weight", "mlp.experts.local_experts.1.linear_fc1.weight", "mlp.shared_experts.linear_fc2"):
+        assert any(part in n for n in names), f"no {part} among {sorted(names)}"
+    assert not any("local_experts.2." in n for n in names), f"expert parallelism did not split the experts: {sorted(names)}"
+    # the other expert-parallel rank's experts carry their global index (each expert its own initial weights)
+    assert any(".local_experts.3." in n for rank in results for n in rank[-1]["params"])
+    for name, run in zip(MOE_SCHEDULES, results[0][:-1]):
+        torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(megatron["losses"]), rtol=1e-5, atol=0,
+                                   msg=lambda m: f"{name}: {m}")
+        torch.testing.assert_close(torch.tensor(run["eval"]), torch.tensor(megatron["eval"]), rtol=1e-5, atol=0,
+                                   msg=lambda m: f"{name} evaluation: {m}")
+
+
 def test_auto_trains_with_one_registered_schedule_on_every_rank(every_schedule):
     results, _ = every_schedule
     chosen = {per_rank[len(EVERY)]["schedule"] for per_rank in results}
@@ -170,6 +201,9 @@ def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_
     (["--swiglu", "--hidden-size", "16"], "give --ffn-hidden-size"),
     (["--group-query-attention", "--num-query-groups", "3"], "--num-query-groups 3 must divide"),
     (["--normalization", "BatchNorm"], "--normalization: invalid choice"),
+    (["--moe-grouped-gemm", "--num-experts", "4"], "--moe-grouped-gemm needs TransformerEngine's grouped experts"),
+    (["--multi-latent-attention"], "--multi-latent-attention needs TransformerEngine's attention"),
+    (["--num-experts", "4", "--expert-model-parallel-size", "3"], "--num-experts 4 must be divisible by"),
 ])
 def test_bad_arguments_exit_2_with_one_sentence(dataset, argv, needle):
     base = ["--cpu", "--data-path", dataset, "--num-layers", "8", "--pipeline-model-parallel-size", "4",

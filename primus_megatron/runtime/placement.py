@@ -290,15 +290,33 @@ def _tie_embeddings(model: list[torch.nn.Module]) -> None:
 
 def global_parameter_name(chunk: torch.nn.Module, local_name: str) -> str:
     """The name a parameter has in the whole (unpipelined) model: decoder layers
-    are numbered by their global layer number, whatever chunk holds them."""
+    are numbered by their global layer number, whatever chunk holds them, and an
+    expert-parallel rank's local experts by their global expert index (megatron's
+    SequentialMLP `local_experts.<i>`; TE GroupedLinear's `weight<i>` / `bias<i>`)."""
     inner = _unwrap(chunk)
     parts = local_name.split(".")
     if parts[:2] == ["decoder", "layers"] and len(parts) > 2:
         layer = inner.decoder.layers[int(parts[2])]
-        return ".".join(["decoder", "layers", str(layer.layer_number - 1), *parts[3:]])
+        rest = _global_expert(layer, parts[3:])
+        return ".".join(["decoder", "layers", str(layer.layer_number - 1), *rest])
     if local_name == "output_layer.weight" and getattr(inner, "share_embeddings_and_output_weights", False):
         return "embedding.word_embeddings.weight"
     return local_name
+
+
+def _global_expert(layer: torch.nn.Module, parts: list) -> list:
+    """A layer's parameter name with its local expert index made global (first local expert:
+    expert-parallel rank x local experts)."""
+    if parts[:2] != ["mlp", "experts"] or len(parts) < 4:
+        return parts
+    first = getattr(layer.mlp, "local_expert_indices", [0])[0]  # MoELayer's (moe_layer.py:108 at 0.16.1)
+    if parts[2] == "local_experts":
+        return [*parts[:3], str(first + int(parts[3])), *parts[4:]]
+    leaf = parts[-1]
+    digits = len(leaf) - len(leaf.rstrip("0123456789"))
+    if digits and leaf[:-digits] in ("weight", "bias"):
+        return [*parts[:-1], leaf[:-digits] + str(first + int(leaf[-digits:]))]
+    return parts
 
 
 def named_global_parameters(chunk: torch.nn.Module):

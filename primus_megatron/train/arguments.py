@@ -62,6 +62,21 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--qk-layernorm", action="store_true", help="normalise queries and keys per head (Qwen3)")
     g.add_argument("--disable-bias-linear", action="store_false", dest="add_bias_linear",
                    help="no biases in the linear layers")
+    # mixtures of experts (DeepSeek/Qwen-MoE-style): megatron-core's MoE layer over local linear layers
+    # (SequentialMLP experts, whose weight gradients our W ops take)
+    g.add_argument("--num-experts", type=int, default=None, help="routed experts per MoE layer (default: dense)")
+    g.add_argument("--moe-router-topk", type=int, default=2)
+    g.add_argument("--moe-ffn-hidden-size", type=int, default=None, help="one expert's FFN width (default: "
+                   "--ffn-hidden-size)")
+    g.add_argument("--moe-shared-expert-intermediate-size", type=int, default=None,
+                   help="the shared experts' FFN width in all (default: none)")
+    g.add_argument("--moe-router-load-balancing-type", choices=["aux_loss", "seq_aux_loss", "none"],
+                   default="aux_loss")
+    g.add_argument("--moe-aux-loss-coeff", type=float, default=0.0)
+    g.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall"], default="allgather")
+    g.add_argument("--expert-model-parallel-size", type=int, default=1)
+    g.add_argument("--moe-grouped-gemm", action="store_true", help=argparse.SUPPRESS)  # refused: _fill_model_defaults
+    g.add_argument("--multi-latent-attention", action="store_true", help=argparse.SUPPRESS)  # refused likewise
 
 
 def _training_args(p: argparse.ArgumentParser) -> None:
@@ -218,16 +233,17 @@ def validated(args: argparse.Namespace,
     return args, spec
 
 
-POSITIVE = ("num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size", "train_iters",
+POSITIVE = ("moe_router_topk", "expert_model_parallel_size", "num_layers", "hidden_size", "num_attention_heads", "seq_length", "micro_batch_size", "train_iters",
             "tensor_model_parallel_size", "pipeline_model_parallel_size", "log_interval", "eval_iters",
             "make_vocab_size_divisible_by", "distributed_timeout_minutes")
-POSITIVE_IF_GIVEN = ("num_query_groups", "rotary_base", "save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
+POSITIVE_IF_GIVEN = ("num_query_groups", "rotary_base", "num_experts", "moe_ffn_hidden_size",
+                     "moe_shared_expert_intermediate_size", "save_interval", "eval_interval", "exit_interval", "lr_decay_iters", "global_batch_size",
                      "ffn_hidden_size", "max_position_embeddings", "vocab_size", "recompute_num_layers",
                      "inject_nan_loss_at", "inject_kill_at", "ckpt_step", "decoder_first_pipeline_num_layers",
                      "decoder_last_pipeline_num_layers")
 FINITE = ("lr", "min_lr", "weight_decay", "clip_grad", "adam_beta1", "adam_beta2", "adam_eps",
           "initial_loss_scale", "init_method_std", "hidden_dropout", "attention_dropout", "loss_scale",
-          "norm_epsilon", "rotary_percent")
+          "norm_epsilon", "rotary_percent", "moe_aux_loss_coeff")
 
 
 def _check_numbers(args: argparse.Namespace, world: int) -> None:
@@ -323,6 +339,26 @@ def _fill_model_defaults(args: argparse.Namespace) -> None:
         raise ConfigError(f"--fp8-format {args.fp8} is not supported by examples/pretrain_gpt.py (it builds "
                           f"megatron-core's local layers, which have no FP8): drop it, or use Megatron-LM's "
                           f"pretrain_gpt.py with primus_megatron.megatron_lm")
+    for flag, on, what in (("--moe-grouped-gemm", args.moe_grouped_gemm, "TransformerEngine's grouped experts"),
+                           ("--multi-latent-attention", args.multi_latent_attention,
+                            "TransformerEngine's attention (megatron-core's local attention has no separate key "
+                            "and value head sizes)")):
+        if on:
+            raise ConfigError(f"{flag} needs {what}, which examples/pretrain_gpt.py does not build (it builds "
+                              f"megatron-core's local layers): drop it, or use Megatron-LM's pretrain_gpt.py with "
+                              f"primus_megatron.megatron_lm")
+    if args.num_experts is None and (args.expert_model_parallel_size > 1 or args.moe_shared_expert_intermediate_size):
+        raise ConfigError("--expert-model-parallel-size and --moe-shared-expert-intermediate-size need --num-experts")
+    if args.num_experts is not None:
+        if args.moe_router_topk > args.num_experts:
+            raise ConfigError(f"--moe-router-topk {args.moe_router_topk} must be <= --num-experts {args.num_experts}")
+        if args.num_experts % args.expert_model_parallel_size:
+            raise ConfigError(f"--num-experts {args.num_experts} must be divisible by --expert-model-parallel-size "
+                              f"{args.expert_model_parallel_size}")
+        if args.data_parallel_size % args.expert_model_parallel_size:
+            raise ConfigError(f"--expert-model-parallel-size {args.expert_model_parallel_size} must divide the "
+                              f"data-parallel size {args.data_parallel_size} (the experts are split over the "
+                              f"data-parallel ranks)")
     if args.ffn_hidden_size is None:  # as Megatron-LM's validate_args
         args.ffn_hidden_size = int(4 * args.hidden_size * 2 / 3 / 64) * 64 if args.swiglu else 4 * args.hidden_size
         if args.ffn_hidden_size == 0:

@@ -35,6 +35,7 @@ def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = 
         num_query_groups=args.num_query_groups,
         qk_layernorm=args.qk_layernorm,
         **({"gated_linear_unit": True, "activation_func": torch.nn.functional.silu} if args.swiglu else {}),
+        **_moe_fields(args),
         tensor_model_parallel_size=args.tensor_model_parallel_size,
         pipeline_model_parallel_size=args.pipeline_model_parallel_size,
         virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
@@ -68,6 +69,18 @@ def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = 
     )
 
 
+def _moe_fields(args: argparse.Namespace) -> dict:
+    """megatron's MoE fields from Megatron-LM's options (none for a dense model)."""
+    if args.num_experts is None:
+        return {}
+    return dict(num_moe_experts=args.num_experts, moe_router_topk=args.moe_router_topk,
+                moe_ffn_hidden_size=args.moe_ffn_hidden_size or args.ffn_hidden_size,
+                moe_shared_expert_intermediate_size=args.moe_shared_expert_intermediate_size,
+                moe_router_load_balancing_type=args.moe_router_load_balancing_type,
+                moe_aux_loss_coeff=args.moe_aux_loss_coeff, moe_token_dispatcher_type=args.moe_token_dispatcher_type,
+                expert_model_parallel_size=args.expert_model_parallel_size, moe_grouped_gemm=False)
+
+
 def _has_module(name: str) -> bool:
     import importlib.util
 
@@ -91,7 +104,8 @@ def gpt_provider(args: argparse.Namespace, config, vocab_size: int, pre_process:
 
     return GPTModel(
         config,
-        get_gpt_layer_local_spec(normalization=args.normalization, qk_layernorm=args.qk_layernorm),
+        get_gpt_layer_local_spec(num_experts=args.num_experts, moe_grouped_gemm=False,
+                                 normalization=args.normalization, qk_layernorm=args.qk_layernorm),
         vocab_size=vocab_size,
         max_sequence_length=args.max_position_embeddings,
         pre_process=pre_process,

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from ..options import PipelineSpec
 from ..runtime.collectives import collective_device
 from .forward_step import NonFiniteLoss, TrainingSteps
-from .setup import cpu_time_sharing, initialize, log0
+from .setup import cpu_time_sharing, initialize, log0, model_parallel_groups
 from . import cpu_replay
 from .timeline import gather_timeline, measured_bubble, write_timeline
 
@@ -86,6 +86,7 @@ def train(args: argparse.Namespace, spec: Optional[PipelineSpec], *, probe: Opti
     evaluations, grad norms and what it chose. `time_sharing`: `setup.initialize`'s answer."""
     if args.cpu and time_sharing is None:
         time_sharing = cpu_time_sharing(int(os.environ.get("LOCAL_WORLD_SIZE") or dist.get_world_size()))
+    model_parallel_groups(args)  # no-op after setup.initialize; a caller's own groups must match the arguments
     steps = TrainingSteps(args, spec)
     spec, model, train_data, valid_data = _build(args, spec, steps)
     run = _Run(args, spec, model, steps, probe or Probe(), time_sharing)

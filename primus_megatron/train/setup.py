@@ -38,16 +38,31 @@ def initialize(args: argparse.Namespace) -> Optional[tuple[int, int]]:
     if not dist.is_initialized():
         dist.init_process_group(args.distributed_backend,
                                 timeout=datetime.timedelta(minutes=args.distributed_timeout_minutes))
-    from megatron.core import parallel_state as ps
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
 
-    ps.initialize_model_parallel(args.tensor_model_parallel_size, args.pipeline_model_parallel_size,
-                                 distributed_timeout_minutes=args.distributed_timeout_minutes)
+    model_parallel_groups(args)
     torch.manual_seed(args.seed)  # same on every rank: dropout masks follow the data, not the placement
     model_parallel_cuda_manual_seed(args.seed)
     for note in notes:
         log0(f"note: {note}")
     return time_sharing
+
+
+def model_parallel_groups(args: argparse.Namespace) -> None:
+    """megatron's tensor, pipeline and expert parallel groups for the arguments, made again where
+    groups of other sizes exist (a launcher that set them up already: megatron would otherwise
+    build a model for the arguments' expert parallel size over groups of another, silently)."""
+    from megatron.core import parallel_state as ps
+
+    wanted = (args.tensor_model_parallel_size, args.pipeline_model_parallel_size, args.expert_model_parallel_size)
+    if ps.model_parallel_is_initialized():
+        have = (ps.get_tensor_model_parallel_world_size(), ps.get_pipeline_model_parallel_world_size(),
+                ps.get_expert_model_parallel_world_size())
+        if have == wanted:
+            return
+        ps.destroy_model_parallel()
+    ps.initialize_model_parallel(*wanted[:2], expert_model_parallel_size=wanted[2],
+                                 distributed_timeout_minutes=args.distributed_timeout_minutes)
 
 
 def cpu_time_sharing(ranks_here: int) -> Optional[tuple[int, int]]:
