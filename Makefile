@@ -72,7 +72,9 @@ SCHEDULE ?= zbv
 DEMO_ARGS = --cpu --pipeline-model-parallel-size 4 --pipeline-schedule $(SCHEDULE) \
 	--data-path out/data/corpus_text_document --num-layers 8 --hidden-size 128 --num-attention-heads 4 \
 	--seq-length 128 --micro-batch-size 4 --global-batch-size 32 --train-iters 40 --lr 1e-3 \
-	--lr-warmup-iters 4 --min-lr 1e-4 --eval-interval 20 --eval-iters 2 --timeline out/demo_timeline.png
+	--lr-warmup-iters 4 --min-lr 1e-4 --eval-interval 20 --eval-iters 2 --timeline out/demo_timeline.png \
+	--position-embedding-type rope --swiglu --normalization RMSNorm --group-query-attention --num-query-groups 2 \
+	--disable-bias-linear
 
 # With at least 4 cores each rank gets its own (pinned); with fewer they time-share, and the
 # picture and the log say so and add the executed order replayed from each op's CPU time.
