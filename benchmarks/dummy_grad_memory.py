@@ -71,7 +71,6 @@ def _held(before: dict, te_cache: dict) -> tuple[int, int]:
 
 def _init() -> None:
     import datetime
-    import socket
 
     import torch
     import torch.distributed as dist
@@ -81,11 +80,9 @@ def _init() -> None:
 
     cpu.enable()
     torch.set_num_threads(1)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
-                            timeout=datetime.timedelta(seconds=120))
+    timeout = datetime.timedelta(seconds=120)
+    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, timeout=timeout)  # a world of one: its own store
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=timeout)
     parallel_state.initialize_model_parallel(1, 1)
 
 

@@ -20,14 +20,15 @@ import sys
 import time
 from typing import Optional
 
-from primus_megatron.runtime.local_ranks import free_port
+from primus_megatron.runtime.local_ranks import AGENT_STORE_ENV, rendezvous_store
 
 
 def node_env(env: dict, rank: int, world: int, gpus: int, port: int) -> dict:
     """Rank `rank`'s environment as the only rank of a one-GPU node."""
     out = {**env, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
            "GROUP_RANK": str(rank), "NODE_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "CUDA_VISIBLE_DEVICES": str(rank % gpus), "NCCL_HOSTID": f"primus-gpu-check-node{rank}"}
+           "CUDA_VISIBLE_DEVICES": str(rank % gpus), "NCCL_HOSTID": f"primus-gpu-check-node{rank}",
+           **AGENT_STORE_ENV}  # every rank a client of the launcher's store (Launch)
     # ROCm's torch takes HIP_VISIBLE_DEVICES over CUDA_VISIBLE_DEVICES (and ROCR_VISIBLE_DEVICES filters
     # before both; ROCm docs, "GPU isolation techniques"): an inherited one would put every rank on the same
     # device, so each is set to this rank's device too (on NVIDIA they are ignored)
@@ -50,7 +51,8 @@ class Launch:
         self.logs = [log] if not shared else [f"{os.path.splitext(log)[0]}.rank{r}.txt" for r in range(nproc)]
         self._files = [open(path, "w") for path in self.logs]
         if shared:
-            port = free_port()
+            self._store = rendezvous_store(nproc)  # held until this launch is dropped: no port window
+            port = self._store.port
             self.procs = [subprocess.Popen([sys.executable, *script], cwd=cwd, env=node_env(env, r, nproc, gpus, port),
                                            stdout=self._files[r], stderr=subprocess.STDOUT, start_new_session=True)
                           for r in range(nproc)]

@@ -33,9 +33,9 @@ def _agent_store():
     the kernel picks and held for the run, so no other process can take the port between picking
     it and rank 0 binding it (a picked-then-closed port once failed a run: address already in use).
     The ranks connect as clients (TORCHELASTIC_USE_AGENT_STORE, torch.distributed.rendezvous)."""
-    from torch.distributed import TCPStore
+    from primus_megatron.runtime.local_ranks import rendezvous_store
 
-    return TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    return rendezvous_store()
 
 
 def _rank(rank: int, nproc: int, port: int, argv: list, env: dict) -> None:

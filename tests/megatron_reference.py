@@ -49,7 +49,6 @@ from functools import partial
 
 import torch
 
-from primus_megatron.runtime.local_ranks import free_port  # noqa: F401  (tests call ref.free_port)
 
 VOCAB_SIZE = 128
 SEQ_LENGTH = 16

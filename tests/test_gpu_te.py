@@ -99,8 +99,9 @@ def _worker(rank: int, port: int, out) -> None:
         gpus = torch.cuda.device_count()
         torch.cuda.set_device(rank % gpus)
         backend = "nccl" if gpus >= WORLD else "gloo"
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
-                                timeout=datetime.timedelta(seconds=300))
+        timeout = datetime.timedelta(seconds=300)
+        store = dist.TCPStore("127.0.0.1", port, WORLD, is_master=False, timeout=timeout)  # the parent hosts it
+        dist.init_process_group(backend, store=store, rank=rank, world_size=WORLD, timeout=timeout)
         if backend == "gloo":
             _stage_cuda_p2p_through_host()
         parallel_state.initialize_model_parallel(1, WORLD)
@@ -234,12 +235,12 @@ def gpu_results():
 
     import torch.multiprocessing as mp
 
-    from primus_megatron.runtime.local_ranks import free_port
+    from primus_megatron.runtime.local_ranks import rendezvous_store
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, out)) for r in range(WORLD)]
+    store = rendezvous_store(WORLD)  # noqa: F841  (held while the ranks run)
+    procs = [ctx.Process(target=_worker, args=(r, store.port, out)) for r in range(WORLD)]
     for p in procs:
         p.start()
     results, errors, deadline = {}, [], time.monotonic() + 900

@@ -149,3 +149,36 @@ def test_ranks_launched_with_a_sys_path_import_from_it_first(tmp_path):
                                     sys_path=[str(tmp_path)])
     for r in results:
         assert r["first"] == str(tmp_path) and r["file"].startswith(str(tmp_path))
+
+
+def test_two_launches_started_at_once_both_get_their_rendezvous():
+    """Each launch hosts its own rendezvous store on a port the kernel picks and keeps it: two
+    launches started together cannot take each other's port (a picked-then-closed port could)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        launches = [pool.submit(local_ranks.run_ranks, _identity_body, {"pp": 2}, 2, timeout_s=300) for _ in range(2)]
+        results = [launch.result() for launch in launches]
+    for result in results:
+        assert [r["rank"] for r in result] == [0, 1] and all(r["sum"] == 3.0 for r in result)
+
+
+def test_no_launcher_hands_on_a_port_it_picked_and_closed():
+    """The pattern that raced (bind port 0, read the port, close, hand the number to a launcher) is
+    gone from the package, the tests, the benchmarks and the scripts: rendezvous stores are held
+    (local_ranks.rendezvous_store), torchrun runs --standalone or on a hosted c10d store."""
+    import os
+    import re
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pattern = re.compile(r"getsockname\(\)\[1\]|--master-port\b|def free_port")
+    offenders = []
+    for top in ("primus_megatron", "tests", "benchmarks", "scripts", "examples"):
+        for folder, _, files in os.walk(os.path.join(root, top)):
+            for name in files:
+                path = os.path.join(folder, name)
+                if name.endswith((".py", ".sh", ".sbatch")) and path != os.path.abspath(__file__):
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        if pattern.search(f.read()):
+                            offenders.append(os.path.relpath(path, root))
+    assert not offenders, f"a port picked and closed before a launcher binds it: {offenders}"

@@ -29,7 +29,6 @@ import math
 import os
 import queue
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -37,11 +36,19 @@ import traceback
 from typing import Any, Callable, Sequence
 
 
-def free_port() -> int:
-    """A TCP port that was free a moment ago on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def rendezvous_store(world: int = 1):
+    """A TCP store hosted by this process on a port the kernel picks, held for as long as the
+    caller keeps it (torchrun's agent hosts its store the same way): its `port` goes to the ranks,
+    which connect as clients (`TCPStore(..., is_master=False)`; under env:// with
+    TORCHELASTIC_USE_AGENT_STORE=True and TORCHELASTIC_RESTART_COUNT set; or as a c10d rendezvous
+    endpoint with `is_host=false`). A port picked, closed and handed on could be taken by another
+    process before a rank binds it: no launcher of ours does that."""
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False)
+
+
+AGENT_STORE_ENV = {"TORCHELASTIC_USE_AGENT_STORE": "True", "TORCHELASTIC_RESTART_COUNT": "0"}
 
 
 def _context(fresh: bool = False):
@@ -120,7 +127,7 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
     # The rendezvous store, hosted here on a port the kernel picks and held until the ranks are
     # done, as torchrun's agent hosts it: a port picked, closed and handed on could be taken by
     # another process before rank 0 binds it.
-    store = torch.distributed.TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False)
+    store = rendezvous_store(world)
     port = store.port
     saved = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "1"  # read by OpenMP when torch loads (in the fork server, first launch)

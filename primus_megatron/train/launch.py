@@ -4,7 +4,6 @@ imports) and ends with one sentence and exit status 2 on rank 0."""
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from typing import Optional, Sequence
 
@@ -17,10 +16,8 @@ def _launch_environment() -> None:
         return
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise ConfigError("WORLD_SIZE is set but MASTER_ADDR is not: launch with torchrun (or srun + torchrun)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    # port 0: rank 0 hosts its store on a port the kernel picks, and no other process needs it
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="0", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
