@@ -417,7 +417,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         outputs.append((args.trace, chrome_trace_json(result.timeline, name=schedule.name)))
     if args.json:
-        text = json.dumps(export.to_dict(schedule, costs), indent=1)
+        text = json.dumps(export.to_dict(schedule, costs, offload=moved), indent=1)
     else:
         head = (f"schedule {schedule.name}: pp={schedule.pp}, microbatches={schedule.microbatches}, "
                 f"{schedule.chunks_per_rank} chunk(s) per rank, {schedule.placement} placement; planned for "

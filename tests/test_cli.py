@@ -149,3 +149,31 @@ def test_compare_under_post_validation_plans_and_measures_the_span(capsys):
     auto = S.simulate(S.generate("zb-auto", 2, 2, costs=costs, memory_limit=3, post_validation=True), costs)
     assert float(table["zb-auto"][3]) == pytest.approx(auto.bubble_async, abs=1e-4)
     assert " ".join(table["zb-optimal"][6:]) == "+0.0%"
+
+
+def test_simulate_json_with_offload_carries_what_the_text_report_says(capsys):
+    """The JSON export of `simulate --offload` has the offload outcome (issue 42): makespan, resident
+    peaks, reload waits and every copy to host with the op that issues its reload, the same numbers
+    as the text report and the offload planner."""
+    from primus_megatron.schedules import offload
+
+    argv = ["simulate", "--schedule", "zb-h1", "--pp", "8", "-m", "24", "--offload", "auto", "--memory-limit", "4",
+            "--offload-bandwidth", "2"]
+    data = json.loads(run(capsys, *argv, "--json"))
+    text = run(capsys, *argv)
+    schedule = S.generate("zb-h1", 8, 24)
+    moved = offload.choose(schedule, "auto", bandwidth=2.0, memory_limit=4.0)
+    got = data["offload"]
+    assert got["mode"] == "auto" and got["bandwidth"] == 2.0
+    assert got["max_resident_peak"] == moved.max_peak_memory <= 4 < max(data["stats"]["peak_memory"]) == \
+        got["max_peak_without"]
+    assert [r["resident_peak"] for r in got["ranks"]] == [round(x, 6) for x in moved.peak_memory]
+    assert [r["reload_wait"] for r in got["ranks"]] == [round(x, 6) for x in moved.stall]
+    to_host = [(r, e["mb"], e["chunk"]) + (("W",) if e["what"] == "w_share" else ())
+               for r, rank in enumerate(got["ranks"]) for e in rank["to_host"]]
+    assert sorted(to_host) == sorted((r, *key) for r, keys in enumerate(moved.plan.reload_at) for key in keys)
+    shares = sum(e["what"] == "w_share" for rank in got["ranks"] for e in rank["to_host"])
+    assert f"{len(to_host) - shares} of the F ops' activations and {shares} W shares" in text
+    assert f"max resident peak {got['max_resident_peak']:g}" in text
+    assert "offload" not in json.loads(run(capsys, "simulate", "--schedule", "zb-h1", "--pp", "8", "-m", "24",
+                                           "--json"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Optional
 
 from .costs import Costs
@@ -12,11 +13,13 @@ FORMAT_VERSION = 1
 _TORCH_KIND = {F: "F", B: "I", W: "W", BW: "B"}
 
 
-def to_dict(schedule: Schedule, costs: Optional[Costs] = None) -> dict[str, Any]:
+def to_dict(schedule: Schedule, costs: Optional[Costs] = None, offload: Any = None) -> dict[str, Any]:
     """`{"schedule", "pp", "microbatches", "chunks_per_rank", "placement", "ranks", "stats"}`;
-    each op is `{"op", "mb", "chunk", "stage"}`, stats come from the simulator."""
+    each op is `{"op", "mb", "chunk", "stage"}`, stats come from the simulator (without offload).
+    With `offload` (a `schedules.offload.OffloadResult` of this schedule) also `"offload"`
+    (`offload_dict`): what the text report says of the plan."""
     result = simulate(schedule, costs)
-    return {
+    out = {
         "format_version": FORMAT_VERSION,
         "schedule": schedule.name,
         "pp": schedule.pp,
@@ -27,6 +30,35 @@ def to_dict(schedule: Schedule, costs: Optional[Costs] = None) -> dict[str, Any]
                   for r, ops in enumerate(schedule.ranks)],
         "stats": result.stats(),
     }
+    if offload is not None:
+        out["offload"] = offload_dict(offload, result)
+    return out
+
+
+def offload_dict(moved: Any, plain: Any) -> dict[str, Any]:
+    """An offload plan's outcome: `{"mode", "bandwidth" (activation units per time unit per lane;
+    null: unlimited), "makespan", "makespan_without", "bubble_sync", "bubble_async",
+    "max_resident_peak", "max_peak_without", "ranks"}`; per rank `{"resident_peak", "peak_without",
+    "reload_wait" (time its B and W ops waited for reloads), "to_host"}`, each entry of `to_host`
+    `{"what": "activations" | "w_share", "mb", "chunk", "reload_before": {"op", "mb", "chunk"}}`
+    (an F's activations, or what a B keeps for its W; the op whose start issues the reload)."""
+    plan = moved.plan
+    ranks = []
+    for r, peak in enumerate(moved.peak_memory):
+        to_host = [{"what": "w_share" if len(key) == 3 else "activations", "mb": key[0], "chunk": key[1],
+                    "reload_before": {"op": op.kind, "mb": op.mb, "chunk": op.chunk}}
+                   for key, op in sorted(plan.reload_at[r].items())]
+        ranks.append({"resident_peak": _round(peak), "peak_without": _round(plain.peak_memory[r]),
+                      "reload_wait": _round(moved.stall[r]), "to_host": to_host})
+    return {"mode": plan.mode, "bandwidth": None if math.isinf(plan.bandwidth) else plan.bandwidth,
+            "makespan": _round(moved.makespan), "makespan_without": _round(plain.makespan),
+            "bubble_sync": _round(moved.bubble_sync), "bubble_async": _round(moved.bubble_async),
+            "max_resident_peak": _round(moved.max_peak_memory), "max_peak_without": _round(plain.max_peak_memory),
+            "ranks": ranks}
+
+
+def _round(x: float) -> float:
+    return round(float(x), 6)
 
 
 def to_json(schedule: Schedule, costs: Optional[Costs] = None) -> str:
