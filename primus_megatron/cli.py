@@ -685,9 +685,51 @@ def _baselines(text: str) -> list[str]:
     return names
 
 
+class _EmulationFailed(Exception):
+    """An emulated run (or the short run measuring host work per op) failed: one line, exit 1."""
+
+
 def cmd_emulate(args: argparse.Namespace) -> int:
     """Everything is checked (costs, the plan, outputs) before the first rank starts."""
-    from .schedules import generate  # noqa: F401  (the planner; torch only from here on)
+    from .train import emulate as E
+
+    costs, pp, m, unit, elements = _emulate_inputs(args)
+    baselines = _baselines(args.baselines)
+    optimizer = _optimizer_spec(args, pp)
+    scale = unit / 1000.0
+    try:
+        overhead_s, chosen = _emulate_op_overhead(args, pp, m, costs, scale, elements)
+        variants = E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit,
+                          chunks=args.chunks, post_validation=args.post_validation, baselines=baselines,
+                          op_overhead_s=overhead_s)
+        if optimizer and args.optimizer_post_validation:
+            variants[0] = dataclasses.replace(variants[0], post_validation=True)
+        try:
+            results, memory = E.run(variants, pp, m, elements=elements, steps=args.steps, p2p_mode=args.p2p_mode,
+                                    p2p_timeout_s=args.p2p_timeout, optimizer=optimizer)
+        except (RuntimeError, TimeoutError) as exc:
+            raise _EmulationFailed(f"the emulated run of {variants[0].label} at pp={pp}, {m} microbatches failed: "
+                                   f"{E.first_failure(str(exc))}") from None
+    except _EmulationFailed as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    report = E.report(variants, results, memory, pp=pp, microbatches=m, unit_ms=unit, elements=elements,
+                      p2p_mode=args.p2p_mode, optimizer=optimizer)
+    if chosen is not None:  # planned with host work per op charged (auto, the cost-planned schedules)
+        report["plan_op_overhead_ms"] = round(1e3 * overhead_s, 4)
+        report["plan_op_overhead_measured"] = args.op_overhead is None
+    if args.schedule == "auto":
+        best, rows = chosen
+        report["auto"] = {"chose": best, "op_overhead_ms": round(1e3 * overhead_s, 4),
+                          "op_overhead_measured": args.op_overhead is None,
+                          "candidates": [dataclasses.asdict(r) for r in rows]}
+    _emulate_outputs(args, variants, results, report)
+    return 0
+
+
+def _emulate_inputs(args: argparse.Namespace) -> tuple:
+    """(costs, pp, microbatches, ms per cost unit, fp32 elements per activation), checked."""
+    from .runtime.emulated import MIN_ELEMENTS
 
     if args.timeline:
         _check_output("--timeline", args.timeline, (".json",))
@@ -695,74 +737,61 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     if pp > MAX_EMULATED_RANKS:
         raise UsageError(f"--pp must be at most {MAX_EMULATED_RANKS} for emulation on one machine, got {pp}")
     elements = int(args.activation_kib * 1024) // 4
-    from .runtime.emulated import MIN_ELEMENTS
-
     if elements < MIN_ELEMENTS:
         raise UsageError(f"--activation-kib must be at least {MIN_ELEMENTS * 4 / 1024:g} ({MIN_ELEMENTS} fp32 values), "
                          f"got {args.activation_kib:g}")
-    baselines = _baselines(args.baselines)
-    optimizer = _optimizer_spec(args, pp)
-    auto = args.schedule == "auto"
+    return costs, pp, m, unit, elements
+
+
+def _emulate_op_overhead(args: argparse.Namespace, pp: int, m: int, costs, scale: float, elements: int) -> tuple:
+    """(host work per op in seconds charged to every op, the plan it chose with: None for a schedule
+    planned without costs; (best, rows) for auto; () for the other cost-planned schedules). The plan
+    is checked first (bad input is refused before any rank starts); the overhead is --op-overhead or
+    measured by a short zb-h1 run."""
     from .schedules.auto import table as auto_table
     from .schedules.registry import info as schedule_info, names
     from .train import emulate as E
 
-    # auto and the schedules planned on their costs choose with the host work per op charged
-    charged = auto or schedule_info(args.schedule).uses_costs
-    if args.op_overhead is not None and not charged:
-        raise UsageError(f"--op-overhead is the host work per op that --schedule auto and the schedules planned on "
-                         f"their costs ({', '.join(n for n in names() if schedule_info(n).uses_costs)}) charge "
-                         f"every op; {args.schedule} is planned without costs")
-    scale = unit / 1000.0
-    overhead_s = 0.0
-    if charged:
-        if auto:
-            E.choose(pp, m, costs, scale=scale, op_overhead_s=0.0, memory_limit=args.memory_limit,
-                     post_validation=args.post_validation)  # bad input is refused before any rank starts
-        else:
-            E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit, chunks=args.chunks,
-                   post_validation=args.post_validation)
+    auto = args.schedule == "auto"
+    if not (auto or schedule_info(args.schedule).uses_costs):
         if args.op_overhead is not None:
-            overhead_s = args.op_overhead / 1000.0
-        else:
-            try:
-                overhead_s = E.measure_op_overhead(pp, costs, scale=scale, elements=elements, p2p_mode=args.p2p_mode,
-                                                   p2p_timeout_s=args.p2p_timeout)
-            except (RuntimeError, TimeoutError) as exc:
-                print(f"{PROG}: measuring the host work per op (a short zb-h1 run) at pp={pp} failed: "
-                      f"{E.first_failure(str(exc))}", file=sys.stderr)
-                return 1
-        how = "given" if args.op_overhead is not None else "measured"
-        if auto:
-            best, rows = E.choose(pp, m, costs, scale=scale, op_overhead_s=overhead_s,
-                                  memory_limit=args.memory_limit, post_validation=args.post_validation)
-            if args.format == "text":
-                print(f"auto: host work per op {1e3 * overhead_s:.2f} ms ({how}), charged to every op; simulated "
-                      f"iteration times in cost units:\n{auto_table(rows, best)}\nauto: chose {best}\n", flush=True)
-        elif args.format == "text":
+            raise UsageError(f"--op-overhead is the host work per op that --schedule auto and the schedules planned "
+                             f"on their costs ({', '.join(n for n in names() if schedule_info(n).uses_costs)}) "
+                             f"charge every op; {args.schedule} is planned without costs")
+        return 0.0, None
+    if auto:
+        E.choose(pp, m, costs, scale=scale, op_overhead_s=0.0, memory_limit=args.memory_limit,
+                 post_validation=args.post_validation)
+    else:
+        E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit, chunks=args.chunks,
+               post_validation=args.post_validation)
+    if args.op_overhead is not None:
+        overhead_s, how = args.op_overhead / 1000.0, "given"
+    else:
+        try:
+            overhead_s = E.measure_op_overhead(pp, costs, scale=scale, elements=elements, p2p_mode=args.p2p_mode,
+                                               p2p_timeout_s=args.p2p_timeout)
+        except (RuntimeError, TimeoutError) as exc:
+            raise _EmulationFailed(f"measuring the host work per op (a short zb-h1 run) at pp={pp} failed: "
+                                   f"{E.first_failure(str(exc))}") from None
+        how = "measured"
+    if not auto:
+        if args.format == "text":
             print(f"{args.schedule}: planned with {1e3 * overhead_s:.2f} ms of host work per op ({how}) charged "
                   f"to every op\n", flush=True)
-    variants = E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit,
-                      chunks=args.chunks, post_validation=args.post_validation, baselines=baselines,
-                      op_overhead_s=overhead_s)
-    if optimizer and args.optimizer_post_validation:
-        variants[0] = dataclasses.replace(variants[0], post_validation=True)
-    try:
-        results, memory = E.run(variants, pp, m, elements=elements, steps=args.steps, p2p_mode=args.p2p_mode,
-                                p2p_timeout_s=args.p2p_timeout, optimizer=optimizer)
-    except (RuntimeError, TimeoutError) as exc:
-        print(f"{PROG}: the emulated run of {variants[0].label} at pp={pp}, {m} microbatches failed: "
-              f"{E.first_failure(str(exc))}", file=sys.stderr)
-        return 1
-    report = E.report(variants, results, memory, pp=pp, microbatches=m, unit_ms=unit, elements=elements,
-                      p2p_mode=args.p2p_mode, optimizer=optimizer)
-    if charged:
-        report["plan_op_overhead_ms"] = round(1e3 * overhead_s, 4)
-        report["plan_op_overhead_measured"] = args.op_overhead is None
-    if auto:
-        report["auto"] = {"chose": best, "op_overhead_ms": round(1e3 * overhead_s, 4),
-                          "op_overhead_measured": args.op_overhead is None,
-                          "candidates": [dataclasses.asdict(r) for r in rows]}
+        return overhead_s, ()
+    best, rows = E.choose(pp, m, costs, scale=scale, op_overhead_s=overhead_s, memory_limit=args.memory_limit,
+                          post_validation=args.post_validation)
+    if args.format == "text":
+        print(f"auto: host work per op {1e3 * overhead_s:.2f} ms ({how}), charged to every op; simulated "
+              f"iteration times in cost units:\n{auto_table(rows, best)}\nauto: chose {best}\n", flush=True)
+    return overhead_s, (best, rows)
+
+
+def _emulate_outputs(args: argparse.Namespace, variants: list, results: list, report: dict) -> None:
+    """--timeline (measured and simulated spans of every variant) and the report, as --format asks."""
+    from .train import emulate as E
+
     if args.timeline:
         from .schedules.trace import chrome_trace_json
 
@@ -776,7 +805,7 @@ def cmd_emulate(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1))
     else:
         print(E.report_text(report))
-    return 0
+
 
 COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export,
             "balance": cmd_balance, "emulate": cmd_emulate}

@@ -314,44 +314,14 @@ def _run_variant(rank: int, case: dict, v: Variant) -> dict:
 
 
 def _steps(rank: int, case: dict, v: Variant) -> dict:
-    import torch
+    """Variant `v`'s warm-up and timed steps on this rank: per timed step its times, each chunk's
+    op log and weight gradient, and the runtime's executed ops; the final weights."""
     import torch.distributed as dist
 
-    from ..runtime.emulated import EmulatedChunk, emulated_config, forward_step_func
-    from ..schedules.ir import stage_of
+    from ..runtime.emulated import forward_step_func
 
-    pp, m, elements = case["pp"], case["microbatches"], case["elements"]
-    n = pp * v.chunks
-    chunks, runner = [], None
-    if v.torch:
-        from ..runtime.emulated_torch import TorchRunner
-
-        runner = TorchRunner(v.label, rank, pp, m, v.times, epoch=case["epoch"], elements=elements)
-        chunks = runner.modules
-    else:
-        config = emulated_config(pp=pp, chunks=v.chunks, elements=elements)
-        for c in range(v.chunks):
-            stage = stage_of(v.placement, pp, rank, c)
-            chunks.append(EmulatedChunk(config, stage, n, v.times[stage], epoch=case["epoch"],
-                                        vp_stage=c if v.chunks > 1 else None))
-    if runner is not None:
-        fbf = None
-    elif v.megatron:
-        from megatron.core.pipeline_parallel import get_forward_backward_func
-
-        fbf = get_forward_backward_func()
-    else:
-        import primus_megatron as pm
-
-        off = v.offload or {}
-        fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
-                                          p2p_mode=case.get("p2p_mode"),
-                                          offload=off["plan"] if "plan" in off else off.get("mode", "off"),
-                                          offload_bandwidth=None if "plan" in off else off.get("bandwidth"),
-                                          costs=off.get("costs"),
-                                          memory_limit=off.get("memory_limit"))
-        fbf.emulated_copy_seconds = off.get("scale")  # offload copies take their planned time
-    shape = (1, 1, elements)
+    m, shape = case["microbatches"], (1, 1, case["elements"])
+    chunks, runner, fbf = _variant_runner(rank, case, v)
     opt = _optimizer(rank, case, v, chunks)
     if hasattr(opt, "take_validation"):
         fbf.validation = opt.take_validation  # post-validation: the next step validates this one
@@ -377,28 +347,67 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
         if opt is not None:
             opt.step()
         t1, cpu1, main1 = time.monotonic(), time.process_time(), time.thread_time()
-        if step < case["warmup"]:
-            continue
-        record = {"begin": t0, "end": t1, "cpu": cpu1 - cpu0, "cpu_main": main1 - main0, "chunks": [], "ops": 0,
-                  "op_time": 0.0}
-        for c, chunk in enumerate(chunks):
-            record["chunks"].append({"spans": list(chunk.log.spans), "emulated": chunk.log.emulated,
-                                     "comm_wait": chunk.log.comm_wait, "w_runs": dict(chunk.log.w_runs),
-                                     "deferred": chunk.log.deferred, "w_in_backward": chunk.log.w_in_backward,
-                                     "grad": grads[c]})
-        if fbf is not None and not v.megatron and fbf.last_step is not None:
-            ops = [r for r in fbf.last_step.timeline if r.op.kind in ("F", "B", "W", "BW")]
-            record["ops"] = len(ops)
-            record["op_time"] = sum(r.end - r.start for r in ops)
-            record["timeline"] = [(r.op.kind, r.op.mb, r.op.chunk, r.stage, r.start, r.end) for r in ops]
-            if v.offload:
-                record["copies"] = fbf.last_step.copies
-        record["losses"] = [float(d["lm loss"]) for d in losses] if losses else []
-        steps.append(record)
+        if step >= case["warmup"]:
+            record = {"begin": t0, "end": t1, "cpu": cpu1 - cpu0, "cpu_main": main1 - main0,
+                      "chunks": _chunk_records(chunks, grads), "ops": 0, "op_time": 0.0,
+                      "losses": [float(d["lm loss"]) for d in losses] if losses else []}
+            if fbf is not None and not v.megatron and fbf.last_step is not None:
+                record.update(_executed(fbf.last_step, v))
+            steps.append(record)
     if opt is not None and hasattr(opt, "finish"):
         opt.finish()  # validate the last step
-    params = [_weight(chunk).detach().clone() for chunk in chunks]
-    return {"steps": steps, "params": params}
+    return {"steps": steps, "params": [_weight(chunk).detach().clone() for chunk in chunks]}
+
+
+def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
+    """(this rank's emulated chunks, torch's runner or None, the forward-backward function or None):
+    torch.distributed.pipelining's schedules run their own stage modules; ours and megatron's run
+    EmulatedChunks at the variant's placement."""
+    from ..runtime.emulated import EmulatedChunk, emulated_config
+    from ..schedules.ir import stage_of
+
+    pp, elements = case["pp"], case["elements"]
+    if v.torch:
+        from ..runtime.emulated_torch import TorchRunner
+
+        runner = TorchRunner(v.label, rank, pp, case["microbatches"], v.times, epoch=case["epoch"], elements=elements)
+        return runner.modules, runner, None
+    config, n = emulated_config(pp=pp, chunks=v.chunks, elements=elements), pp * v.chunks
+    chunks = []
+    for c in range(v.chunks):
+        stage = stage_of(v.placement, pp, rank, c)
+        chunks.append(EmulatedChunk(config, stage, n, v.times[stage], epoch=case["epoch"],
+                                    vp_stage=c if v.chunks > 1 else None))
+    if v.megatron:
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        return chunks, None, get_forward_backward_func()
+    import primus_megatron as pm
+
+    off = v.offload or {}
+    fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
+                                      p2p_mode=case.get("p2p_mode"),
+                                      offload=off["plan"] if "plan" in off else off.get("mode", "off"),
+                                      offload_bandwidth=None if "plan" in off else off.get("bandwidth"),
+                                      costs=off.get("costs"), memory_limit=off.get("memory_limit"))
+    fbf.emulated_copy_seconds = off.get("scale")  # offload copies take their planned time
+    return chunks, None, fbf
+
+
+def _chunk_records(chunks: list, grads: list) -> list:
+    return [{"spans": list(chunk.log.spans), "emulated": chunk.log.emulated, "comm_wait": chunk.log.comm_wait,
+             "w_runs": dict(chunk.log.w_runs), "deferred": chunk.log.deferred,
+             "w_in_backward": chunk.log.w_in_backward, "grad": grad} for chunk, grad in zip(chunks, grads)]
+
+
+def _executed(last_step, v: Variant) -> dict:
+    """What our runtime executed in the step: its compute ops (count, time, timeline) and copies."""
+    ops = [r for r in last_step.timeline if r.op.kind in ("F", "B", "W", "BW")]
+    out = {"ops": len(ops), "op_time": sum(r.end - r.start for r in ops),
+           "timeline": [(r.op.kind, r.op.mb, r.op.chunk, r.stage, r.start, r.end) for r in ops]}
+    if v.offload:
+        out["copies"] = last_step.copies
+    return out
 
 
 def _weight(chunk):
