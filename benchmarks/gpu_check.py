@@ -541,12 +541,12 @@ def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters:
 
 def _refused_by_design(schedule: str, extra: list) -> str:
     """The sentence our runtime refuses `schedule` with under these extra Megatron-LM options (the FP8
-    row of a schedule with W ops: runtime/unsupported.py), or "" (issue 45 item 5: such a row is
+    row of a schedule with W ops: primus_megatron/unsupported.py), or "" (issue 45 item 5: such a row is
     reported as refused, not as a failure)."""
     if schedule == "megatron-1f1b" or "--fp8-format" not in extra:
         return ""
     from primus_megatron import schedules as S
-    from primus_megatron.runtime import unsupported
+    from primus_megatron import unsupported
 
     info = S.info(schedule)
     fields = {"fp8": extra[extra.index("--fp8-format") + 1]}

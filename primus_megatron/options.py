@@ -350,7 +350,7 @@ def check_deferred_wgrad_args(args: argparse.Namespace, spec: PipelineSpec,
     """Options that cannot combine with the schedule's deferred weight gradients (or its
     placement), with what to do instead, and a TransformerEngine that cannot defer them; None
     if fine. A schedule without W ops never touches TE's weight-gradient store: any TE runs it."""
-    from .runtime.unsupported import refusal_for
+    from .unsupported import refusal_for  # below the runtime: the table depends on arguments only
 
     problem = refusal_for(args, schedule=spec.name, splits_backward=spec.splits_backward,
                           v_placement=spec.placement == V, uses_te=uses_te(args), offload=spec.offload)

@@ -229,7 +229,7 @@ def test_post_validation_refuses_a_separately_clipped_group():
 # -- forward_backward_func arguments and config flags: honoured or refused at start-up ------------
 
 def _refusal(obj, also=(), schedule="zb-h1"):
-    from primus_megatron.runtime.unsupported import refusal_for
+    from primus_megatron.unsupported import refusal_for
 
     return refusal_for(obj, schedule=schedule, splits_backward=True, v_placement=False, uses_te=False, also=also)
 

@@ -213,7 +213,7 @@ CASES = {
         megatron=dict(pipeline_schedule="1f1b", pipeline_offload="all", fp8="hybrid"),
         megatron_needles=["--fp8-format hybrid cannot be used with --pipeline-offload all",
                           "tensor subclasses", "without --pipeline-offload"]),
-    # megatron settings the engine does not honour (Megatron-LM options only; runtime/unsupported.py)
+    # megatron settings the engine does not honour (Megatron-LM options only; primus_megatron/unsupported.py)
     **{f"megatron setting {field}": dict(
         argv=None, cli=None, megatron=dict(pipeline_schedule=schedule, **values),
         megatron_needles=[f"--{field.replace('_', '-')}", f"cannot be used with --pipeline-schedule {schedule}",
@@ -524,7 +524,7 @@ def test_sequence_parallel_without_tensor_parallelism_is_turned_off():
 
 def test_megatron_lm_fp8_with_w_is_accepted_for_a_verified_transformer_engine(monkeypatch):
     """The FP8 refusal is data: a TransformerEngine version the GPU check verified is accepted."""
-    from primus_megatron.runtime import unsupported
+    from primus_megatron import unsupported
 
     args = megatron_lm_args(pipeline_schedule="zbv", fp8="hybrid", transformer_impl="transformer_engine")
     assert "not yet verified" in check_schedule_args(args)
@@ -540,7 +540,7 @@ def test_megatron_lm_fp8_with_w_is_accepted_for_a_verified_transformer_engine(mo
 
 
 def test_no_transformer_engine_version_is_verified_for_fp8_with_w_ops_yet():
-    from primus_megatron.runtime import unsupported
+    from primus_megatron import unsupported
 
     assert unsupported.FP8_VERIFIED_TE_VERSIONS == frozenset()  # until tests/test_gpu_te.py verifies one
 

@@ -278,7 +278,7 @@ def uses_transformer_engine(chunks: list) -> bool:
 
 
 def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: str = "off") -> None:
-    from .unsupported import refusal_for
+    from ..unsupported import refusal_for
 
     uses_te = uses_transformer_engine(chunks)
     ddp_configs = tuple(c.ddp_config for c in chunks if getattr(c, "ddp_config", None) is not None)

@@ -55,7 +55,7 @@ outputs (unfused) or writes `main_grad` (fused). A bias added in the GEMM (fc1)
 gets its gradient in W; one the layer returns (TEGroupedMLP's fc2, added per
 expert by `_apply_bias`) from autograd in B. megatron-core 0.19's
 `overlap_dispatch_backward_with_experts_wgrad`, which calls `backward_dw` inside
-B, is refused with W ops (runtime/unsupported.py); its fused grouped-MLP path
+B, is refused with W ops (primus_megatron/unsupported.py); its fused grouped-MLP path
 needs TE 2.14's `ops.GroupedLinear` and is not reached with TE 2.11.
 
 Only schedules with W ops route layers (`build_model` calls `enable` for them
@@ -65,7 +65,7 @@ installed TE for the API above (feature checks: `WeightGradStore` and
 `delay_wgrad_compute` since v2.3, the DDP layer hooks since v2.7) and for its
 debug mode, and `_route` refuses a layer whose backward uses userbuffers
 (UB_BACKWARD_OVERLAPS); Megatron-LM's start-up check asks the same
-(megatron_lm/args.py), and runtime/unsupported.py refuses FP8/FP4 and
+(megatron_lm/args.py), and primus_megatron/unsupported.py refuses FP8/FP4 and
 `--tp-comm-overlap` with W ops over TE layers.
 
 Memory held until W: under sequence parallelism TE hands `put` the

@@ -102,7 +102,7 @@ def _userbuffers_backward(value: Any, s: Setting) -> bool:
 
 
 LOW_PRECISION_WHY = ("deferred weight gradients under low precision are not yet verified on a GPU for this "
-                     "TransformerEngine (runtime/unsupported.py FP8_VERIFIED_TE_VERSIONS lists the verified ones); "
+                     "TransformerEngine (primus_megatron/unsupported.py FP8_VERIFIED_TE_VERSIONS lists the verified ones); "
                      "use a schedule without W ops (1f1b, interleaved-1f1b)")
 
 RULES: tuple[Rule, ...] = (
