@@ -434,6 +434,39 @@ def num_microbatches(args: argparse.Namespace) -> Optional[int]:
     return gbs // (mbs * dp)
 
 
+def spec_for_run(args: argparse.Namespace) -> tuple[Optional[str], Optional[PipelineSpec]]:
+    """One pass over a fully parsed command line (pipeline size, layers and microbatch count
+    known; our training script's): the group's own values, the spec, its split from a saved
+    profile (--pipeline-balance FILE), the spec against the rest of the arguments and the
+    schedule itself; without a schedule, megatron's own layer split. (problem or None, spec)."""
+    problem = check_options(args)
+    if problem:
+        return problem, None
+    spec = from_args(args)
+    if spec is not None and spec.balance not in (None, "auto"):
+        problem, spec = _balanced_from_profile(args, spec)
+        if problem:
+            return problem, spec
+    problem, spec = checked(args, spec)  # the spec then carries the plan the check made
+    if problem or spec is not None:
+        return problem, spec
+    return check_layer_split(args, args.pipeline_model_parallel_size, 1, None), None
+
+
+def _balanced_from_profile(args: argparse.Namespace, spec: PipelineSpec) -> tuple[Optional[str], PipelineSpec]:
+    """--pipeline-balance FILE: the spec on the split (with auto, the schedule too) chosen now from
+    the saved profile, before anything is built; its table goes to the spec's note (logged at start)."""
+    from .schedules import ScheduleError
+    from .schedules.balance import load_profile
+
+    try:
+        chosen, text = apply_balance(spec, load_profile(spec.balance), args.pipeline_model_parallel_size,
+                                     num_microbatches(args), args.num_layers, source=spec.balance)
+    except (ScheduleError, ValueError) as exc:
+        return f"--pipeline-balance {spec.balance}: {exc}", spec
+    return None, dataclasses.replace(chosen, note=text)
+
+
 # -- --pipeline-balance ------------------------------------------------------------------------------
 
 def apply_balance(spec: PipelineSpec, model, pp: int, microbatches: int, num_layers: int, *,

@@ -4,7 +4,6 @@ before any process group is created; a problem is one sentence (ConfigError)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.util
 import math
 import os
@@ -75,7 +74,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--moe-aux-loss-coeff", type=float, default=0.0)
     g.add_argument("--moe-token-dispatcher-type", choices=["allgather", "alltoall"], default="allgather")
     g.add_argument("--expert-model-parallel-size", type=int, default=1)
-    g.add_argument("--moe-grouped-gemm", action="store_true", help=argparse.SUPPRESS)  # refused: _fill_model_defaults
+    g.add_argument("--moe-grouped-gemm", action="store_true", help=argparse.SUPPRESS)  # refused: _check_model
     g.add_argument("--multi-latent-attention", action="store_true", help=argparse.SUPPRESS)  # refused likewise
 
 
@@ -207,23 +206,18 @@ def validate(args: argparse.Namespace, world_size: Optional[int] = None) -> argp
 def validated(args: argparse.Namespace,
               world_size: Optional[int] = None) -> tuple[argparse.Namespace, Optional[PipelineSpec]]:
     """`validate`, and the PipelineSpec of the checked arguments (None: megatron's own schedule),
-    built once here: with --pipeline-balance FILE on the split chosen from the profile."""
+    built once here: with --pipeline-balance FILE on the split chosen from the profile. One pass,
+    each check beside what it checks: numbers, the model, the parallel layout, recompute, the
+    batch, the pipeline schedule, inputs and outputs, testing aids, the environment."""
     world = _world_size() if world_size is None else world_size
     _check_numbers(args, world)
+    _check_model(args)
     _check_parallel(args, world)
     _check_recompute(args)
     _check_batch(args)
     spec = _pipeline_spec(args)
-    _fill_model_defaults(args)
     _check_io(args)
     _check_testing_aids(args)
-    if args.pipeline_balance is not None and spec is None:
-        raise ConfigError("--pipeline-balance needs --pipeline-schedule (a registered name or auto)")
-    if args.optimizer_post_validation and spec is None:
-        raise ConfigError("--optimizer-post-validation needs --pipeline-schedule (it overlaps validation with "
-                          "the schedule's first forwards)")
-    if args.timeline is not None and os.path.splitext(args.timeline)[1].lower() not in (".png", ".svg"):
-        raise ConfigError(f"--timeline must name a .png or .svg file, got {args.timeline!r}")
     from ..compat.attention_env import AttentionEnvError, backend_for
 
     try:
@@ -277,6 +271,8 @@ def _check_numbers(args: argparse.Namespace, world: int) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(args, name):g}")
     if args.bf16 and args.fp16:
         raise ConfigError("--bf16 and --fp16 cannot be combined: choose one")
+    if args.lr_decay_iters is None:
+        args.lr_decay_iters = args.train_iters
 
 
 def _check_parallel(args: argparse.Namespace, world: int) -> None:
@@ -289,6 +285,10 @@ def _check_parallel(args: argparse.Namespace, world: int) -> None:
         raise ConfigError(f"the world size {world} must be divisible by --tensor-model-parallel-size {tp} x "
                           f"--pipeline-model-parallel-size {pp}")
     args.data_parallel_size = world // (tp * pp)
+    ep = args.expert_model_parallel_size
+    if args.num_experts is not None and args.data_parallel_size % ep:
+        raise ConfigError(f"--expert-model-parallel-size {ep} must divide the data-parallel size "
+                          f"{args.data_parallel_size} (the experts are split over the data-parallel ranks)")
     if args.num_attention_heads % tp:
         raise ConfigError(f"--num-attention-heads {args.num_attention_heads} must be divisible by "
                           f"--tensor-model-parallel-size {tp}")
@@ -311,21 +311,17 @@ def _check_batch(args: argparse.Namespace) -> None:
 
 
 def _pipeline_spec(args: argparse.Namespace) -> Optional[PipelineSpec]:
-    """The schedule's options, checked, as one spec: name, pipeline size, layer split, options
-    that cannot combine with deferred weight gradients, and the schedule itself for this
-    microbatch count and memory limit."""
-    problem = options.check_options(args)
+    """The schedule's options, checked in one pass (options.spec_for_run), as one spec; and the
+    ILP's package where the schedule needs it."""
+    problem, spec = options.spec_for_run(args)
     if problem:
         raise ConfigError(problem)
-    spec = _balance_from_profile(args, options.from_args(args))
-    problem, spec = options.checked(args, spec)  # the spec then carries the plan the check made
-    if problem:
-        raise ConfigError(problem)
-    if spec is None:  # megatron-core's own schedule (checked above with a schedule)
-        problem = options.check_layer_split(args, args.pipeline_model_parallel_size, 1, None)
-        if problem:
-            raise ConfigError(problem)
-    elif spec.entry.needs_extra == "ilp":
+    if spec is None and args.pipeline_balance is not None:
+        raise ConfigError("--pipeline-balance needs --pipeline-schedule (a registered name or auto)")
+    if spec is None and args.optimizer_post_validation:
+        raise ConfigError("--optimizer-post-validation needs --pipeline-schedule (it overlaps validation with "
+                          "the schedule's first forwards)")
+    if spec is not None and spec.entry.needs_extra == "ilp":
         try:
             import highspy  # noqa: F401
         except ImportError:
@@ -334,7 +330,9 @@ def _pipeline_spec(args: argparse.Namespace) -> Optional[PipelineSpec]:
     return spec
 
 
-def _fill_model_defaults(args: argparse.Namespace) -> None:
+def _check_model(args: argparse.Namespace) -> None:
+    """The model: what the local layers this script builds cannot have, the MoE options, and the
+    defaults Megatron-LM derives (FFN width, key/value groups, positions)."""
     if args.fp8:
         raise ConfigError(f"--fp8-format {args.fp8} is not supported by examples/pretrain_gpt.py (it builds "
                           f"megatron-core's local layers, which have no FP8): drop it, or use Megatron-LM's "
@@ -355,10 +353,6 @@ def _fill_model_defaults(args: argparse.Namespace) -> None:
         if args.num_experts % args.expert_model_parallel_size:
             raise ConfigError(f"--num-experts {args.num_experts} must be divisible by --expert-model-parallel-size "
                               f"{args.expert_model_parallel_size}")
-        if args.data_parallel_size % args.expert_model_parallel_size:
-            raise ConfigError(f"--expert-model-parallel-size {args.expert_model_parallel_size} must divide the "
-                              f"data-parallel size {args.data_parallel_size} (the experts are split over the "
-                              f"data-parallel ranks)")
     if args.ffn_hidden_size is None:  # as Megatron-LM's validate_args
         args.ffn_hidden_size = int(4 * args.hidden_size * 2 / 3 / 64) * 64 if args.swiglu else 4 * args.hidden_size
         if args.ffn_hidden_size == 0:
@@ -376,12 +370,13 @@ def _fill_model_defaults(args: argparse.Namespace) -> None:
     if args.max_position_embeddings < args.seq_length:
         raise ConfigError(f"--max-position-embeddings {args.max_position_embeddings} must be >= --seq-length "
                           f"{args.seq_length}")
-    if args.lr_decay_iters is None:
-        args.lr_decay_iters = args.train_iters
+
 
 
 def _check_io(args: argparse.Namespace) -> None:
     """Data, tokenizer, backend and checkpoint options."""
+    if args.timeline is not None and os.path.splitext(args.timeline)[1].lower() not in (".png", ".svg"):
+        raise ConfigError(f"--timeline must name a .png or .svg file, got {args.timeline!r}")
     if not args.mock_data and not args.data_path:
         raise ConfigError("give --data-path PREFIX (a Megatron .bin/.idx dataset) or --mock-data")
     if args.data_path:
@@ -465,22 +460,6 @@ def _check_data_path(tokens: Sequence[str]) -> None:
             if not os.path.exists(prefix + ext):
                 raise ConfigError(f"--data-path {prefix}: {prefix + ext} does not exist (build it with "
                                   f"`python -m primus_megatron.train.data --build-corpus-dataset {prefix}`)")
-
-
-def _balance_from_profile(args: argparse.Namespace, spec: Optional[PipelineSpec]) -> Optional[PipelineSpec]:
-    """--pipeline-balance FILE: the spec on the split (and with --pipeline-schedule auto the
-    schedule) chosen now, before anything is built; its table is logged at start-up."""
-    if spec is None or spec.balance in (None, "auto"):
-        return spec
-    from ..schedules import ScheduleError
-    from ..schedules.balance import load_profile
-
-    try:
-        chosen, text = options.apply_balance(spec, load_profile(spec.balance), args.pipeline_model_parallel_size,
-                                             args.num_microbatches, args.num_layers, source=spec.balance)
-    except ScheduleError as exc:
-        raise ConfigError(f"--pipeline-balance {spec.balance}: {exc}") from None
-    return dataclasses.replace(chosen, note=text)
 
 
 def parse(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None) -> argparse.Namespace:
