@@ -70,9 +70,8 @@ DP=2 x PP=2 (TP + sequence parallel with an overlapped data-parallel reduce that
 has a group to reduce over); the reference in a world of one (one more for the TE spec). One launch per world runs every case; a case
 that raises costs only itself (matrix_harness). `-k` selects which
 configurations run, not only which are checked. Today's run time: about 2
-minutes when every case passes (3 launches; 100-126 s measured 2026-11-25, the 8-rank
-TP+SP world about 4 s more than it took on 4 ranks); a case that deadlocks adds the 60 s
-p2p / gloo timeout.
+minutes when every case passes (5 launches: the references in two, three worlds; 75-95 s
+measured 2026-11-27); a case that deadlocks adds the 60 s p2p / gloo timeout.
 """
 from __future__ import annotations
 
@@ -525,9 +524,15 @@ def test_architecture_rows_build_what_they_name(reference, config):
     assert not any("position_embeddings" in n for n in shapes), f"{config}: a learned position table, not RoPE"
     assert not any(n.endswith("bias") or ".bias" in n for n in shapes), f"{config}: biases {sorted(shapes)}"
     hidden, heads = 32, 4  # megatron_reference.tiny_gpt_config
-    fc1 = [s for n, s in shapes.items() if n.endswith("mlp.linear_fc1.weight")]
-    if fc1:
-        assert all(s[0] == 2 * 4 * hidden for s in fc1), f"{config}: fc1 {fc1} is not SwiGLU's 2 x ffn"
+    # SwiGLU: every fc1 is twice its FFN width (the dense MLP's, each routed expert's, the shared expert's)
+    spec = CONFIGS[config][1]
+    widths = {"mlp.linear_fc1.weight": 4 * hidden, "shared_experts.linear_fc1.weight": spec.get("moe", {}).get("shared"),
+              "experts.linear_fc1.weight": 4 * hidden}
+    fc1 = {n: s for n, s in shapes.items() if ".linear_fc1.weight" in n and "self_attention" not in n}
+    assert fc1, f"{config}: no MLP"
+    for n, s in fc1.items():
+        width = next(w for key, w in widths.items() if key in n.rstrip("0123456789"))
+        assert s[0] == 2 * width, f"{config}: {n} {s} is not SwiGLU's 2 x {width}"
     if CONFIGS[config][1]["arch"] == "llama":
         qkv = [s for n, s in shapes.items() if n.endswith("linear_qkv.weight")]
         assert qkv and all(s == (hidden + 2 * 2 * hidden // heads, hidden) for s in qkv), f"{config}: QKV {qkv}"

@@ -204,6 +204,11 @@ def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_
     (["--moe-grouped-gemm", "--num-experts", "4"], "--moe-grouped-gemm needs TransformerEngine's grouped experts"),
     (["--multi-latent-attention"], "--multi-latent-attention needs TransformerEngine's attention"),
     (["--num-experts", "4", "--expert-model-parallel-size", "3"], "--num-experts 4 must be divisible by"),
+    (["--num-experts", "4", "--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2"],
+     "needs --sequence-parallel and --disable-bias-linear"),
+    (["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--num-attention-heads", "12",
+      "--hidden-size", "96", "--group-query-attention", "--num-query-groups", "3"],
+     "--num-query-groups 3 must be a multiple or a divisor of --tensor-model-parallel-size 2"),
 ])
 def test_bad_arguments_exit_2_with_one_sentence(dataset, argv, needle):
     base = ["--cpu", "--data-path", dataset, "--num-layers", "8", "--pipeline-model-parallel-size", "4",

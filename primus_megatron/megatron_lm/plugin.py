@@ -411,7 +411,8 @@ def _cpu_args(args) -> None:
     te_on_cpu = getattr(args, "transformer_impl", None) == "transformer_engine" and transformer_engine_runs_on_cpu()
     if not te_on_cpu:
         settings.insert(1, ("transformer_impl", "local"))
-    if getattr(args, "position_embedding_type", None) in ("rope", "yarn", "mrope"):
+    if getattr(args, "position_embedding_type", None) in ("rope", "yarn", "mrope") \
+            or getattr(args, "use_rotary_position_embeddings", False):  # the legacy flag: rope, set in validate_args
         # Megatron-LM's default --rope-fusion is TE's fused kernel (megatron-core asks for TE >= 1.4
         # in TransformerConfig.__post_init__): the unfused RoPE runs on CPU
         settings.append(("apply_rope_fusion", False))

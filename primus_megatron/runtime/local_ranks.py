@@ -31,6 +31,7 @@ import queue
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from typing import Any, Callable, Sequence
@@ -119,64 +120,90 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
     (forked from the fork server, `_context`) that take this process's environment.
     `pin`: one core per rank, for timing. `sys_path`: directories first on the ranks' import
     path (module doc)."""
-    import torch
-
     ctx = _context(fresh=bool(sys_path))
     out = ctx.Queue()
-    faults = tempfile.TemporaryDirectory(prefix="primus-ranks-")
+    procs: list = []
     # The rendezvous store, hosted here on a port the kernel picks and held until the ranks are
     # done, as torchrun's agent hosts it: a port picked, closed and handed on could be taken by
     # another process before rank 0 binds it.
     store = rendezvous_store(world)
-    port = store.port
-    saved = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"  # read by OpenMP when torch loads (in the fork server, first launch)
-    try:
-        # The ranks take this environment, not the fork server's (started at the first launch).
-        env = dict(os.environ)
-        # Not daemonic: megatron's checkpoint writer starts processes of its own.
-        procs = [ctx.Process(target=_worker, args=(r, world, port, body, case, out, pin, env,
-                                                   os.path.join(faults.name, f"rank{r}.fault"), tuple(sys_path)))
-                 for r in range(world)]
-        for p in procs:
-            p.start()
-    finally:
-        if saved is None:
-            del os.environ["OMP_NUM_THREADS"]
-        else:
-            os.environ["OMP_NUM_THREADS"] = saved
-    results, errors = {}, []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(results) + len(errors) < world:
-            try:
-                rank, status, value = out.get(timeout=min(1.0, max(0.05, deadline - time.monotonic())))
-            except queue.Empty:
-                reported = set(results) | {r for r, _ in errors}
-                for rank in _silent_deaths(procs, reported, out, results, errors):
-                    errors.append((rank, _death(procs[rank].exitcode, os.path.join(faults.name, f"rank{rank}.fault"))))
-                    deadline = min(deadline, time.monotonic() + 10)
-                if time.monotonic() < deadline:
-                    continue
-                if errors:
-                    break
-                raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} did not finish in "
-                                   f"{timeout_s:g} s") from None
-            if status == "ok":
-                results[rank] = torch.load(io.BytesIO(value), weights_only=False)
-            else:
-                errors.append((rank, value))
-                deadline = min(deadline, time.monotonic() + 10)  # let the other ranks report their side
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-        for p in procs:
-            p.join(5)
-        faults.cleanup()
+    with tempfile.TemporaryDirectory(prefix="primus-ranks-") as faults:
+        try:
+            procs = _start(ctx, world, store.port, body, case, out, pin, faults, tuple(sys_path))
+            results, errors = _collect(procs, out, world, timeout_s, faults)
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            for p in procs:
+                p.join(5)
     if errors:
         raise RuntimeError("\n".join(f"rank {rank} failed:\n{value}" for rank, value in sorted(errors)))
     return [results[r] for r in range(world)]
+
+
+_ENV_LOCK = threading.Lock()  # launches from several threads: one at a time sets the ranks' environment
+
+
+def _start(ctx, world: int, port: int, body: Callable, case: dict, out, pin: bool, faults: str,
+           sys_path: tuple) -> list:
+    """The rank processes, started. They take this environment (not the fork server's, started at
+    the first launch) with one OpenMP thread; spawned ones (`sys_path`) also this interpreter's
+    import path at the moment they start, with `sys_path` first: they import `body`'s module while
+    unpickling their arguments, before their own code runs."""
+    with _ENV_LOCK:
+        saved_omp, saved_path = os.environ.get("OMP_NUM_THREADS"), list(sys.path)
+        os.environ["OMP_NUM_THREADS"] = "1"  # read by OpenMP when torch loads (in the fork server, first launch)
+        sys.path[:0] = [p for p in sys_path if p not in sys.path]
+        started: list = []
+        try:
+            env = dict(os.environ)
+            for r in range(world):  # not daemonic: megatron's checkpoint writer starts processes of its own
+                p = ctx.Process(target=_worker, args=(r, world, port, body, case, out, pin, env,
+                                                      os.path.join(faults, f"rank{r}.fault"), sys_path))
+                p.start()
+                started.append(p)
+            return started
+        except BaseException:
+            for p in started:
+                p.kill()
+            raise
+        finally:
+            sys.path[:] = saved_path
+            if saved_omp is None:
+                del os.environ["OMP_NUM_THREADS"]
+            else:
+                os.environ["OMP_NUM_THREADS"] = saved_omp
+
+
+def _collect(procs: list, out, world: int, timeout_s: float, faults: str) -> tuple[dict, list]:
+    """({rank: result}, [(rank, error text)]): every rank's report, a rank that died without one
+    named with its exit status and fault file, until all reported, one failed (10 s more for
+    the others) or `timeout_s` (TimeoutError naming the ranks that did not finish)."""
+    import torch
+
+    results, errors = {}, []
+    deadline = time.monotonic() + timeout_s
+    while len(results) + len(errors) < world:
+        try:
+            rank, status, value = out.get(timeout=min(1.0, max(0.05, deadline - time.monotonic())))
+        except queue.Empty:
+            reported = set(results) | {r for r, _ in errors}
+            for rank in _silent_deaths(procs, reported, out, results, errors):
+                errors.append((rank, _death(procs[rank].exitcode, os.path.join(faults, f"rank{rank}.fault"))))
+                deadline = min(deadline, time.monotonic() + 10)
+            if time.monotonic() < deadline:
+                continue
+            if errors:
+                break
+            raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} did not finish in "
+                               f"{timeout_s:g} s") from None
+        if status == "ok":
+            results[rank] = torch.load(io.BytesIO(value), weights_only=False)
+        else:
+            errors.append((rank, value))
+            deadline = min(deadline, time.monotonic() + 10)  # let the other ranks report their side
+    return results, errors
 
 
 def _silent_deaths(procs: list, reported: set, out, results: dict, errors: list) -> list:
@@ -214,10 +241,12 @@ def _death(code: int, fault_path: str = "") -> str:
 
 
 def _fault_stack(path: str, limit: int = 4000) -> str:
-    """What faulthandler wrote in the rank's fault file (empty when nothing: a SIGKILL leaves no trace)."""
+    """What faulthandler wrote in the rank's fault file (empty when nothing: a SIGKILL leaves no trace):
+    the error and the crashing thread first, less its list of loaded extension modules."""
     try:
         with open(path) as f:
-            text = f.read().strip()
+            lines = [line for line in f.read().strip().splitlines() if not line.startswith("Extension modules:")]
     except OSError:
         return ""
-    return f"; faulthandler wrote:\n{text[-limit:]}" if text else ""
+    text = "\n".join(lines)
+    return f"; faulthandler wrote:\n{text[:limit]}" if text else ""

@@ -344,14 +344,15 @@ def init_by_global_name_(model: list[torch.nn.Module], *, seed: int, std: float,
                 dim = getattr(param, "partition_dim", 0) if getattr(param, "tensor_model_parallel", False) else None
                 if dim is not None:
                     shape[dim] *= tp_size
-                leaf = name.rsplit(".", 1)[-1]
+                kind = name.rstrip("0123456789")  # a grouped GEMM's weight<i> / bias<i>: its kind's rule
+                leaf = kind.rsplit(".", 1)[-1]
                 if "norm" in name and leaf == "weight" or leaf == "layer_norm_weight":
                     full = torch.ones(shape)
                 elif leaf == "bias" or leaf.endswith("_bias"):
                     full = torch.zeros(shape)
                 else:
                     gen = torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % 2**63)
-                    scale = std / math.sqrt(2.0 * num_layers) if name.endswith(("linear_proj.weight", "linear_fc2.weight")) else std
+                    scale = std / math.sqrt(2.0 * num_layers) if kind.endswith(("linear_proj.weight", "linear_fc2.weight")) else std
                     full = torch.randn(shape, generator=gen) * scale
                 if dim is not None:
                     full = full.chunk(tp_size, dim=dim)[tp_rank]

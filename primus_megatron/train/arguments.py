@@ -289,6 +289,15 @@ def _check_parallel(args: argparse.Namespace, world: int) -> None:
     if args.num_experts is not None and args.data_parallel_size % ep:
         raise ConfigError(f"--expert-model-parallel-size {ep} must divide the data-parallel size "
                           f"{args.data_parallel_size} (the experts are split over the data-parallel ranks)")
+    if args.num_experts is not None and tp > 1 and not (args.sequence_parallel and not args.add_bias_linear):
+        # megatron-core: MoE layers under tensor parallelism need sequence parallelism (moe_layer.py:379 at
+        # 0.16.1) and its experts no biases ("Bias in Moe is only supported when ETP==1")
+        raise ConfigError(f"--num-experts with --tensor-model-parallel-size {tp} needs --sequence-parallel and "
+                          f"--disable-bias-linear (megatron-core's MoE layers under tensor parallelism)")
+    groups = args.num_query_groups
+    if groups is not None and groups % tp and tp % groups:
+        raise ConfigError(f"--num-query-groups {groups} must be a multiple or a divisor of "
+                          f"--tensor-model-parallel-size {tp}")
     if args.num_attention_heads % tp:
         raise ConfigError(f"--num-attention-heads {args.num_attention_heads} must be divisible by "
                           f"--tensor-model-parallel-size {tp}")
