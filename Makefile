@@ -24,7 +24,7 @@ PY312_DESELECT ?= test_bad_arguments_exit_2_with_one_sentence or test_demo_pictu
 PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py tests/test_runtime_parity.py \
 	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
 	tests/test_post_validation.py tests/test_megatron_lm_e2e.py tests/test_megatron_lm_te.py tests/test_megatron_lm_moe.py \
-	tests/test_megatron_lm_architectures.py
+	tests/test_megatron_lm_architectures.py tests/test_te_wgrad.py
 
 .PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \
 	gpu-projection clean clean-py312

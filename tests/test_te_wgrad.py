@@ -1118,7 +1118,7 @@ def _standin_spec(te):
     class StandinTELayerNormColumnParallelLinear(_Wrapper, te.LayerNormLinear):
         def __init__(self, input_size, output_size, *, config, init_method, gather_output, bias, skip_bias_add,
                      is_expert=False, skip_weight_param_allocation=False, tp_comm_buffer_name=None, tp_group=None,
-                     stride=1):
+                     stride=1, name=None):  # name: megatron-core 0.19 passes the module's name
             super().__init__(input_size, output_size, eps=config.layernorm_epsilon, normalization=config.normalization,
                              zero_centered_gamma=config.layernorm_zero_centered_gamma, parallel_mode="column",
                              **_common(config, init_method, bias, skip_bias_add))
@@ -1126,7 +1126,7 @@ def _standin_spec(te):
 
     class StandinTERowParallelLinear(_Wrapper, te.Linear):
         def __init__(self, input_size, output_size, *, config, init_method, bias, input_is_parallel, skip_bias_add,
-                     is_expert=False, tp_comm_buffer_name=None, tp_group=None):
+                     is_expert=False, tp_comm_buffer_name=None, tp_group=None, name=None):
             super().__init__(input_size, output_size, parallel_mode="row",
                              **_common(config, init_method, bias, skip_bias_add))
             self._wrap(bias, skip_bias_add)
@@ -1137,8 +1137,10 @@ def _standin_spec(te):
     layer.self_attention.submodules.linear_qkv = StandinTELayerNormColumnParallelLinear
     layer.self_attention.submodules.linear_proj = StandinTERowParallelLinear
     layer.pre_mlp_layernorm = IdentityOp
-    layer.mlp.submodules.linear_fc1 = StandinTELayerNormColumnParallelLinear
-    layer.mlp.submodules.linear_fc2 = StandinTERowParallelLinear
+    # megatron-core 0.16.1: a ModuleSpec; 0.19: a functools.partial(MLP.as_mlp_submodule, submodules=...)
+    mlp = layer.mlp.submodules if hasattr(layer.mlp, "submodules") else layer.mlp.keywords["submodules"]
+    mlp.linear_fc1 = StandinTELayerNormColumnParallelLinear
+    mlp.linear_fc2 = StandinTERowParallelLinear
     return spec
 
 
