@@ -124,6 +124,11 @@ RULES: tuple[Rule, ...] = (
          "zb-auto, interleaved-zb)"),
     Rule("context_parallel_size", lambda v, s: (v or 1) > 1 and s.uses_te is False,
          "context parallelism needs TransformerEngine attention (--transformer-impl transformer_engine)"),
+    # megatron-core 0.16.1 schedules.py:615 (forward_backward_no_pipelining): its own balancer over DP x CP,
+    # pipeline size 1 only (Megatron-LM asserts it, arguments.py:918-919)
+    Rule("hybrid_context_parallel", _truthy,
+         "it is megatron's own schedule without pipelining (hybrid_context_parallel_forward_backward balances "
+         "variable-length sequences over data x context parallel ranks, pipeline size 1)"),
     Rule("overlap_moe_expert_parallel_comm", _truthy,
          "it is megatron's combined 1F1B schedule for overlapping the expert all-to-all, a schedule of its own"),
     # megatron-core 0.19 moe_layer.py:780-800: _RegisterDelayedWgradForExperts calls backward_dw inside B

@@ -243,6 +243,7 @@ def _refusal(obj, also=(), schedule="zb-h1"):
     ({"cuda_graph_impl": "local"}, "--cuda-graph-impl local cannot be used"),
     ({"fine_grained_activation_offloading": True}, "--fine-grained-activation-offloading cannot be used"),
     ({"use_transformer_engine_op_fuser": True}, "--use-transformer-engine-op-fuser cannot be used"),
+    ({"hybrid_context_parallel": True}, "--hybrid-context-parallel cannot be used with --pipeline-schedule zb-h1"),
 ])
 def test_megatron_lm_arguments_are_refused_in_one_sentence(fields, needle):
     args = types.SimpleNamespace(**fields)
@@ -274,7 +275,8 @@ def test_this_megatrons_config_fields_are_the_refused_ones():
 
     fields = inspect.signature(TransformerConfig).parameters
     for name in ("moe_paged_stash", "tensor_parallel_num_weight_shards", "expert_tensor_parallel_num_weight_shards",
-                 "cuda_graph_impl", "fine_grained_activation_offloading", "use_transformer_engine_op_fuser"):
+                 "cuda_graph_impl", "fine_grained_activation_offloading", "use_transformer_engine_op_fuser",
+                 "hybrid_context_parallel"):
         assert name in fields, name
 
 

@@ -227,6 +227,7 @@ CASES = {
             "needs TransformerEngine attention"),
            ("overlap_moe_expert_parallel_comm", "v-half", dict(overlap_moe_expert_parallel_comm=True),
             "combined 1F1B schedule"),
+           ("hybrid_context_parallel", "zbv", dict(hybrid_context_parallel=True), "without pipelining"),
            ("fine_grained_activation_offloading", "zb-auto", dict(fine_grained_activation_offloading=True),
             "offload and reload points"),
            ("cuda_graph_impl", "interleaved-1f1b", dict(cuda_graph_impl="local"), "CUDA graphs capture"),
