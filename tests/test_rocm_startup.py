@@ -98,28 +98,60 @@ def test_the_fused_softmax_is_asked_for_only_where_its_kernel_is_installed(monke
     assert M.transformer_config(args, spec).masked_softmax_fusion is True
 
 
-def test_amd_primus_engines_are_named_when_active(monkeypatch):
-    """Issue 45 item 14: AMD Primus's zero-bubble / pipeline patches replace the get_forward_backward_func
-    our plugin replaces, and its TE patch swaps WeightGradStore; active in the process, they are named."""
+def _primus_patch(monkeypatch, *, schedules: bool, store: bool) -> None:
+    """What Primus does (AMD-AGI/Primus: its zero-bubble patch assigns Megatron-LM's
+    get_forward_backward_func; te_wgrad_store.py's patch_weight_grad_store assigns __init__, put and pop
+    on TE's own WeightGradStore class, which keeps TE's module name)."""
     import sys
     import types
 
-    from primus_megatron.compat.primus_engines import conflict
-
-    assert conflict() is None
     training = types.ModuleType("megatron.training.training")
 
-    def primus_fbf():  # what Primus's patch installs
+    def primus_fbf():
         return None
 
-    primus_fbf.__module__ = "primus.backends.megatron.patches.zero_bubble"
+    primus_fbf.__module__ = "primus.backends.megatron.patches.zero_bubble" if schedules else "megatron.training"
     training.get_forward_backward_func = primus_fbf
     monkeypatch.setitem(sys.modules, "megatron.training.training", training)
     common = types.ModuleType("transformer_engine.pytorch.module._common")
-    common.WeightGradStore = type("WeightGradStore", (), {"__module__": "primus.backends.transformer_engine"})
+
+    class WeightGradStore:  # TE's class, its module TE's
+        def put(self, tensor_list, func):
+            return None
+
+    WeightGradStore.__module__ = "transformer_engine.pytorch.module._common"
+    if store:
+        def _primus_put(self, tensor_list, func):
+            return None
+
+        _primus_put.__module__ = "primus.backends.megatron.core.extensions.te_wgrad_store"
+        WeightGradStore.put = _primus_put
+    common.WeightGradStore = WeightGradStore
     monkeypatch.setitem(sys.modules, "transformer_engine.pytorch.module._common", common)
-    sentence = conflict()
-    assert "patch_zero_bubble" in sentence and "WeightGradStore" in sentence and "--pipeline-schedule" in sentence
-    primus_fbf.__module__ = "primus_megatron.megatron_lm.plugin"  # ours is not Primus's
-    common.WeightGradStore.__module__ = "transformer_engine.pytorch.module._common"
+
+
+def test_amd_primus_engines_are_named_when_active(monkeypatch):
+    """Issue 45 item 14: AMD Primus's zero-bubble / pipeline patches replace the get_forward_backward_func
+    our plugin replaces, and its TE patch replaces WeightGradStore's methods in place; active in the
+    process, they are named."""
+    from primus_megatron.compat.primus_engines import conflict
+
     assert conflict() is None
+    _primus_patch(monkeypatch, schedules=False, store=False)
+    assert conflict() is None  # TE's own class, megatron's own function: nothing of Primus's
+    _primus_patch(monkeypatch, schedules=False, store=True)
+    sentence = conflict()
+    assert "WeightGradStore" in sentence and "patch_zero_bubble" not in sentence and "--pipeline-schedule" in sentence
+    _primus_patch(monkeypatch, schedules=True, store=True)
+    sentence = conflict()
+    assert "patch_zero_bubble" in sentence and "WeightGradStore" in sentence
+
+
+def test_amd_primus_patches_applied_after_validate_args_stop_the_first_step(monkeypatch):
+    """Primus applies its pipeline patches in its before_train phase, after Megatron-LM's validate_args
+    (where the plugin checks first): a schedule's first step checks again, before it runs anything."""
+    from primus_megatron.runtime import forward_backward as fb
+
+    _primus_patch(monkeypatch, schedules=False, store=True)
+    with pytest.raises(fb.UnsupportedSetting, match="AMD Primus's pipeline patches are active in this process \\(its TransformerEngine WeightGradStore"):
+        fb._refuse_unsupported(None, [], None)  # what a plan's first use calls first (_first_use)

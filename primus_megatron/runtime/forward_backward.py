@@ -278,7 +278,12 @@ def uses_transformer_engine(chunks: list) -> bool:
 
 
 def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: str = "off") -> None:
+    from ..compat.primus_engines import conflict
     from ..unsupported import refusal_for
+
+    clash = conflict()  # AMD Primus patches in its before_train phase, after Megatron-LM's validate_args
+    if clash:
+        raise UnsupportedSetting(clash)
 
     uses_te = uses_transformer_engine(chunks)
     ddp_configs = tuple(c.ddp_config for c in chunks if getattr(c, "ddp_config", None) is not None)
