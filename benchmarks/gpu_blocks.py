@@ -51,6 +51,8 @@ def transformer_config(block: dict, *, num_layers: int, pp: int = 1, chunks: int
     import torch.nn.functional as F
     from megatron.core.transformer.transformer_config import TransformerConfig
 
+    from primus_megatron.compat.attention_env import config_fields
+
     dtype = torch.bfloat16 if gpu else torch.float32
     moe = {}
     if block.get("experts"):
@@ -67,7 +69,8 @@ def transformer_config(block: dict, *, num_layers: int, pp: int = 1, chunks: int
         gradient_accumulation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
         bias_activation_fusion=False, apply_rope_fusion=False, persist_layer_norm=False,
         pipeline_model_parallel_size=pp, virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
-        deallocate_pipeline_outputs=True, **moe)
+        deallocate_pipeline_outputs=True, **moe,
+        **config_fields())  # AMD's images set NVTE_*_ATTN, which megatron's default auto asserts against
 
 
 def _sdpa_class():

@@ -70,12 +70,9 @@ def gpt_config(model: dict, pp: int, chunks: int):
 def _attention_backend() -> dict:
     """The backend TransformerEngine's NVTE_*_ATTN variables agree with (AMD's images set them;
     megatron's default auto asserts otherwise): primus_megatron/compat/attention_env.py."""
-    from megatron.core.transformer.enums import AttnBackend
+    from primus_megatron.compat.attention_env import config_fields
 
-    from primus_megatron.compat.attention_env import backend_for
-
-    name = backend_for()
-    return {} if name is None else {"attention_backend": AttnBackend[name]}
+    return config_fields()
 
 
 def gpt_provider(config, model: dict, pre_process=True, post_process=True, vp_stage=None):

@@ -60,6 +60,33 @@ def test_our_model_builds_under_amds_attention_variables(monkeypatch):
         build_check(M.transformer_config(args, spec))
 
 
+def test_the_gpu_kits_models_build_under_amds_attention_variables(monkeypatch):
+    """make gpu-bench's blocks (benchmarks/gpu_blocks.py) and the throughput benchmark / GPU check's model
+    (benchmarks/runtime_throughput.py) take the backend NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1 ask for:
+    megatron's check passes where its default auto asserted."""
+    import os
+    import sys
+    from types import SimpleNamespace
+
+    from megatron.core.models.common.language_module.language_module import LanguageModule
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    try:
+        import gpu_blocks
+        import runtime_throughput as RT
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setenv("NVTE_FLASH_ATTN", "0")
+    monkeypatch.setenv("NVTE_FUSED_ATTN", "1")
+    monkeypatch.delenv("NVTE_UNFUSED_ATTN", raising=False)
+    block = gpu_blocks.blocks(dry_run=True)["dense"]
+    configs = {"gpu_blocks": gpu_blocks.transformer_config(block, num_layers=2, gpu=False),
+               "runtime_throughput": RT.gpt_config(RT.MODEL, pp=2, chunks=1)}
+    for name, config in configs.items():
+        assert config.attention_backend.name == "fused", name
+        LanguageModule._set_attention_backend(SimpleNamespace(config=config))  # megatron's assertion
+
+
 def test_megatron_lm_takes_the_backend_the_variables_ask_for(monkeypatch):
     """The plugin's validate_args: --attention-backend left at auto takes the one NVTE_*_ATTN agree with;
     a backend the user named is left to megatron's own check."""

@@ -150,6 +150,98 @@ def test_launch_inside_a_container(fake_slurm):
     assert "--cpus-per-task 16 --mpi=none apptainer exec --rocm /img/rocm.sif torchrun --nnodes 2 " in launch, launch
 
 
+def test_launch_inside_a_pyxis_container(fake_slurm):
+    """Issue 45 item 8: with pyxis the container comes from srun's --container-image; the host's python
+    (this machine's CPU torch: it would be refused on a ROCm node) is not the one that runs and is not
+    checked, and torchrun is the image's."""
+    venv = os.path.dirname(os.path.dirname(sys.executable))
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_VENV=venv,
+                         PRIMUS_SRUN_ARGS="--container-image=rocm/primus:v26 --container-mounts=/work:/work")
+    assert rc == 0 and "built without ROCm" not in out, out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    assert "--container-image=rocm/primus:v26 --container-mounts=/work:/work torchrun --nnodes 2 " in launch, launch
+
+
+def test_a_docker_launch_passes_the_environment_in(fake_slurm):
+    """`docker run` starts from the image's environment: the queue, scratch and collective settings the
+    script exports (and what the caller set, e.g. NCCL_SOCKET_IFNAME) are passed by name."""
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_ROCM_ARCH="gfx950",
+                         NCCL_SOCKET_IFNAME="ens",
+                         PRIMUS_LAUNCH_PREFIX="docker run --rm --network=host --device=/dev/kfd rocm/primus:v26")
+    assert rc == 0, out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    for name in ("GPU_MAX_HW_QUEUES", "TORCH_NCCL_HIGH_PRIORITY", "HSA_NO_SCRATCH_RECLAIM", "NCCL_SOCKET_IFNAME",
+                 "CUDA_DEVICE_MAX_CONNECTIONS", "PYTHONPATH"):
+        assert f" -e {name} " in launch, (name, launch)
+    assert launch.index("docker run -e ") < launch.index("--rm --network=host --device=/dev/kfd rocm/primus:v26 "
+                                                          "torchrun --nnodes 2 "), launch
+
+
+def test_rocm_detected_from_the_kfd_driver_alone(fake_slurm, tmp_path):
+    """A node whose ROCm user space is only in the image (no /opt/rocm, no rocm-smi) still has the amdgpu
+    driver's KFD (/dev/kfd, /sys/class/kfd): its ROCm settings are set."""
+    kfd = tmp_path / "kfd"
+    kfd.mkdir()
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_KFD_SYSFS=str(kfd),
+                         PRIMUS_LAUNCH_PREFIX="apptainer exec --rocm /img/rocm.sif")
+    assert rc == 0 and "env GPU_MAX_HW_QUEUES=2" in out, out
+    if os.path.exists("/dev/kfd") or os.path.isdir("/opt/rocm") or shutil.which("rocm-smi"):
+        return  # this host is a ROCm node itself: the control below does not apply
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_KFD_SYSFS=str(tmp_path / "none"),
+                         PRIMUS_LAUNCH_PREFIX="apptainer exec --rocm /img/rocm.sif")
+    assert rc == 0 and "GPU_MAX_HW_QUEUES" not in out, out
+
+
+HOST_CHECK = os.path.join(ROOT, "examples", "slurm", "rocm_host_check.sh")
+
+
+def _fake_host(root, *, numa="0", cmdline="BOOT_IMAGE=/vmlinuz root=/dev/sda1 iommu=pt", gpus=8):
+    """An AMD Instinct node's driver files under `root` (what rocm_host_check.sh reads)."""
+    (root / "dev" / "dri").mkdir(parents=True)
+    (root / "dev" / "kfd").write_text("")
+    (root / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (root / "proc" / "sys" / "kernel" / "numa_balancing").write_text(numa + "\n")
+    (root / "proc" / "cmdline").write_text(cmdline + "\n")
+    nodes = root / "sys" / "class" / "kfd" / "kfd" / "topology" / "nodes"
+    for n in range(gpus + 1):  # node 0: the CPU
+        (nodes / str(n)).mkdir(parents=True)
+        (nodes / str(n) / "properties").write_text(f"gfx_target_version {0 if n == 0 else 90402}\n")
+        if n:
+            (root / "dev" / "dri" / f"renderD{127 + n}").write_text("")
+            fw = root / "sys" / "class" / "drm" / f"card{n}" / "device" / "fw_version"
+            fw.mkdir(parents=True)
+            (fw / "mec_fw_version").write_text("0x000000b2\n")
+
+
+@pytest.mark.parametrize("fault, expected", [
+    ({}, None),
+    ({"numa": "1"}, "FAIL  NUMA auto-balancing is '1'"),
+    ({"cmdline": "BOOT_IMAGE=/vmlinuz root=/dev/sda1"}, "WARN  the kernel command line has no iommu=pt"),
+    ({"gpus": 0}, "FAIL  no GPU in the KFD topology"),
+])
+def test_the_rocm_host_check_names_what_is_off(tmp_path, fault, expected):
+    """Step 1 of the first-ROCm-run checklist, one command: a node set up as AMD's MI300X guide asks
+    passes; each setting that is off is named (FAIL ends it with exit 1, WARN does not)."""
+    _fake_host(tmp_path, **fault)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("VISIBLE_DEVICES")}
+    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path)},
+                          capture_output=True, text=True, timeout=60)
+    out = proc.stdout
+    if expected is None:
+        assert proc.returncode == 0 and "FAIL" not in out and "WARN" not in out, out
+        assert "GPU targets: 8 x gfx942" in out and "IOMMU: iommu=pt" in out and "0x000000b2" in out, out
+    else:
+        assert expected in out and proc.returncode == (1 if expected.startswith("FAIL") else 0), out
+
+
+def test_the_rocm_host_check_names_an_inherited_visible_device_variable(tmp_path):
+    _fake_host(tmp_path)
+    proc = subprocess.run(["bash", HOST_CHECK], env={**os.environ, "PRIMUS_HOST_ROOT": str(tmp_path),
+                                                     "HIP_VISIBLE_DEVICES": "0"},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "WARN  HIP_VISIBLE_DEVICES=0 is set" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("arch, reclaim", [("gfx942", True), ("gfx950", True), ("gfx90a", False)])
 def test_rocm_scratch_reclaim_is_off_on_mi300_and_mi350(fake_slurm, arch, reclaim):
     """HSA_NO_SCRATCH_RECLAIM=1 on MI300 and MI350 (gfx942, gfx950); GPU_MAX_HW_QUEUES=2 on every ROCm GPU."""

@@ -6,7 +6,9 @@ NVTE_FUSED_ATTN and NVTE_UNFUSED_ATTN is unset or equal to what its `attention_b
 0/1/0, unfused 0/0/1, local 0/0/0). AMD's Primus images export NVTE_FLASH_ATTN=0 and
 NVTE_FUSED_ATTN=1 (ROCm's TransformerEngine runs its fused CK/aotriton attention), which the default
 `auto` fails on before the first step. `backend_for(environ)` names the backend every set variable
-agrees with (auto first, where all allow it); None when none is set.
+agrees with (auto first, where all allow it); None when none is set. `config_fields()` is that
+backend as TransformerConfig keyword arguments, for every model we build (the training script,
+the GPU kit's blocks, the throughput benchmark and the GPU check's model).
 """
 from __future__ import annotations
 
@@ -37,3 +39,12 @@ def backend_for(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     raise AttentionEnvError(f"{shown} match no attention backend of megatron-core (flash 1/0/0, fused 0/1/0, "
                             f"unfused 0/0/1, local 0/0/0, auto 1/1/1 for FLASH/FUSED/UNFUSED): unset them or "
                             f"set one of those combinations")
+
+
+def config_fields(environ: Optional[Mapping[str, str]] = None) -> dict:
+    """`{"attention_backend": AttnBackend[...]}` for a TransformerConfig, empty when no variable is set
+    (megatron-core's default then)."""
+    from megatron.core.transformer.enums import AttnBackend
+
+    name = backend_for(environ)
+    return {} if name is None else {"attention_backend": AttnBackend[name]}

@@ -88,12 +88,9 @@ def _has_module(name: str) -> bool:
 
 
 def _attention_backend() -> dict:
-    from megatron.core.transformer.enums import AttnBackend
+    from ..compat.attention_env import config_fields
 
-    from ..compat.attention_env import backend_for
-
-    name = backend_for()
-    return {} if name is None else {"attention_backend": AttnBackend[name]}
+    return config_fields()
 
 
 def gpt_provider(args: argparse.Namespace, config, vocab_size: int, pre_process: bool = True,
