@@ -31,6 +31,7 @@ variants (strict, strict-lazy), no flight recorder; Megatron-LM's part only with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -151,6 +152,35 @@ KNOB_VARIABLES = ("CUDA_DEVICE_MAX_CONNECTIONS", "GPU_MAX_HW_QUEUES", "TORCH_NCC
                   "HSA_FORCE_FINE_GRAIN_PCIE", "RCCL_MSCCL_ENABLE", "HSA_NO_SCRATCH_RECLAIM", "HSA_ENABLE_SDMA")
 
 
+def effective_env(env: dict) -> dict:
+    """Every variable of KNOB_VARIABLES as a run with `env` has it: its value, or None (unset: the
+    runtime's default, e.g. ROCm's HSA_ENABLE_SDMA=1), recorded per row of the report."""
+    return {name: env.get(name) for name in KNOB_VARIABLES}
+
+
+def inherited_knobs(environ=None) -> dict:
+    """What the caller's environment set of KNOB_VARIABLES: removed for every run, each of which
+    sets exactly its own (reported, so that a run is never read as having had them)."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in KNOB_VARIABLES if name in environ}
+
+
+@contextlib.contextmanager
+def knob_environment(env: dict):
+    """os.environ with exactly `env` of KNOB_VARIABLES for the duration (for Megatron-LM's part, whose
+    launcher hands os.environ to its ranks)."""
+    saved = inherited_knobs()
+    for name in KNOB_VARIABLES:
+        os.environ.pop(name, None)
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name in KNOB_VARIABLES:
+            os.environ.pop(name, None)
+        os.environ.update(saved)
+
+
 def configurations(schedules: list, pps: list, *, rocm: bool, gpu: bool, inits: tuple = ("eager", "lazy"),
                    knobs: tuple = ("shipped", "unset"), arch: str = "") -> list:
     """knobs: "shipped" (the sbatch's environment), "1" (only the queue knob at 1: CUDA_DEVICE_MAX_CONNECTIONS,
@@ -163,7 +193,8 @@ def configurations(schedules: list, pps: list, *, rocm: bool, gpu: bool, inits: 
         for pp in pps:
             for init in inits:
                 for env in settings:
-                    out.append({"schedule": name, "pp": pp, "init": init, "env": env})
+                    out.append({"schedule": name, "pp": pp, "init": init, "env": env,
+                                "env_effective": effective_env(env)})
     return out
 
 
@@ -480,11 +511,20 @@ def worker(case_file: str) -> int:
 # -- 3. Megatron-LM's pretrain_gpt.py -----------------------------------------------------------
 
 def run_megatron_lm(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters: int, workdir: str, gpus: int = 0,
-                    te: bool = True, deadline: float = float("inf")) -> list:
+                    te: bool = True, deadline: float = float("inf"), env: Optional[dict] = None) -> list:
     """pretrain_gpt.py under megatron's 1F1B and each schedule: TransformerEngine layers in bf16
     (and FP8 with `fp8`) where TransformerEngine is installed, else Megatron's local layers in
     bf16; on fewer GPUs than `nproc` the ranks share them (rank_launch.py). Runs not begun by
-    `deadline` (monotonic) are reported as not run."""
+    `deadline` (monotonic) are reported as not run. `env`: the queue and stream variables every run
+    has (KNOB_VARIABLES; the sbatch's shipped set on a GPU), recorded in each row."""
+    with knob_environment(env or {}):
+        rows = _megatron_lm_runs(schedules, gpu=gpu, fp8=fp8, nproc=nproc, iters=iters, workdir=workdir, gpus=gpus,
+                                 te=te, deadline=deadline)
+    return [{**row, "env": dict(env or {}), "env_effective": effective_env(env or {})} for row in rows]
+
+
+def _megatron_lm_runs(schedules: list, *, gpu: bool, fp8: bool, nproc: int, iters: int, workdir: str, gpus: int,
+                      te: bool, deadline: float) -> list:
     sys.path.insert(0, os.path.join(ROOT, "tests"))
     import megatron_lm_harness as MLM
 
@@ -616,22 +656,35 @@ def report_markdown(data: dict) -> str:
                      f"{r.get('losses_bitwise', '-')} | {r.get('grads_bitwise', '-')} | {ms(r.get('seconds'))} | "
                      f"{ms(r.get('reference_seconds'))} ({r.get('reference', '-')}) | {peak} | "
                      f"{(r.get('error') or '').splitlines()[0][:120] if r.get('error') else ''} |")
+    lines += ["", _knob_note(data.get("inherited_knobs") or {})]
     if data.get("megatron_lm") is not None:
         lines += ["", "### Megatron-LM pretrain_gpt.py", "",
-                  "| schedule | layers | precision | ran | losses = megatron 1F1B | ms/iter | tokens/s | TFLOP/s/GPU | "
-                  "peak MiB | error |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| schedule | layers | precision | env | ran | losses = megatron 1F1B | ms/iter | tokens/s | "
+                  "TFLOP/s/GPU | peak MiB | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in data["megatron_lm"]:
             err = [ln for ln in (r.get("error") or "").splitlines() if ln.strip()]
             ran = "refused by design" if r.get("refused") else "yes" if r["ok"] else "NO"
             if r.get("refused"):
                 err = [r["refused"]]
-            lines.append(f"| {r['schedule']} | {r.get('layers', '-')} | {r['precision']} | {ran} | "
+            env_s = ",".join(f"{k}={v}" for k, v in (r.get("env") or {}).items()) or "unset"
+            lines.append(f"| {r['schedule']} | {r.get('layers', '-')} | {r['precision']} | {env_s} | {ran} | "
                          f"{r.get('losses_equal_megatron_1f1b', '-')} | {r.get('ms_per_iteration', '-')} | "
                          f"{r.get('tokens_per_s', '-')} | "
                          f"{r.get('tflops_per_gpu', '-')} | {r.get('peak_mib', '-')} | "
                          f"{err[-1][:120].replace('|', '/') if err else ''} |")
     lines += ["", f"Command: `{data['command']}`", ""]
     return "\n".join(lines)
+
+
+def _knob_note(inherited: dict) -> str:
+    """What the env columns mean, with every variable named, and what the caller had that was removed."""
+    note = (f"env: what a run set of {', '.join(KNOB_VARIABLES)}; the others were unset for it (the runtime's "
+            f"default: on ROCm HSA_ENABLE_SDMA unset is 1, copies on the SDMA engines). Every row's values are in "
+            f"report.json (env_effective).")
+    if inherited:
+        note += (" The caller's environment had " + ", ".join(f"{k}={v}" for k, v in inherited.items()) +
+                 ": removed for every run.")
+    return note
 
 
 def main(argv=None) -> int:
@@ -711,7 +764,7 @@ def main(argv=None) -> int:
     configs = configurations(names, pps, rocm=bool(torch.version.hip), gpu=gpu, inits=inits, knobs=knobs, arch=arch)
     data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "dry_run": not gpu, "command": " ".join(["python", "benchmarks/gpu_check.py", *(argv or sys.argv[1:])]),
-            "environment": environment()}
+            "environment": environment(), "inherited_knobs": inherited_knobs()}
     data["gpus_shared"] = gpu and max(pps + [args.megatron_lm_pp]) > gpus
     if not args.matrix:
         data["matrix"] = []
@@ -727,9 +780,11 @@ def main(argv=None) -> int:
             te = bool(data["environment"]["transformer_engine"]) and "error" not in (
                 data["environment"]["transformer_engine"] or {})
             try:
+                # the sbatch's environment where the matrix runs it (a GPU), else none of it
+                mlm_env = shipped_env(bool(torch.version.hip), arch) if gpu and "shipped" in knobs else {}
                 data["megatron_lm"] = run_megatron_lm(mlm_names, gpu=gpu, fp8=fp8, nproc=args.megatron_lm_pp,
                                                       iters=4 if gpu else 2, workdir=work, gpus=gpus, te=te,
-                                                      deadline=deadline)
+                                                      deadline=deadline, env=mlm_env)
             except Exception as exc:  # noqa: BLE001 (the tree could not be prepared: the report says why)
                 data["megatron_lm"] = [{"schedule": "-", "precision": "-", "ok": False,
                                         "error": f"{type(exc).__name__}: {str(exc)[:500]}"}]

@@ -9,7 +9,7 @@ schedule's send/recv order, the communicators' init (eager or lazy) and CUDA str
 and CUDA's own; only the link is slower, and the ranks share the GPU's SMs, so times are not a
 pipeline's. Each such rank gets torchrun's variables as a one-GPU node would: RANK, WORLD_SIZE,
 LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, GROUP_RANK, MASTER_ADDR/PORT, and CUDA_VISIBLE_DEVICES naming
-its GPU (rank modulo the GPU count).
+its GPU (the rank-modulo-GPU-count-th entry of an inherited visible-device list, or that index).
 """
 from __future__ import annotations
 
@@ -23,18 +23,30 @@ from typing import Optional
 from primus_megatron.runtime.local_ranks import AGENT_STORE_ENV, rendezvous_store
 
 
+def device_for(env: dict, rank: int, gpus: int) -> str:
+    """The device rank `rank` is given, as the launcher's own environment names it: the (rank mod gpus)-th
+    entry of the visible-device list torch obeys there (HIP_VISIBLE_DEVICES over CUDA_VISIBLE_DEVICES on
+    ROCm's torch, both indices into what ROCR_VISIBLE_DEVICES leaves; ROCm docs, "GPU isolation
+    techniques"), else that index itself. An inherited "4,5,6,7" puts ranks on 4-7, not on 0-3."""
+    for name in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        listed = [d.strip() for d in env.get(name, "").split(",") if d.strip()]
+        if listed:
+            return listed[rank % len(listed)]
+    return str(rank % gpus)
+
+
 def node_env(env: dict, rank: int, world: int, gpus: int, port: int) -> dict:
     """Rank `rank`'s environment as the only rank of a one-GPU node."""
+    device = device_for(env, rank, gpus)
     out = {**env, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
            "GROUP_RANK": str(rank), "NODE_RANK": str(rank), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "CUDA_VISIBLE_DEVICES": str(rank % gpus), "NCCL_HOSTID": f"primus-gpu-check-node{rank}",
+           "CUDA_VISIBLE_DEVICES": device, "NCCL_HOSTID": f"primus-gpu-check-node{rank}",
            **AGENT_STORE_ENV}  # every rank a client of the launcher's store (Launch)
-    # ROCm's torch takes HIP_VISIBLE_DEVICES over CUDA_VISIBLE_DEVICES (and ROCR_VISIBLE_DEVICES filters
-    # before both; ROCm docs, "GPU isolation techniques"): an inherited one would put every rank on the same
-    # device, so each is set to this rank's device too (on NVIDIA they are ignored)
-    for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
-        if name in env:
-            out[name] = str(rank % gpus) if name == "HIP_VISIBLE_DEVICES" else env[name]
+    # ROCm's torch takes HIP_VISIBLE_DEVICES over CUDA_VISIBLE_DEVICES: an inherited one is narrowed to this
+    # rank's device too, or every rank would see all of it and take its first (on NVIDIA it is ignored);
+    # ROCR_VISIBLE_DEVICES, which filters before both, stays as inherited
+    if "HIP_VISIBLE_DEVICES" in env:
+        out["HIP_VISIBLE_DEVICES"] = device
     out.setdefault("NCCL_SOCKET_IFNAME", "lo")
     out.setdefault("NCCL_IB_DISABLE", "1")
     return out

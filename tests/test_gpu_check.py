@@ -102,7 +102,7 @@ def test_fp8_rows_of_w_schedules_are_refused_by_design_not_failures():
             "megatron_lm": [{"schedule": "zbv", "precision": "fp8", "ok": True, "refused": "refused in one sentence",
                              "losses_equal_megatron_1f1b": None}]}
     text = gpu_check.report_markdown(data)
-    assert "| zbv | - | fp8 | refused by design |" in text and "refused in one sentence" in text
+    assert "| zbv | - | fp8 | unset | refused by design |" in text and "refused in one sentence" in text
 
 
 def test_no_gpu_on_a_rocm_node_names_the_torch_build():
@@ -118,3 +118,39 @@ def test_no_gpu_on_a_rocm_node_names_the_torch_build():
     assert "no GPU is visible" in gpu_check.no_gpu_sentence(cuda_build, rocm_node=False)
     rocm_build = SimpleNamespace(version=SimpleNamespace(hip="6.4.43482"), __version__="2.11.0+rocm6.4")
     assert "no GPU is visible" in gpu_check.no_gpu_sentence(rocm_build, rocm_node=True)
+
+
+def test_every_queue_variable_is_recorded_and_megatron_lm_runs_the_shipped_environment(monkeypatch):
+    """Issue 45 deliverable 2: each row records every queue/stream variable (set or unset), the report names
+    what the caller had and the check removed, and Megatron-LM's part runs with the sbatch's environment
+    (its ranks get os.environ), not whatever the caller had."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import gpu_check
+
+    shipped = gpu_check.shipped_env(True, "gfx950")
+    (row,) = gpu_check.configurations(["zbv"], [2], rocm=True, gpu=True, inits=("eager",), knobs=("shipped",),
+                                      arch="gfx950")
+    assert set(row["env_effective"]) == set(gpu_check.KNOB_VARIABLES)
+    assert row["env_effective"]["HSA_ENABLE_SDMA"] is None and row["env_effective"]["GPU_MAX_HW_QUEUES"] == "2"
+    monkeypatch.setenv("GPU_MAX_HW_QUEUES", "1")
+    monkeypatch.setenv("HSA_ENABLE_SDMA", "0")
+    assert gpu_check.inherited_knobs() == {"GPU_MAX_HW_QUEUES": "1", "HSA_ENABLE_SDMA": "0"}
+    seen = []
+
+    def fake_runs(schedules, **kw):
+        seen.append({k: os.environ.get(k) for k in gpu_check.KNOB_VARIABLES})
+        return [{"schedule": s, "precision": "bf16", "ok": True} for s in schedules]
+
+    monkeypatch.setattr(gpu_check, "_megatron_lm_runs", fake_runs)
+    rows = gpu_check.run_megatron_lm(["zbv"], gpu=True, fp8=False, nproc=2, iters=1, workdir="/nonexistent",
+                                     env=shipped)
+    assert seen == [gpu_check.effective_env(shipped)]  # exactly the shipped set; the caller's SDMA=0 removed
+    assert os.environ["GPU_MAX_HW_QUEUES"] == "1" and os.environ["HSA_ENABLE_SDMA"] == "0"  # restored after
+    assert rows[0]["env"] == shipped and rows[0]["env_effective"]["HSA_ENABLE_SDMA"] is None
+    data = {"when": "now", "dry_run": False, "command": "x", "matrix": [{**row, "ok": True}],
+            "inherited_knobs": gpu_check.inherited_knobs(), "megatron_lm": rows,
+            "environment": {"torch": "t", "cuda": None, "hip": "6.4", "megatron_core": "m", "transformer_engine": None,
+                            "apex": None, "gpus": []}}
+    text = gpu_check.report_markdown(data)
+    assert "The caller's environment had GPU_MAX_HW_QUEUES=1, HSA_ENABLE_SDMA=0: removed for every run." in text
+    assert "HSA_ENABLE_SDMA unset is 1" in text and "| zbv | - | bf16 | CUDA_DEVICE_MAX_CONNECTIONS=1," in text

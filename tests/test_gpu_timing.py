@@ -82,6 +82,13 @@ def test_a_rank_launched_as_a_one_gpu_node_gets_its_device_under_hip_too():
     assert [e["HIP_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "2", "3"]
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "2", "3"]
     assert "HIP_VISIBLE_DEVICES" not in rank_launch.node_env({}, 1, 4, 4, 29500)  # NVIDIA: left alone
+    # an inherited list: each rank on its entry of it (4-7), not on devices 0-3 outside it
+    envs = [rank_launch.node_env({"HIP_VISIBLE_DEVICES": "4,5,6,7", "ROCR_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"},
+                                 r, 8, 4, 29500) for r in range(8)]
+    assert [e["HIP_VISIBLE_DEVICES"] for e in envs] == ["4", "5", "6", "7"] * 2
+    assert {e["ROCR_VISIBLE_DEVICES"] for e in envs} == {"0,1,2,3,4,5,6,7"}
+    assert [rank_launch.node_env({"CUDA_VISIBLE_DEVICES": "2,3"}, r, 2, 2, 29500)["CUDA_VISIBLE_DEVICES"]
+            for r in range(2)] == ["2", "3"]
 
 
 def test_the_executed_timeline_keeps_events_until_read():
