@@ -93,8 +93,9 @@ def environment() -> dict:
 
 
 def _has_fp8(cap: tuple, arch: str) -> bool:
-    """FP8 GEMMs: NVIDIA compute capability 8.9 (Ada) and 9.0+ (Hopper, Blackwell); AMD MI300
-    (gfx942) and MI350 (gfx950)."""
+    """FP8 GEMMs: NVIDIA compute capability 8.9 (Ada) and 9.0+ (Hopper, Blackwell: TransformerEngine's
+    FP8 support check); AMD MI300 (gfx942, the FNUZ formats) and MI350 (gfx950, the OCP formats), the
+    targets with FP8 in the ROCm docs' "Precision support" table."""
     if arch:
         return arch.split(":")[0] in ("gfx942", "gfx950")
     return tuple(cap) >= (8, 9)

@@ -61,17 +61,26 @@ def _cuda_graphs(value: Any, s: Setting) -> bool:
 # resets is_first_microbatch every step, so each chunk's first W overwrites main_grad (safe only
 # in microbatch order, which validate() enforces), and TE computes the bias gradient in B. No
 # GPU run has verified it yet: add one when it does. Entries are (version, platform), platform "cuda" or
-# "rocm": ROCm's TransformerEngine reports the upstream version it tracks (its dev branch says 2.17.0
-# like upstream, ROCm/TransformerEngine#660) and gfx942 uses the FNUZ FP8 formats, so a version verified
-# on NVIDIA says nothing of ROCm's.
+# "rocm-<gfx target>": ROCm's TransformerEngine reports the upstream version it tracks (its dev branch says
+# 2.17.0 like upstream, ROCm/TransformerEngine#660), and its FP8 formats differ by target: gfx942
+# (MI300) has the FNUZ variants (e4m3fnuz/e5m2fnuz), gfx950 (MI350/MI355) the OCP ones NVIDIA uses
+# (AMD's "Precision support" page of the ROCm docs; ROCm TE's te_fp8 format selection). A version
+# verified on NVIDIA, or on one AMD target, says nothing of another.
 FP8_VERIFIED_TE_VERSIONS: frozenset[tuple[str, str]] = frozenset()
 
 
 def te_platform() -> str:
-    """"rocm" under a ROCm build of torch (ROCm's TransformerEngine), else "cuda"."""
+    """"cuda"; under a ROCm build of torch "rocm-" and the first GPU's target (e.g. "rocm-gfx942"), or
+    "rocm" where no GPU is visible."""
     import torch
 
-    return "rocm" if getattr(torch.version, "hip", None) else "cuda"
+    if not getattr(torch.version, "hip", None):
+        return "cuda"
+    try:
+        arch = torch.cuda.get_device_properties(0).gcnArchName.split(":")[0] if torch.cuda.is_available() else ""
+    except Exception:  # noqa: BLE001 - a runtime that cannot answer: no target, nothing verified for it
+        arch = ""
+    return f"rocm-{arch}" if arch else "rocm"
 
 
 def installed_te_version() -> Optional[str]:

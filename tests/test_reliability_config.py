@@ -536,8 +536,30 @@ def test_megatron_lm_fp8_with_w_is_accepted_for_a_verified_transformer_engine(mo
     assert check_schedule_args(args) is None
     assert unsupported.FP8_VERIFIED_TE_VERSIONS  # (the monkeypatch: today's set is empty, see below)
     # issue 45 item 10: ROCm's TransformerEngine reports upstream's version; verified on NVIDIA says nothing of it
-    monkeypatch.setattr(unsupported, "te_platform", lambda: "rocm")
+    monkeypatch.setattr(unsupported, "te_platform", lambda: "rocm-gfx942")
     assert "not yet verified" in check_schedule_args(args)
+    # and on ROCm by GPU target: MI300's FNUZ FP8 formats are not MI355's OCP ones
+    monkeypatch.setattr(unsupported, "FP8_VERIFIED_TE_VERSIONS", frozenset({("2.11.0", "rocm-gfx950")}))
+    assert "not yet verified" in check_schedule_args(args)
+    monkeypatch.setattr(unsupported, "te_platform", lambda: "rocm-gfx950")
+    assert check_schedule_args(args) is None
+
+
+def test_the_fp8_platform_names_the_rocm_gpu_target(monkeypatch):
+    from types import SimpleNamespace
+
+    import torch
+
+    from primus_megatron import unsupported
+
+    assert unsupported.te_platform() == "cuda"  # this machine's torch has no HIP
+    monkeypatch.setattr(torch.version, "hip", "6.4.43482", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: SimpleNamespace(gcnArchName="gfx942:sramecc+:xnack-"))
+    assert unsupported.te_platform() == "rocm-gfx942"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert unsupported.te_platform() == "rocm"
 
 
 def test_no_transformer_engine_version_is_verified_for_fp8_with_w_ops_yet():
