@@ -103,8 +103,14 @@ test-py312: $(STAMP312)
 # Megatron-LM's pretrain_gpt.py with TransformerEngine (bf16, FP8 where the GPU has it), parity and
 # speed against megatron's own 1F1B; report in out/gpu_check/report.{md,json}.
 # (GPU_CHECK_ARGS: e.g. --schedules zbv,zb-h1 --max-pp 4.)
-gpu-check: $(STAMP)
-	$(BIN)/python benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+# GPU_PYTHON: run the GPU targets with that interpreter instead of make setup's .venv, whose torch is
+# PyPI's (CUDA's): on an AMD node the ROCm image's python (ROCm torch, megatron-core), e.g.
+# `make gpu-check GPU_PYTHON=python3` (this checkout on its PYTHONPATH; no .venv built).
+GPU_PYTHON ?=
+GPU_DEPS = $(if $(GPU_PYTHON),,$(STAMP))
+GPU_RUN = $(if $(GPU_PYTHON),PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PYTHON),$(BIN)/python)
+gpu-check: $(GPU_DEPS)
+	$(GPU_RUN) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 # The same on CPU (gloo, 2 ranks, 1f1b and zbv), as the test suite runs it (tests/test_gpu_check.py).
 gpu-check-dry-run: $(STAMP)
@@ -114,8 +120,8 @@ gpu-check-dry-run: $(STAMP)
 # Qwen3-30B-A3B-like MoE block), our executor's host gap against megatron's 1F1B at pp=2, activation
 # offload's GPU path, Megatron-LM's pretrain_gpt.py and CUDA_DEVICE_MAX_CONNECTIONS unset; about
 # 8 minutes (--deadline-min); report and profiles in out/gpu_bench/. (GPU_BENCH_ARGS: e.g. --parts split.)
-gpu-bench: $(STAMP)
-	$(BIN)/python benchmarks/gpu_bench.py $(GPU_BENCH_ARGS)
+gpu-bench: $(GPU_DEPS)
+	$(GPU_RUN) benchmarks/gpu_bench.py $(GPU_BENCH_ARGS)
 
 # The same on CPU (gloo, toy shapes), as the test suite runs it (tests/test_gpu_bench.py).
 gpu-bench-dry-run: $(STAMP)

@@ -154,3 +154,18 @@ def test_every_queue_variable_is_recorded_and_megatron_lm_runs_the_shipped_envir
     text = gpu_check.report_markdown(data)
     assert "The caller's environment had GPU_MAX_HW_QUEUES=1, HSA_ENABLE_SDMA=0: removed for every run." in text
     assert "HSA_ENABLE_SDMA unset is 1" in text and "| zbv | - | bf16 | CUDA_DEVICE_MAX_CONNECTIONS=1," in text
+
+
+def test_make_gpu_check_runs_with_the_images_python_on_a_rocm_node():
+    """Issue 45 item 2: make setup's .venv holds PyPI's torch (CUDA's); `make gpu-check GPU_PYTHON=...` runs
+    the check (and gpu-bench) with the ROCm image's interpreter and builds no .venv (-B: as on a fresh clone)."""
+    import subprocess
+
+    for target, script in (("gpu-check", "benchmarks/gpu_check.py"), ("gpu-bench", "benchmarks/gpu_bench.py")):
+        out = subprocess.run(["make", "-n", "-B", target, "GPU_PYTHON=/opt/conda/bin/python"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60).stdout
+        assert [line.strip() for line in out.strip().splitlines()] == [
+            f"PYTHONPATH={ROOT}${{PYTHONPATH:+:$PYTHONPATH}} /opt/conda/bin/python {script}"], out
+        default = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True,
+                                 timeout=60).stdout
+        assert "venv" in default and f".venv/bin/python {script}" in default, default
