@@ -20,6 +20,7 @@ import torch
 
 from ..distributed import get_distributed_world_size, set_all_rng_states
 from ..module.base import TransformerEngineBaseModule
+from .context_parallel import attention_with_cp, cp_size_of
 
 AttnMaskTypes = ("no_mask", "padding", "causal", "padding_causal", "causal_bottom_right",
                  "padding_causal_bottom_right", "arbitrary")  # TE constants.py
@@ -57,8 +58,6 @@ class DotProductAttention(TransformerEngineBaseModule):
         self.get_rng_state_tracker = get_rng_state_tracker
         self.num_attention_heads = num_attention_heads
         self.layer_number = 1 if layer_number is None else layer_number
-        if cp_group is not None and get_distributed_world_size(cp_group) > 1:
-            raise _not_reproduced("context parallelism")
         self.cp_group, self.cp_global_ranks, self.cp_stream, self.cp_comm_type = (cp_group, cp_global_ranks,
                                                                                   cp_stream, cp_comm_type)
         self.hidden_size_per_attention_head_k = kv_channels if isinstance(kv_channels, int) else kv_channels[0]
@@ -89,8 +88,6 @@ class DotProductAttention(TransformerEngineBaseModule):
         self.return_max_logit = return_max_logit
 
     def set_context_parallel_group(self, cp_group, cp_global_ranks, cp_stream, cp_comm_type="p2p") -> None:
-        if cp_group is not None and get_distributed_world_size(cp_group) > 1:
-            raise _not_reproduced("context parallelism")
         self.cp_group, self.cp_global_ranks, self.cp_stream, self.cp_comm_type = (cp_group, cp_global_ranks,
                                                                                   cp_stream, cp_comm_type)
 
@@ -129,6 +126,10 @@ class DotProductAttention(TransformerEngineBaseModule):
             "DotProductAttention only supports qkv_format = {'sbhd', 'bshd', 'thd'}!"
         if qkv_format == "thd":
             raise _not_reproduced("qkv_format='thd'")
+        if cp_size_of(self.cp_group) > 1:
+            return self._forward_cp(query_layer, key_layer, value_layer, qkv_format, attn_mask_type, window_size,
+                                    checkpoint_core_attention, core_attention_bias_type, core_attention_bias,
+                                    inference_params, fp8_output)
         if "bottom_right" in attn_mask_type or (window_size is not None and tuple(window_size) != (-1, -1)):
             raise _not_reproduced(f"attn_mask_type={attn_mask_type!r} / sliding windows")
         if core_attention_bias_type not in ("no_bias", "post_scale_bias"):
@@ -168,6 +169,29 @@ class DotProductAttention(TransformerEngineBaseModule):
         if qkv_format == "sbhd":
             return context.permute(2, 0, 1, 3).contiguous().view(sq, b, -1)
         return context.permute(0, 2, 1, 3).contiguous().view(b, sq, -1)
+
+    def _forward_cp(self, q, k, v, qkv_format, attn_mask_type, window_size, checkpoint_core_attention,
+                    core_attention_bias_type, core_attention_bias, inference_params, fp8_output) -> torch.Tensor:
+        """Context parallelism: what get_attention_backend (utils.py 555-559, 756-827) and
+        FusedAttention.forward (backends.py 1796-1799, 1867-1874) refuse, then context_parallel.py."""
+        seq_dim = qkv_format.index("s")
+        if (inference_params is not None or "bottom_right" in attn_mask_type or attn_mask_type == "arbitrary"
+                or ("causal" in attn_mask_type and q.shape[seq_dim] != k.shape[seq_dim])
+                or core_attention_bias_type not in ("no_bias", "post_scale_bias")):
+            raise ValueError(  # dot_product_attention.py 1396-1401: CP leaves no backend for these
+                "No dot product attention backend is available for the provided inputs. Please"
+                " run with NVTE_DEBUG=1 NVTE_DEBUG_LEVEL=2 to find out the reasons for"
+                " disabling all backends.")
+        if "padding" in attn_mask_type:
+            raise AssertionError("Padding mask not supported with context parallelism!")
+        if checkpoint_core_attention or fp8_output or self.fp8 or self.fp8_calibration:
+            raise _not_reproduced("checkpointed core attention or FP8 attention")
+        out = attention_with_cp(
+            q, k, v, qkv_format=qkv_format, attn_mask_type=attn_mask_type, attn_bias_type=core_attention_bias_type,
+            attn_bias=core_attention_bias, window_size=window_size, cp_group=self.cp_group,
+            cp_global_ranks=self.cp_global_ranks, cp_stream=self.cp_stream, cp_comm_type=self.cp_comm_type,
+            softmax_scale=self.softmax_scale, dropout_p=self.attention_dropout if self.training else 0.0)
+        return out.reshape(*out.shape[:-2], -1)  # backends.py 1955
 
     def _full_mask(self, attention_mask, attn_mask_type: str, sq: int, sk: int, device) -> Optional[torch.Tensor]:
         """utils.get_full_mask for the supported types: padding OR'ed with the causal mask (j > i)."""
