@@ -159,4 +159,95 @@ def run_cases(rank: int, case: dict) -> dict:
         results[name] = _run(_attention(name, cp_group, ranks, comm), local, fmt, counts)
         if rank == 0:  # the stand-in's attention without context parallelism, whole sequence
             references[name] = _run(_attention(name, None, None, "p2p"), inputs, fmt, counts)
-    return {"results": results, "references": references, "refusals": refusals(group, ranks)}
+    return {"results": results, "references": references, "refusals": refusals(group, ranks),
+            "ring_of_four": ring_of_four() if rank == 0 else None}
+
+
+# --- a ring of four in one process: threads as ranks, messages through queues -------------------
+
+RING = 4
+RING_GLOBAL_RANKS = [10, 11, 12, 13]  # the group's ranks in the world: peers are named by these
+
+
+class _FakeGroup:
+    def __init__(self, rank: int):
+        self.rank, self.size = rank, RING
+
+
+class _Sent:
+    def wait(self) -> None:
+        pass
+
+
+class _Received:
+    def __init__(self, box, tensor):
+        self.box, self.tensor = box, tensor
+
+    def wait(self) -> None:
+        self.tensor.copy_(self.box.get(timeout=30))
+
+
+class _FakeDist:
+    """isend / irecv between the threads of `ring_of_four`, peers named by global rank."""
+
+    def __init__(self):
+        import queue
+
+        self.boxes = {(a, b): queue.Queue() for a in range(RING) for b in range(RING)}
+        self.sends = []  # (direction, from group rank, to global rank)
+        self.phase = {}
+
+    def isend(self, tensor, dst, group):
+        self.sends.append((self.phase.get(group.rank), group.rank, dst))
+        self.boxes[(group.rank, RING_GLOBAL_RANKS.index(dst))].put(tensor.clone())
+        return _Sent()
+
+    def irecv(self, tensor, src, group):
+        return _Received(self.boxes[(RING_GLOBAL_RANKS.index(src), group.rank)], tensor)
+
+
+def ring_of_four() -> dict:
+    """AttnFuncWithCPAndKVP2P on a simulated ring of RING ranks (threads; gloo ranks are two), so
+    that the middle steps (KV and dKV travelling together), the ring's direction and the use of
+    cp_global_ranks show; with the whole sequence of length 4*RING."""
+    import threading
+
+    from transformer_engine.pytorch.attention import context_parallel as cpm
+
+    gen = torch.Generator().manual_seed(7)
+    seq, heads, groups = 4 * RING, 4, 2
+    full = {"q": torch.randn(seq, B, heads, D, generator=gen), "k": torch.randn(seq, B, groups, D, generator=gen),
+            "v": torch.randn(seq, B, groups, D, generator=gen), "dout": torch.randn(seq, B, heads, D, generator=gen)}
+    fake, results, errors = _FakeDist(), [None] * RING, []
+    saved = cpm.dist, cpm.get_distributed_world_size, cpm.get_distributed_rank
+    cpm.dist, cpm.get_distributed_world_size, cpm.get_distributed_rank = (
+        fake, lambda group: group.size, lambda group: group.rank)
+
+    def one_rank(r: int) -> None:
+        try:
+            group = _FakeGroup(r)
+            q, k, v = (load_balanced(full[n], r, RING).requires_grad_() for n in "qkv")
+            fake.phase[r] = "forward"
+            out = cpm.AttnFuncWithCPAndKVP2P.apply(q, k, v, True, D ** -0.5, group, RING_GLOBAL_RANKS)
+            fake.phase[r] = "backward"
+            out.backward(load_balanced(full["dout"], r, RING))
+            results[r] = {"out": out.detach(), "dq": q.grad, "dk": k.grad, "dv": v.grad}
+        except Exception as exc:  # noqa: BLE001 - reported to the parent
+            errors.append(f"ring rank {r}: {type(exc).__name__}: {exc}")
+
+    try:
+        threads = [threading.Thread(target=one_rank, args=(r,)) for r in range(RING)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        cpm.dist, cpm.get_distributed_world_size, cpm.get_distributed_rank = saved
+    import transformer_engine.pytorch as te
+
+    attn = te.DotProductAttention(heads, D, num_gqa_groups=groups, attn_mask_type="causal", attention_dropout=0.0)
+    q, k, v = (full[n].clone().requires_grad_() for n in "qkv")
+    out = attn(q, k, v)
+    out.backward(full["dout"].reshape(seq, B, -1))
+    reference = {"out": out.detach().view(seq, B, heads, D), "dq": q.grad, "dk": k.grad, "dv": v.grad}
+    return {"results": results, "reference": reference, "sends": fake.sends, "errors": errors}

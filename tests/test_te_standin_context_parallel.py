@@ -115,3 +115,22 @@ REFUSALS = {  # TE v2.11's exception type and message (context_parallel.py, back
 def test_refusals_match_transformer_engine(launch, name):
     for rank in range(CP):
         assert launch[rank]["refusals"][name] == REFUSALS[name], (name, rank)
+
+
+def test_a_ring_of_four_equals_attention_on_the_whole_sequence_and_turns_as_te_does(launch):
+    """Four ranks simulated in one process (threads, messages through queues): the middle ring
+    steps, where KV and the dKV accumulated so far travel together, and the ring's direction, which
+    two ranks cannot show: F sends to cp_global_ranks[rank+1], B to cp_global_ranks[rank-1]."""
+    ring = launch[0]["ring_of_four"]
+    assert not ring["errors"], ring["errors"]
+    n = cases.RING
+    for rank in range(n):
+        for key in ("out", "dq", "dk", "dv"):
+            want = cases.load_balanced(ring["reference"][key], rank, n)
+            torch.testing.assert_close(ring["results"][rank][key], want, rtol=RTOL, atol=ATOL,
+                                       msg=f"ring rank {rank} {key}")
+    peers = cases.RING_GLOBAL_RANKS
+    for phase, step, count in (("forward", 1, n - 1), ("backward", -1, n)):
+        for rank in range(n):
+            sent = [dst for p, r, dst in ring["sends"] if p == phase and r == rank]
+            assert sent == [peers[(rank + step) % n]] * count, (phase, rank, sent)
