@@ -8,8 +8,28 @@ baddbmm (423), the full mask of ``dot_product_attention/utils.py`` ``get_full_ma
 = P V, returned as [s, b, h*d] for ``sbhd``). On a GPU TE would pick its flash or cuDNN backend
 (the same function up to rounding). Supported here: ``qkv_format`` sbhd/bshd, mask types
 ``no_mask``/``causal``/``padding``/``padding_causal`` (and ``arbitrary`` with a given mask), GQA,
-``no_bias``/``post_scale_bias``; anything else (thd, sliding windows, context parallelism,
-alibi, learnable softmax offsets, FP8 attention, KV caching) raises NotImplementedError."""
+``no_bias``/``post_scale_bias``; anything else (thd, sliding windows, alibi, learnable softmax
+offsets, FP8 attention, KV caching) raises NotImplementedError.
+
+Context parallelism (a ``cp_group`` of more than one rank, counted as TE counts it, lines
+1208-1214) runs TE's FusedAttention path (``backends.py`` 1867-1912) through
+``context_parallel.py`` beside this file, which reproduces ``attn_forward_func_with_cp``
+(``dot_product_attention/context_parallel.py`` 3890-4110) for ``cp_comm_type`` ``p2p`` (the KV
+ring of ``AttnFuncWithCPAndKVP2P`` 1232-2730, forward and backward, with the load-balanced causal
+sections), ``a2a`` (``AttnFuncWithCPAndQKVOA2A`` 3268-3888) and ``all_gather``
+(``AttnFuncWithCPAndKVAllGather`` 2759-3266), and ``a2a+p2p`` where one of its two groups has one
+rank (TE then runs ``p2p`` or ``a2a``, 3996-4001); see that module. Before it, what TE refuses
+under context parallelism is refused with TE's exception and message: ``get_attention_backend``
+leaves no backend (ValueError, lines 1396-1401) for KV caching, ``*_bottom_right`` and
+``arbitrary`` masks, causal cross-attention and bias types other than
+``no_bias``/``post_scale_bias`` (``utils.py`` 555-559, 756-827, 848-853); padding masks fail
+FusedAttention's assertion (``backends.py`` 1796-1799). Not reproduced under context parallelism
+(NotImplementedError): ``a2a+p2p`` with both groups larger than one rank, attention bias, dropout
+in training, sliding windows, FP8, checkpointed core attention, ``thd``. ``cp_stream`` is accepted
+and unused (TE overlaps two steps' attention on it; the values do not depend on it). Unlike TE,
+which has no context-parallel backend for fp32 inputs (flash and fused attention take fp16/bf16
+only, ``utils.py`` 435-465; unfused has no context parallelism), fp32 is accepted: the
+stand-in computes in fp32 whatever the dtype."""
 from __future__ import annotations
 
 import math
