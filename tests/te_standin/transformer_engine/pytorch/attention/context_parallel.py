@@ -5,7 +5,7 @@ FusedAttention backend's entry, ``backends.py`` 1762-1912, is the path reproduce
 TE's ``attn_forward_func_with_cp`` (cp.py 3890-4110) is ``attention_with_cp`` here, with its
 assertions in its order and with its messages (3986-4050, 4108). Its three communication types:
 
-* ``p2p``, ``AttnFuncWithCPAndKVP2P`` (1232-2730): K and V, packed in one buffer (1533), go round
+* ``p2p``, ``AttnFuncWithCPAndKVP2P`` (1232-2730): K and V, packed in one buffer (1532), go round
   the ring for cp_size steps, sent to ``cp_global_ranks[rank+1]`` and received from
   ``cp_global_ranks[rank-1]`` (1294-1295) with ``isend``/``irecv`` in TE's even/odd order
   (``flash_attn_p2p_communicate`` 62-102, the unbatched branch; NVTE_BATCH_MHA_P2P_COMM is not
@@ -20,7 +20,7 @@ assertions in its order and with its messages (3986-4050, 4108). Its three commu
   and summed in fp32 (105-148, 1809-1858), then cast to the input dtype. The backward (2020-2730)
   is a second ring in the other direction (send to rank-1, receive from rank+1, 2041-2042) starting
   from the last KV the forward received (1923): the KV travels with the dKV accumulated so far
-  (only KV at step 0, only dKV at the last step, 2290-2320), step i works on the KV of rank
+  (only KV at step 0, only dKV at the last step, 2300-2310), step i works on the KV of rank
   (rank+i+1) % cp in the mirrored sections (2384-2440: the diagonal last), and gradients come from
   the saved output and LSE (flash-attention backward: P = exp(S - lse), dS = P * (dP - rowsum(dO*O)))
   rather than from autograd through the forward.
