@@ -12,7 +12,8 @@ time), each module citing the TE file and lines it follows:
 * ``Linear`` / ``LayerNormLinear`` with TE's constructor signatures (forward, backward, the wgrad
   GEMM closure and what it hands ``put``; column / row tensor parallelism with and without
   sequence parallelism), ``LayerNorm`` / ``RMSNorm``, ``DotProductAttention`` (the math of TE's
-  unfused backend), ``GroupedLinear`` (constructor and weight-gradient API only);
+  unfused backend; with context parallelism TE's p2p, a2a and all_gather implementations,
+  ``pytorch/attention/context_parallel.py``), ``GroupedLinear`` (constructor and weight-gradient API only);
 * ``pytorch/quantization.py`` (``FP8GlobalStateManager``, ``autocast``, ``fp8_autocast``, the
   support checks), ``common/recipe``, ``pytorch/distributed.py`` (``CudaRNGStatesTracker``,
   ``activation_recompute_forward``, the tensor-parallel collectives), ``cpp_extensions``
@@ -37,8 +38,8 @@ None with it as with this.
 
 Never importable by the test session itself: tests put ``tests/te_standin`` on the path of the
 processes they start only (megatron-core decides at import whether TransformerEngine is
-installed): megatron_lm_harness.run(te=True), test_te_wgrad.py's spawned ranks,
-test_te_standin_conformance.py's subprocess.
+installed): megatron_lm_harness.run(te=True), test_te_wgrad.py's and
+test_te_standin_context_parallel.py's spawned ranks, test_te_standin_conformance.py's subprocess.
 """
 from importlib import metadata
 

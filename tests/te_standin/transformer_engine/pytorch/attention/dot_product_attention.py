@@ -8,8 +8,28 @@ baddbmm (423), the full mask of ``dot_product_attention/utils.py`` ``get_full_ma
 = P V, returned as [s, b, h*d] for ``sbhd``). On a GPU TE would pick its flash or cuDNN backend
 (the same function up to rounding). Supported here: ``qkv_format`` sbhd/bshd, mask types
 ``no_mask``/``causal``/``padding``/``padding_causal`` (and ``arbitrary`` with a given mask), GQA,
-``no_bias``/``post_scale_bias``; anything else (thd, sliding windows, context parallelism,
-alibi, learnable softmax offsets, FP8 attention, KV caching) raises NotImplementedError."""
+``no_bias``/``post_scale_bias``; anything else (thd, sliding windows, alibi, learnable softmax
+offsets, FP8 attention, KV caching) raises NotImplementedError.
+
+Context parallelism (a ``cp_group`` of more than one rank, counted as TE counts it, lines
+1208-1214) runs TE's FusedAttention path (``backends.py`` 1867-1912) through
+``context_parallel.py`` beside this file, which reproduces ``attn_forward_func_with_cp``
+(``dot_product_attention/context_parallel.py`` 3890-4110) for ``cp_comm_type`` ``p2p`` (the KV
+ring of ``AttnFuncWithCPAndKVP2P`` 1232-2730, forward and backward, with the load-balanced causal
+sections), ``a2a`` (``AttnFuncWithCPAndQKVOA2A`` 3268-3888) and ``all_gather``
+(``AttnFuncWithCPAndKVAllGather`` 2759-3266), and ``a2a+p2p`` where one of its two groups has one
+rank (TE then runs ``p2p`` or ``a2a``, 3996-4001); see that module. Before it, what TE refuses
+under context parallelism is refused with TE's exception and message: ``get_attention_backend``
+leaves no backend (ValueError, lines 1396-1401) for KV caching, ``*_bottom_right`` and
+``arbitrary`` masks, causal cross-attention and bias types other than
+``no_bias``/``post_scale_bias`` (``utils.py`` 555-559, 756-827, 848-853); padding masks fail
+FusedAttention's assertion (``backends.py`` 1796-1799). Not reproduced under context parallelism
+(NotImplementedError): ``a2a+p2p`` with both groups larger than one rank, attention bias, dropout
+in training, sliding windows, FP8, checkpointed core attention, ``thd``. ``cp_stream`` is accepted
+and unused (TE overlaps two steps' attention on it; the values do not depend on it). Unlike TE,
+which has no context-parallel backend for fp32 inputs (flash and fused attention take fp16/bf16
+only, ``utils.py`` 435-465; unfused has no context parallelism), fp32 is accepted: the
+stand-in computes in fp32 whatever the dtype."""
 from __future__ import annotations
 
 import math
@@ -20,6 +40,7 @@ import torch
 
 from ..distributed import get_distributed_world_size, set_all_rng_states
 from ..module.base import TransformerEngineBaseModule
+from .context_parallel import attention_with_cp, cp_size_of
 
 AttnMaskTypes = ("no_mask", "padding", "causal", "padding_causal", "causal_bottom_right",
                  "padding_causal_bottom_right", "arbitrary")  # TE constants.py
@@ -57,8 +78,6 @@ class DotProductAttention(TransformerEngineBaseModule):
         self.get_rng_state_tracker = get_rng_state_tracker
         self.num_attention_heads = num_attention_heads
         self.layer_number = 1 if layer_number is None else layer_number
-        if cp_group is not None and get_distributed_world_size(cp_group) > 1:
-            raise _not_reproduced("context parallelism")
         self.cp_group, self.cp_global_ranks, self.cp_stream, self.cp_comm_type = (cp_group, cp_global_ranks,
                                                                                   cp_stream, cp_comm_type)
         self.hidden_size_per_attention_head_k = kv_channels if isinstance(kv_channels, int) else kv_channels[0]
@@ -89,8 +108,6 @@ class DotProductAttention(TransformerEngineBaseModule):
         self.return_max_logit = return_max_logit
 
     def set_context_parallel_group(self, cp_group, cp_global_ranks, cp_stream, cp_comm_type="p2p") -> None:
-        if cp_group is not None and get_distributed_world_size(cp_group) > 1:
-            raise _not_reproduced("context parallelism")
         self.cp_group, self.cp_global_ranks, self.cp_stream, self.cp_comm_type = (cp_group, cp_global_ranks,
                                                                                   cp_stream, cp_comm_type)
 
@@ -129,6 +146,10 @@ class DotProductAttention(TransformerEngineBaseModule):
             "DotProductAttention only supports qkv_format = {'sbhd', 'bshd', 'thd'}!"
         if qkv_format == "thd":
             raise _not_reproduced("qkv_format='thd'")
+        if cp_size_of(self.cp_group) > 1:
+            return self._forward_cp(query_layer, key_layer, value_layer, qkv_format, attn_mask_type, window_size,
+                                    checkpoint_core_attention, core_attention_bias_type, core_attention_bias,
+                                    inference_params, fp8_output)
         if "bottom_right" in attn_mask_type or (window_size is not None and tuple(window_size) != (-1, -1)):
             raise _not_reproduced(f"attn_mask_type={attn_mask_type!r} / sliding windows")
         if core_attention_bias_type not in ("no_bias", "post_scale_bias"):
@@ -168,6 +189,29 @@ class DotProductAttention(TransformerEngineBaseModule):
         if qkv_format == "sbhd":
             return context.permute(2, 0, 1, 3).contiguous().view(sq, b, -1)
         return context.permute(0, 2, 1, 3).contiguous().view(b, sq, -1)
+
+    def _forward_cp(self, q, k, v, qkv_format, attn_mask_type, window_size, checkpoint_core_attention,
+                    core_attention_bias_type, core_attention_bias, inference_params, fp8_output) -> torch.Tensor:
+        """Context parallelism: what get_attention_backend (utils.py 555-559, 756-827) and
+        FusedAttention.forward (backends.py 1796-1799, 1867-1874) refuse, then context_parallel.py."""
+        seq_dim = qkv_format.index("s")
+        if (inference_params is not None or "bottom_right" in attn_mask_type or attn_mask_type == "arbitrary"
+                or ("causal" in attn_mask_type and q.shape[seq_dim] != k.shape[seq_dim])
+                or core_attention_bias_type not in ("no_bias", "post_scale_bias")):
+            raise ValueError(  # dot_product_attention.py 1396-1401: CP leaves no backend for these
+                "No dot product attention backend is available for the provided inputs. Please"
+                " run with NVTE_DEBUG=1 NVTE_DEBUG_LEVEL=2 to find out the reasons for"
+                " disabling all backends.")
+        if "padding" in attn_mask_type:
+            raise AssertionError("Padding mask not supported with context parallelism!")
+        if checkpoint_core_attention or fp8_output or self.fp8 or self.fp8_calibration:
+            raise _not_reproduced("checkpointed core attention or FP8 attention")
+        out = attention_with_cp(
+            q, k, v, qkv_format=qkv_format, attn_mask_type=attn_mask_type, attn_bias_type=core_attention_bias_type,
+            attn_bias=core_attention_bias, window_size=window_size, cp_group=self.cp_group,
+            cp_global_ranks=self.cp_global_ranks, cp_stream=self.cp_stream, cp_comm_type=self.cp_comm_type,
+            softmax_scale=self.softmax_scale, dropout_p=self.attention_dropout if self.training else 0.0)
+        return out.reshape(*out.shape[:-2], -1)  # backends.py 1955
 
     def _full_mask(self, attention_mask, attn_mask_type: str, sq: int, sk: int, device) -> Optional[torch.Tensor]:
         """utils.get_full_mask for the supported types: padding OR'ed with the causal mask (j > i)."""
