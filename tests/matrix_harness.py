@@ -101,6 +101,8 @@ def transformer_config(spec: dict, *, tp: int, pp: int, vp, reference: bool = Fa
                          moe_router_load_balancing_type="aux_loss", moe_grouped_gemm=bool(moe.get("grouped")),
                          moe_shared_expert_intermediate_size=moe.get("shared"),
                          expert_model_parallel_size=1 if reference else moe["ep"])
+    if spec.get("cp", 1) > 1 and not reference:
+        overrides["context_parallel_size"] = spec["cp"]
     return ref.tiny_gpt_config(spec["num_layers"], tensor_model_parallel_size=1 if reference else tp,
                                pipeline_model_parallel_size=1 if reference else pp,
                                virtual_pipeline_model_parallel_size=vp,
@@ -132,6 +134,22 @@ def provider(config, spec, pre_process=True, post_process=True, vp_stage=None):
 def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:
     """This data-parallel rank's microbatches of `iteration` (different per dp rank and iteration)."""
     return ref.make_microbatches(spec["microbatches"], seed=1000 * (iteration + 1) + 17 * dp_rank + spec.get("seed", 0))
+
+
+def cp_positions(seq: int, cp: int, cp_rank: int) -> torch.Tensor:
+    """The sequence positions context-parallel rank `cp_rank` holds: chunks cp_rank and 2 cp - 1 - cp_rank
+    of 2 cp (megatron-core's get_batch_on_this_cp_rank, utils.py:1994-2038 at core_v0.16.1)."""
+    chunk = seq // (2 * cp)
+    return torch.cat([torch.arange(c * chunk, (c + 1) * chunk) for c in (cp_rank, 2 * cp - 1 - cp_rank)])
+
+
+def on_this_cp_rank(batches: list) -> list:
+    """Each microbatch sliced as pretrain_gpt slices it under context parallelism (megatron's own
+    get_batch_on_this_cp_rank); no attention mask (TransformerEngine's causal attention builds its own,
+    as pretrain_gpt's batches have none unless --create-attention-mask-in-dataloader)."""
+    from megatron.core.utils import get_batch_on_this_cp_rank
+
+    return [get_batch_on_this_cp_rank({**b, "attention_mask": None}) for b in batches]
 
 
 # -- names -----------------------------------------------------------------------------------------
@@ -398,6 +416,7 @@ def run_case(spec: dict, schedule: str) -> dict:
     param_gather_hooks = distributed and ddp_spec.get("overlap_param_gather", False)
     post_validation = spec.get("post_validation") and schedule != MEGATRON
     tp_rank, dp_rank = ps.get_tensor_model_parallel_rank(), ps.get_data_parallel_rank()
+    cp_size, cp_rank = ps.get_context_parallel_world_size(), ps.get_context_parallel_rank()
     pp_rank = ps.get_pipeline_model_parallel_rank()
     if fbf is None:
         from megatron.core.pipeline_parallel import get_forward_backward_func
@@ -415,12 +434,15 @@ def run_case(spec: dict, schedule: str) -> dict:
             c.disable_forward_pre_hook(param_sync=False)
         saved_param_sync, config.param_sync_func = config.param_sync_func, None
     out = {"rank": torch.distributed.get_rank(), "pp_rank": pp_rank, "dp_rank": dp_rank, "tp_rank": tp_rank,
+           "cp_rank": cp_rank,
            "iterations": [], "linear_layers": _linear_counts(model)}
     attention_calls = _count_core_attention_calls(model, out)
     reduces = count_grad_reduces(model)
     m = spec["microbatches"]
     for it in range(spec["iterations"]):
         batches = microbatches(spec, it, dp_rank)
+        if cp_size > 1:
+            batches = on_this_cp_rank(batches)
         data = [iter(batches) for _ in model] if len(model) > 1 else iter(batches)
         if not post_validation:
             for c in model:
@@ -519,6 +541,7 @@ def _init_parallel_state(world_case: dict) -> None:
 
     ps.destroy_model_parallel()
     ps.initialize_model_parallel(world_case.get("tp", 1), world_case["pp"],
+                                 context_parallel_size=world_case.get("cp", 1),
                                  expert_model_parallel_size=world_case.get("ep", 1),
                                  distributed_timeout_minutes=max(1, math.ceil(world_case.get("gloo_timeout", 60) / 60)))
 
@@ -565,7 +588,7 @@ def world_body(rank: int, world_case: dict) -> int:
     or end the launch (the parent relaunches the world after the case)."""
     import torch.distributed as dist
 
-    if world_case.get("ep", 1) > 1:
+    if world_case.get("ep", 1) > 1 or world_case.get("cp", 1) > 1:
         _init_parallel_state(world_case)
     directory, world = world_case["dir"], dist.get_world_size()
     store = dist.distributed_c10d._get_default_store()
@@ -628,17 +651,17 @@ def _reference_run(spec: dict) -> dict:
         optimizer.zero_grad()
         losses = []
         n = len(batches)
+        by_cp = [[] for _ in range(spec.get("cp", 1))]
         for batch in batches:
             per_token = model(batch["tokens"], batch["position_ids"], batch["attention_mask"],
                               labels=batch["labels"])
-            mask = batch["loss_mask"].view(-1).float()
-            loss = torch.sum(per_token.float().view(-1) * mask) / mask.sum()
+            loss = _reference_loss(per_token.float(), batch["loss_mask"].float(), by_cp)
             if spec.get("moe"):  # what megatron's forward_step sets: the aux loss's share of the batch
                 MoEAuxLossAutoScaler.set_loss_scale(config.grad_scale_func(torch.ones(1)) / n)
             config.grad_scale_func(loss / n).backward()
             losses.append(float(loss.detach()))
         config.finalize_model_grads_func([model])
-        record = {"losses": losses, "grads": record_grads([model], {}, False, 0, 0)}
+        record = {"losses": losses, "losses_by_cp": by_cp, "grads": record_grads([model], {}, False, 0, 0)}
         if spec.get("inject_nonfinite_at") == it:
             record["step"] = (False, None)  # the synchronous path skips a step with a non-finite grad
         else:
@@ -647,6 +670,24 @@ def _reference_run(spec: dict) -> dict:
         record["params"] = record_params([model], {}, False, 0, 0)
         records.append(record)
     return {"iterations": records, "final_params": record_model_params([model], 0, 0)}
+
+
+def _reference_loss(per_token: torch.Tensor, mask: torch.Tensor, by_cp: list) -> torch.Tensor:
+    """A microbatch's loss as the pipelined runs train it. Without context parallelism the masked mean.
+    With it (len(by_cp) = CP ranks) each CP rank's forward_step divides its own masked sum by its own
+    token count (megatron's 3-tuple loss, schedules.py forward_step_calc_loss) and DDP averages the
+    gradients over data x context parallel ranks: the mean over CP ranks of their local means, each
+    appended to its rank's reported losses."""
+    if len(by_cp) == 1:
+        loss = torch.sum(per_token.view(-1) * mask.view(-1)) / mask.sum()
+        by_cp[0].append(float(loss.detach()))
+        return loss
+    local = []
+    for r in range(len(by_cp)):
+        at = cp_positions(per_token.shape[1], len(by_cp), r)
+        local.append(torch.sum(per_token[:, at] * mask[:, at]) / mask[:, at].sum())
+        by_cp[r].append(float(local[-1].detach()))
+    return torch.stack(local).mean()
 
 
 # -- the parent side -------------------------------------------------------------------------------
