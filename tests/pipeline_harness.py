@@ -572,3 +572,43 @@ def communicator_body(rank, world_case):
         out["with" if with_communicator else "without"] = ref.losses_from_store(store)
         out["deferred"] = fbf.last_step.wgrads_deferred
     return out
+
+
+def replica_plans_body(rank, world_case):
+    """DP=2 x PP=2: (1) zb-auto profiled while data-parallel replica 1 measures forward ops 4x slower
+    than replica 0 (each pipeline gathers its own measurements): the plan each rank re-planned and the
+    costs it planned from; (2) replica 1 given another schedule than replica 0: what the first step says."""
+    import primus_megatron as pm
+    import primus_megatron.schedules as S
+    from megatron.core import parallel_state
+    from primus_megatron.runtime import profiler
+    from primus_megatron.runtime.planner import ScheduleMismatch, schedule_fingerprint
+
+    pp, m = world_case["pp"], world_case["microbatches"]
+    dp_rank = parallel_state.get_data_parallel_rank()
+    if dp_rank == 1:
+        summary = profiler.Profile.summary
+
+        def slower_forward(self):
+            out = summary(self)
+            out["durations"] = {k: v * (4.0 if k[0] == S.F else 1.0) for k, v in out["durations"].items()}
+            return out
+
+        profiler.Profile.summary = slower_forward
+    config = ref.tiny_gpt_config(world_case["num_layers"], pipeline_model_parallel_size=pp)
+    model = pm.build_model(partial(_provider, config, False), schedule="zb-auto")
+    runner = pm.get_forward_backward_func("zb-auto", profile_steps=(1, 2), p2p_timeout_s=60)
+    batches = iter(ref.make_microbatches(3 * m, seed=5))
+    for _ in range(3):
+        runner(forward_step_func=ref.make_forward_step_func(), data_iterator=batches, model=model[0],
+               num_microbatches=m, seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE)
+    out = {"dp_rank": dp_rank, "fingerprint": schedule_fingerprint(runner.plan(pp, m)[0]),
+           "costs": runner.measured[0]}
+    other = pm.get_forward_backward_func("zb-h1" if dp_rank == 0 else "zb-h2", p2p_timeout_s=60)
+    try:
+        other(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(ref.make_microbatches(m, seed=6)),
+              model=model[0], num_microbatches=m, seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE)
+        out["mismatch"] = None
+    except ScheduleMismatch as exc:
+        out["mismatch"] = str(exc)
+    return out

@@ -219,3 +219,23 @@ def test_both_training_entry_points_plan_for_the_runs_objective(post):
                    plugin.forward_backward_func_for(mlm_args.spec_of(args))):
         assert runner.post_validation is post
         assert runner.costs.mem_w == -0.4 and runner.plan(4, 6)[0].ranks == expected.ranks
+
+
+def test_every_replica_of_the_pipeline_plans_the_same_order():
+    """Data-parallel replicas each gather their own pipeline's measurements; planned apart, zb-auto gave
+    them different orders, while their ranks meet in DDP's bucket reduces (issued in W's order) and, with
+    tensor or context parallelism, inside F and B. Every rank plans from the largest cost any replica
+    measured, and compares schedule fingerprints job-wide: ranks given different schedules are told so,
+    with every rank's, before the first op."""
+    import pipeline_harness as H
+
+    results = H.run_ranks({"body": H.replica_plans_body, "pp": 2, "microbatches": 6, "num_layers": 4}, 4,
+                          timeout_s=300)
+    assert sorted(r["dp_rank"] for r in results) == [0, 0, 1, 1]
+    assert len({r["fingerprint"] for r in results}) == 1, [(r["dp_rank"], r["fingerprint"]) for r in results]
+    assert len({repr(r["costs"]) for r in results}) == 1
+    slow = results[[r["dp_rank"] for r in results].index(1)]["costs"]
+    assert min(slow.f) > 2 * max(slow.b)  # replica 1's 4x slower F is what every rank planned with
+    for r in results:
+        assert r["mismatch"] is not None and "ranks would run schedules that differ" in r["mismatch"]
+        assert "zb-h1" in r["mismatch"] and "zb-h2" in r["mismatch"] and "global rank 3" in r["mismatch"]

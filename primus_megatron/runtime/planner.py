@@ -158,26 +158,28 @@ class ScheduleMismatch(RuntimeError):
 
 
 def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
-    """All ranks of the pipeline compare a fingerprint of the schedule before any
-    p2p: ranks that disagree would otherwise hang (or silently mix tensors)."""
+    """Every rank of the job compares a fingerprint of the schedule before any p2p: pipeline ranks
+    that disagree would hang (or silently mix tensors), and so would replicas of the pipeline (data,
+    tensor, context, expert parallel), whose ranks meet inside ops and in DDP's reduces in op order.
+    `group` (the pipeline's) names the rank in a timeout."""
     mine = schedule_fingerprint(sched)
     value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long, device=collective_device(group))
-    values = [torch.zeros_like(value) for _ in range(dist.get_world_size(group))]
-    work = dist.all_gather(values, value, group=group, async_op=True)
+    values = [torch.zeros_like(value) for _ in range(dist.get_world_size())]
+    work = dist.all_gather(values, value, async_op=True)
     try:
         work.wait(timeout=datetime.timedelta(seconds=timeout_s))
     except Exception as exc:
         raise PipelineTimeout(
             f"pipeline rank {rank} (global {dist.get_rank()}) waited {timeout_s:g} s before its first pipeline op for "
-            f"every pipeline rank to compare schedule fingerprints; at least one rank never started the step (it "
+            f"every rank to compare schedule fingerprints; at least one rank never started the step (it "
             f"died, hangs or is elsewhere in its program) [{type(exc).__name__}]") from exc
     if len({int(v) for v in values}) == 1:
         return
     described: list = [None] * len(values)
-    dist.all_gather_object(described, f"{sched.name} (pp={sched.pp}, {sched.microbatches} microbatches, "
-                                      f"fingerprint {mine})", group=group)
-    listing = "; ".join(f"pipeline rank {r}: {d}" for r, d in enumerate(described))
-    raise ScheduleMismatch(f"pipeline ranks would run schedules that differ ({listing}); every rank must be given the "
+    dist.all_gather_object(described, f"pipeline rank {rank}: {sched.name} (pp={sched.pp}, {sched.microbatches} "
+                                      f"microbatches, fingerprint {mine})")
+    listing = "; ".join(f"global rank {g}, {d}" for g, d in enumerate(described))
+    raise ScheduleMismatch(f"ranks would run schedules that differ ({listing}); every rank must be given the "
                            f"same --pipeline-schedule, microbatch count, memory limit and costs")
 
 

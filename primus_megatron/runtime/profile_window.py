@@ -41,10 +41,11 @@ class ProfilingWindow:
 
     def finish(self, sched: S.Schedule, group, rank: int, shape, dtype, device, config=None) -> S.Costs:
         """Gather the measured costs (every rank gets the same), log them, write the profile file."""
-        from .profiler import measure_p2p, measured_costs
+        from .profiler import agree_across_replicas, measure_p2p, measured_costs
 
         self.profile.comm.append(measure_p2p(group, rank, shape, dtype, device))
         costs, summary = measured_costs(self.profile, sched, group, rank)
+        costs = agree_across_replicas(costs)  # one plan for every replica of the pipeline
         self.measured = (costs, summary)
         if self.profile_out and dist.get_rank() == 0 and config is not None:
             write_profile(self.profile_out, costs, sched, config, self.log)

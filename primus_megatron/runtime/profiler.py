@@ -275,6 +275,39 @@ def measured_costs(profile: Profile, schedule: S.Schedule, group, rank: int) -> 
     return combined_costs([summary for _, summary in gathered], schedule)
 
 
+def agree_across_replicas(costs: S.Costs) -> S.Costs:
+    """The costs every rank of the job plans with: each value the largest any pipeline replica measured.
+    Data, tensor, context and expert parallel replicas of a pipeline each gather their own pipeline's
+    measurements, which differ a little; planned apart, `zb-auto` or a V re-plan could give them
+    different op orders, and their ranks meet inside ops (tensor and context parallel exchanges in F and
+    B, expert all-to-alls) and in DDP's bucket reduces, issued in W's order: a mismatched order hangs
+    NCCL or pairs the wrong tensors. The slowest replica sets the pace of a synchronous step, so its
+    costs are the ones to plan for."""
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return costs
+    mine = tuple(None if v is None else (v,) if isinstance(v, (int, float)) else tuple(v)
+                 for v in (costs.f, costs.b, costs.w, costs.comm, costs.mem_f, costs.mem_b, costs.bw))
+    every: list = [None] * dist.get_world_size()
+    dist.all_gather_object(every, mine)
+
+    def largest(i: int):
+        values = [m[i] for m in every if m[i] is not None]
+        if not values:
+            return None
+        if len({len(v) for v in values}) != 1:
+            raise ValueError(f"ranks measured costs for different numbers of stages ({sorted({len(v) for v in values})}): "
+                             f"every rank must run the same schedule and pipeline size")
+        merged = tuple(max(column) for column in zip(*values))
+        return merged[0] if len(merged) == 1 and isinstance(getattr(costs, _FIELDS[i]), (int, float)) else merged
+
+    f, b, w, comm, mf, mb, bw = (largest(i) for i in range(len(_FIELDS)))
+    mw = tuple(-(x + y) for x, y in zip(mf, mb)) if not isinstance(mf, float) else -(mf + mb)
+    return S.Costs(f=f, b=b, w=w, comm=comm, mem_f=mf, mem_b=mb, mem_w=mw, bw=bw)
+
+
+_FIELDS = ("f", "b", "w", "comm", "mem_f", "mem_b", "bw")
+
+
 def combined_costs(summaries: list, schedule: S.Schedule) -> tuple[S.Costs, dict]:
     """Per-stage Costs and a summary from every rank's `Profile.summary()`. A backward that
     ran as one op (BW) is `bw` (B + W on stages that ran none), and half B, half W on a stage
