@@ -370,8 +370,12 @@ BUSY_SECONDS = 0.05  # offload check: the device's head start on every step (the
 
 def _scribbling(device):
     """Patch the offloader so that, as each F's (B's) storages go back to the allocator, the compute
-    stream allocates as much and fills it with 0xFF: a block reused before its copy out has run (a
-    missing record_stream) would hand the copy garbage, and the gradients would differ."""
+    stream allocates a block of each one's size and fills it with 0xFF: a block reused before its copy
+    out has run (a missing record_stream) would hand the copy garbage, and the gradients would differ.
+    One piece per freed storage, all held at once: the caching allocator gives a request the smallest
+    free block that fits in its pool (blocks up to 1 MB and larger ones are pools apart, and a block is
+    split, never merged with another segment's), so a piece of a storage's size lands on that storage's
+    block, where one request of the whole entry's size could land on none of them."""
     import torch
 
     from primus_megatron.runtime import offload as rt
@@ -380,9 +384,8 @@ def _scribbling(device):
 
     def copy_out(self, key, entry, *rest):
         original(self, key, entry, *rest)
-        if entry.nbytes:
-            junk = torch.full((entry.nbytes,), 255, dtype=torch.uint8, device=device)
-            del junk
+        junk = [torch.full((n,), 255, dtype=torch.uint8, device=device) for n in entry.freed_sizes]
+        del junk
 
     rt.ActivationOffload._copy_out = copy_out
     return lambda: setattr(rt.ActivationOffload, "_copy_out", original)
@@ -470,7 +473,7 @@ def offload_check_part(rank: int, case: dict, device, emit) -> None:
                         "pinned_held_mib": (max(pinned) / 2**20) if pinned else None,
                         "copy_gbps_in_run": None if copy_rate in (None, float("inf")) else copy_rate / 1e9,
                         "copy_gbps_alone": None if alone is None else alone / 1e9,
-                        "kept_mib": 0.0})
+                        "kept_mib": getattr(step, "offload_kept_bytes", 0) / 2**20})
                     row = {"part": "offload-check", "schedule": name, "mode": mode, "steps": steps,
                            "busy_s": BUSY_SECONDS if gpu else 0.0, "planned_peak": planned,
                            "planned_peak_off": planned_off, "ranks": per_rank,

@@ -211,3 +211,24 @@ def test_reload_buffers_count_from_the_op_that_issues_them():
     assert result.peak_memory[0] == 3.0 and result.peak_at[0] == 2.0
     plain = O.simulate_offload(schedule, None)
     assert plain.peak_memory[0] == 2.0  # without offload: F0, F1 before the first backward
+
+
+def test_the_freed_block_sizes_are_those_of_the_storages_handed_back():
+    """What the GPU check overwrites (benchmarks/gpu_pipeline.py _scribbling, and the CUDA unit tests): one
+    piece per storage handed back, each that storage's size (the allocator's best fit lands it on that
+    block), not the entry's moved bytes in one piece; a storage kept on the device is not among them."""
+    offload = ActivationOffload({(0, 0)}, {}, CPU, copies=Lagging())
+    x = torch.randn(100, requires_grad=True)
+    cache = torch.randn(100)  # a module's cache: alive elsewhere, kept on the device
+    with offload.forward((0, 0)):
+        h = x.exp()  # exp saves its result; sin saves its input: one storage
+        k = x[:25].add(1.0).exp()  # another, of its own size
+        loss = ((h.sin()[:25] + k.cos()) * cache[:25]).sum()  # the product saves the cache's slice
+    del h, k  # only the saved tensors hold them now
+    offload.offloaded((0, 0))
+    entry = offload.entries[(0, 0)]
+    assert sorted(entry.freed_sizes) == [100, 400]
+    assert offload.kept_bytes == cache.untyped_storage().nbytes()
+    offload.ready((0, 0))
+    loss.backward()
+    assert x.grad is not None

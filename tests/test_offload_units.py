@@ -128,7 +128,8 @@ def test_cuda_offload_is_bitwise_and_frees_the_device_copy():
     before = torch.cuda.memory_allocated()
     offload.offloaded((0, 0))
     assert torch.cuda.memory_allocated() < before  # handed back at once, not when a poll sees the copy done
-    junk = torch.full((offload.entries[(0, 0)].nbytes,), 255, dtype=torch.uint8, device=device)
+    # each freed block overwritten, one piece of its size each (benchmarks/gpu_pipeline.py _scribbling)
+    junk = [torch.full((n,), 255, dtype=torch.uint8, device=device) for n in offload.entries[(0, 0)].freed_sizes]
     assert offload.entries[(0, 0)].host.is_pinned()
     offload.ready((0, 0))
     loss.backward()
@@ -394,7 +395,8 @@ def test_cuda_w_share_offload_is_bitwise_and_frees_the_device_copy():
         before = torch.cuda.memory_allocated()
         offload.after(Op("B", 0))
         assert torch.cuda.memory_allocated() < before  # handed back as the copy out is queued
-        junk = torch.full((offload.entries[(0, 0, "W")].nbytes,), 255, dtype=torch.uint8, device=device)
+        junk = [torch.full((n,), 255, dtype=torch.uint8, device=device)
+                for n in offload.entries[(0, 0, "W")].freed_sizes]
         assert offload.entries[(0, 0, "W")].host.is_pinned()
         offload.before(Op("W", 0))  # reloaded on the H2D stream; the W's stream waits for its event
         store.run((0, 0))

@@ -131,6 +131,7 @@ class StepResult:
     offload_copies: Any = None  # the step's offload_copies object: `.seconds()` times its copies (bandwidth)
     peak_offload_device_bytes: int = 0  # the most offload's reload buffers held on the device at once
     pinned_held_bytes: Optional[int] = None  # on a GPU: pinned bytes torch's host allocator holds after the step
+    offload_kept_bytes: int = 0  # planned storages left on the device: something else kept them alive
 
     @property
     def copy_seconds(self) -> list:
@@ -294,7 +295,10 @@ class _Step:
             self.memory.forward_done(key, output)
             mem_delta = self.memory.forward_bytes(key)
         if self.offload:  # to host: an F's saved tensors (after the profiler's graph walk), what a B keeps for W
-            self.offload.after(op, output=output if op.kind == F else None)
+            # the F's output is moved though the executor holds it only where megatron frees its data once
+            # sent (deallocate_pipeline_outputs); handed over locally (the V turn) or kept, it stays
+            freed = op.kind == F and io.gives_to >= 0 and self.config.deallocate_pipeline_outputs
+            self.offload.after(op, output=output if freed else None)
         self.sync.after(index)
         if ctx.record_timeline:
             self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none()))
@@ -385,7 +389,8 @@ class _Step:
                           self.offload.moved_w_bytes if self.offload else 0,
                           self.offload.copies if self.offload else None,
                           self.offload.peak_device_bytes if self.offload else 0,
-                          self.offload.copies.held_bytes if self.offload else None)
+                          self.offload.copies.held_bytes if self.offload else None,
+                          self.offload.kept_bytes if self.offload else 0)
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,

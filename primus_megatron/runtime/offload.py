@@ -94,6 +94,8 @@ class _Entry:
     state: str = "held"  # held -> out -> back
     nbytes: int = 0  # bytes moved (the buffers' size)
     waited: bool = False  # the compute stream waits for the reload already
+    freed_sizes: list = field(default_factory=list)  # bytes of each device storage handed back (the GPU check
+    # overwrites exactly those blocks)
 
 
 def _tensors(value) -> list:
@@ -271,6 +273,7 @@ class ActivationOffload:
             entry.at.append(len(entry.segments))
             entry.segments.append((total, span[1] - span[0]))
             sources.append(_as_bytes(entry.storages[position])[span[0]:span[1]])
+            entry.freed_sizes.append(entry.storages[position].nbytes())
             offsets.append(total)
             entry.storages[position] = None
             total += aligned(span[1] - span[0])
