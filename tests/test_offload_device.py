@@ -13,6 +13,7 @@ import gc
 import weakref
 from contextlib import nullcontext
 
+import pytest
 import torch
 
 from primus_megatron.runtime import offload_copies as C
@@ -232,3 +233,12 @@ def test_the_freed_block_sizes_are_those_of_the_storages_handed_back():
     offload.ready((0, 0))
     loss.backward()
     assert x.grad is not None
+
+
+def test_pool_streams_are_used_with_a_warning_where_the_runtime_cannot_be_reached(monkeypatch):
+    """Without the GPU runtime library the copy streams come from torch's pool, which NCCL shares: said once
+    per stream made, as a RuntimeWarning naming the consequence."""
+    monkeypatch.setattr(C, "_create_raw_stream", lambda: None)
+    monkeypatch.setattr(torch.cuda, "Stream", lambda index: ("pool", index))
+    with pytest.warns(RuntimeWarning, match="NCCL/RCCL may share"):
+        assert C._dedicated_stream(0) == ("pool", 0)

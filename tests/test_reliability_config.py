@@ -213,6 +213,11 @@ CASES = {
         megatron=dict(pipeline_schedule="1f1b", pipeline_offload="all", fp8="hybrid"),
         megatron_needles=["--fp8-format hybrid cannot be used with --pipeline-offload all",
                           "tensor subclasses", "without --pipeline-offload"]),
+    "offload with fp4": dict(
+        argv=None, cli=None,
+        megatron=dict(pipeline_schedule="1f1b", pipeline_offload="auto", fp4="e2m1"),
+        megatron_needles=["--fp4-format e2m1 cannot be used with --pipeline-offload auto",
+                          "tensor subclasses", "without --pipeline-offload"]),
     # megatron settings the engine does not honour (Megatron-LM options only; primus_megatron/unsupported.py)
     **{f"megatron setting {field}": dict(
         argv=None, cli=None, megatron=dict(pipeline_schedule=schedule, **values),

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+import warnings
 from typing import Any, Optional
 
 import torch
@@ -188,7 +189,12 @@ def copy_streams(device: torch.device) -> tuple:
 def _dedicated_stream(index: int):
     created = _create_raw_stream()
     if created is None:
-        return torch.cuda.Stream(index)  # drawn once, kept: never a fresh pool stream per step
+        # drawn once, kept: never a fresh pool stream per step; but one of torch's pool, which NCCL draws
+        # from too, so a copy may queue behind a collective's kernel: say so once
+        warnings.warn("activation offload: the GPU runtime library (libcudart / libamdhip64) could not be reached to "
+                      "create copy streams of its own; using two of torch's pooled streams, which NCCL/RCCL may "
+                      "share, so copies can wait behind communication kernels", RuntimeWarning, stacklevel=2)
+        return torch.cuda.Stream(index)
     return torch.cuda.ExternalStream(created, device=index)
 
 
