@@ -133,6 +133,13 @@ RULES: tuple[Rule, ...] = (
          "zb-auto, interleaved-zb)"),
     Rule("context_parallel_size", lambda v, s: (v or 1) > 1 and s.uses_te is False,
          "context parallelism needs TransformerEngine attention (--transformer-impl transformer_engine)"),
+    # TE's hierarchical exchange (a2a inside a node, p2p ring across: hierarchical_context_parallel_sizes with
+    # both levels > 1) is the one CP exchange no test of ours runs (the TE stand-in reproduces p2p, a2a and
+    # all_gather, tests/test_production_matrix.py k-cp2-*): refused rather than accepted untested
+    Rule("cp_comm_type", lambda v, s: (s.get("context_parallel_size") or 1) > 1 and "a2a+p2p" in (
+        [v] if isinstance(v, str) else list(v or [])) and min(s.get("hierarchical_context_parallel_sizes") or [1]) > 1,
+         "TransformerEngine's hierarchical a2a+p2p exchange is not verified with our schedules (p2p, a2a and all_gather "
+         "are: docs/configurations.md); use --cp-comm-type p2p, a2a or all_gather"),
     # megatron-core 0.16.1 schedules.py:615 (forward_backward_no_pipelining): its own balancer over DP x CP,
     # pipeline size 1 only (Megatron-LM asserts it, arguments.py:918-919)
     Rule("hybrid_context_parallel", _truthy,

@@ -155,6 +155,12 @@ CONFIGS = {
     "k-cp2-te": ("cp2pp2-te", {"te": True, "ddp": {**OVERLAP, "use_distributed_optimizer": True}}),
     "k-cp2-dp2-te-fusion": ("cp2dp2pp2-te", {"te": True, "model": {"gradient_accumulation_fusion": True},
                                              "ddp": {**OVERLAP, "use_distributed_optimizer": True}}),
+    # TE's other exchanges (megatron's --cp-comm-type): all-to-all between sequence and head sharding, and
+    # keys/values all-gathered (its backward reduce-scatters them)
+    **{f"k-cp2-{kind.replace('_', '-')}-te": ("cp2pp2-te", {"te": True, "model": {"cp_comm_type": kind},
+                                                           "ddp": {**OVERLAP, "use_distributed_optimizer": True},
+                                                           "schedules": ["zb-h1", "zbv"]})
+       for kind in ("a2a", "all_gather")},
 }
 WORLDS = {"dp2pp2": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2},
           "dp2pp2-te": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2, "te": True},
