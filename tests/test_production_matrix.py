@@ -161,6 +161,10 @@ CONFIGS = {
                                                            "ddp": {**OVERLAP, "use_distributed_optimizer": True},
                                                            "schedules": ["zb-h1", "zbv"]})
        for kind in ("a2a", "all_gather")},
+    # a Llama-style model (RoPE, whose tables each CP rank slices for its chunks, GQA, SwiGLU, RMSNorm)
+    "k-cp2-llama-te": ("cp2pp2-te", {"te": True, "arch": "llama",
+                                     "ddp": {**OVERLAP, "use_distributed_optimizer": True},
+                                     "schedules": ["zb-h1", "zbv"]}),
 }
 WORLDS = {"dp2pp2": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2},
           "dp2pp2-te": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2, "te": True},

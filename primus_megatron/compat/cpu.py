@@ -114,6 +114,9 @@ _PROXIED_MODULES = (
     # RoPE: inv_freq made on current_device() unless use_cpu_initialization (:78), moved there at the
     # first forward (get_emb, :162), and the YaRN/Llama-3 scaling variants' tables (:297)
     "megatron.core.models.common.embeddings.rotary_pos_embedding",
+    # RoPE under context parallelism: get_pos_emb_on_this_cp_rank's chunk index is a pinned CPU tensor
+    # (rope_utils.py:62-64 at core_v0.16.1; its .cuda() is _patch_rope_context_parallel's)
+    "megatron.core.models.common.embeddings.rope_utils",
     # YaRN RoPE (multi-latent attention's default rope_type): its tables made on current_device()
     # unless use_cpu_initialization (:76) and moved there at the first forward (:122, :126), both tags
     "megatron.core.models.common.embeddings.yarn_rotary_pos_embedding",
@@ -199,6 +202,24 @@ def _tensor_cuda_is_identity():
         yield
     finally:
         torch.Tensor.cuda = original
+
+
+def _patch_rope_context_parallel():
+    """get_pos_emb_on_this_cp_rank moves its chunk index to the GPU (`.cuda(non_blocking=True)`): on CPU
+    the index stays where it is. The function is imported by name into the rotary modules, so each
+    module's reference is replaced."""
+    modules = [importlib.import_module(f"megatron.core.models.common.embeddings.{name}")
+               for name in ("rope_utils", "rotary_pos_embedding", "yarn_rotary_pos_embedding")]
+    original = modules[0].get_pos_emb_on_this_cp_rank
+
+    @functools.wraps(original)
+    def on_cpu(*args, **kwargs):
+        with _tensor_cuda_is_identity():
+            return original(*args, **kwargs)
+
+    for module in modules:
+        if getattr(module, "get_pos_emb_on_this_cp_rank", None) is original:
+            module.get_pos_emb_on_this_cp_rank = on_cpu
 
 
 def _patch_sequence_parallel_norm():
@@ -474,6 +495,7 @@ def enable(training=False):
     _patch_memory_buffer()
     _patch_rng()
     _patch_tied_embeddings()
+    _patch_rope_context_parallel()
     _patch_sequence_parallel_norm()
     _patch_moe()
     _patch_grad_accum_fusion()

@@ -29,6 +29,8 @@ def on_cpu(factory):
     def wrapper(*args, **kwargs):
         if "device" in kwargs:
             kwargs["device"] = cpu_device(kwargs["device"])
+        if kwargs.get("pin_memory") and not torch.cuda.is_available():
+            kwargs["pin_memory"] = False  # staging for a copy to a GPU there is not: CPU-only torch refuses it
         return factory(*args, **kwargs)
 
     wrapper.__name__ = getattr(factory, "__name__", "factory")
