@@ -15,6 +15,12 @@ argument dump). `--attention-dropout 0.0`: the stand-in refuses attention dropou
 training (TE's ring draws it per chunk, which CPU cannot reproduce). Every run starts from one
 shared checkpoint (initialisation depends on the placement: zbv's V puts one layer per stage).
 Untied embeddings keep zbv's numbers exact (see CP2PP2).
+
+The numbers alone cannot tell CP=2 from DP=2 (the same global batch, the same mean loss: without
+`--context-parallel-size` our run printed the same numbers), hence the layout check; an error in the
+stand-in's ring would be on both sides, which tests/test_te_standin_context_parallel.py checks against
+attention on the whole sequence. Seven runs of 4 ranks (a start checkpoint, then megatron's 1F1B and
+ours per exchange): about 45 s (60 s of CPU) with megatron-core 0.16.1, 70 s of CPU with 0.19.
 """
 from __future__ import annotations
 
