@@ -15,8 +15,8 @@ STAMP312 := $(VENV312)/.installed-stamp
 # What the second leg runs: every megatron-core difference (test_megatron_core_compat.py), the
 # deferred-W units, parity with megatron's own schedules, the production configurations, training and
 # checkpoints, megatron's optimizers' checkpoints on CPU, post-validation, and Megatron-LM
-# core_v0.19.0's own loop (with local and with TransformerEngine layers: its model builder and DDP
-# wrapping differ from core_v0.16.1's); with our schedules limited to one of each kind (1f1b, zb-h1, zbv:
+# core_v0.19.0's own loop (with local and with TransformerEngine layers, and with context parallelism:
+# its model builder and DDP wrapping differ from core_v0.16.1's); with our schedules limited to one of each kind (1f1b, zb-h1, zbv:
 # tests/schedule_subset.py), since the schedules themselves do not depend on megatron-core.
 PY312_SCHEDULES ?= 1f1b,zb-h1,zbv
 # ... less what reads no megatron-core: our training CLI's argument refusals and its demo picture.
@@ -24,7 +24,7 @@ PY312_DESELECT ?= test_bad_arguments_exit_2_with_one_sentence or test_demo_pictu
 PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py tests/test_runtime_parity.py \
 	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
 	tests/test_post_validation.py tests/test_megatron_lm_e2e.py tests/test_megatron_lm_te.py tests/test_megatron_lm_moe.py \
-	tests/test_megatron_lm_architectures.py tests/test_te_wgrad.py
+	tests/test_megatron_lm_architectures.py tests/test_megatron_lm_context_parallel.py tests/test_te_wgrad.py
 
 .PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \
 	gpu-projection clean clean-py312
