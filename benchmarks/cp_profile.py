@@ -4,8 +4,8 @@
     python benchmarks/cp_profile.py --quick    # a smaller model and sequence (about 30 s; the full run about 90 s)
 
 The model: megatron-core's GPTModel on its TransformerEngine spec (causal attention, no dropout;
-learned absolute positions, since megatron's RoPE under CP builds its index with pin_memory=True,
-which CPU-only torch refuses), TE being the tests' CPU stand-in (tests/te_standin, TE v2.11's classes, its
+learned absolute positions; RoPE under CP runs in CPU mode too, tests/test_production_matrix.py
+k-cp2-llama-te), TE being the tests' CPU stand-in (tests/te_standin, TE v2.11's classes, its
 context-parallel attention a p2p ring), put first on the ranks' import path. The same model and
 global sequence run at CP=1 and CP=2, pp=2, `zb-h1`, each rank's microbatches sliced by megatron's
 own `get_batch_on_this_cp_rank` (chunks r and 2 CP - 1 - r of the sequence).
