@@ -8,7 +8,7 @@ import pytest
 
 from primus_megatron.schedules import Costs, generate, names, simulate
 from primus_megatron.schedules.export import from_dict, to_dict, to_json, torch_actions
-from primus_megatron.schedules.ir import B, BW, F, W, stage_of
+from primus_megatron.schedules.ir import B, BW, F, W, Pair, stage_of
 
 HEURISTIC = [n for n in names() if n != "zb-optimal"]
 CASES = [(2, 1), (3, 5), (4, 8)]
@@ -64,8 +64,11 @@ def test_torch_actions_parse_back(name):
         acts = torch_actions(s)
         assert len(acts) == p
         for r, (strings, ops) in enumerate(zip(acts, s.ranks)):
-            assert len(strings) == len(ops)
-            for text, op in zip(strings, ops):
+            # an overlapped pair is one action of two: (F;B)OVERLAP_F_B
+            texts = [t for text in strings for t in (text[1:text.index(")")].split(";")
+                                                     if text.endswith("OVERLAP_F_B") else [text])]
+            assert len(texts) == len(ops) and len(strings) == len(ops) - len(s.paired(r))
+            for text, op in zip(texts, ops):
                 stage, kind, mb = ACTION.match(text).groups()
                 assert (int(stage), kind, int(mb)) == (s.stage(r, op), TORCH_KIND[op.kind], op.mb)
 
@@ -74,9 +77,14 @@ def test_torch_actions_parse_with_torch():
     ts = pytest.importorskip("torch.distributed.pipelining.schedules", reason="torch is not installed")
     ct = ts._ComputationType
     kind = {F: ct.FORWARD, B: ct.BACKWARD_INPUT, W: ct.BACKWARD_WEIGHT, BW: ct.FULL_BACKWARD}
-    for name in ("zbv", "1f1b", "zb-h2", "interleaved-1f1b"):
+    def action(r, item):
+        if isinstance(item, Pair):  # torch's OVERLAP_F_B container of its two sub-actions
+            return ts._Action(-1, ct.OVERLAP_F_B, None, (action(r, item.f), action(r, item.b)))
+        return ts._Action(s.stage(r, item), kind[item.kind], item.mb)
+
+    for name in ("zbv", "1f1b", "zb-h2", "interleaved-1f1b", "dualpipev"):
         s = generate(name, 3, 7)
         for r, strings in enumerate(torch_actions(s)):
             parsed = [ts._Action.from_str(x) for x in strings]
-            assert parsed == [ts._Action(s.stage(r, op), kind[op.kind], op.mb) for op in s.ranks[r]]
+            assert parsed == [action(r, item) for item in s.items(r)]
             assert [str(a) for a in parsed] == strings

@@ -185,6 +185,7 @@ def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = 
 
 def schedule_fingerprint(schedule: S.Schedule) -> str:
     """A short hash of the exact op lists (ranks must agree on it before any p2p)."""
+    pairs = tuple(tuple(sorted(p)) for p in schedule.pairs)  # overlapped pairs, where there are any
     text = repr((schedule.name, schedule.pp, schedule.microbatches, schedule.chunks_per_rank, schedule.placement,
-                 schedule.ranks))
+                 schedule.ranks) + ((pairs,) if any(pairs) else ()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

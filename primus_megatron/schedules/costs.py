@@ -11,6 +11,14 @@ and weight gradients in one autograd pass, as megatron's 1F1B runs it), in
 the same forms as `b`; it can be less than `b + w` (one pass over the saved
 activations, no deferred closure). Left out, a BW op costs `b + w`.
 
+`a2a` is the part of each F and of each B (or BW) that is expert-parallel all-to-all (token
+dispatch and combine) rather than compute, in the same forms as `f`: alone, an op takes its
+whole time (`f` includes its all-to-all). An overlapped pair (`ir.Pair`: an F and a B or BW run
+as one op) hides each half's all-to-all under the other's compute: it takes both computations
+plus what of each all-to-all the other's compute cannot cover,
+(f - a) + (b - a') + max(0, a - (b - a')) + max(0, a' - (f - a)), with a, a' the halves' a2a
+(`StageCosts.pair_duration`). With `a2a` 0 a pair costs f + b: no faster than the two ops.
+
 Memory is in units of one rank's full activation share for one microbatch:
 F adds `mem_f`, B adds `mem_b`, W adds `mem_w` (signed deltas that sum to 0).
 The default frees everything at W (as if the weight gradient needed all the
@@ -41,6 +49,7 @@ class Costs:
     mem_b: Value = 0.0
     mem_w: Value = -1.0
     bw: Optional[Value] = None
+    a2a: Value = 0.0
 
     def __post_init__(self) -> None:
         for fld in fields(self):
@@ -50,7 +59,7 @@ class Costs:
             values = [value] if isinstance(value, (int, float)) else list(value)
             if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
                 raise ScheduleError(f"cost-{fld.name.replace('_', '-')} must be a finite number or a non-empty list of them, got {value!r}")
-            if fld.name in ("f", "b", "w", "comm", "mem_f", "bw") and min(values) < 0:
+            if fld.name in ("f", "b", "w", "comm", "mem_f", "bw", "a2a") and min(values) < 0:
                 raise ScheduleError(f"cost-{fld.name.replace('_', '-')} must be >= 0, got {value!r}")
             if not isinstance(value, (int, float)):
                 object.__setattr__(self, fld.name, tuple(float(v) for v in values))
@@ -76,7 +85,12 @@ class Costs:
             mem={F: per_stage("mem_f", True), B: per_stage("mem_b", True), W: per_stage("mem_w", True)},
             comm=per_stage("comm", False),
             fused=None if self.bw is None else per_stage("bw", True),
+            a2a=per_stage("a2a", True),
         )
+        for s in range(n):
+            if sc.a2a[s] > min(sc.time[F][s], sc.time[B][s]) + 1e-12:
+                raise ScheduleError(f"cost-a2a is the all-to-all part of an F and of a B, so it cannot exceed either "
+                                    f"(stage {s}: a2a {sc.a2a[s]:g}, F {sc.time[F][s]:g}, B {sc.time[B][s]:g})")
         for s in range(n):
             total = sc.mem[F][s] + sc.mem[B][s] + sc.mem[W][s]
             if abs(total) > 1e-9 * max(1.0, abs(sc.mem[F][s])):
@@ -93,6 +107,7 @@ class StageCosts:
     mem: dict
     comm: tuple[float, ...]
     fused: Optional[tuple[float, ...]] = None
+    a2a: Optional[tuple[float, ...]] = None  # the all-to-all part of an F and of a B (module doc)
 
     @property
     def one_slot(self) -> bool:
@@ -105,6 +120,13 @@ class StageCosts:
         if kind == BW:
             return self.time[B][stage] + self.time[W][stage] if self.fused is None else self.fused[stage]
         return self.time[kind][stage]
+
+    def pair_duration(self, f_stage: int, b_kind: str, b_stage: int) -> float:
+        """An overlapped F (at `f_stage`) and B or BW (at `b_stage`) run as one op (module doc)."""
+        f, b = self.time[F][f_stage], self.duration(b_kind, b_stage)
+        a_f, a_b = (self.a2a[f_stage], self.a2a[b_stage]) if self.a2a is not None else (0.0, 0.0)
+        compute_f, compute_b = f - a_f, b - a_b
+        return compute_f + compute_b + max(0.0, a_f - compute_b) + max(0.0, a_b - compute_f)
 
     def memory(self, kind: str, stage: int) -> float:
         if kind == BW:

@@ -6,7 +6,7 @@ import math
 from typing import Any, Optional
 
 from .costs import Costs
-from .ir import B, BW, F, W, Op, Schedule
+from .ir import B, BW, F, W, Op, Pair, Schedule
 from .simulation import simulate
 
 FORMAT_VERSION = 1
@@ -16,6 +16,8 @@ _TORCH_KIND = {F: "F", B: "I", W: "W", BW: "B"}
 def to_dict(schedule: Schedule, costs: Optional[Costs] = None, offload: Any = None) -> dict[str, Any]:
     """`{"schedule", "pp", "microbatches", "chunks_per_rank", "placement", "ranks", "stats"}`;
     each op is `{"op", "mb", "chunk", "stage"}`, stats come from the simulator (without offload).
+    A schedule with overlapped pairs also has `"pairs"`: per rank the positions where a pair (that op,
+    an F, and the next, a B or BW) starts.
     With `offload` (a `schedules.offload.OffloadResult` of this schedule) also `"offload"`
     (`offload_dict`): what the text report says of the plan."""
     result = simulate(schedule, costs)
@@ -30,6 +32,8 @@ def to_dict(schedule: Schedule, costs: Optional[Costs] = None, offload: Any = No
                   for r, ops in enumerate(schedule.ranks)],
         "stats": result.stats(),
     }
+    if schedule.has_pairs:
+        out["pairs"] = [sorted(schedule.paired(r)) for r in range(schedule.pp)]
     if offload is not None:
         out["offload"] = offload_dict(offload, result)
     return out
@@ -68,12 +72,17 @@ def to_json(schedule: Schedule, costs: Optional[Costs] = None) -> str:
 def from_dict(data: dict[str, Any]) -> Schedule:
     """Inverse of `to_dict` (stats are ignored)."""
     ranks = tuple(tuple(Op(o["op"], int(o["mb"]), int(o.get("chunk", 0))) for o in ops) for ops in data["ranks"])
+    pairs = tuple(frozenset(int(p) for p in starts) for starts in data.get("pairs") or ())
     return Schedule(data["schedule"], int(data["pp"]), int(data["microbatches"]), int(data["chunks_per_rank"]),
-                    data["placement"], ranks)
+                    data["placement"], ranks, {}, pairs)
 
 
 def torch_actions(schedule: Schedule) -> list[list[str]]:
     """Per rank, torch.distributed.pipelining action strings: `{stage}{F|I|W|B}{mb}`
-    (I is the input gradient, B a full backward)."""
-    return [[f"{schedule.stage(r, op)}{_TORCH_KIND[op.kind]}{op.mb}" for op in ops]
-            for r, ops in enumerate(schedule.ranks)]
+    (I is the input gradient, B a full backward); an overlapped pair as torch writes its
+    OVERLAP_F_B action, `({f};{b})OVERLAP_F_B`."""
+    def one(r: int, op: Op) -> str:
+        return f"{schedule.stage(r, op)}{_TORCH_KIND[op.kind]}{op.mb}"
+
+    return [[f"({one(r, item.f)};{one(r, item.b)})OVERLAP_F_B" if isinstance(item, Pair) else one(r, item)
+             for item in schedule.items(r)] for r in range(schedule.pp)]

@@ -1,7 +1,12 @@
 """The schedule IR: ops, placements and the per-rank op lists.
 
 An op is (kind, microbatch, chunk): F (forward), B (input gradient), W (weight
-gradient) or BW (the full backward of 1F1B-style schedules). A placement maps
+gradient) or BW (the full backward of 1F1B-style schedules). An overlapped pair
+(`Pair`) is an F of one microbatch and chunk with a B or BW of another, run as one
+op (DualPipe's overlapped F&B: one half's communication hidden under the other's
+compute); a schedule keeps its two halves as consecutive ops of the rank, each
+with its own inputs and outputs (the one dependency rule), and names the pairs
+in `Schedule.pairs`. A placement maps
 (rank, chunk) to a global virtual stage: `loop` puts chunk c of rank r at
 stage c * pp + r (Megatron's interleaved layout); `v` puts chunk 0 at stage r
 and chunk 1 at stage 2 * pp - 1 - r (rank 0 holds the first and the last).
@@ -36,6 +41,30 @@ class Op(NamedTuple):
 new_op = partial(tuple.__new__, Op)
 
 
+class Pair(NamedTuple):
+    """An overlapped F&B op, as a generator writes it into a rank's list: the F of one (microbatch,
+    chunk) and the B or BW of another, started together and ended together."""
+
+    f: Op
+    b: Op
+
+    def __str__(self) -> str:
+        return f"{self.f}&{self.b}"
+
+
+def flatten_pairs(items) -> tuple[tuple[Op, ...], frozenset]:
+    """A rank's list of Ops and Pairs as its ops and the positions where a pair starts."""
+    ops: list = []
+    starts = set()
+    for item in items:
+        if type(item) is Pair:
+            starts.add(len(ops))
+            ops.extend(item)
+        else:
+            ops.append(item)
+    return tuple(ops), frozenset(starts)
+
+
 def stage_of(placement: str, pp: int, rank: int, chunk: int) -> int:
     """Global virtual stage held by `rank`'s local `chunk`."""
     if placement == LOOP:
@@ -67,7 +96,8 @@ class Schedule:
     """One training step of a pipeline: an ordered op list per rank.
 
     `ranks[r]` is what rank r computes, in order; communication is not part of
-    it (see `lowering.lower`).
+    it (see `lowering.lower`). `pairs[r]` holds the positions p where `ranks[r][p]` (an F)
+    and `ranks[r][p + 1]` (a B or BW) run as one overlapped op (`Pair`); empty: none.
     """
 
     name: str
@@ -77,6 +107,27 @@ class Schedule:
     placement: str
     ranks: tuple[tuple[Op, ...], ...]
     meta: dict = field(default_factory=dict, compare=False, hash=False)
+    pairs: tuple[frozenset, ...] = ()
+
+    def paired(self, rank: int) -> frozenset:
+        """Positions of rank `rank` where an overlapped pair starts."""
+        return self.pairs[rank] if rank < len(self.pairs) else frozenset()
+
+    @property
+    def has_pairs(self) -> bool:
+        return any(self.pairs)
+
+    def items(self, rank: int) -> list:
+        """Rank `rank`'s ops with each overlapped pair as one `Pair`."""
+        starts, ops, out, i = self.paired(rank), self.ranks[rank], [], 0
+        while i < len(ops):
+            if i in starts:
+                out.append(Pair(ops[i], ops[i + 1]))
+                i += 2
+            else:
+                out.append(ops[i])
+                i += 1
+        return out
 
     @property
     def num_stages(self) -> int:
@@ -104,6 +155,7 @@ class Schedule:
             for i, op in enumerate(ops):
                 yield r, i, op
 
-    def with_ranks(self, ranks: list[list[Op]] | tuple[tuple[Op, ...], ...]) -> "Schedule":
+    def with_ranks(self, ranks: list[list[Op]] | tuple[tuple[Op, ...], ...], pairs: tuple = ()) -> "Schedule":
+        """The same schedule with other op lists; pairs only where given (positions move with the ops)."""
         return Schedule(self.name, self.pp, self.microbatches, self.chunks_per_rank,
-                        self.placement, tuple(tuple(r) for r in ranks), dict(self.meta))
+                        self.placement, tuple(tuple(r) for r in ranks), dict(self.meta), tuple(pairs))

@@ -14,6 +14,11 @@ sender is not held. Since every rank's queue follows the one global order, the
 earliest unfinished message is at the head of both its ends' queues, and
 nothing can wait in a cycle (`rendezvous` checks it anyway).
 
+An overlapped pair (`Schedule.pairs`) is one op for communication: nothing is
+posted between its halves, so the second half's receive goes before the first
+half and the first half's send after the second (a pair starts with both inputs
+there and ends with both outputs made).
+
 Items posted between two compute ops go out in batches (`Batch`, one
 `batch_isend_irecv`): neighbouring receives in the order are grouped, so they
 progress together rather than one after the other, except that a receive some
@@ -228,15 +233,16 @@ def _posts(schedule: Schedule, ends: list) -> list[list[_Post]]:
     sent: dict[tuple, tuple] = {}  # message -> (key, send time)
     posts: list[list[_Post]] = [[] for _ in range(schedule.pp)]
     for r, (rules, mbs) in enumerate(zip(compiled.rules, compiled.mbs)):
-        mine, ends_r = posts[r], ends[r]
+        mine, ends_r, pairs_r = posts[r], ends[r], schedule.paired(r)
         for pos, (rule, mb) in enumerate(zip(rules, mbs)):
             if rule.send_to >= 0:
                 msg = _message((RESULT_KINDS[rule.out % 3], mb, rule.stage, rule.dst))
                 key = (ends_r[pos], r, pos)
                 sent[msg] = (key, ends_r[pos])
-                mine.append(_post((key, ends_r[pos], _send((msg, rule.send_to)), pos, -1)))
+                after = pos + 1 if pos in pairs_r else pos  # a pair's first half sends after its second
+                mine.append(_post((key, ends_r[pos], _send((msg, rule.send_to)), after, -1)))
     for r, (rules, mbs) in enumerate(zip(compiled.rules, compiled.mbs)):
-        mine = posts[r]
+        mine, pairs_r = posts[r], schedule.paired(r)
         for pos, (rule, mb) in enumerate(zip(rules, mbs)):
             if rule.recv_from >= 0:
                 msg = _message((RESULT_KINDS[rule.need % 3], mb, rule.src, rule.stage))
@@ -244,7 +250,8 @@ def _posts(schedule: Schedule, ends: list) -> list[list[_Post]]:
                     raise ScheduleError(f"rank {r} op {schedule.ranks[r][pos]} needs {msg}, which no op of rank "
                                         f"{rule.recv_from} makes")
                 key, time = sent[msg]
-                mine.append(_post((key, time, _recv((msg, rule.recv_from)), -1, pos)))
+                consumer = pos - 1 if pos - 1 in pairs_r else pos  # a pair's second half receives before its first
+                mine.append(_post((key, time, _recv((msg, rule.recv_from)), -1, consumer)))
     return posts
 
 

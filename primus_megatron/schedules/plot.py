@@ -208,24 +208,29 @@ def _draw_panel(ax: Any, p: Panel, kinds_seen: list, boxes: list, note: Optional
     Records the kinds drawn in `kinds_seen` and the boxes to label in `boxes`."""
     pp = max(1, len(p.timeline))
     max_chunk = 0
-    groups: dict[tuple[int, str, int], list[tuple[float, float]]] = {}
+    # (rank, kind, chunk, part) -> bars; part 0: the whole row, 1 / 2: the upper / lower half of an
+    # overlapped pair (two consecutive spans of one rank over the same time: an F and a B or BW)
+    groups: dict[tuple[int, str, int, int], list[tuple[float, float]]] = {}
     for rank, spans in enumerate(p.timeline):
-        for s in spans:
+        parts = _pair_parts(spans)
+        for s, part in zip(spans, parts):
             kind, mb, chunk = op_fields(s.op)
             x, w = float(s.start), float(s.end) - float(s.start)
             if w <= 0:
                 continue
-            groups.setdefault((rank, kind, chunk), []).append((x, w))
+            groups.setdefault((rank, kind, chunk, part), []).append((x, w))
             if kind not in kinds_seen:
                 kinds_seen.append(kind)
             max_chunk = max(max_chunk, chunk)
-            if mb is not None:
-                boxes.append((ax, x, w, rank, str(mb), _text_colour(_face(kind, chunk))))
+            if mb is not None and part != 2:  # a pair is labelled once: "F's | B's microbatch"
+                label = str(mb) if part == 0 else f"{mb}|{op_fields(spans[spans.index(s) + 1].op)[1]}"
+                boxes.append((ax, x, w, rank, label, _text_colour(_face(kind, chunk))))
     lanes = bool(p.copies and any(p.copies))
     height = 0.56 if lanes else 0.84  # with offload, the ops' row leaves room for the two copy lanes below it
-    for (rank, kind, chunk), bars in groups.items():
+    for (rank, kind, chunk, part), bars in groups.items():
         base = KIND_COLOURS.get(kind, OTHER_COLOUR)
-        ax.broken_barh(bars, (rank - 0.42, height), facecolors=_face(kind, chunk), edgecolor=base if chunk else "white",
+        y, h = (rank - 0.42, height) if part == 0 else (rank - 0.42 + (part - 1) * height / 2, height / 2)
+        ax.broken_barh(bars, (y, h), facecolors=_face(kind, chunk), edgecolor=base if chunk else "white",
                        linewidth=0.4, hatch=CHUNK_HATCHES[min(chunk, len(CHUNK_HATCHES) - 1)])
     if lanes:
         for rank, copies in enumerate(p.copies):
@@ -253,6 +258,18 @@ def _draw_panel(ax: Any, p: Panel, kinds_seen: list, boxes: list, note: Optional
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="x", labelsize=8)
     return max_chunk
+
+
+def _pair_parts(spans: Sequence[Any]) -> list[int]:
+    """Per span: 0, or 1 and 2 for the first and second half of an overlapped pair (a span followed by
+    one over exactly the same time)."""
+    parts = [0] * len(spans)
+    for i in range(len(spans) - 1):
+        a, b = spans[i], spans[i + 1]
+        if parts[i] == 0 and float(a.end) > float(a.start) and (float(a.start), float(a.end)) == (
+                float(b.start), float(b.end)):
+            parts[i], parts[i + 1] = 1, 2
+    return parts
 
 
 def _face(kind: str, chunk: int) -> tuple[float, float, float]:

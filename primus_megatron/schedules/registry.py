@@ -12,9 +12,10 @@ from typing import Callable, Optional
 
 from .costs import UNIT, Costs, StageCosts
 from .errors import ScheduleError
-from .ir import LOOP, PLACEMENTS, Op, Schedule
+from .ir import LOOP, PLACEMENTS, Op, Schedule, flatten_pairs
 
-# generator(pp, microbatches, *, chunks, costs, memory_limit) -> per-rank op lists
+# generator(pp, microbatches, *, chunks, costs, memory_limit) -> per-rank lists of Op (or Pair: an
+# overlapped F&B op, `ir.Pair`)
 Generator = Callable[..., list[list[Op]]]
 
 
@@ -159,9 +160,10 @@ def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = 
     if post_validation:
         extra["post_validation"] = True
     ranks = entry.generator(pp, microbatches, chunks=nchunks, costs=sc, memory_limit=memory_limit, **extra)
-    schedule = Schedule(entry.name, pp, microbatches, nchunks, entry.placement,
-                        tuple(tuple(r) for r in ranks),
-                        {"costs": costs, "memory_limit": memory_limit, "post_validation": bool(post_validation)})
+    flat = [flatten_pairs(r) for r in ranks]
+    schedule = Schedule(entry.name, pp, microbatches, nchunks, entry.placement, tuple(ops for ops, _ in flat),
+                        {"costs": costs, "memory_limit": memory_limit, "post_validation": bool(post_validation)},
+                        tuple(starts for _, starts in flat) if any(starts for _, starts in flat) else ())
     if schedule.splits_backward != entry.splits_backward:
         has = "has W ops" if schedule.splits_backward else "has no W ops"
         raise ScheduleError(f"schedule {entry.name!r} is registered with splits_backward={entry.splits_backward}, but "

@@ -2,7 +2,8 @@
 
 Each rank runs its ops in order; an op starts when the rank is free and its
 input is available (p2p latency `comm` added when producer and consumer sit on
-different ranks). Communication is modelled as latency only; how a lowered
+different ranks). An overlapped pair (`Schedule.pairs`) starts when both halves'
+inputs are there and ends, both halves at once, `StageCosts.pair_duration` later. Communication is modelled as latency only; how a lowered
 schedule runs on NCCL/RCCL's p2p queues, and that it cannot hang there, is
 `rendezvous` (its `run_p2p` times a lowered schedule under those semantics). Ops and their dependencies come from the compiled form
 (`compiled`).
@@ -145,6 +146,7 @@ def _run(compiled: Compiled, sc: StageCosts, hook=None) -> tuple[list[list[float
         marked = hook.marked[r] if hook is not None else None
         i, count = ptr[r], len(info_r)
         t_free = free[r]
+        pairs_r = compiled.schedule.paired(r)
         while i < count:
             need, extra, dur, out, out2 = info_r[i]
             base = mb_r[i] * stride
@@ -157,6 +159,17 @@ def _run(compiled: Compiled, sc: StageCosts, hook=None) -> tuple[list[list[float
                 end += extra
                 if end > ready:
                     ready = end
+            if pairs_r and i in pairs_r:  # an overlapped pair: both halves' inputs, one start, one end
+                ready = _pair_ready(info_r[i + 1], mb_r[i + 1] * stride, ready, done)
+                if ready is None:
+                    need2 = info_r[i + 1][0] + mb_r[i + 1] * stride
+                    waiting.setdefault(need2, []).append(r)
+                    break
+                t_free = _run_pair(compiled, sc, hook, (r, i), ready, info_r, mb_r, done, waiting, todo)
+                starts_r.extend((ready, ready))
+                ends_r.extend((t_free, t_free))
+                i += 2
+                continue
             if marked is None or not marked[i]:
                 t_free = ready + dur
             else:
@@ -180,6 +193,42 @@ def _run(compiled: Compiled, sc: StageCosts, hook=None) -> tuple[list[list[float
         free[r] = t_free
     _raise_if_stuck(compiled, ptr)
     return starts, ends, free
+
+
+def _pair_ready(info_b: tuple, base_b: int, ready: float, done: list) -> Optional[float]:
+    """When a pair whose first half may start at `ready` may start, given its second half's input
+    (`info_b`, `_op_info`'s tuple); None while that input has not been made."""
+    need, extra = info_b[0], info_b[1]
+    if need < 0:
+        return ready
+    end = done[base_b + need]
+    if end is None:
+        return None
+    return max(ready, end + extra)
+
+
+def _run_pair(compiled: Compiled, sc: StageCosts, hook, at: tuple, ready: float, info_r: list, mb_r: list,
+              done: list, waiting: dict, todo: list) -> float:
+    """Run the pair starting at position at[1] of rank at[0] from `ready` (the hook's copy lanes may
+    hold either half back): publish both halves' results at its end, which it returns."""
+    r, i = at
+    rules, stride = compiled.rules[r], compiled.stride
+    if hook is not None:
+        for j in (i, i + 1):
+            if hook.marked[r][j]:
+                ready = hook.start(r, j, ready)
+    end = ready + sc.pair_duration(rules[i].stage, rules[i + 1].kind, rules[i + 1].stage)
+    for j in (i, i + 1):
+        if hook is not None and hook.marked[r][j]:
+            hook.end(r, j, end)
+        base, out, out2 = mb_r[j] * stride, info_r[j][3], info_r[j][4]
+        for key in (base + out,) if out2 < 0 else (base + out, base + out2):
+            if done[key] is not None:
+                _raise_twice(compiled, r, j, key)
+            done[key] = end
+            if key in waiting:
+                todo.extend(waiting.pop(key))
+    return end
 
 
 def result_key(code: int, stride: int) -> Key:
@@ -212,7 +261,9 @@ def simulate(schedule: Schedule, costs: Costs | None = None) -> SimResult:
     sc = (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
     timeline = op_times(schedule, sc)
     pp = schedule.pp
-    busy = [sum(s.end - s.start for s in spans) for spans in timeline]
+    # an overlapped pair's two halves share one span of time: counted once
+    busy = [sum(s.end - s.start for i, s in enumerate(spans) if i - 1 not in schedule.paired(r))
+            for r, spans in enumerate(timeline)]
     makespan = max((spans[-1].end for spans in timeline if spans), default=0.0)
     span = [(spans[-1].end - spans[0].start) if spans else 0.0 for spans in timeline]
     period = max(span, default=0.0)

@@ -1,7 +1,8 @@
 """Validation: completeness, W order, dependency order, memory, and hang-freedom.
 
 `validate` compiles the schedule once (`compiled`: every op a compute op with
-a microbatch and chunk in range), checks that it is complete and that each
+a microbatch and chunk in range), checks its overlapped pairs (`check_pairs`: an
+F followed by a B or BW), that it is complete and that each
 chunk's W ops run in microbatch order (`check_w_order`), runs it under its
 costs (the order is satisfiable: no rank waits forever; the run also orders
 the messages, `lowering.ordering_costs`), checks its peak memory, lowers it
@@ -23,9 +24,30 @@ from .lowering import Lowered, lower, ordering_costs
 from .rendezvous import check_channels
 from .simulation import end_times, peak_memory
 
-__all__ = ["check_channels", "check_complete", "check_memory", "check_w_order", "validate"]
+__all__ = ["check_channels", "check_complete", "check_memory", "check_pairs", "check_w_order", "validate"]
 
 _KIND, _STAGE = attrgetter("kind"), attrgetter("stage")
+
+
+def check_pairs(schedule: Schedule) -> None:
+    """Each overlapped pair (`Schedule.pairs`) is an F followed by a B or BW on the same rank, and no op
+    belongs to two pairs. (A pair whose B half needs its own F half's result cannot start: the run,
+    `end_times`, names it as a deadlock.)"""
+    if schedule.pairs and len(schedule.pairs) != schedule.pp:
+        raise ScheduleError(f"schedule {schedule.name!r} names overlapped pairs for {len(schedule.pairs)} ranks, "
+                            f"not {schedule.pp}")
+    for r, starts in enumerate(schedule.pairs):
+        ops = schedule.ranks[r]
+        for p in sorted(starts):
+            if not 0 <= p < len(ops) - 1:
+                raise ScheduleError(f"rank {r}: an overlapped pair at position {p} has no second op "
+                                    f"({len(ops)} ops)")
+            first, second = ops[p], ops[p + 1]
+            if first.kind != F or second.kind not in (B, BW):
+                raise ScheduleError(f"rank {r}: an overlapped pair must be an F and then a B or BW, got {first} and "
+                                    f"{second} at positions {p}, {p + 1}")
+            if p + 1 in starts:
+                raise ScheduleError(f"rank {r}: op {second} (position {p + 1}) is in two overlapped pairs")
 
 
 def check_complete(schedule: Schedule) -> None:
@@ -43,11 +65,10 @@ def check_complete(schedule: Schedule) -> None:
         if len(set(ops)) != len(ops):
             _raise_twice(compiled, r)
         counts = Counter(map(_KIND, rules))
-        split, fused = (counts[B], counts[W]), counts[BW]
         if forward_only:
-            counts_ok &= counts[F] == need and split == (0, 0) and not fused
-        else:
-            counts_ok &= counts[F] == need and ((split == (need, need) and not fused) or (split == (0, 0) and fused == need))
+            counts_ok &= counts[F] == need and counts[B] == counts[W] == counts[BW] == 0
+        else:  # each (microbatch, stage) its B and W, or its BW: a rank may mix them (DualPipeV does)
+            counts_ok &= counts[F] == need and counts[B] == counts[W] and counts[B] + counts[BW] == need
     if not counts_ok:
         _raise_missing(compiled, forward_only)
 
@@ -129,6 +150,7 @@ def check_memory(schedule: Schedule, costs: Optional[Costs], memory_limit: Optio
 @gc_paused
 def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit: Optional[float] = None) -> Lowered:
     """Run every check; return the lowered schedule that passed them."""
+    check_pairs(schedule)
     check_complete(schedule)
     check_w_order(schedule)
     ends = end_times(schedule, ordering_costs(schedule, costs))  # raises where the order cannot run
