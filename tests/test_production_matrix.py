@@ -130,16 +130,18 @@ CONFIGS = {
     # no linear biases, as Megatron-LM's MoE recipes (--disable-bias-linear); megatron-core 0.16.1's
     # expert MLP adds its bias in place into a view and fails with expert tensor parallel 1
     "f-moe-ep2": ("dp2pp2", {"moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2},
-                             "model": {"add_bias_linear": False}}),
+                             "model": {"add_bias_linear": False}, "schedules": OURS + ["dualpipev"]}),
     "g-bf16-selective-recompute": ("dp2pp2", {"bf16": True, "model": {"recompute_granularity": "selective"}}),
     # Megatron-LM's MoE recipe: TransformerEngine layers (the stand-in) with grouped experts
     # (TEGroupedMLP over TE's GroupedLinear, --moe-grouped-gemm), a shared expert, the aux loss,
     # overlapped reduce, the distributed optimizer and fused weight-gradient accumulation
+    # (and DeepSeek's DualPipeV, whose steady state is overlapped F&B pairs, run as F then B on CPU)
     "h-moe-grouped-te": ("dp2pp2-te", {"te": True,
                                        "moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2,
                                                "grouped": True, "shared": 48},
                                        "model": {"add_bias_linear": False, "gradient_accumulation_fusion": True},
-                                       "ddp": {**OVERLAP, "use_distributed_optimizer": True}}),
+                                       "ddp": {**OVERLAP, "use_distributed_optimizer": True},
+                                       "schedules": OURS + ["dualpipev"]}),
     # the architectures teams train (matrix_harness.ARCHS), untied embeddings, RoPE per chunk (under V
     # rank 0 holds the embedding and the output layer, each chunk its own rotary table)
     "i-llama-distopt-overlap-fusion": ("dp2pp2", {"arch": "llama", "model": {"gradient_accumulation_fusion": True},

@@ -347,7 +347,10 @@ class _Step:
         start = self._start()
         input_tensor, output = self.saved.pop(key)
         held = [] if self.memory else None  # what the deferred W keeps alive, for measured memory
-        capture = self.store.capture(key, held=held) if op.kind == B else contextlib.nullcontext()
+        # a BW in a step whose linear layers defer their weight gradients (a schedule that mixes BW with
+        # B + W, as DualPipeV does): captured like a B's and run at once, inside the op
+        whole = op.kind == BW and self.sched.splits_backward
+        capture = self.store.capture(key, held=held) if op.kind == B or whole else contextlib.nullcontext()
         if self.memory:
             self.memory.begin()
         with capture:
@@ -355,6 +358,8 @@ class _Step:
                 input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, self.config)
             else:  # megatron-core 0.19 dropped model_type
                 input_grad = self.m.backward_step(input_tensor, output, grad, self.config)
+        if whole:
+            self.store.run(key, what=f"{op} on pipeline rank {self.rank}")
         if self.offload:
             self.offload.release(key)
         mem_delta = self.memory.backward(key, held, full=op.kind == BW) if self.memory else None
