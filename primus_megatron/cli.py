@@ -144,6 +144,9 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool, size_required: bo
                        help="latency of one p2p message (default 0)")
     costs.add_argument("--cost-bw", type=_cost, default=None, metavar="BW",
                        help="a backward run as one op, as 1f1b runs it (default B + W; measured, usually less)")
+    costs.add_argument("--cost-a2a", type=_cost, default=0.0, metavar="A",
+                       help="the expert-parallel all-to-all part of each F and each B, included in their times; an "
+                            "overlapped F&B pair (dualpipev) hides each one's under the other's compute (default 0)")
     memory = p.add_argument_group(
         "memory model", "activation memory each op adds, in units of what an F adds (F adds 1): the two sum to -1. "
                         "Give one and the other follows. Default: B frees nothing and W frees it all (-1). The "
@@ -301,7 +304,7 @@ def _costs(args: argparse.Namespace):
 
     mem_b, mem_w = memory_model(args.mem_b, args.mem_w)
     return Costs(f=args.cost_f, b=args.cost_b, w=args.cost_w, comm=args.cost_comm, bw=args.cost_bw,
-                 mem_b=mem_b, mem_w=mem_w)
+                 mem_b=mem_b, mem_w=mem_w, a2a=args.cost_a2a)
 
 
 def _num(x: float, decimals: int = 4) -> str:
@@ -603,8 +606,8 @@ def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
     """(costs, pp, microbatches, ms per cost unit) from exactly one cost source; UsageError otherwise."""
     from .schedules import ScheduleError
 
-    cost_flags = [f"--cost-{k}" for k in (*COST_FIELDS, "bw")
-                  if getattr(args, f"cost_{k}") != (None if k == "bw" else (0.0 if k == "comm" else 1.0))]
+    cost_flags = [f"--cost-{k}" for k in (*COST_FIELDS, "bw", "a2a")
+                  if getattr(args, f"cost_{k}") != (None if k == "bw" else (0.0 if k in ("comm", "a2a") else 1.0))]
     sources = [name for name, given in (("--cost-*", bool(cost_flags)), ("--pipeline-costs", args.pipeline_costs),
                                         ("--profile", args.profile), ("--paper-setting", args.paper_setting)) if given]
     if len(sources) > 1:

@@ -508,12 +508,13 @@ def split_arguments(split: LayerSplit) -> dict:
 
 # -- --pipeline-costs --------------------------------------------------------------------------------
 
-COST_NAMES = ("comm", "bw", "mem-b", "mem-w")  # the named entries of --pipeline-costs
+COST_NAMES = ("comm", "bw", "mem-b", "mem-w", "a2a")  # the named entries of --pipeline-costs
 
 
 def parse_costs(text: str) -> Costs:
-    """'F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]' -> schedules.Costs (BW: a backward run as one op,
-    default B + W; mem-b / mem-w: the memory model, `schedules.costs.memory_model`). Positional
+    """'F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y][,a2a=A]' -> schedules.Costs (BW: a backward run as one op,
+    default B + W; mem-b / mem-w: the memory model, `schedules.costs.memory_model`; a2a: the all-to-all
+    part of each F and B, which an overlapped pair hides, `schedules.costs`). Positional
     numbers first, then `name=value` entries (comm and bw may be named instead). One-sentence
     ValueError naming --pipeline-costs otherwise."""
     from .schedules import ScheduleError
@@ -549,6 +550,6 @@ def parse_costs(text: str) -> Costs:
     try:
         mem_b, mem_w = memory_model(named.get("mem-b"), named.get("mem-w"), names=("mem-b", "mem-w"))
         return Costs(f=given["f"], b=given["b"], w=given["w"], comm=given.get("comm", 0.0), bw=given.get("bw"),
-                     mem_b=mem_b, mem_w=mem_w)
+                     mem_b=mem_b, mem_w=mem_w, a2a=named.get("a2a", 0.0))
     except ScheduleError as exc:
         raise ValueError(f"--pipeline-costs: {exc}") from None

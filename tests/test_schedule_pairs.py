@@ -1,0 +1,160 @@
+"""Overlapped F&B pairs in the schedule IR (issue 39 item 1) and DeepSeek's DualPipeV built from them.
+
+A pair is an F of one (microbatch, chunk) and a B or BW of another run as one op: it starts when both
+inputs are there, both halves end together, nothing is posted between them, and it costs both
+computations plus what of each half's all-to-all the other's compute cannot hide. Each half keeps its
+own inputs and outputs: the dependency rule, completeness, the W order and the hang check are the
+ones every schedule goes through."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from primus_megatron import schedules as S
+from primus_megatron.options import parse_costs
+from primus_megatron.schedules import B, BW, F, W, Op, Pair
+from primus_megatron.schedules.export import from_dict, to_dict
+from primus_megatron.schedules.ir import flatten_pairs
+from primus_megatron.schedules.lowering import Batch, Recv, Send
+
+A2A = S.Costs(f=1.0, b=1.0, w=1.0, a2a=0.5)
+
+
+@pytest.mark.parametrize("f, b, a, expected", [
+    (1.0, 1.0, 0.0, 2.0),    # no all-to-all: the two ops' time
+    (1.0, 1.0, 0.5, 1.0),    # each half's a2a (0.5) exactly under the other's compute (0.5)
+    (1.0, 1.0, 0.8, 1.6),    # compute 0.2 each: 0.6 of each a2a stays exposed (0.4 + 2 x 0.6)
+    (1.0, 2.0, 0.5, 2.0),    # F's a2a under B's compute; B's under F's
+])
+def test_a_pair_costs_both_computations_plus_what_neither_hides(f, b, a, expected):
+    sc = S.Costs(f=f, b=b, w=1.0, a2a=a).resolve(2, 1, S.LOOP)
+    assert sc.pair_duration(0, B, 1) == pytest.approx(expected)
+
+
+def test_the_all_to_all_cannot_exceed_the_op_it_is_part_of():
+    with pytest.raises(S.ScheduleError, match="cost-a2a is the all-to-all part of an F and of a B"):
+        S.Costs(f=1.0, b=0.4, a2a=0.5).resolve(2, 1, S.LOOP)
+    assert parse_costs("1,2,1,a2a=0.5").a2a == 0.5
+
+
+def _two_rank_pair() -> S.Schedule:
+    """pp=2, 1F1B-like, rank 1's steady state F1 & BW0 as one pair."""
+    ranks = [[Op(F, 0), Op(F, 1), Op(BW, 0), Op(BW, 1)],
+             [Op(F, 0), Pair(Op(F, 1), Op(BW, 0)), Op(BW, 1)]]
+    flat = [flatten_pairs(r) for r in ranks]
+    return S.Schedule("pair", 2, 2, 1, S.LOOP, tuple(o for o, _ in flat), {}, tuple(p for _, p in flat))
+
+
+def test_a_pair_starts_with_both_inputs_and_both_halves_end_together():
+    sched = _two_rank_pair()
+    S.validate(sched)
+    res = S.simulate(sched, S.Costs(f=1.0, b=1.0, w=1.0, a2a=0.5))
+    f1, bw0 = res.timeline[1][1], res.timeline[1][2]
+    # rank 1: F0 [1, 2] (after rank 0's F0); F1's input comes from rank 0's F1, which ends at 2; BW0
+    # needs only rank 1's own F0: the pair starts at 2 and takes pair_duration
+    assert (f1.start, f1.end) == (bw0.start, bw0.end) and f1.start == pytest.approx(2.0)
+    sc = S.Costs(f=1.0, b=1.0, w=1.0, a2a=0.5).resolve(2, 1, S.LOOP)
+    assert f1.end - f1.start == pytest.approx(sc.pair_duration(1, BW, 1))
+    assert res.busy[1] == pytest.approx(1.0 + sc.pair_duration(1, BW, 1) + 2.0)  # the pair counted once
+
+
+@pytest.mark.parametrize("pp, m", [(2, 4), (3, 7), (4, 10)])
+def test_nothing_is_posted_between_a_pairs_halves(pp, m):
+    """DualPipeV's pairs on every rank: F of one chunk (its activation sent on) and BW of the other (its
+    gradient received, another sent): the halves stay adjacent in the lowered list, the B half's gradient
+    is received before the F half, and the F half's activation goes out after the B half."""
+    sched = S.generate("dualpipev", pp, m)
+    lowered = S.lower(sched)
+    checked = 0
+    for r in range(pp):
+        items = list(lowered.ranks[r])
+        flat = [(i, p) for i, item in enumerate(items) for p in (
+            item.items if isinstance(item, Batch) else (item,) if isinstance(item, (Send, Recv)) else ())]
+        for pair in (x for x in sched.items(r) if isinstance(x, Pair)):
+            at = items.index(pair.f)
+            assert items[at + 1] == pair.b, (r, pair)
+            for i, post in flat:
+                if post.msg.mb == pair.b.mb and post.msg.kind == B and isinstance(post, Recv) \
+                        and sched.stage(r, pair.b) == post.msg.dst_stage:
+                    assert i < at, (r, pair, post)
+                    checked += 1
+                if post.msg.mb == pair.f.mb and post.msg.kind == F and isinstance(post, Send) \
+                        and sched.stage(r, pair.f) == post.msg.src_stage:
+                    assert i > at + 1, (r, pair, post)
+                    checked += 1
+    assert checked > 0
+
+
+@pytest.mark.parametrize("ranks, pairs, message", [
+    ([[Op(F, 0), Op(BW, 0)], [Op(F, 0), Op(BW, 0)]], (frozenset({1}), frozenset()), "has no second op"),
+    ([[Op(F, 0), Op(BW, 0)], [Op(F, 0), Op(BW, 0)]], (frozenset(), frozenset({1})), "has no second op"),
+    ([[Op(F, 0), Op(F, 1), Op(BW, 0), Op(BW, 1)], [Op(F, 0), Op(BW, 0), Op(F, 1), Op(BW, 1)]],
+     (frozenset(), frozenset({1})), "must be an F and then a B or BW, got BW0 and F1"),
+    ([[Op(F, 0), Op(F, 1), Op(BW, 0), Op(BW, 1)], [Op(F, 0), Op(F, 1), Op(BW, 0), Op(BW, 1)]],
+     (frozenset({1}), frozenset()), "must be an F and then a B or BW, got F1 and BW0"),
+])
+def test_malformed_pairs_are_refused(ranks, pairs, message):
+    sched = S.Schedule("bad", 2, len(ranks[0]) // 2, 1, S.LOOP, tuple(map(tuple, ranks)), {}, pairs)
+    if "got F1 and BW0" in message:  # rank 0's F1 & BW0 is a valid pair: what fails is its input
+        with pytest.raises(S.ScheduleError, match="deadlocks"):
+            S.validate(sched)
+        return
+    with pytest.raises(S.ScheduleError, match=message):
+        S.validate(sched)
+
+
+def test_a_pair_whose_b_needs_its_own_f_is_a_deadlock():
+    """B of (mb 0, chunk 1) needs F of (mb 0, chunk 1), which needs F (mb 0, chunk 0): a pair of
+    F0.0 and a backward downstream of it cannot start."""
+    ranks = [[Op(F, 0), Pair(Op(F, 1), Op(BW, 0)), Op(BW, 1)], [Op(F, 0), Op(F, 1), Op(BW, 0), Op(BW, 1)]]
+    flat = [flatten_pairs(r) for r in ranks]
+    sched = S.Schedule("self", 2, 2, 1, S.LOOP, tuple(o for o, _ in flat), {}, tuple(p for _, p in flat))
+    with pytest.raises(S.ScheduleError, match="deadlocks"):
+        S.validate(sched)
+
+
+def test_pairs_survive_the_json_form_and_the_fingerprint():
+    from primus_megatron.runtime.planner import schedule_fingerprint
+
+    sched = S.generate("dualpipev", 4, 10)
+    back = from_dict(to_dict(sched))
+    assert back.ranks == sched.ranks and back.pairs == sched.pairs
+    assert schedule_fingerprint(sched.with_ranks(sched.ranks)) != schedule_fingerprint(sched)  # pairs dropped
+
+
+# -- DualPipeV -------------------------------------------------------------------------------------
+
+@given(pp=st.integers(2, 8), extra=st.integers(0, 12))
+def test_dualpipev_is_complete_valid_and_pairs_its_steady_state(pp, extra):
+    m = 2 * pp + extra
+    sched = S.generate("dualpipev", pp, m)  # validated: complete, W order, dependencies, hang-free
+    for r in range(pp):
+        steady = m - 2 * pp + r + 1
+        pairs = len(sched.paired(r))
+        # step 4: two pairs a round (the last rank's first round one), step 5: one a round
+        assert pairs == 2 * steady - (r == pp - 1) + (pp - r - 1)
+        for item in sched.items(r):
+            if isinstance(item, Pair):
+                assert item.f.kind == F and item.b.kind == BW and item.f.chunk != item.b.chunk
+        # each B's W is deferred (zero-bubble phases), every other backward whole
+        ops = sched.ranks[r]
+        assert sum(op.kind == B for op in ops) == sum(op.kind == W for op in ops) == 2 * (pp - r - 1) + r + 1
+
+
+@pytest.mark.parametrize("m", [1, 3, 5])
+def test_dualpipev_with_fewer_than_2p_microbatches_drops_the_extra_ones(m):
+    sched = S.generate("dualpipev", 3, m)
+    assert all(op.mb < m for ops in sched.ranks for op in ops)
+
+
+def test_dualpipev_hides_the_all_to_all_that_zbv_pays_for():
+    """At pp=4, m=16, F=B=W=1 with half of each F and B all-to-all: DualPipeV's pairs hide it, zbv's
+    ops (one at a time) cannot; with no all-to-all its pairs save nothing."""
+    plain = S.Costs(f=1.0, b=1.0, w=1.0)
+    dpv, zbv = (S.simulate(S.generate(n, 4, 16, costs=A2A), A2A).makespan for n in ("dualpipev", "zbv"))
+    dpv_plain = S.simulate(S.generate("dualpipev", 4, 16, costs=plain), plain).makespan
+    zbv_plain = S.simulate(S.generate("zbv", 4, 16, costs=plain), plain).makespan
+    assert zbv == pytest.approx(zbv_plain)  # zbv's times do not change: a2a is part of f and b
+    assert dpv < 0.8 * zbv and dpv < dpv_plain
+    assert dpv_plain > zbv_plain  # without an all-to-all to hide, DualPipeV's BW ops leave it behind
