@@ -1,6 +1,6 @@
 """Iteration time with and without post-validation on emulated devices (`emulated_scale.py --post-validation`).
 
-Every iteration ends with the emulated optimizer step (`train/emulate.py`, `EmulatedOptimizer`): the
+Every iteration ends with the emulated optimizer step (`emulation/optimizer.py`, `EmulatedOptimizer`): the
 synchronous step is megatron's (a real all-reduce of the gradient norm over every rank, then the
 timed step), which every rank waits for; under `--optimizer-post-validation` our schedule steps
 without that synchronisation and checks the step inside the next iteration's prefix
@@ -24,8 +24,8 @@ import _common as C  # noqa: E402
 
 
 def _variants(setting, scale: float, step_s: float) -> list:
+    from primus_megatron import emulation as E
     from primus_megatron import schedules as S
-    from primus_megatron.train import emulate as E
 
     p, m = setting.pp, setting.microbatches
     costs = setting.costs()
@@ -46,7 +46,7 @@ def _variants(setting, scale: float, step_s: float) -> list:
 
 
 def run_table(names: list, table: dict, args) -> str:
-    from primus_megatron.train import emulate as E
+    from primus_megatron import emulation as E
 
     scale = args.scale / 1000.0
     step_s = args.optimizer_ms * scale

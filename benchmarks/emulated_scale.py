@@ -7,15 +7,15 @@
     python benchmarks/emulated_scale.py --post-validation          # iteration time with/without post-validation
 
 Per setting of the paper's Table 5 (one chunk per rank) and Table 8 (ZB-V, per-chunk costs), P forked
-gloo ranks run emulated chunks (`runtime/emulated.py`: F, B and W wait the paper's profiled ms times
+gloo ranks run emulated chunks (`emulation/chunks.py`: F, B and W wait the paper's profiled ms times
 `--scale`, activations of `--activation-kib` go through our p2p, p2p latency T_comm is emulated) under
 our runtime (strict NCCL-order p2p unless `--p2p-mode`), megatron-core's own 1F1B and interleaved
 1F1B, and torch.distributed.pipelining's ScheduleInterleavedZeroBubble / ScheduleZBVZeroBubble /
-ScheduleDualPipeV (`runtime/emulated_torch.py`, two stages per rank, plain gloo p2p as torch posts
+ScheduleDualPipeV (`emulation/torch_stages.py`, two stages per rank, plain gloo p2p as torch posts
 it), all in the same processes. Every plan is made for post-validation (no optimizer barrier), as the
 paper's bubble tables are, and on the paper's costs alone (zb-auto's and the V rows' orders are the
 paper's plans), but `auto`, which chooses and plans its pick with the measured host work per op
-charged to every op (`emulate.planning_costs`); each cell is the measured bubble rate, the paper's definition (cost -
+charged to every op (`emulation.planning_costs`); each cell is the measured bubble rate, the paper's definition (cost -
 m(F+B+W)) / cost with cost the longest rank's span of the step, then our simulator's, then the
 paper's where it has the column. A/A: zb-h1 run a second time at the end of the same launch (the
 noise floor). overhead/op: an op's wall time beyond its emulated time (megatron's forward_step /
@@ -60,9 +60,9 @@ def settings() -> dict:
 def variants(setting, chunked: bool, scale: float, op_overhead_s: float = 0.0) -> list:
     """Every variant of one setting, planned for post-validation (module doc); `auto` chooses with
     `op_overhead_s` of host work charged to every op."""
+    from primus_megatron import emulation as E
     from primus_megatron import schedules as S
     from primus_megatron.schedules.auto import choose
-    from primus_megatron.train import emulate as E
 
     p, m = setting.pp, setting.microbatches
     costs = setting.costs(share=2.0 if chunked else 1.0)  # a rank's share
@@ -95,7 +95,7 @@ def variants(setting, chunked: bool, scale: float, op_overhead_s: float = 0.0) -
 
 def run_setting(name: str, setting, chunked: bool, args) -> dict:
     """One setting's launch; a failed launch (a named hang, a timeout) is recorded, not raised."""
-    from primus_megatron.train import emulate as E
+    from primus_megatron import emulation as E
 
     scale = args.scale / 1000.0
     keep = args.schedules.split(",") if args.schedules else None
@@ -125,16 +125,16 @@ def run_setting(name: str, setting, chunked: bool, args) -> dict:
 
 
 def _own_host(r) -> str:
-    """The variant's own measured host costs (`emulate.host_costs`), where ours ran it."""
-    from primus_megatron.train import emulate as E
+    """The variant's own measured host costs (`emulation.host_costs`), where ours ran it."""
+    from primus_megatron import emulation as E
 
     per_op, message = E.host_costs(r)
     return "" if per_op is None else f"{1e3 * per_op:.2f} / {1e3 * (message or 0.0):.2f}"
 
 
 def _with_host(run, v) -> float:
-    """The variant's simulated async bubble with the launch's measured host costs (`emulate.host_costs`)."""
-    from primus_megatron.train import emulate as E
+    """The variant's simulated async bubble with the launch's measured host costs (`emulation.host_costs`)."""
+    from primus_megatron import emulation as E
 
     per_op, message = run["host"]
     return E.with_host_work(v, per_op, run["scale"], message or 0.0)["bubble_rate_async"]
@@ -199,7 +199,7 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
              C.table(["setting", "load", "schedule", "measured", "simulated", "sim+host", "paper", "meas - sim",
                       "meas - sim+host", "overhead/op ms / mean op ms", "cpu/op ms",
                       "own host/op ms / message ms"], rows), "",
-             "sim+host: the simulator charged the launch's measured host costs (`emulate.host_costs`, medians over "
+             "sim+host: the simulator charged the launch's measured host costs (`emulation.host_costs`, medians over "
              "our schedules in that launch: every op costs its overhead plus the executor's work before the next op "
              "more, every message between ranks at least its measured time): "
              + "; ".join(f"{n} {1e3 * r[2]['host'][0]:.2f} / {1e3 * (r[2]['host'][1] or 0):.2f} ms"

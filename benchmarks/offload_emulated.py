@@ -3,7 +3,7 @@
     python benchmarks/offload_emulated.py                       # pp=8 (1.5B, 24 microbatches), 25 and 50 GB/s
     python benchmarks/offload_emulated.py --settings 1.5B:8:24,6.2B:16:48 --no-markdown
 
-P forked gloo ranks run emulated chunks (`runtime/emulated.py`: F, B and W wait the paper's
+P forked gloo ranks run emulated chunks (`emulation/chunks.py`: F, B and W wait the paper's
 profiled ms, activations go through our p2p) under our runtime, each of zb-h1, zbv, v-half and
 v-min without offload and with `--pipeline-offload auto` under a memory limit of V-Min's peak
 without offload, the `auto` plan chosen once here and handed to every rank (the plan each rank
@@ -61,7 +61,7 @@ def _setting(text: str):
 
 def variants(setting, share: float, link: float, scale: float = 1e-3):
     """`scale`: seconds of emulated time per time unit (the paper's costs are ms)."""
-    from primus_megatron.train import emulate as E
+    from primus_megatron import emulation as E
 
     costs = setting.costs(share)
     unit = OP.unit_bytes(P.MODELS[setting.model], setting.pp)
@@ -104,7 +104,7 @@ def measured_peak(summary: dict, sched, costs) -> float:
 
 
 def main() -> int:
-    from primus_megatron.train import emulate as E
+    from primus_megatron import emulation as E
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--settings", default="1.5B:8:24", help="model:pp:microbatches, comma-separated")

@@ -16,7 +16,6 @@ with status 2; set PRIMUS_DEBUG=1 to see tracebacks of unexpected errors.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -677,7 +676,7 @@ def _optimizer_spec(args: argparse.Namespace, pp: int) -> Optional[dict]:
 
 
 def _baselines(text: str) -> list[str]:
-    from .train.emulate import BASELINES
+    from .emulation.baselines import BASELINES
 
     names = [t.strip() for t in text.split(",") if t.strip()]
     if names == ["all"]:
@@ -688,51 +687,26 @@ def _baselines(text: str) -> list[str]:
     return names
 
 
-class _EmulationFailed(Exception):
-    """An emulated run (or the short run measuring host work per op) failed: one line, exit 1."""
-
-
 def cmd_emulate(args: argparse.Namespace) -> int:
     """Everything is checked (costs, the plan, outputs) before the first rank starts."""
-    from .train import emulate as E
+    from .emulation import command
 
     costs, pp, m, unit, elements = _emulate_inputs(args)
     baselines = _baselines(args.baselines)
     optimizer = _optimizer_spec(args, pp)
-    scale = unit / 1000.0
+    _check_op_overhead(args)
     try:
-        overhead_s, chosen = _emulate_op_overhead(args, pp, m, costs, scale, elements)
-        variants = E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit,
-                          chunks=args.chunks, post_validation=args.post_validation, baselines=baselines,
-                          op_overhead_s=overhead_s)
-        if optimizer and args.optimizer_post_validation:
-            variants[0] = dataclasses.replace(variants[0], post_validation=True)
-        try:
-            results, memory = E.run(variants, pp, m, elements=elements, steps=args.steps, p2p_mode=args.p2p_mode,
-                                    p2p_timeout_s=args.p2p_timeout, optimizer=optimizer)
-        except (RuntimeError, TimeoutError) as exc:
-            raise _EmulationFailed(f"the emulated run of {variants[0].label} at pp={pp}, {m} microbatches failed: "
-                                   f"{E.first_failure(str(exc))}") from None
-    except _EmulationFailed as exc:
+        variants, results, report = command.emulate(args, costs, pp, m, unit, elements, baselines, optimizer)
+    except command.EmulationFailed as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
-    report = E.report(variants, results, memory, pp=pp, microbatches=m, unit_ms=unit, elements=elements,
-                      p2p_mode=args.p2p_mode, optimizer=optimizer)
-    if chosen is not None:  # planned with host work per op charged (auto, the cost-planned schedules)
-        report["plan_op_overhead_ms"] = round(1e3 * overhead_s, 4)
-        report["plan_op_overhead_measured"] = args.op_overhead is None
-    if args.schedule == "auto":
-        best, rows = chosen
-        report["auto"] = {"chose": best, "op_overhead_ms": round(1e3 * overhead_s, 4),
-                          "op_overhead_measured": args.op_overhead is None,
-                          "candidates": [dataclasses.asdict(r) for r in rows]}
     _emulate_outputs(args, variants, results, report)
     return 0
 
 
 def _emulate_inputs(args: argparse.Namespace) -> tuple:
     """(costs, pp, microbatches, ms per cost unit, fp32 elements per activation), checked."""
-    from .runtime.emulated import MIN_ELEMENTS
+    from .emulation.chunks import MIN_ELEMENTS
 
     if args.timeline:
         _check_output("--timeline", args.timeline, (".json",))
@@ -746,54 +720,19 @@ def _emulate_inputs(args: argparse.Namespace) -> tuple:
     return costs, pp, m, unit, elements
 
 
-def _emulate_op_overhead(args: argparse.Namespace, pp: int, m: int, costs, scale: float, elements: int) -> tuple:
-    """(host work per op in seconds charged to every op, the plan it chose with: None for a schedule
-    planned without costs; (best, rows) for auto; () for the other cost-planned schedules). The plan
-    is checked first (bad input is refused before any rank starts); the overhead is --op-overhead or
-    measured by a short zb-h1 run."""
-    from .schedules.auto import table as auto_table
+def _check_op_overhead(args: argparse.Namespace) -> None:
+    """--op-overhead only where the plan depends on the costs (auto, the cost-planned schedules)."""
     from .schedules.registry import info as schedule_info, names
-    from .train import emulate as E
 
-    auto = args.schedule == "auto"
-    if not (auto or schedule_info(args.schedule).uses_costs):
-        if args.op_overhead is not None:
-            raise UsageError(f"--op-overhead is the host work per op that --schedule auto and the schedules planned "
-                             f"on their costs ({', '.join(n for n in names() if schedule_info(n).uses_costs)}) "
-                             f"charge every op; {args.schedule} is planned without costs")
-        return 0.0, None
-    if auto:
-        E.choose(pp, m, costs, scale=scale, op_overhead_s=0.0, memory_limit=args.memory_limit,
-                 post_validation=args.post_validation)
-    else:
-        E.plan(args.schedule, pp, m, costs, scale=scale, memory_limit=args.memory_limit, chunks=args.chunks,
-               post_validation=args.post_validation)
-    if args.op_overhead is not None:
-        overhead_s, how = args.op_overhead / 1000.0, "given"
-    else:
-        try:
-            overhead_s = E.measure_op_overhead(pp, costs, scale=scale, elements=elements, p2p_mode=args.p2p_mode,
-                                               p2p_timeout_s=args.p2p_timeout)
-        except (RuntimeError, TimeoutError) as exc:
-            raise _EmulationFailed(f"measuring the host work per op (a short zb-h1 run) at pp={pp} failed: "
-                                   f"{E.first_failure(str(exc))}") from None
-        how = "measured"
-    if not auto:
-        if args.format == "text":
-            print(f"{args.schedule}: planned with {1e3 * overhead_s:.2f} ms of host work per op ({how}) charged "
-                  f"to every op\n", flush=True)
-        return overhead_s, ()
-    best, rows = E.choose(pp, m, costs, scale=scale, op_overhead_s=overhead_s, memory_limit=args.memory_limit,
-                          post_validation=args.post_validation)
-    if args.format == "text":
-        print(f"auto: host work per op {1e3 * overhead_s:.2f} ms ({how}), charged to every op; simulated "
-              f"iteration times in cost units:\n{auto_table(rows, best)}\nauto: chose {best}\n", flush=True)
-    return overhead_s, (best, rows)
+    if args.schedule != "auto" and not schedule_info(args.schedule).uses_costs and args.op_overhead is not None:
+        raise UsageError(f"--op-overhead is the host work per op that --schedule auto and the schedules planned "
+                         f"on their costs ({', '.join(n for n in names() if schedule_info(n).uses_costs)}) "
+                         f"charge every op; {args.schedule} is planned without costs")
 
 
 def _emulate_outputs(args: argparse.Namespace, variants: list, results: list, report: dict) -> None:
     """--timeline (measured and simulated spans of every variant) and the report, as --format asks."""
-    from .train import emulate as E
+    from .emulation import reporting
 
     if args.timeline:
         from .schedules.trace import chrome_trace_json
@@ -801,13 +740,13 @@ def _emulate_outputs(args: argparse.Namespace, variants: list, results: list, re
         timelines = {}
         for v, r in zip(variants, results):
             if r is not None:
-                timelines[f"{v.label} (measured)"] = E.spans(r["timeline"])
-                timelines[f"{v.label} (simulated)"] = E.spans(v.sim_timeline)
+                timelines[f"{v.label} (measured)"] = reporting.spans(r["timeline"])
+                timelines[f"{v.label} (simulated)"] = reporting.spans(v.sim_timeline)
         _write_outputs([(args.timeline, chrome_trace_json(timelines, us_per_unit=1e6))])
     if args.format == "json":
         print(json.dumps(report, indent=1))
     else:
-        print(E.report_text(report))
+        print(reporting.report_text(report))
 
 
 COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export,

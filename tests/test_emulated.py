@@ -1,4 +1,4 @@
-"""Emulated devices (runtime/emulated.py, train/emulate.py, `primus-pipeline emulate`).
+"""Emulated devices (primus_megatron/emulation/, `primus-pipeline emulate`).
 
 The emulated chunk is driven by megatron-core's forward_step/backward_step through our
 executor and through megatron's own 1F1B: a schedule with W ops defers every W through the
@@ -17,8 +17,8 @@ import json
 import pytest
 
 from primus_megatron import cli
+from primus_megatron import emulation as E
 from primus_megatron import schedules as S
-from primus_megatron.train import emulate as E
 
 F_S, B_S, W_S, BW_S = 0.002, 0.002, 0.002, 0.003  # seconds: a BW cheaper than B + W, as measured ones are
 
@@ -175,7 +175,9 @@ def test_emulate_plans_a_cost_driven_schedule_with_the_given_host_work(capsys, m
     def no_probe(*a, **k):
         raise AssertionError("measured although --op-overhead was given")
 
-    monkeypatch.setattr(E, "measure_op_overhead", no_probe)
+    from primus_megatron.emulation import launch
+
+    monkeypatch.setattr(launch, "measure_op_overhead", no_probe)
     code = cli.main(["emulate", "--schedule", "zb-auto", "--pp", "2", "-m", "4", "--cost-f", "4", "--cost-b", "4",
                      "--cost-w", "2", "--op-overhead", "3", "--steps", "1", "--format", "json"])
     rep = json.loads(capsys.readouterr().out)
@@ -302,8 +304,8 @@ def test_torch_stage_waits_b_in_torchs_input_pass_w_in_its_weight_pass_and_bw_in
     import torch
     from torch.distributed.pipelining._backward import stage_backward, stage_backward_input, stage_backward_weight
 
-    from primus_megatron.runtime.emulated import STAMP, StageTimes
-    from primus_megatron.runtime.emulated_torch import TorchEmulatedStage, loss_fn
+    from primus_megatron.emulation.chunks import STAMP, StageTimes
+    from primus_megatron.emulation.torch_stages import TorchEmulatedStage, loss_fn
 
     times = StageTimes(f=0.001, b=0.002, w=0.003, bw=0.004)
     split = TorchEmulatedStage(1, 2, times, epoch=time.monotonic())

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 import megatron_reference as ref
+from primus_megatron import emulation as E
 from primus_megatron import schedules as S
-from primus_megatron.train import emulate as E
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
 

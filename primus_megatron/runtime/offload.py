@@ -37,7 +37,7 @@ the bytes the saved tensors span are copied, into one host buffer per offloaded 
 reload, one device buffer per storage (what a W keeps of a B's activations then holds only its own). The copies themselves (host pool on CPU; pinned buffers, the
 device's two copy streams and events on a GPU) are `offload_copies`'.
 
-On emulated devices (`runtime.emulated`; the runner's `emulated_copy_seconds`) the copies also
+On emulated devices (`emulation.chunks`; the runner's `emulated_copy_seconds`) the copies also
 take the time the plan's bandwidth says, on one lane per direction as the planner models them: a copy out starts
 when its F (B, for a W share) ends and its lane is free; a copy back when its issuing op starts, its
 lane is free and its copy out has ended; the B (the W, for a W share) waits (sleeps) until its copy
@@ -380,7 +380,7 @@ class _EmulatedLanes:
         self.copies.append(("H2D", key, start, self.h2d_free))
 
     def wait(self, key) -> None:
-        from .emulated import wait_until
+        from ..emulation.chunks import wait_until
 
         wait_until(self.back_end.get(key, 0.0))
 

@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
-from .wgrad_store import get_store
+from ..runtime.wgrad_store import get_store
 
 LINEAR_WIDTH = 4  # features of the small linear layer whose weight gradient is deferred
 STAMP = 2  # trailing elements of a message that carry its send time

@@ -1,4 +1,4 @@
-"""torch.distributed.pipelining's zero-bubble schedules on emulated chunks (baselines).
+"""torch.distributed.pipelining's stages on emulated chunks: the torch baselines' runtime side.
 
 torch's `ScheduleInterleavedZeroBubble`, `ScheduleZBVZeroBubble` and `ScheduleDualPipeV`
 split a backward without our weight-gradient store: `stage_backward_input` runs
@@ -17,7 +17,7 @@ the engine which of its inputs this pass will use (`torch._C._will_engine_execut
 its input's and its weight's nodes, both non-leaf so the query is allowed under
 `autograd.grad`): the input only is torch's I (waits B), the weight only is its W (waits W),
 both is a full backward (waits BW). F waits in the forward; p2p latency is emulated with the
-same send stamps as `runtime.emulated`, on the tensors torch sends.
+same send stamps as `emulation.chunks`, on the tensors torch sends.
 """
 from __future__ import annotations
 
@@ -26,42 +26,8 @@ from typing import Any, Optional
 
 import torch
 
-from .emulated import LINEAR_WIDTH, OpLog, StageTimes, TimedWaits, _Arrive, _Clock
-
-# our label -> (torch class, placement of its stages, chunks per rank)
-SCHEDULES = {
-    "torch-interleaved-zb": ("ScheduleInterleavedZeroBubble", "loop", 2),
-    "torch-zbv": ("ScheduleZBVZeroBubble", "v", 2),
-    "torch-dualpipev": ("ScheduleDualPipeV", "v", 2),
-}
-_KINDS = {"F": "F", "I": "B", "W": "W", "B": "BW"}
-
-
-def torch_order(label: str, pp: int, microbatches: int):
-    """torch's compute order for `label` as our Schedule (for the simulation; its I is our B). ValueError:
-    torch refuses the shape (its own message: the constraint it breaks)."""
-    from torch.distributed.pipelining import schedules as ts
-    from torch.distributed.pipelining._schedule_visualizer import get_schedule_ops
-
-    from ..schedules import ir
-
-    cls_name, placement, chunks = SCHEDULES[label]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rows = get_schedule_ops(getattr(ts, cls_name), pp, microbatches, num_stages_per_rank=chunks)
-    ranks = []
-    for rank, row in enumerate(rows):
-        actions = [a for a in row if a is not None]
-        flat = [sub for a in actions for sub in (a.sub_actions or (a,))]  # DualPipeV's OVERLAP_F_B: F then B
-        ops = []
-        for a in flat:
-            owner, chunk = ir.owner_of(placement, pp, a.stage_index)
-            if owner != rank:
-                raise ValueError(f"torch puts stage {a.stage_index} on rank {rank}, not on {owner}")
-            ops.append(ir.Op(_KINDS[a.computation_type.value], a.microbatch_index, chunk))
-        ranks.append(tuple(ops))
-    return ir.Schedule(label, pp, microbatches, chunks, placement, tuple(ranks))
-
+from .baselines import SCHEDULES
+from .chunks import LINEAR_WIDTH, OpLog, StageTimes, TimedWaits, _Arrive, _Clock
 
 class _SplitWork(torch.autograd.Function):
     """F's wait and the chunk's linear mix; its backward computes, and waits for, only what the
@@ -126,7 +92,7 @@ class TorchEmulatedStage(torch.nn.Module, TimedWaits):
 
 
 def loss_fn(output: torch.Tensor, target: Any) -> torch.Tensor:
-    """The emulated loss (runtime.emulated.loss_func's): torch divides gradients by the microbatch
+    """The emulated loss (emulation.chunks.loss_func's): torch divides gradients by the microbatch
     count itself (`scale_grads`), as megatron divides the loss."""
     return output[..., :LINEAR_WIDTH].float().mean()
 
