@@ -63,3 +63,17 @@ def test_nothing_below_the_runtime_imports_from_above_it():
             upward += [f"{os.path.relpath(path, ROOT)} -> {name}" for name in _imports(path, tree)
                        if name.split(".")[0] in UPPER or name.removesuffix(".py") in UPPER]
     assert not upward, f"imports from above: {upward}"
+
+
+def test_the_runtime_imports_nothing_that_drives_it():
+    """The runtime (and the optimizer beside it) is driven by the training script, the emulated
+    devices, the Megatron-LM plugin and the CLI; it imports none of them, not even lazily."""
+    upward = []
+    for lower in ("runtime", "optim"):
+        top = os.path.join(ROOT, lower)
+        for path in (os.path.join(d, f) for d, _, fs in os.walk(top) for f in fs if f.endswith(".py")):
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            upward += [f"{os.path.relpath(path, ROOT)} -> {name}" for name in _imports(path, tree)
+                       if name.split(".")[0] in ("train", "emulation", "megatron_lm", "cli")]
+    assert not upward, f"imports from above: {upward}"

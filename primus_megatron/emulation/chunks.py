@@ -33,6 +33,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from ..runtime.deadline import wait_until
 from ..runtime.wgrad_store import get_store
 
 LINEAR_WIDTH = 4  # features of the small linear layer whose weight gradient is deferred
@@ -68,15 +69,6 @@ def stage_times(costs, pp: int, chunks: int, placement: str, *, scale: float) ->
         out.append(StageTimes(f=scale * sc.duration(F, s), b=scale * sc.duration(B, s), w=scale * sc.duration(W, s),
                               bw=scale * sc.duration(BW, s), comm_in=scale * comm_in, comm_grad_in=scale * comm_grad))
     return out
-
-
-def wait_until(deadline: float) -> None:
-    """Sleep until time.monotonic() reaches `deadline` (no core used while waiting)."""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return
-        time.sleep(left)
 
 
 def tighten_timer_slack() -> None:

@@ -39,7 +39,7 @@ class EmulatedOptimizer:
         self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def step_with_ready_grads(self) -> bool:
-        from .chunks import wait_until
+        from ..runtime.deadline import wait_until
 
         wait_until(time.monotonic() + self.step_s)
         self.optimizer.step()

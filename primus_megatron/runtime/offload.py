@@ -380,7 +380,7 @@ class _EmulatedLanes:
         self.copies.append(("H2D", key, start, self.h2d_free))
 
     def wait(self, key) -> None:
-        from ..emulation.chunks import wait_until
+        from .deadline import wait_until
 
         wait_until(self.back_end.get(key, 0.0))
 
