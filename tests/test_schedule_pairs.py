@@ -148,13 +148,43 @@ def test_dualpipev_with_fewer_than_2p_microbatches_drops_the_extra_ones(m):
     assert all(op.mb < m for ops in sched.ranks for op in ops)
 
 
-def test_dualpipev_hides_the_all_to_all_that_zbv_pays_for():
-    """At pp=4, m=16, F=B=W=1 with half of each F and B all-to-all: DualPipeV's pairs hide it, zbv's
-    ops (one at a time) cannot; with no all-to-all its pairs save nothing."""
+def test_dualpipev_hides_the_all_to_all_best():
+    """At pp=4, m=16, F=B=W=1 with half of each F and B all-to-all: DualPipeV's steady state (an F with a
+    whole backward) hides more of it than zbv's pairs (an F with a B), and with no all-to-all to hide its
+    whole-backward ops leave it behind zbv."""
     plain = S.Costs(f=1.0, b=1.0, w=1.0)
     dpv, zbv = (S.simulate(S.generate(n, 4, 16, costs=A2A), A2A).makespan for n in ("dualpipev", "zbv"))
     dpv_plain = S.simulate(S.generate("dualpipev", 4, 16, costs=plain), plain).makespan
     zbv_plain = S.simulate(S.generate("zbv", 4, 16, costs=plain), plain).makespan
-    assert zbv == pytest.approx(zbv_plain)  # zbv's times do not change: a2a is part of f and b
-    assert dpv < 0.8 * zbv and dpv < dpv_plain
-    assert dpv_plain > zbv_plain  # without an all-to-all to hide, DualPipeV's BW ops leave it behind
+    assert dpv < 0.9 * zbv < 0.9 * zbv_plain and dpv < dpv_plain
+    assert dpv_plain > zbv_plain
+
+
+# -- pairing any order -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", [n for n in S.names() if n not in ("zb-optimal", "dualpipev")])
+@given(pp=st.integers(2, 4), m=st.integers(1, 10), a2a=st.sampled_from([0.2, 0.5, 0.9]))
+def test_pairing_any_registered_order_keeps_it_valid_and_no_slower(name, pp, m, a2a):
+    """`pairing.with_pairs` merges every F-then-B neighbour, unmerges the pairs a run shows stuck (a pair
+    waits for both inputs: e.g. a B downstream of its own F), and keeps pairs only where the order runs
+    and is no slower: the result always validates."""
+    from primus_megatron.schedules.ir import flatten_pairs
+    from primus_megatron.schedules.pairing import with_pairs
+
+    costs = S.Costs(f=1.0, b=1.0, w=1.0, a2a=a2a)
+    plain = S.generate(name, pp, m)
+    sc = costs.resolve(pp, plain.chunks_per_rank, plain.placement)
+    items = with_pairs([list(ops) for ops in plain.ranks], plain, sc)
+    flat = [flatten_pairs(r) for r in items]
+    paired = plain.with_ranks([ops for ops, _ in flat], tuple(p for _, p in flat))
+    assert paired.ranks == plain.ranks  # the same order, some neighbours merged
+    S.validate(paired, costs=costs)
+    assert S.simulate(paired, costs).makespan <= S.simulate(plain, costs).makespan * (1 + 1e-9)
+
+
+def test_zbv_takes_pairs_where_there_is_an_all_to_all_to_hide():
+    a2a = S.Costs(f=1.0, b=1.0, w=1.0, a2a=0.5)
+    with_a2a, without = S.generate("zbv", 4, 16, costs=a2a), S.generate("zbv", 4, 16)
+    assert with_a2a.has_pairs and not without.has_pairs
+    assert S.simulate(with_a2a, a2a).makespan < 0.95 * S.simulate(without, a2a).makespan
+    assert max(S.simulate(with_a2a, a2a).peak_memory) <= max(S.simulate(without, a2a).peak_memory)

@@ -122,7 +122,8 @@ def _op_info(compiled: Compiled, sc: StageCosts) -> list[list[tuple]]:
 
 
 @gc_paused
-def _run(compiled: Compiled, sc: StageCosts, hook=None) -> tuple[list[list[float]], list[list[float]], list[float]]:
+def _run(compiled: Compiled, sc: StageCosts, hook=None,
+         stopped: Optional[list] = None) -> tuple[list[list[float]], list[list[float]], list[float]]:
     """Each rank runs its ops in order, an op starting when the rank is free and its
     input has arrived: (per rank the start and the end of each op, per rank its last end).
     Results are keyed as in the compiled form (`compiled`).
@@ -130,7 +131,8 @@ def _run(compiled: Compiled, sc: StageCosts, hook=None) -> tuple[list[list[float
     `hook` (optional) times what the ops wait for besides their inputs (the offload copy lanes,
     `offload.simulate_offload`): `hook.marked[r][i]` is true for the ops it cares about, and for
     those `hook.start(r, i, ready)` returns when the op may start and `hook.end(r, i, end)` hears
-    when it ended. Unmarked ops run as without a hook."""
+    when it ended. Unmarked ops run as without a hook. `stopped` (optional) receives, per rank,
+    the position of the first op it did not run (its length if it ran them all)."""
     pp, stride = compiled.schedule.pp, compiled.stride
     info = _op_info(compiled, sc)
     done: list[Optional[float]] = [None] * (stride * compiled.schedule.microbatches)  # result key -> end time
@@ -191,6 +193,8 @@ def _run(compiled: Compiled, sc: StageCosts, hook=None) -> tuple[list[list[float
                 out, out2 = base + out2, -1
         ptr[r] = i
         free[r] = t_free
+    if stopped is not None:
+        stopped[:] = ptr
     _raise_if_stuck(compiled, ptr)
     return starts, ends, free
 
@@ -229,6 +233,16 @@ def _run_pair(compiled: Compiled, sc: StageCosts, hook, at: tuple, ready: float,
             if key in waiting:
                 todo.extend(waiting.pop(key))
     return end
+
+
+def stuck_positions(schedule: Schedule, sc: StageCosts) -> list[int]:
+    """Per rank, the position of the first op a run of `schedule` never starts (-1: it ran them all)."""
+    stopped: list = []
+    try:
+        _run(compile_schedule(schedule), sc, stopped=stopped)
+    except ScheduleError:
+        pass
+    return [p if p < len(ops) else -1 for p, ops in zip(stopped, _ranks(compile_schedule(schedule)))]
 
 
 def result_key(code: int, stride: int) -> Key:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..costs import StageCosts
 from ..ir import B, F, V, W, Op
 from ..registry import register
+from ..pairing import paired_order
 from ..variants import best_of
 
 
@@ -12,11 +13,14 @@ from ..variants import best_of
           splits_backward=True)
 def zbv(pp: int, microbatches: int, *, costs: StageCosts, post_validation: bool = False, **_) -> list[list[Op]]:
     # The paper's fixed pattern, with its W re-placed from the costs where that
-    # is faster at no more memory (unequal F/B/W or a p2p latency leave gaps).
+    # is faster at no more memory (unequal F/B/W or a p2p latency leave gaps);
+    # with an expert-parallel all-to-all in the costs, its F-then-B neighbours
+    # run as overlapped pairs where that is faster (`pairing`).
     if costs.one_slot:
         return zbv_pattern(pp, microbatches)
-    return best_of([("pattern", lambda: zbv_pattern(pp, microbatches))], pp=pp, m=microbatches, chunks=2,
-                   placement=V, sc=costs, memory_limit=None, what="zbv", fill=True, post_validation=post_validation)
+    order = best_of([("pattern", lambda: zbv_pattern(pp, microbatches))], pp=pp, m=microbatches, chunks=2,
+                    placement=V, sc=costs, memory_limit=None, what="zbv", fill=True, post_validation=post_validation)
+    return paired_order("zbv", order, pp=pp, m=microbatches, chunks=2, placement=V, sc=costs)
 
 
 def zbv_pattern(pp: int, microbatches: int) -> list[list[Op]]:
