@@ -188,3 +188,12 @@ def test_zbv_takes_pairs_where_there_is_an_all_to_all_to_hide():
     assert with_a2a.has_pairs and not without.has_pairs
     assert S.simulate(with_a2a, a2a).makespan < 0.95 * S.simulate(without, a2a).makespan
     assert max(S.simulate(with_a2a, a2a).peak_memory) <= max(S.simulate(without, a2a).peak_memory)
+
+
+def test_activation_offload_refuses_overlapped_pairs_in_one_sentence():
+    from primus_megatron.schedules import offload as O
+
+    sched = S.generate("dualpipev", 3, 6)
+    with pytest.raises(S.ScheduleError, match="activation offload does not plan schedules with overlapped F&B pairs"):
+        O.choose(sched, "all", bandwidth=1.0)
+    assert O.choose(sched, "off").makespan == S.simulate(sched).makespan  # no offload: the plain run

@@ -203,6 +203,13 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
     """The plan offloading `keys` ((rank, mb, chunk): an F's activations; (rank, mb, chunk, "W"): a W
     share), each reload issued just in time (module doc)."""
     bandwidth = check_bandwidth(bandwidth)
+    keys = list(keys)
+    if schedule.has_pairs and keys:
+        # a pair starts both halves together: a reload issued by its second half, or a copy out of its first
+        # half's activations read by the second, has no place in the plan's op-by-op lanes
+        raise ScheduleError(f"activation offload does not plan schedules with overlapped F&B pairs yet "
+                            f"({schedule.name} has them, as dualpipev and zbv planned with an all-to-all "
+                            f"cost do); run it without activation offload")
     sc = _resolve(schedule, costs)
     wanted: list[set] = [set() for _ in range(schedule.pp)]
     for rank, *key in keys:
