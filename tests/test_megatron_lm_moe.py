@@ -13,7 +13,8 @@ What must hold: every number Megatron-LM logs (lm loss, load-balancing loss, gra
 iteration; validation and test losses) is identical, as printed, to Megatron's own 1F1B's; and
 the experts' weight gradients are deferred (the plugin's line: grouped experts among the routed
 layers). Every run starts from one shared checkpoint (Megatron-LM's initialisation depends on the
-placement, and zbv / v-min place layers in a V). Also, each against its own 1F1B under zb-h1:
+placement, and zbv / v-min / dualpipev place layers in a V; dualpipev's steady state is overlapped
+F&B pairs, run as F then B on CPU). Also, each against its own 1F1B under zb-h1:
 DeepSeek-V3's aux-loss-free balancing (expert bias), token dropping with a capacity factor, and
 SequentialMLP experts over TE's linear layers, and local layers (SequentialMLP of megatron's linear
 layers).
@@ -37,7 +38,7 @@ DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "-
           "--untie-embeddings-and-output-weights", "--overlap-grad-reduce", "--use-distributed-optimizer",
           "--overlap-param-gather", "--bf16"]  # 4 microbatches per data-parallel rank
 FIXED = ["--pipeline-profile-steps", "0"]  # equal-cost plans: the numbers cannot depend on a measured plan
-SCHEDULES = ["zb-h1", "zbv", "v-min"]
+SCHEDULES = ["zb-h1", "zbv", "v-min", "dualpipev"]  # dualpipev: overlapped F&B pairs (run as F then B on CPU)
 VARIANTS = {  # each against its own 1F1B under zb-h1
     "expert-bias": TE_MOE + ["--moe-router-enable-expert-bias", "--moe-router-score-function", "sigmoid",
                              "--moe-router-load-balancing-type", "none"],
