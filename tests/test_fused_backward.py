@@ -29,7 +29,15 @@ def test_bw_times_the_unsplit_backward_and_nothing_else(name):
     bw = [1.5, 1.7, 1.6, 1.2]  # less than b + w on every rank
     sched = S.generate(name, PP, M)
     with_bw = S.simulate(sched, S.Costs(**{**base.__dict__, "bw": bw}))
-    if _has(sched, S.BW):
+    if _has(sched, S.BW) and _has(sched, S.B):  # dualpipev mixes them: the BW ops alone take the BW time
+        sc = S.Costs(**{**base.__dict__, "bw": bw}).resolve(PP, sched.chunks_per_rank, sched.placement)
+        for r, spans in enumerate(with_bw.timeline):
+            for i, span in enumerate(spans):
+                paired = i in sched.paired(r) or i - 1 in sched.paired(r)
+                if not paired:
+                    assert span.end - span.start == pytest.approx(sc.duration(span.op.kind, span.stage))
+        assert with_bw.makespan < S.simulate(sched, base).makespan
+    elif _has(sched, S.BW):
         # the same as B and W scaled so that they sum to the measured BW: only BW ops moved
         scaled = S.Costs(f=base.f, b=[x * t / (x + y) for x, y, t in zip(base.b, base.w, bw)],
                          w=[y * t / (x + y) for x, y, t in zip(base.b, base.w, bw)], comm=base.comm)
