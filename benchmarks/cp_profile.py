@@ -165,8 +165,15 @@ def profile_one(model: dict, cp: int) -> dict:
                             num_layers=model["num_layers"])
     init_by_global_name_(chunks, seed=1234, std=0.02, num_layers=model["num_layers"])
     batches = make_batches(model)
-    if cp > 1:
-        batches = [get_batch_on_this_cp_rank(b) for b in batches]
+    if cp > 1:  # megatron-core 0.19 takes is_hybrid_cp (required); 0.16.1 has no such argument
+        import inspect
+
+        extra = {"is_hybrid_cp": False} if "is_hybrid_cp" in inspect.signature(
+            get_batch_on_this_cp_rank).parameters else {}
+        from megatron.core import parallel_state
+
+        batches = [get_batch_on_this_cp_rank(b, cp_group=parallel_state.get_context_parallel_group(), **extra)
+                   for b in batches]
     steps = model["steps"]
     runner = pm.get_forward_backward_func("zb-h1", p2p_timeout_s=300, profile_steps=(1, 1 + steps))
     with MessageLog() as messages:

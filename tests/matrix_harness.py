@@ -147,9 +147,18 @@ def on_this_cp_rank(batches: list) -> list:
     """Each microbatch sliced as pretrain_gpt slices it under context parallelism (megatron's own
     get_batch_on_this_cp_rank); no attention mask (TransformerEngine's causal attention builds its own,
     as pretrain_gpt's batches have none unless --create-attention-mask-in-dataloader)."""
+    import inspect
+
     from megatron.core.utils import get_batch_on_this_cp_rank
 
-    return [get_batch_on_this_cp_rank({**b, "attention_mask": None}) for b in batches]
+    from megatron.core import parallel_state as ps
+
+    # megatron-core 0.19 dispatches on is_hybrid_cp (required; 0.16.1 has no such argument) and reads the
+    # sizes off cp_group itself (None would mean the whole world there, parallel state in 0.16.1)
+    extra = {"is_hybrid_cp": False} if "is_hybrid_cp" in inspect.signature(get_batch_on_this_cp_rank).parameters \
+        else {}
+    cp_group = ps.get_context_parallel_group()
+    return [get_batch_on_this_cp_rank({**b, "attention_mask": None}, cp_group=cp_group, **extra) for b in batches]
 
 
 # -- names -----------------------------------------------------------------------------------------
