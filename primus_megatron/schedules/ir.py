@@ -52,6 +52,19 @@ class Pair(NamedTuple):
         return f"{self.f}&{self.b}"
 
 
+def pair_items(ops, starts) -> list:
+    """`ops` with the pair starting at each position in `starts` as one `Pair` (inverse of `flatten_pairs`)."""
+    out, i = [], 0
+    while i < len(ops):
+        if i in starts:
+            out.append(Pair(ops[i], ops[i + 1]))
+            i += 2
+        else:
+            out.append(ops[i])
+            i += 1
+    return out
+
+
 def flatten_pairs(items) -> tuple[tuple[Op, ...], frozenset]:
     """A rank's list of Ops and Pairs as its ops and the positions where a pair starts."""
     ops: list = []
@@ -119,15 +132,7 @@ class Schedule:
 
     def items(self, rank: int) -> list:
         """Rank `rank`'s ops with each overlapped pair as one `Pair`."""
-        starts, ops, out, i = self.paired(rank), self.ranks[rank], [], 0
-        while i < len(ops):
-            if i in starts:
-                out.append(Pair(ops[i], ops[i + 1]))
-                i += 2
-            else:
-                out.append(ops[i])
-                i += 1
-        return out
+        return pair_items(self.ranks[rank], self.paired(rank))
 
     @property
     def num_stages(self) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .costs import StageCosts
 from .errors import ScheduleError
-from .ir import B, BW, F, Op, Pair, Schedule
+from .ir import B, BW, F, Op, Schedule, pair_items
 from .simulation import end_times, stuck_positions
 
 __all__ = ["candidates", "paired_order", "with_pairs"]
@@ -53,7 +53,7 @@ def with_pairs(ranks: list[list[Op]], schedule: Schedule, sc: StageCosts) -> lis
     plain_end = max(max(e, default=0.0) for e in end_times(schedule.with_ranks(ranks), sc))
     if not any(pairs) or paired_end > plain_end * (1 + 1e-9):
         return ranks
-    return [_items(ops, p) for ops, p in zip(ranks, pairs)]
+    return [pair_items(ops, p) for ops, p in zip(ranks, pairs)]
 
 
 def paired_order(name: str, ranks: list[list[Op]], *, pp: int, m: int, chunks: int, placement: str,
@@ -61,18 +61,6 @@ def paired_order(name: str, ranks: list[list[Op]], *, pp: int, m: int, chunks: i
     """`with_pairs` for a generator's own op lists (what it returns to the registry)."""
     plain = Schedule(name, pp, m, chunks, placement, tuple(map(tuple, ranks)))
     return with_pairs([list(ops) for ops in ranks], plain, sc)
-
-
-def _items(ops: list[Op], starts: set) -> list:
-    out, i = [], 0
-    while i < len(ops):
-        if i in starts:
-            out.append(Pair(ops[i], ops[i + 1]))
-            i += 2
-        else:
-            out.append(ops[i])
-            i += 1
-    return out
 
 
 def _stuck_pairs(schedule: Schedule, sc: StageCosts) -> list[tuple[int, int]]:
