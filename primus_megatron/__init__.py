@@ -12,7 +12,7 @@ _LAZY = {
 }
 
 
-_SUBMODULES = ("schedules", "options", "runtime", "compat", "train", "megatron_lm", "cli")
+_SUBMODULES = ("schedules", "balancing", "options", "runtime", "compat", "train", "megatron_lm", "cli")
 
 
 def __getattr__(name: str):

@@ -25,7 +25,7 @@ def test_no_function_is_longer_than_80_lines():
 
 
 # the floors below the runtime (what they may not import: anything above them)
-LOWER = ("options.py", "unsupported.py", "schedules", "compat")
+LOWER = ("options.py", "unsupported.py", "schedules", "compat", "balancing")
 UPPER = ("runtime", "optim", "train", "emulation", "megatron_lm", "cli")
 
 
@@ -49,9 +49,10 @@ def _imports(path: str, tree: ast.AST) -> list:
 
 
 def test_nothing_below_the_runtime_imports_from_above_it():
-    """The schedules, the option spec, the refusal table and the compatibility shims do not import
-    the runtime, the optimizer, the training script, the emulated devices, the Megatron-LM plugin or
-    the CLI, not even lazily (issue 42: options.py once looked refusals up in the runtime)."""
+    """The schedules, the option spec, the refusal table, the compatibility shims and the data
+    balancing do not import the runtime, the optimizer, the training script, the emulated devices,
+    the Megatron-LM plugin or the CLI, not even lazily (issue 42: options.py once looked refusals
+    up in the runtime)."""
     upward = []
     for lower in LOWER:
         top = os.path.join(ROOT, lower)
