@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from .schedules.offload import OffloadPlan
 
 DEFAULT_P2P_TIMEOUT_S = 600.0
+# --pipeline-balance-data: how a global batch of variable-length samples is split over the replicas
+# and packed (primus_megatron.balancing.plan_batch)
+BALANCE_DATA_MODES = ("off", "sorted", "lb-mini")
 # --pipeline-schedule auto in our script: the schedule that runs while costs are measured (loop
 # placement, one chunk, W ops: it measures F, B and W apart)
 PROVISIONAL = "zb-h1"
@@ -56,6 +59,9 @@ class PipelineSpec:
     offload_plan: Any = field(default=None, compare=False, repr=False)
     p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S
     p2p_mode: Optional[str] = None  # how CPU (gloo) runs carry p2p: runtime.p2p.resolve_mode
+    # --pipeline-balance-data: packed variable-length data, each data-parallel replica with its own
+    # microbatch count (None: every replica runs the same count, megatron's plain split)
+    balance_data: Optional[str] = None
     choose: bool = False
     deterministic: bool = False  # no plan from measured costs (Megatron-LM's --deterministic-mode)
     note: Optional[str] = None  # what --pipeline-balance chose from a profile, logged at start-up
@@ -124,13 +130,17 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                  memory_limit: Optional[float] = None, profile_steps: Optional[tuple[int, int]] = None,
                  replan: bool = False, profile_out: Optional[str] = None, post_validation: bool = False,
                  offload: Union[str, "OffloadPlan"] = "off", offload_bandwidth: Optional[float] = None,
-                 p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None) -> PipelineSpec:
+                 p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None,
+                 balance_data: Optional[str] = None) -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
     is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
     A Schedule (run as given) brings its own entry: its name's, or one describing it. `offload` is a
     mode, or an OffloadPlan chosen elsewhere (`schedules.offload.choose(...).plan`) that every step of
-    its (pp, microbatches) runs as it is: its mode and bandwidth are the spec's."""
+    its (pp, microbatches) runs as it is: its mode and bandwidth are the spec's. `balance_data`
+    (off, sorted, lb-mini): data-parallel replicas may run different microbatch counts."""
     plan = None
+    if balance_data is not None and balance_data not in BALANCE_DATA_MODES:
+        raise ValueError(f"balance_data must be one of {', '.join(BALANCE_DATA_MODES)}, got {balance_data!r}")
     if not isinstance(offload, str):
         if offload_bandwidth is not None:
             raise ValueError("offload_bandwidth: an offload plan carries its own bandwidth; leave it out")
@@ -152,7 +162,7 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                         profile_steps=(window[1] - window[0]) if window else 0, profile_window=window,
                         replan=replan, profile_out=profile_out, post_validation=post_validation, offload=offload,
                         offload_bandwidth=offload_bandwidth, offload_plan=plan, p2p_timeout_s=p2p_timeout_s,
-                        p2p_mode=p2p_mode)
+                        p2p_mode=p2p_mode, balance_data=balance_data)
 
 
 def _entry_of(schedule: "Schedule") -> ScheduleInfo:

@@ -55,6 +55,7 @@ import torch
 
 import megatron_reference as ref
 from primus_megatron.runtime import local_ranks
+from primus_megatron.train.packed_batch import pack
 
 # The TransformerEngine stand-in (TE v2.11's classes on CPU): a world or reference of a `te` spec
 # runs in fresh processes with it first on the import path (local_ranks' sys_path), so that
@@ -132,8 +133,27 @@ def provider(config, spec, pre_process=True, post_process=True, vp_stage=None):
 
 
 def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:
-    """This data-parallel rank's microbatches of `iteration` (different per dp rank and iteration)."""
+    """This data-parallel rank's microbatches of `iteration` (different per dp rank and iteration);
+    with spec['balance'], its packed microbatches of the iteration's global batch (`balanced_plan`)."""
+    if spec.get("balance"):
+        plan, samples = balanced_plan(spec, iteration)
+        return [pack([samples[i] for i in mb], SEQ) for mb in plan.replicas[dp_rank]]
     return ref.make_microbatches(spec["microbatches"], seed=1000 * (iteration + 1) + 17 * dp_rank + spec.get("seed", 0))
+
+
+def balanced_plan(spec: dict, iteration: int):
+    """(BatchPlan, sample token tensors) of `iteration`'s global batch under spec['balance']
+    ({'mode', 'global_batch', 'data_seed'}): LongAlign-shaped lengths scaled to SEQ, split over the
+    data-parallel replicas and packed by `--pipeline-balance-data`'s mode. The data seed, not the
+    configuration's, draws the samples: rows of different modes train the same samples."""
+    from primus_megatron.balancing import SampleCost, longalign_batch, plan_batch
+
+    bal = spec["balance"]
+    seed = 1000 * (iteration + 1) + bal.get("data_seed", 0)
+    lengths = longalign_batch(bal["global_batch"], SEQ, seed, min_len=2)
+    gen = torch.Generator().manual_seed(seed)
+    samples = [torch.randint(0, ref.VOCAB_SIZE, (n + 1,), generator=gen) for n in lengths]
+    return plan_batch(lengths, spec["dp"], SEQ, bal["mode"], SampleCost(a=1.0 / SEQ, b=1.0)), samples
 
 
 def cp_positions(seq: int, cp: int, cp_rank: int) -> torch.Tensor:
@@ -359,7 +379,8 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
         nchunks = 1
     else:
         fbf = pm.get_forward_backward_func(schedule, p2p_timeout_s=60,  # installs the linear hooks
-                                           offload=spec.get("offload", "off"))
+                                           offload=spec.get("offload", "off"),
+                                           balance_data=(spec.get("balance") or {}).get("mode"))
         nchunks = fbf.chunks
         config = transformer_config(spec, tp=tp, pp=pp, vp=nchunks if nchunks > 1 else None)
         chunks = pm.build_model(partial(provider, config, spec), schedule=schedule)
@@ -447,9 +468,9 @@ def run_case(spec: dict, schedule: str) -> dict:
            "iterations": [], "linear_layers": _linear_counts(model)}
     attention_calls = _count_core_attention_calls(model, out)
     reduces = count_grad_reduces(model)
-    m = spec["microbatches"]
     for it in range(spec["iterations"]):
         batches = microbatches(spec, it, dp_rank)
+        m = len(batches)  # this replica's own count under spec['balance']
         if cp_size > 1:
             batches = on_this_cp_rank(batches)
         data = [iter(batches) for _ in model] if len(model) > 1 else iter(batches)
@@ -461,7 +482,8 @@ def run_case(spec: dict, schedule: str) -> dict:
         reduces.update(dict.fromkeys(reduces, 0))
         store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=data,
                     model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=SEQ,
-                    micro_batch_size=MBS, decoder_seq_length=SEQ, forward_only=False)
+                    micro_batch_size=1 if spec.get("balance") else MBS, decoder_seq_length=SEQ,
+                    forward_only=False)
         record = {"losses": ref.losses_from_store(store), "core_attention_calls": attention_calls[0],
                   "grad_reduces": dict(reduces),
                   "grads": record_grads(model, owned, distributed, tp_rank, ep_rank)}
@@ -655,11 +677,15 @@ def _reference_run(spec: dict) -> dict:
     (model,), optimizer, config, _, _, _ = build(spec, MEGATRON, reference=True)
     records = []
     for it in range(spec["iterations"]):
-        batches = [b for dp in range(spec["dp"]) for b in microbatches(spec, it, dp)]
+        per_dp = [microbatches(spec, it, dp) for dp in range(spec["dp"])]
+        batches = [b for mbs in per_dp for b in mbs]
         model.zero_grad_buffer()
         optimizer.zero_grad()
         losses = []
         n = len(batches)
+        # per-token loss (balanced data, megatron's calculate_per_token_loss): every token of the global
+        # batch weighs the same, 1 / its token count, whatever microbatch and replica it landed in
+        tokens = sum(float(b["loss_mask"].sum()) for b in batches) if spec.get("balance") else None
         by_cp = [[] for _ in range(spec.get("cp", 1))]
         for batch in batches:
             per_token = model(batch["tokens"], batch["position_ids"], batch["attention_mask"],
@@ -667,10 +693,12 @@ def _reference_run(spec: dict) -> dict:
             loss = _reference_loss(per_token.float(), batch["loss_mask"].float(), by_cp)
             if spec.get("moe"):  # what megatron's forward_step sets: the aux loss's share of the batch
                 MoEAuxLossAutoScaler.set_loss_scale(config.grad_scale_func(torch.ones(1)) / n)
-            config.grad_scale_func(loss / n).backward()
+            share = loss * batch["loss_mask"].sum() / tokens if tokens else loss / n
+            config.grad_scale_func(share).backward()
             losses.append(float(loss.detach()))
         config.finalize_model_grads_func([model])
-        record = {"losses": losses, "losses_by_cp": by_cp, "grads": record_grads([model], {}, False, 0, 0)}
+        record = {"losses": losses, "losses_by_cp": by_cp, "grads": record_grads([model], {}, False, 0, 0),
+                  "counts": [len(mbs) for mbs in per_dp]}
         if spec.get("inject_nonfinite_at") == it:
             record["step"] = (False, None)  # the synchronous path skips a step with a non-finite grad
         else:

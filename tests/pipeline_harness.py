@@ -612,3 +612,33 @@ def replica_plans_body(rank, world_case):
     except ScheduleMismatch as exc:
         out["mismatch"] = str(exc)
     return out
+
+
+def replica_counts_body(rank, world_case):
+    """DP=2 x PP=2 with `balance_data`: (1) replica 0 runs 3 microbatches a step and replica 1 runs 5;
+    (2) replica 1 runs zb-h2 where replica 0 runs zb-h1; (3) replica 1's pipeline ranks disagree on
+    the count. What each step says (None, or the ScheduleMismatch)."""
+    import primus_megatron as pm
+    from megatron.core import parallel_state
+    from primus_megatron.runtime.planner import ScheduleMismatch
+
+    pp = world_case["pp"]
+    dp_rank, pp_rank = parallel_state.get_data_parallel_rank(), parallel_state.get_pipeline_model_parallel_rank()
+    config = ref.tiny_gpt_config(world_case["num_layers"], pipeline_model_parallel_size=pp,
+                                 calculate_per_token_loss=True)
+    model = pm.build_model(partial(_provider, config, False), schedule="zb-h1")
+
+    def step(name: str, m: int):
+        runner = pm.get_forward_backward_func(name, p2p_timeout_s=60, balance_data="lb-mini")
+        try:
+            store = runner(forward_step_func=ref.make_forward_step_func(),
+                           data_iterator=iter(ref.make_microbatches(m, seed=7 + dp_rank)), model=model[0],
+                           num_microbatches=m, seq_length=ref.SEQ_LENGTH, micro_batch_size=ref.MICRO_BATCH_SIZE)
+            return len(store)
+        except ScheduleMismatch as exc:
+            return str(exc)
+
+    return {"dp_rank": dp_rank, "pp_rank": pp_rank,
+            "own_counts": step("zb-h1", 3 if dp_rank == 0 else 5),
+            "other_schedule": step("zb-h1" if dp_rank == 0 else "zb-h2", 4),
+            "pipeline_disagrees": step("zb-h1", 4 if dp_rank == 0 or pp_rank == 0 else 5)}

@@ -167,6 +167,13 @@ CONFIGS = {
     "k-cp2-llama-te": ("cp2pp2-te", {"te": True, "arch": "llama",
                                      "ddp": {**OVERLAP, "use_distributed_optimizer": True},
                                      "schedules": ["zb-h1", "zbv"]}),
+    # post-training data (issue 40): long-tail sample lengths packed into fixed-length microbatches, each
+    # replica with its own microbatch count, the loss normalised by the global token count; ODC's LB-Mini
+    # split and megatron's plain one train the same samples (`data_seed`) to the same gradients
+    **{f"l-balance-{mode}-distopt-overlap": ("dp2pp2", {
+        "balance": {"mode": mode, "global_batch": 24, "data_seed": 45}, "model": {"calculate_per_token_loss": True},
+        "ddp": {**OVERLAP, "use_distributed_optimizer": True}, "schedules": schedules})
+       for mode, schedules in (("lb-mini", ["1f1b", "zb-h1", "zbv"]), ("off", ["zb-h1"]))},
 }
 WORLDS = {"dp2pp2": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2},
           "dp2pp2-te": {"world": 4, "tp": 1, "pp": 2, "ep": 2, "dp": 2, "te": True},
@@ -198,8 +205,9 @@ def _selected_cases(request) -> set:
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         case = params.get("case") or ((params["config"], H.MEGATRON) if "config" in params else None)
-        if item.module is request.module and case is not None:
-            chosen |= {tuple(case), (case[0], H.MEGATRON)}
+        for c in ([case] if case is not None else []) + list(params.get("cases", ())):  # `cases`: a test of several
+            if item.module is request.module:
+                chosen |= {tuple(c), (c[0], H.MEGATRON)}
     return chosen
 
 
@@ -397,9 +405,11 @@ def assert_matches_reference(config, schedule, per_rank, refs):
         by_dp = _losses_by_dp(per_rank, it)
         assert sorted(by_dp) == [(dp, cp) for dp in range(spec["dp"]) for cp in range(spec["cp"])], \
             f"{what}: losses came from (dp, cp) ranks {sorted(by_dp)}"
+        counts = ref_it.get("counts") or [m] * spec["dp"]  # balanced data: each replica its own count
         for (dp, cp), losses in by_dp.items():
+            lo = sum(counts[:dp])
             _check_losses(f"{what} dp rank {dp} cp rank {cp}", losses,
-                          ref_it["losses_by_cp"][cp][dp * m:(dp + 1) * m], _grad_tol(config, it))
+                          ref_it["losses_by_cp"][cp][lo:lo + counts[dp]], _grad_tol(config, it))
         full = _full_from_pieces(ref_it["grads"])
         _check_pieces(f"{what} gradient", [r["iterations"][it]["grads"] for r in per_rank],
                       _reference_expectation(full, tp), _relative(_grad_tol(config, it)),
@@ -540,6 +550,40 @@ def test_every_gradient_bucket_is_reduced_once_per_step(worlds, case):
             wrong = {k: n for k, n in record["grad_reduces"].items() if n != 1}
             assert not wrong, (f"{config} / {schedule} / iteration {it}: rank {res['rank']} reduced these bucket "
                                f"groups (chunk, kind, index) other than once: {wrong}")
+
+
+# -- balanced data: replicas with their own counts train the gradients of the plain split ------------
+
+BALANCE_ROWS = [c for c in CONFIGS if CONFIGS[c][1].get("balance")]
+
+
+@pytest.mark.parametrize("config", BALANCE_ROWS)
+def test_balanced_rows_give_replicas_different_counts(reference, config):
+    """The rows exercise what they claim: in some iteration the two replicas run different counts."""
+    counts = [it["counts"] for it in reference[config]["iterations"]]
+    assert any(len(set(c)) > 1 for c in counts), f"{config}: every iteration gave the replicas equal counts {counts}"
+
+
+@pytest.mark.parametrize("cases", [[(f"l-balance-{mode}-distopt-overlap", "zb-h1") for mode in ("lb-mini", "off")]],
+                         ids=["zb-h1"])
+def test_lb_mini_and_the_plain_split_train_the_same_gradients(worlds, cases):
+    """The same samples split by LB-Mini and by megatron's plain split (other replicas, other packs,
+    other counts) give the same full gradient in the first step, to fp32 summation order (the loss is
+    normalised by the global token count, not per replica)."""
+    lb, off = (_result(worlds, *case) for case in cases)
+
+    def full(per_rank):  # the distributed optimizer's owned shards, gathered by parameter
+        out = {}
+        for r in per_rank:
+            for name, tp_rank, _, lo, hi, values, shape in r["iterations"][0]["grads"]:
+                out.setdefault(name, torch.full((math.prod(shape),), float("nan")))[lo:hi] = values
+        return out
+    a, b = full(lb), full(off)
+    assert sorted(a) == sorted(b) and a
+    for name in a:
+        assert not a[name].isnan().any(), f"{name}: the gradient shards do not cover it"
+        scale = max(float(b[name].abs().max()), 1e-12)
+        assert float((a[name] - b[name]).abs().max()) <= 1e-5 * scale, f"{name}: lb-mini and off gradients differ"
 
 
 # -- the architecture rows build the architecture they name -----------------------------------------

@@ -25,6 +25,7 @@ from .linear_hooks import install
 from .p2p import P2P, resolve_mode
 from .planner import Planner, ScheduleMismatch, check_same_schedule  # noqa: F401  (ScheduleMismatch: runtime/__init__)
 from .profile_window import ProfilingWindow
+from .replica_counts import check_step
 
 # What the post-validation optimizer hands the runner at each step: its pending validation (a
 # function returning True when the validated step changed the parameters), or None.
@@ -101,6 +102,10 @@ class PipelineRunner:
         group, pp, rank = _pipeline_group(pg_collection, p2p_communicator, self.name)
         key = (pp, num_microbatches, forward_only)
         sched, lowered = self.plan(pp, num_microbatches, forward_only=forward_only)
+        if self.spec.balance_data is not None:
+            # replicas run counts of their own: compared every step, on every rank before any rank's
+            # first-use check (a pipeline that disagreed there would leave the other replicas waiting)
+            check_step(sched, _data_parallel_rank(pg_collection), rank, self.spec.p2p_timeout_s)
         if self.planner.owes_check(key):
             self._first_use(key, sched, config, chunks, group, rank)
         cp, shape = _tensor_shape(pg_collection, config, seq_length, micro_batch_size, adjust_tensor_shapes_fn)
@@ -138,7 +143,8 @@ class PipelineRunner:
         _refuse_unsupported(config, chunks, sched, "off" if key[2] else self.spec.offload)
         if sched.placement == S.V:
             self._solo_group()  # made by every rank before its first op, never within a step
-        check_same_schedule(sched, group, rank, self.spec.p2p_timeout_s)
+        check_same_schedule(sched, group, rank, self.spec.p2p_timeout_s,
+                            pipeline_only=self.spec.balance_data is not None)
         self.planner.checked(key)
 
     def _run(self, key, lowered: S.Lowered, rank: int, p2p: P2P, ctx: StepContext, forward_only: bool) -> StepResult:
@@ -227,6 +233,15 @@ def _pipeline_group(pg_collection: Any, p2p_communicator: Any, name: str) -> tup
     if pp < 2:
         raise ValueError(f"pipeline schedule {name!r} needs a pipeline of at least 2 ranks, got {pp}")
     return group, pp, rank
+
+
+def _data_parallel_rank(pg_collection: Any) -> int:
+    """This rank's data-parallel replica (megatron's pg_collection if given, else parallel_state's)."""
+    if pg_collection is not None and getattr(pg_collection, "dp", None) is not None:
+        return dist.get_rank(pg_collection.dp)
+    from megatron.core import parallel_state
+
+    return parallel_state.get_data_parallel_rank()
 
 
 def _tensor_shape(pg_collection: Any, config, seq_length: int, micro_batch_size: int,
@@ -362,7 +377,8 @@ def get_forward_backward_func(schedule: Union[str, S.Schedule, PipelineSpec] = "
     CPU runs carry p2p: "strict", the default, executes it as NCCL would; "plain" posts it to gloo
     as it is), offload ("off", "all" or "auto": activation offload, `schedules.offload`),
     offload_bandwidth, profile_steps (the window of training steps measured), replan, profile_out,
-    post_validation. `validation`: see PipelineRunner.
+    post_validation, balance_data (off, sorted or lb-mini: data-parallel replicas run microbatch
+    counts of their own, `runtime.replica_counts`). `validation`: see PipelineRunner.
     """
     if isinstance(schedule, PipelineSpec):
         if options:

@@ -157,15 +157,19 @@ class ScheduleMismatch(RuntimeError):
     """Pipeline ranks are about to run different schedules."""
 
 
-def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = DEFAULT_TIMEOUT_S, *,
+                        pipeline_only: bool = False) -> None:
     """Every rank of the job compares a fingerprint of the schedule before any p2p: pipeline ranks
     that disagree would hang (or silently mix tensors), and so would replicas of the pipeline (data,
     tensor, context, expert parallel), whose ranks meet inside ops and in DDP's reduces in op order.
-    `group` (the pipeline's) names the rank in a timeout."""
+    `group` (the pipeline's) names the rank in a timeout. `pipeline_only`: replicas run counts of
+    their own (`--pipeline-balance-data`; `replica_counts.check_step` compares them every step), so
+    only the pipeline's ranks compare here."""
     mine = schedule_fingerprint(sched)
+    over = group if pipeline_only else None
     value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long, device=collective_device(group))
-    values = [torch.zeros_like(value) for _ in range(dist.get_world_size())]
-    work = dist.all_gather(values, value, async_op=True)
+    values = [torch.zeros_like(value) for _ in range(dist.get_world_size(over))]
+    work = dist.all_gather(values, value, group=over, async_op=True)
     try:
         work.wait(timeout=datetime.timedelta(seconds=timeout_s))
     except Exception as exc:
@@ -177,8 +181,9 @@ def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = 
         return
     described: list = [None] * len(values)
     dist.all_gather_object(described, f"pipeline rank {rank}: {sched.name} (pp={sched.pp}, {sched.microbatches} "
-                                      f"microbatches, fingerprint {mine})")
-    listing = "; ".join(f"global rank {g}, {d}" for g, d in enumerate(described))
+                                      f"microbatches, fingerprint {mine})", group=over)
+    who = dist.get_process_group_ranks(group) if pipeline_only else range(len(described))
+    listing = "; ".join(f"global rank {g}, {d}" for g, d in zip(who, described))
     raise ScheduleMismatch(f"ranks would run schedules that differ ({listing}); every rank must be given the "
                            f"same --pipeline-schedule, microbatch count, memory limit and costs")
 
