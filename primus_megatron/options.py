@@ -194,7 +194,7 @@ def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optio
         offload=getattr(args, "pipeline_offload", "off") or "off",
         offload_bandwidth=getattr(args, "pipeline_offload_bandwidth", None),
         p2p_timeout_s=getattr(args, "pipeline_p2p_timeout", DEFAULT_P2P_TIMEOUT_S), choose=choose,
-        deterministic=deterministic)
+        deterministic=deterministic, balance_data=getattr(args, "pipeline_balance_data", None))
     return dataclasses.replace(spec, **_profiling(spec))
 
 
@@ -248,6 +248,16 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "accounting) that runs the schedule fastest by simulation: from a profile written by "
                             "--pipeline-profile-out, or `auto` (examples/pretrain_gpt.py only: measured in the first "
                             "steps, then the model is rebuilt on the chosen split)")
+    group.add_argument("--pipeline-balance-data", choices=BALANCE_DATA_MODES, default=None,
+                       help="post-training data of long-tail lengths (examples/pretrain_gpt.py): each global batch "
+                            "of samples is split over the data-parallel replicas and packed into microbatches of "
+                            "--seq-length tokens, each replica running its own microbatch count, the loss "
+                            "normalised by the global token count (off: megatron's contiguous split, packed in "
+                            "order; sorted: dealt by cost, heaviest first; lb-mini: ODC's Karmarkar-Karp split "
+                            "balancing a*s^2 + b*s); default: fixed-length samples, every replica the same count")
+    group.add_argument("--pipeline-balance-cost", default=None, metavar="A,B",
+                       help="per-sample cost a*s^2 + b*s the --pipeline-balance-data split balances (default: the "
+                            "model's FLOP ratio, a = 1 / (6 x hidden size), b = 1)")
     group.add_argument("--pipeline-profile-steps", type=int, default=3, metavar="N",
                        help="steps whose F/B/W/p2p times and activation memory are measured (for zb-auto's "
                             "and the V schedules' re-planning and --pipeline-schedule auto); 0 disables")
@@ -260,8 +270,9 @@ def check_options(args: argparse.Namespace, *, split_chosen: bool = False) -> Op
     """The group's own values (no pipeline size, layers or batch needed). `split_chosen`:
     --pipeline-balance has already chosen the split (its options are then its own)."""
     name = getattr(args, "pipeline_schedule", None)
-    if name is None:
-        return None
+    problem = check_balance_data(args)
+    if name is None or problem:
+        return problem
     steps = getattr(args, "pipeline_profile_steps", 3)
     if steps < 0:
         return f"--pipeline-profile-steps must be >= 0, got {steps}"
@@ -278,6 +289,43 @@ def check_options(args: argparse.Namespace, *, split_chosen: bool = False) -> Op
         except ValueError as exc:
             return f"--pipeline-chunks: {exc}"
     return _check_numbers(args)
+
+
+def check_balance_data(args: argparse.Namespace) -> Optional[str]:
+    """--pipeline-balance-data and --pipeline-balance-cost against what packed, per-replica data can
+    run with (train/balanced_data.py, runtime/replica_counts.py)."""
+    mode, cost = getattr(args, "pipeline_balance_data", None), getattr(args, "pipeline_balance_cost", None)
+    if mode is None:
+        return "--pipeline-balance-cost needs --pipeline-balance-data" if cost else None
+    if cost is not None:
+        try:
+            a, b = (float(x) for x in cost.split(","))
+        except ValueError:
+            a = b = math.nan
+        if not (math.isfinite(a) and math.isfinite(b) and a >= 0 and b >= 0 and a + b > 0):
+            return f"--pipeline-balance-cost must be A,B: two numbers >= 0, not both 0, got {cost!r}"
+    refusals = (
+        (getattr(args, "micro_batch_size", 1) not in (None, 1),
+         f"--micro-batch-size must be 1 (a packed microbatch holds as many samples as fit in --seq-length "
+         f"tokens), got {getattr(args, 'micro_batch_size', None)}"),
+        ((getattr(args, "expert_model_parallel_size", 1) or 1) > 1,
+         "--expert-model-parallel-size must be 1: expert-parallel ranks of different replicas exchange tokens "
+         "inside every forward and backward, so they must run the same microbatches"),
+        ((getattr(args, "context_parallel_size", 1) or 1) > 1,
+         "--context-parallel-size must be 1: slicing packed samples over a context-parallel group needs the thd "
+         "format with cu_seqlens, which this data path does not build"),
+        (uses_te(args),
+         "TransformerEngine layers are not supported: TE's causal attention ignores the per-sample mask a packed "
+         "microbatch carries (it needs the thd format with cu_seqlens, which this data path does not build); use "
+         "--transformer-impl local"),
+        (getattr(args, "pipeline_schedule", None) == "auto" or getattr(args, "pipeline_balance", None) == "auto",
+         "--pipeline-schedule auto and --pipeline-balance auto profile steps of one fixed microbatch count; name a "
+         "schedule and a layer split"),
+    )
+    for bad, why in refusals:
+        if bad:
+            return f"--pipeline-balance-data {mode}: {why}"
+    return None
 
 
 def _check_numbers(args: argparse.Namespace) -> Optional[str]:

@@ -50,6 +50,10 @@ def test_extra_args_provider_composes_with_an_existing_one():
     (["--pipeline-schedule", "zbv", "--pipeline-chunks", "3"], "exactly 2 chunk"),
     (["--pipeline-schedule", "zb-h1", "--pipeline-p2p-timeout", "0"], "--pipeline-p2p-timeout"),
     (["--pipeline-schedule", "zb-auto", "--pipeline-costs", "1,2"], "--pipeline-costs"),
+    # Megatron-LM's loop gives every replica get_num_microbatches(): per-replica counts are refused there
+    (["--pipeline-schedule", "zb-h1", "--pipeline-balance-data", "lb-mini"],
+     "--pipeline-balance-data runs in examples/pretrain_gpt.py only"),
+    (["--pipeline-balance-data", "off"], "--dataloader-type external"),
 ])
 def test_bad_schedule_arguments_get_one_sentence(argv, needle):
     args = add_args(argparse.ArgumentParser()).parse_args(argv)

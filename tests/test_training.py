@@ -190,6 +190,31 @@ def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_
     torch.testing.assert_close(torch.tensor(again["losses"]), torch.tensor(uninterrupted[2:]), rtol=1e-5, atol=0)
 
 
+# post-training data (issue 40): long-tail samples packed per replica, each replica its own count
+BALANCED = under_test(["zb-h1", "zbv"])
+
+
+def test_balanced_data_trains_as_megatrons_own_schedule(dataset):
+    """DP=2 x PP=2, --pipeline-balance-data: our schedules log megatron's own 1F1B's losses on the
+    same packed batches, and the loss (normalised by the global token count) does not depend on how
+    the batch was split: LB-Mini, sorted and megatron's plain split train the same losses (dropout off:
+    its masks follow the microbatch a token lands in)."""
+    common = ["--micro-batch-size", "1", "--global-batch-size", "16", "--train-iters", "3", "--hidden-dropout", "0",
+              "--attention-dropout", "0"]
+    runs = [model_args(dataset, 2, *common, "--pipeline-balance-data", "lb-mini")]  # megatron's 1F1B
+    runs += [model_args(dataset, 2, *common, "--pipeline-balance-data", "lb-mini", "--pipeline-schedule", s)
+             for s in BALANCED]
+    runs += [model_args(dataset, 2, *common, "--pipeline-balance-data", mode, "--pipeline-schedule", "zb-h1")
+             for mode in ("off", "sorted")]
+    results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 4, timeout_s=900)
+    megatron, *ours = results[0]
+    assert megatron["losses"][-1] < megatron["losses"][0], "the loss goes down"
+    names = BALANCED + ["zb-h1 off", "zb-h1 sorted"]
+    for name, run in zip(names, ours):
+        torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(megatron["losses"]), rtol=1e-5, atol=0,
+                                   msg=lambda m: f"{name}: {m}")
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--pipeline-schedule", "zbvv"], "did you mean 'zbv'"),
     (["--pipeline-schedule", "zbv", "--pipeline-model-parallel-size", "1"], "--pipeline-model-parallel-size >= 2"),
@@ -209,6 +234,9 @@ def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_
     (["--tensor-model-parallel-size", "2", "--pipeline-model-parallel-size", "2", "--num-attention-heads", "12",
       "--hidden-size", "96", "--group-query-attention", "--num-query-groups", "3"],
      "--num-query-groups 3 must be a multiple or a divisor of --tensor-model-parallel-size 2"),
+    (["--pipeline-balance-data", "lb-mini", "--micro-batch-size", "2"],
+     "--pipeline-balance-data lb-mini: --micro-batch-size must be 1"),
+    (["--pipeline-balance-cost", "1,0"], "--pipeline-balance-cost needs --pipeline-balance-data"),
 ])
 def test_bad_arguments_exit_2_with_one_sentence(dataset, argv, needle):
     base = ["--cpu", "--data-path", dataset, "--num-layers", "8", "--pipeline-model-parallel-size", "4",

@@ -317,6 +317,8 @@ def _check_batch(args: argparse.Namespace) -> None:
         raise ConfigError(f"--global-batch-size {args.global_batch_size} must be divisible by --micro-batch-size "
                           f"{args.micro_batch_size} x data-parallel size {dp}")
     args.num_microbatches = args.global_batch_size // (args.micro_batch_size * dp)
+    # --pipeline-balance-data: each replica packs its share into a count of its own every step
+    # (train/balanced_data.py); num_microbatches stays the unpacked count (evaluation, the logged plan)
 
 
 def _pipeline_spec(args: argparse.Namespace) -> Optional[PipelineSpec]:

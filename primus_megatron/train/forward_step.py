@@ -40,6 +40,9 @@ class TrainingSteps:
         self.kill_at = getattr(args, "inject_kill_at", None)
         self.kill_rank = getattr(args, "inject_kill_rank", None)
         self.timeout_s = float(getattr(args, "pipeline_p2p_timeout", None) or 600)
+        # packed microbatches (--pipeline-balance-data): every stage's attention needs the batch's
+        # per-sample mask, not only the first's and the last's (middle stages would attend across samples)
+        self.packed = getattr(args, "pipeline_balance_data", None) is not None
         self.iteration = 0
         self._forwards: tuple[Optional[int], int] = (None, 0)  # (iteration, forward ops run in it)
         self._flags: dict = {}
@@ -53,12 +56,13 @@ class TrainingSteps:
     # -- megatron's forward_step_func -----------------------------------------------------------
     def forward_step(self, data_iterator, model):
         """Reads the microbatch only where it is needed: tokens on the chunk with
-        the first stage, labels on the chunk with the last (both on rank 0 under V)."""
+        the first stage, labels on the chunk with the last (both on rank 0 under V), the attention
+        mask of packed microbatches on every chunk."""
         from megatron.core.utils import get_attr_wrapped_model
 
         pre = get_attr_wrapped_model(model, "pre_process")
         post = get_attr_wrapped_model(model, "post_process")
-        batch = next(data_iterator) if (pre or post) else None
+        batch = next(data_iterator) if (pre or post or self.packed) else None
         tokens = batch["tokens"] if pre else None
         position_ids = batch["position_ids"] if pre else None
         attention_mask = batch.get("attention_mask") if batch is not None else None

@@ -170,6 +170,11 @@ class _Run:
         self.done = self.start_iter
         dp_rank, dp_size = ps.get_data_parallel_rank(), ps.get_data_parallel_world_size()
         self.train_iter = D.batch_iterator(train_data, args.micro_batch_size, dp_rank, dp_size, start_sample=consumed)
+        self.balanced = None
+        if args.pipeline_balance_data is not None:  # packed long-tail batches, a count per replica and step
+            from .balanced_data import BalancedBatches
+
+            self.balanced = BalancedBatches(train_data, args, dp_rank, dp_size, start_sample=consumed)
         self.valid_iter = D.batch_iterator(valid_data, args.micro_batch_size, dp_rank, dp_size) \
             if valid_data is not None else None
         # Only ranks that feed the model hold data; all ranks must agree whether to evaluate.
@@ -203,8 +208,11 @@ class _Run:
             for chunk in model:
                 chunk.zero_grad_buffer()
         self.optimizer.zero_grad()  # post-validation: after the pending step is validated
-        store = self.fbf(forward_step_func=self.steps.forward_step, data_iterator=self.train_iter,
-                         model=model if len(model) > 1 else model[0], num_microbatches=args.num_microbatches,
+        count, data = args.num_microbatches, self.train_iter
+        if self.balanced is not None:
+            count, data = self.balanced.step(iteration)
+        store = self.fbf(forward_step_func=self.steps.forward_step, data_iterator=data,
+                         model=model if len(model) > 1 else model[0], num_microbatches=count,
                          seq_length=args.seq_length, micro_batch_size=args.micro_batch_size,
                          decoder_seq_length=args.seq_length, forward_only=False)
         if self.post_validation and self.waiting:
@@ -288,6 +296,11 @@ class _Run:
                        or (f"planned bubble: {planned[0]:.3f}" if planned else ""))
             extra = " | ".join(filter(None, [bubbles, f"planned peak act: {planned[1]:g} mb" if planned else ""]))
             tokens = args.global_batch_size * args.seq_length / elapsed
+            if self.balanced is not None and done - 1 in self.balanced.summaries:  # packed: the tokens trained
+                counts, trained = self.balanced.summaries[done - 1]
+                tokens = trained / elapsed
+                extra = " | ".join(filter(None, [extra, f"samples/s: {args.global_batch_size / elapsed:.1f}",
+                                                 f"microbatches per replica: {'/'.join(map(str, counts))}"]))
             log0(_format_log(done, args, elapsed * 1e3, self.optimizer.param_groups[0]["lr"], losses,
                              self.optimizer.get_loss_scale().item(), grad_norm, self.skipped_total, tokens, bubble,
                              extra, wall_clock=bool(self.time_sharing)))
