@@ -70,6 +70,18 @@ def _cost(text: str) -> Any:
     return values[0] if len(values) == 1 else tuple(values)
 
 
+def _factors(text: str) -> tuple[float, ...]:
+    """A comma-separated list of positive finite numbers (--cost-mb-scale)."""
+    try:
+        values = tuple(_number(part.strip()) for part in text.split(","))
+    except ValueError:
+        values = ()
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(
+            f"must be a comma-separated list of positive numbers, one factor per microbatch, got {text!r}")
+    return values
+
+
 def _positive(unit: str) -> Callable[[str], float]:
     """Parser of a finite number > 0; `unit` names it in the error."""
     def parse(text: str) -> float:
@@ -146,6 +158,10 @@ def _add_common(p: argparse.ArgumentParser, *, schedule: bool, size_required: bo
     costs.add_argument("--cost-a2a", type=_cost, default=0.0, metavar="A",
                        help="the expert-parallel all-to-all part of each F and each B, included in their times; an "
                             "overlapped F&B pair (dualpipev) hides each one's under the other's compute (default 0)")
+    costs.add_argument("--cost-mb-scale", type=_factors, default=None, metavar="S0,S1,...",
+                       help="one factor per microbatch (as many as --microbatches) on its F, B, W and all-to-all "
+                            "times, not on p2p latency or memory: microbatches of packed variable-length sequences "
+                            "that cost different amounts (default: all the same)")
     memory = p.add_argument_group(
         "memory model", "activation memory each op adds, in units of what an F adds (F adds 1): the two sum to -1. "
                         "Give one and the other follows. Default: B frees nothing and W frees it all (-1). The "
@@ -173,6 +189,10 @@ def _add_simulate(sub: Any) -> None:
     p.add_argument("--plot", metavar="FILE", help="write the timeline picture (.png or .svg)")
     p.add_argument("--trace", metavar="FILE", help="write a Chrome/Perfetto trace (.json)")
     p.add_argument("--json", action="store_true", help="print the schedule's JSON export instead of the table")
+    p.add_argument("--mb-order", choices=("data", "best"), default="data",
+                   help="with --cost-mb-scale: run the microbatches in the data's order (default), or in the order "
+                        "of the lowest simulated iteration time among identity, sorted, mountain and swaps "
+                        "(schedules.mb_order; the candidates are printed)")
     _add_offload(p)
 
 
@@ -303,7 +323,7 @@ def _costs(args: argparse.Namespace):
 
     mem_b, mem_w = memory_model(args.mem_b, args.mem_w)
     return Costs(f=args.cost_f, b=args.cost_b, w=args.cost_w, comm=args.cost_comm, bw=args.cost_bw,
-                 mem_b=mem_b, mem_w=mem_w, a2a=args.cost_a2a)
+                 mem_b=mem_b, mem_w=mem_w, a2a=args.cost_a2a, mb_scale=args.cost_mb_scale)
 
 
 def _num(x: float, decimals: int = 4) -> str:
@@ -402,6 +422,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.trace:
         _check_output("--trace", args.trace)
     costs = _costs(args)
+    order, order_text = None, ""
+    if args.mb_order == "best":
+        costs, order, order_text = _best_mb_order(costs, args)
     offloading = args.offload != "off"
     schedule = generate(args.schedule, args.pp, args.microbatches, costs=costs,
                         memory_limit=None if offloading else args.memory_limit, chunks=args.chunks,
@@ -419,7 +442,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
         outputs.append((args.trace, chrome_trace_json(result.timeline, name=schedule.name)))
     if args.json:
-        text = json.dumps(export.to_dict(schedule, costs, offload=moved), indent=1)
+        data = export.to_dict(schedule, costs, offload=moved)
+        if order is not None:
+            data["mb_order"] = list(order)  # the data microbatch each schedule microbatch runs
+        text = json.dumps(data, indent=1)
     else:
         head = (f"schedule {schedule.name}: pp={schedule.pp}, microbatches={schedule.microbatches}, "
                 f"{schedule.chunks_per_rank} chunk(s) per rank, {schedule.placement} placement; planned for "
@@ -434,9 +460,23 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         text = f"{head}\n\n{summary}\n\n{ranks}"
         if moved:
             text += "\n\n" + _offload_table(moved, result, args)
+        text += order_text
     _write_outputs(outputs)
     print(text)
     return 0
+
+
+def _best_mb_order(costs, args: argparse.Namespace) -> tuple[Any, tuple, str]:
+    """--mb-order best: the costs as the schedule sees them in the chosen order, the order, its report."""
+    from .schedules import mb_order
+
+    if costs.mb_scale is None:
+        raise UsageError("--mb-order best needs --cost-mb-scale (one factor per microbatch)")
+    order, tried = mb_order.choose_order(args.schedule, args.pp, costs, memory_limit=args.memory_limit,
+                                         chunks=args.chunks, post_validation=args.post_validation)
+    return mb_order.permuted(costs, order), order, (
+        f"\n\nmicrobatch order (data microbatch run as schedule microbatch 0, 1, ...): "
+        f"{','.join(map(str, order))}\n\n{mb_order.table_text(tried, order)}")
 
 
 def _offload_result(schedule, costs, args: argparse.Namespace):
@@ -479,7 +519,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     errors = []
     for chunks, placement in sorted(layouts):
         try:
-            costs.resolve(args.pp, chunks, placement)
+            costs.resolve(args.pp, chunks, placement, args.microbatches)
         except ScheduleError as exc:
             errors.append(str(exc))
     if len(errors) == len(layouts):
@@ -605,8 +645,9 @@ def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
     """(costs, pp, microbatches, ms per cost unit) from exactly one cost source; UsageError otherwise."""
     from .schedules import ScheduleError
 
-    cost_flags = [f"--cost-{k}" for k in (*COST_FIELDS, "bw", "a2a")
-                  if getattr(args, f"cost_{k}") != (None if k == "bw" else (0.0 if k in ("comm", "a2a") else 1.0))]
+    cost_flags = [f"--cost-{k.replace('_', '-')}" for k in (*COST_FIELDS, "bw", "a2a", "mb_scale")
+                  if getattr(args, f"cost_{k}") != (None if k in ("bw", "mb_scale") else
+                                                     (0.0 if k in ("comm", "a2a") else 1.0))]
     sources = [name for name, given in (("--cost-*", bool(cost_flags)), ("--pipeline-costs", args.pipeline_costs),
                                         ("--profile", args.profile), ("--paper-setting", args.paper_setting)) if given]
     if len(sources) > 1:

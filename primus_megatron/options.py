@@ -237,8 +237,9 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "mem-b / mem-w: activation memory a B / W adds in units of what an F adds (they sum to "
                             "-1; one gives the other; default 0 and -1, W frees everything; measured runs have B free "
                             "all but what the weight gradient keeps, e.g. mem-w=-0.37); COMM and BW may be named too "
-                            "(comm=, bw=); default: measured over the first --pipeline-profile-steps steps, then "
-                            "re-planned")
+                            "(comm=, bw=); a2a=A: the all-to-all part of each F and B; mb-scale=S0:S1:...: one factor per "
+                            "microbatch on its op times (packed variable-length data; as many as the microbatches); "
+                            "default: measured over the first --pipeline-profile-steps steps, then re-planned")
     group.add_argument("--pipeline-profile-out", default=None, metavar="FILE.json",
                        help="measure per-stage costs over the first --pipeline-profile-steps steps and write the "
                             "fitted per-layer, embedding and head costs there (for `primus-pipeline balance` and "
@@ -566,13 +567,14 @@ def split_arguments(split: LayerSplit) -> dict:
 
 # -- --pipeline-costs --------------------------------------------------------------------------------
 
-COST_NAMES = ("comm", "bw", "mem-b", "mem-w", "a2a")  # the named entries of --pipeline-costs
+COST_NAMES = ("comm", "bw", "mem-b", "mem-w", "a2a", "mb-scale")  # the named entries of --pipeline-costs
 
 
 def parse_costs(text: str) -> Costs:
-    """'F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y][,a2a=A]' -> schedules.Costs (BW: a backward run as one op,
-    default B + W; mem-b / mem-w: the memory model, `schedules.costs.memory_model`; a2a: the all-to-all
-    part of each F and B, which an overlapped pair hides, `schedules.costs`). Positional
+    """'F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y][,a2a=A][,mb-scale=S0:S1:...]' -> schedules.Costs (BW: a
+    backward run as one op, default B + W; mem-b / mem-w: the memory model, `schedules.costs.memory_model`;
+    a2a: the all-to-all part of each F and B, which an overlapped pair hides; mb-scale: one factor per
+    microbatch on its op times, colon-separated, `schedules.costs`). Positional
     numbers first, then `name=value` entries (comm and bw may be named instead). One-sentence
     ValueError naming --pipeline-costs otherwise."""
     from .schedules import ScheduleError
@@ -584,10 +586,11 @@ def parse_costs(text: str) -> Costs:
     for part in (p.strip() for p in text.split(",")):
         key, eq, value = part.partition("=")
         try:
-            number = float(value if eq else part)
+            number = tuple(map(float, value.split(":"))) if eq and key.strip() == "mb-scale" else \
+                float(value if eq else part)
         except ValueError:
             raise ValueError(form) from None
-        if not math.isfinite(number):
+        if not all(map(math.isfinite, number if isinstance(number, tuple) else (number,))):
             raise ValueError(form)
         if not eq:
             if named:
@@ -608,6 +611,6 @@ def parse_costs(text: str) -> Costs:
     try:
         mem_b, mem_w = memory_model(named.get("mem-b"), named.get("mem-w"), names=("mem-b", "mem-w"))
         return Costs(f=given["f"], b=given["b"], w=given["w"], comm=given.get("comm", 0.0), bw=given.get("bw"),
-                     mem_b=mem_b, mem_w=mem_w, a2a=named.get("a2a", 0.0))
+                     mem_b=mem_b, mem_w=mem_w, a2a=named.get("a2a", 0.0), mb_scale=named.get("mb-scale"))
     except ScheduleError as exc:
         raise ValueError(f"--pipeline-costs: {exc}") from None

@@ -6,7 +6,8 @@ An `EmulatedChunk` stands where a GPTModel chunk stands: megatron-core's
 step is real: the executor, our p2p (activations and gradients are real tensors
 of the configured size), the weight-gradient store, megatron's own schedules.
 
-Per virtual stage, F, B and W take given times (`StageTimes`, seconds) as a timed
+Per virtual stage, F, B and W take given times (`StageTimes`, seconds; with per-microbatch
+factors, `costs.mb_scale`, those times the factor of the op's microbatch) as a timed
 wait (`time.sleep` to a deadline: a waiting rank needs no core, so 8 to 32 ranks
 share two). The weight gradient is deferred through the mechanism real layers use:
 the chunk holds a small megatron-core `ColumnParallelLinear`, whose backward
@@ -16,7 +17,11 @@ key. So a W op runs the layer's weight-gradient closure and the W wait, once; a
 schedule whose W finds nothing deferred fails as with real layers; a BW op (a
 backward not split: 1F1B, megatron's schedules) waits its own time (`bw`, B + W
 unless given); and the linear's parameter gets a real gradient for
-post-validation and for comparing schedules.
+post-validation and for comparing schedules. A chunk learns which microbatch its forward runs
+from megatron's `forward_step(..., current_microbatch=...)` (our executor and megatron's schedules
+pass the op's microbatch; `set_current_microbatch` writes it into each of `model.decoder.layers`,
+here one `_CurrentMicrobatch`), and its backward and W wait that microbatch's times too.
+(torch's pipelining baselines, `torch_stages`, take the stage's times: they say no microbatch.)
 
 p2p latency (`comm` of the producing stage, the simulator's model) is emulated
 with a time stamp written into the last two elements of every activation and
@@ -53,13 +58,26 @@ class StageTimes:
     bw: float
     comm_in: float = 0.0
     comm_grad_in: float = 0.0
+    mb_scale: tuple = ()  # per microbatch, the factor on f, b, w and bw (`costs.mb_scale`; empty: none)
+
+    def of(self, kind: str, mb: Optional[int]) -> float:
+        """Seconds of op `kind` ("f", "b", "w" or "bw") of microbatch `mb`: its factor applied."""
+        base = getattr(self, kind)
+        if not self.mb_scale:
+            return base
+        if mb is None:
+            raise RuntimeError("emulated ops with per-microbatch costs need to know their microbatch: megatron's "
+                               "forward_step did not pass current_microbatch")
+        return base * self.mb_scale[mb]
 
 
-def stage_times(costs, pp: int, chunks: int, placement: str, *, scale: float) -> list[StageTimes]:
-    """Per virtual stage `StageTimes` of the planner's `Costs` (time unit x `scale` = seconds)."""
+def stage_times(costs, pp: int, chunks: int, placement: str, *, scale: float,
+                microbatches: Optional[int] = None) -> list[StageTimes]:
+    """Per virtual stage `StageTimes` of the planner's `Costs` (time unit x `scale` = seconds), with
+    its per-microbatch factors (one per microbatch of a step of `microbatches`, `Costs.resolve`)."""
     from ..schedules.ir import BW, B, F, W, owner_of
 
-    sc = costs.resolve(pp, chunks, placement)
+    sc = costs.resolve(pp, chunks, placement, microbatches)
     n = pp * chunks
     rank = [owner_of(placement, pp, s)[0] for s in range(n)]
     out = []
@@ -67,7 +85,8 @@ def stage_times(costs, pp: int, chunks: int, placement: str, *, scale: float) ->
         comm_in = sc.comm[s - 1] if s > 0 and rank[s - 1] != rank[s] else 0.0
         comm_grad = sc.comm[s + 1] if s + 1 < n and rank[s + 1] != rank[s] else 0.0
         out.append(StageTimes(f=scale * sc.duration(F, s), b=scale * sc.duration(B, s), w=scale * sc.duration(W, s),
-                              bw=scale * sc.duration(BW, s), comm_in=scale * comm_in, comm_grad_in=scale * comm_grad))
+                              bw=scale * sc.duration(BW, s), comm_in=scale * comm_in, comm_grad_in=scale * comm_grad,
+                              mb_scale=sc.mb_scale or ()))
     return out
 
 
@@ -139,23 +158,23 @@ class _Work(torch.autograd.Function):
     in the weight-gradient store (a B op of a step with W ops), or waits B and W at once (BW)."""
 
     @staticmethod
-    def forward(ctx, y, chunk):
-        ctx.chunk = chunk
-        chunk._work(chunk.times.f, "F")
+    def forward(ctx, y, chunk, mb):
+        ctx.chunk, ctx.mb = chunk, mb
+        chunk._work(chunk.times.of("f", mb), "F")
         out = y.clone()
         chunk.clock.stamp(out)
         return out
 
     @staticmethod
     def backward(ctx, grad):
-        chunk = ctx.chunk
+        chunk, mb = ctx.chunk, ctx.mb
         if not chunk.post_process:
             chunk._arrive(grad, chunk.times.comm_grad_in)
         store = get_store()
         if store.capturing and store.splitting:
-            chunk._work(chunk.times.b, "B")
+            chunk._work(chunk.times.of("b", mb), "B")
             key = store.current_key
-            w = chunk.times.w
+            w = chunk.times.of("w", mb)
 
             def weight_gradient() -> None:
                 chunk._work(w, "W")
@@ -164,9 +183,18 @@ class _Work(torch.autograd.Function):
             store.defer(weight_gradient)
             chunk.log.deferred += 1
         else:
-            chunk._work(chunk.times.bw, "BW")
+            chunk._work(chunk.times.of("bw", mb), "BW")
             chunk.log.w_in_backward += 1
-        return grad, None
+        return grad, None, None
+
+
+class _CurrentMicrobatch:
+    """Where megatron's forward_step tells a chunk its microbatch: `set_current_microbatch` sets
+    `current_microbatch` on each of `model.decoder.layers` (this object is its own one layer)."""
+
+    def __init__(self) -> None:
+        self.layers = (self,)
+        self.current_microbatch: Optional[int] = None
 
 
 class TimedWaits:
@@ -212,6 +240,7 @@ class EmulatedChunk(torch.nn.Module, TimedWaits):
         self.clock = _Clock(epoch)
         self.log = OpLog()
         self.input_tensor: Optional[torch.Tensor] = None
+        self.decoder = _CurrentMicrobatch()  # the microbatch megatron's forward_step runs (module doc)
         self.linear = ColumnParallelLinear(LINEAR_WIDTH, LINEAR_WIDTH, config=config,
                                            init_method=torch.nn.init.eye_, bias=False, gather_output=False,
                                            skip_bias_add=True)
@@ -236,7 +265,7 @@ class EmulatedChunk(torch.nn.Module, TimedWaits):
         # unchanged, so activations and gradients keep their size through 32 stages (a sum doubled
         # them per stage: a gradient norm of 1e10 at pp=32, clipped and redone every step)
         y = torch.cat([(head + mixed) * 0.5, rest], dim=-1)
-        return _Work.apply(y, self)
+        return _Work.apply(y, self, self.decoder.current_microbatch)
 
 
 def loss_func(output: torch.Tensor):

@@ -58,7 +58,8 @@ def make_variant(label: str, sched: S.Schedule, costs: S.Costs, *, scale: float,
     from .chunks import stage_times
 
     pp = sched.pp
-    return Variant(label, sched, megatron, stage_times(costs, pp, sched.chunks_per_rank, sched.placement, scale=scale),
+    return Variant(label, sched, megatron, stage_times(costs, pp, sched.chunks_per_rank, sched.placement, scale=scale,
+                                                     microbatches=sched.microbatches),
                    simulated(sched, costs, scale), skipped,
                    [[(sp.op.kind, sp.op.mb, sp.op.chunk, scale * sp.start, scale * sp.end) for sp in row]
                     for row in S.simulate(sched, costs).timeline], torch=torch, costs=costs)

@@ -35,7 +35,8 @@ class Candidate:
 
 def with_op_overhead(costs: Costs, overhead: float, pp: int, chunks: int, placement: str) -> Costs:
     """`costs` with `overhead` added to every op (F, B, W and an unsplit BW) of every virtual stage
-    of a `pp` x `chunks` pipeline: per-op host work does not shrink with a chunk's share."""
+    of a `pp` x `chunks` pipeline: per-op host work does not shrink with a chunk's share. (With
+    per-microbatch factors, `Costs.mb_scale`, the overhead is scaled with the op it is added to.)"""
     sc = costs.resolve(pp, chunks, placement)
     n = pp * chunks
 

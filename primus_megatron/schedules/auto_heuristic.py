@@ -98,6 +98,7 @@ class _Placement:
         self.pp, self.m = pp, m
         self.limit = float("inf") if memory_limit is None else memory_limit + EPS
         self.dur = {k: list(sc.time[k][:pp]) for k in (F, B, W)}
+        self.scale = sc.mb_scale  # per-microbatch factors on `dur` (None: every microbatch the same)
         self.grow = {k: list(sc.mem[k][:pp]) for k in (F, B, W)}
         self.comm = list(sc.comm[:pp])
         self.f, self.b, self.w = [0] * pp, [0] * pp, [0] * pp  # ops placed per kind
@@ -149,7 +150,10 @@ class _Placement:
             idle = self.idle[j] = self.idle[j] + (start - free)
             if idle > self.most_idle:
                 self.most_idle = idle
-        end = self.free[j] = start + self.dur[kind][j]
+        dur = self.dur[kind][j]
+        if self.scale is not None:
+            dur *= self.scale[mb]
+        end = self.free[j] = start + dur
         if kind != W:
             self.end[kind][j][mb] = end
         mem = self.mem[j] = self.mem[j] + self.grow[kind][j]
@@ -157,6 +161,10 @@ class _Placement:
             self.peak[j] = mem
         counts[j] = mb + 1
         self.out[j].append(new_op((kind, mb, 0)))
+
+    def time(self, kind: str, j: int, mb: int) -> float:
+        """The time of rank j's op of `kind` for microbatch `mb` (its factor applied)."""
+        return self.dur[kind][j] if self.scale is None or mb >= self.m else self.dur[kind][j] * self.scale[mb]
 
     def make_room(self, j: int, kind: str) -> None:
         """Run pending W until the op's activation fits under the limit."""
@@ -169,7 +177,7 @@ class _Placement:
     def fill(self, j: int, ready: float, knobs: Knobs) -> None:
         """Before an op whose input arrives at `ready`: W that end by then, and one more into
         the remaining wait unless that wait is short and the knobs say leave it."""
-        while self.w[j] < self.b[j] and self.free[j] + self.dur[W][j] <= ready + EPS:
+        while self.w[j] < self.b[j] and self.free[j] + self.time(W, j, self.w[j]) <= ready + EPS:
             self.put(j, W)
         if self.w[j] < self.b[j] and self.free[j] < ready - EPS:
             short = ready - self.free[j] <= self.most_idle - self.idle[j] + EPS
@@ -199,17 +207,18 @@ class _Placement:
         extra = [0] * pp
         # When rank j's first gradient could arrive: from the last rank back, each B after
         # the F its rank runs first (estimated back to back from its first F's end).
-        grad = self.end[F][pp - 1][0] + self.dur[B][pp - 1]
+        grad = self.end[F][pp - 1][0] + self.time(B, pp - 1, 0)
         for j in range(pp - 2, -1, -1):
             mem, busy = self.mem[j], self.free[j]
             arrives = grad + self.comm[j + 1]
             while self.f[j] + extra[j] < m and mem + self.grow[F][j] <= self.limit:
-                if (busy + self.dur[F][j] > arrives + EPS) if to_arrival else (busy >= arrives - EPS):
+                f = self.time(F, j, self.f[j] + extra[j])
+                if (busy + f > arrives + EPS) if to_arrival else (busy >= arrives - EPS):
                     break
                 mem += self.grow[F][j]
-                busy += self.dur[F][j]
+                busy += f
                 extra[j] += 1
-            grad = max(busy, arrives) + self.dur[B][j]
+            grad = max(busy, arrives) + self.time(B, j, 0)
         for j in range(1, pp):  # rank j runs fewer warm-up F than rank j - 1
             while extra[j] > 0 and extra[j] >= extra[j - 1] and self.f[j] + extra[j] < m:
                 extra[j] -= 1
@@ -245,16 +254,17 @@ class _Placement:
         is no longer than the pipeline's largest idle time beyond rank j's own."""
         if j + 1 >= self.pp or self.f[j] < self.f[j + 1] + 2:
             return False
-        nxt = self.free[j + 1] + self.dur[F][j + 1] + self.dur[B][j + 1] + self.comm[j + 1]
+        nxt = (self.free[j + 1] + self.time(F, j + 1, self.f[j + 1]) + self.time(B, j + 1, self.b[j + 1])
+               + self.comm[j + 1])
         if self.free[j] >= nxt - EPS:
             self.decided.add("yield_to_b")
             return True
         extra_w, mem, w = 0.0, self.mem[j] + self.grow[F][j], self.w[j]
         while mem > self.limit and w < self.b[j]:
-            extra_w += self.dur[W][j]
+            extra_w += self.time(W, j, w)
             mem += self.grow[W][j]
             w += 1
-        if self.free[j] + self.dur[F][j] + extra_w <= nxt + EPS:
+        if self.free[j] + self.time(F, j, self.f[j]) + extra_w <= nxt + EPS:
             return False
         if nxt - self.free[j] <= self.most_idle - self.idle[j] + EPS:
             self.decided.add("yield_to_b")

@@ -19,6 +19,14 @@ plus what of each all-to-all the other's compute cannot cover,
 (f - a) + (b - a') + max(0, a - (b - a')) + max(0, a' - (f - a)), with a, a' the halves' a2a
 (`StageCosts.pair_duration`). With `a2a` 0 a pair costs f + b: no faster than the two ops.
 
+`mb_scale`, when given, holds one factor per microbatch of the step (positive; the mean need not
+be 1): the F, B, W and BW times of microbatch i, and its all-to-all part, are the stage's times
+times `mb_scale[i]` (packed variable-length data: a microbatch of long sequences costs more, its
+attention growing as s^2). Neither the p2p latency nor the memory scales: messages and
+activations have the packed microbatch's fixed shape and token count. Left out, every
+microbatch costs the same (a list of 1.0 gives the same times exactly). `StageCosts.duration`
+and `pair_duration` take the microbatch; `mb_order` chooses which data microbatch runs where.
+
 Memory is in units of one rank's full activation share for one microbatch:
 F adds `mem_f`, B adds `mem_b`, W adds `mem_w` (signed deltas that sum to 0).
 The default frees everything at W (as if the weight gradient needed all the
@@ -50,11 +58,15 @@ class Costs:
     mem_w: Value = -1.0
     bw: Optional[Value] = None
     a2a: Value = 0.0
+    mb_scale: Optional[Sequence[float]] = None  # one factor per microbatch (module doc)
 
     def __post_init__(self) -> None:
         for fld in fields(self):
             value = getattr(self, fld.name)
-            if value is None and fld.name == "bw":
+            if value is None and fld.name in ("bw", "mb_scale"):
+                continue
+            if fld.name == "mb_scale":
+                self._check_mb_scale(value)
                 continue
             values = [value] if isinstance(value, (int, float)) else list(value)
             if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
@@ -64,8 +76,16 @@ class Costs:
             if not isinstance(value, (int, float)):
                 object.__setattr__(self, fld.name, tuple(float(v) for v in values))
 
-    def resolve(self, pp: int, chunks: int, placement: str) -> "StageCosts":
-        """Per-virtual-stage values for a pipeline of `pp` ranks x `chunks`."""
+    def _check_mb_scale(self, value: object) -> None:
+        values = [] if isinstance(value, (int, float, str)) else list(value)
+        if not values or not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
+            raise ScheduleError(f"cost-mb-scale must be a non-empty list of positive finite factors, one per "
+                                f"microbatch, got {value!r}")
+        object.__setattr__(self, "mb_scale", tuple(float(v) for v in values))
+
+    def resolve(self, pp: int, chunks: int, placement: str, microbatches: Optional[int] = None) -> "StageCosts":
+        """Per-virtual-stage values for a pipeline of `pp` ranks x `chunks`; with `microbatches`
+        (the step's count), per-microbatch factors (`mb_scale`) must have that many entries."""
         n = pp * chunks
 
         def per_stage(name: str, divide: bool) -> tuple[float, ...]:
@@ -86,7 +106,10 @@ class Costs:
             comm=per_stage("comm", False),
             fused=None if self.bw is None else per_stage("bw", True),
             a2a=per_stage("a2a", True),
+            mb_scale=self.mb_scale,
         )
+        if microbatches is not None:
+            sc.check_microbatches(microbatches)
         for s in range(n):
             if sc.a2a[s] > min(sc.time[F][s], sc.time[B][s]) + 1e-12:
                 raise ScheduleError(f"cost-a2a is the all-to-all part of an F and of a B, so it cannot exceed either "
@@ -108,24 +131,42 @@ class StageCosts:
     comm: tuple[float, ...]
     fused: Optional[tuple[float, ...]] = None
     a2a: Optional[tuple[float, ...]] = None  # the all-to-all part of an F and of a B (module doc)
+    mb_scale: Optional[tuple[float, ...]] = None  # per microbatch, the factor on its op times (module doc)
 
     @property
     def one_slot(self) -> bool:
-        """Every F, B and W takes the same time on every stage and messages are free:
-        the cost model the paper's fixed patterns and blocks are built for."""
+        """Every F, B and W of every microbatch takes the same time on every stage and messages
+        are free: the cost model the paper's fixed patterns and blocks are built for."""
         times = {t for kind in (F, B, W) for t in self.time[kind]}
         # (`fused` left out: the patterns have no BW ops; an all-to-all to hide calls for pairs)
-        return len(times) == 1 and max(self.comm) == 0 and not any(self.a2a or ())
+        return (len(times) == 1 and max(self.comm) == 0 and not any(self.a2a or ())
+                and len(set(self.mb_scale or ())) <= 1)
 
-    def duration(self, kind: str, stage: int) -> float:
+    def check_microbatches(self, microbatches: int) -> None:
+        """Per-microbatch factors, where given, must be one per microbatch of the step."""
+        if self.mb_scale is not None and len(self.mb_scale) != microbatches:
+            raise ScheduleError(f"cost-mb-scale gives {len(self.mb_scale)} factors, but the step has {microbatches} "
+                                f"microbatches (one factor per microbatch)")
+
+    def scale(self, mb: Optional[int]) -> float:
+        """The factor on the op times of microbatch `mb` (1.0 without factors or without a microbatch)."""
+        return 1.0 if self.mb_scale is None or mb is None else self.mb_scale[mb]
+
+    def duration(self, kind: str, stage: int, mb: Optional[int] = None) -> float:
+        """An op's time: of microbatch `mb` (its factor applied, `mb_scale`), or the stage's own (None)."""
         if kind == BW:
-            return self.time[B][stage] + self.time[W][stage] if self.fused is None else self.fused[stage]
-        return self.time[kind][stage]
+            base = self.time[B][stage] + self.time[W][stage] if self.fused is None else self.fused[stage]
+        else:
+            base = self.time[kind][stage]
+        return base if self.mb_scale is None or mb is None else base * self.mb_scale[mb]
 
-    def pair_duration(self, f_stage: int, b_kind: str, b_stage: int) -> float:
-        """An overlapped F (at `f_stage`) and B or BW (at `b_stage`) run as one op (module doc)."""
-        f, b = self.time[F][f_stage], self.duration(b_kind, b_stage)
-        a_f, a_b = (self.a2a[f_stage], self.a2a[b_stage]) if self.a2a is not None else (0.0, 0.0)
+    def pair_duration(self, f_stage: int, b_kind: str, b_stage: int, f_mb: Optional[int] = None,
+                      b_mb: Optional[int] = None) -> float:
+        """An overlapped F (at `f_stage`, of microbatch `f_mb`) and B or BW (at `b_stage`, of `b_mb`)
+        run as one op (module doc): each half's time and all-to-all scaled by its microbatch's factor."""
+        f, b = self.duration(F, f_stage, f_mb), self.duration(b_kind, b_stage, b_mb)
+        a_f, a_b = ((self.a2a[f_stage] * self.scale(f_mb), self.a2a[b_stage] * self.scale(b_mb))
+                    if self.a2a is not None else (0.0, 0.0))
         compute_f, compute_b = f - a_f, b - a_b
         return compute_f + compute_b + max(0.0, a_f - compute_b) + max(0.0, a_b - compute_f)
 

@@ -107,6 +107,7 @@ class _Run:
         self.split, self.bkind = policy.split, (B if policy.split else BW)
         self.comm = comm = sc.comm
         self.dur = {k: [sc.duration(k, s) for s in range(n)] for k in (F, B, W, BW)}
+        self.scale = sc.mb_scale  # per-microbatch factors on `dur` (None: every microbatch the same)
         self.grow = {k: [sc.memory(k, s) for s in range(n)] for k in (F, B, W, BW)}
         self.mem_f = list(sc.mem[F])
         self.owe = [max(0.0, sc.mem[B][s]) for s in range(n)]  # what a B will still add after its F ran
@@ -217,7 +218,10 @@ class _Run:
         key, kind, mb, c = min(ready) if len(ready) > 1 else ready[0]
         if later and min(later)[0] < key and not self.policy.backfill(kind, self.state[r]):
             return self._wait(r, t, min(map(_AT, later)))  # strict order: wait for the head
-        soon = self._better_soon(r, t, key, t + self.dur[kind][self.stages[r][c]], later)
+        dur = self.dur[kind][self.stages[r][c]]
+        if self.scale is not None:
+            dur *= self.scale[mb]
+        soon = self._better_soon(r, t, key, t + dur, later)
         if soon != INF and max(soon, t) > t + EPS:
             return self._wait(r, t, soon)
         return kind, mb, c  # nothing better comes soon, or it cannot wait for nothing
@@ -232,7 +236,7 @@ class _Run:
         """When a smaller-key later candidate becomes ready before `end` (INF if none):
         its known arrival, else a lower bound (eta)."""
         soon = soon_eta = INF
-        dur, chain, stages_r = self.dur, self.chain, self.stages[r]
+        dur, chain, stages_r, scale = self.dur, self.chain, self.stages[r], self.scale
         for kk, k, mb_k, cc, at in later:
             if kk >= key:
                 continue
@@ -240,7 +244,8 @@ class _Run:
                 # The input's producer has not run: it cannot end before t plus its own
                 # duration (then one hop), and a bound that late is not soon.
                 k2, s2, link = chain[k][stages_r[cc]]
-                if link is not _SAME and link is not _ZERO and t + dur[k2][s2] + link >= end - EPS:
+                if link is not _SAME and link is not _ZERO and \
+                        t + (dur[k2][s2] if scale is None else dur[k2][s2] * scale[mb_k]) + link >= end - EPS:
                     continue
                 at = self._eta(k, mb_k, stages_r[cc], self.next_f[r][cc], t, r)
                 if at < end - EPS and at < soon_eta:
@@ -286,16 +291,18 @@ class _Run:
                 break
             kind, s = k2, s2
             depth += 1
-        free, dur = self.free, self.dur
+        free, dur, factor = self.free, self.dur, 1.0 if self.scale is None else self.scale[mb]
         for s, kind, link in reversed(frames):
             start = 0.0 if link is _ZERO else value if link is _SAME else value + link
-            value = max(start, free[own[s]], now_t) + dur[kind][s]
+            value = max(start, free[own[s]], now_t) + dur[kind][s] * factor
         return value
 
     def _run_op(self, r: int, t: float, kind: str, mb: int, c: int) -> None:
         """Append the op to the rank's order; advance both clocks; wake its consumer."""
         s = self.stages[r][c]
         dur = self.dur[kind][s]
+        if self.scale is not None:
+            dur *= self.scale[mb]
         end = t + dur
         self.started += 1
         self.out[r].append(new_op((kind, mb, c)))

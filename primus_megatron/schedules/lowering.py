@@ -199,7 +199,7 @@ def ordering_costs(schedule: Schedule, costs: Optional[Costs] = None) -> StageCo
     none or where some op takes no time (the order needs every op to end after it starts)."""
     chosen = costs or schedule.meta.get("costs")
     if chosen is not None:
-        sc = chosen.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+        sc = chosen.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement, schedule.microbatches)
         durations = [t for times in sc.time.values() for t in times] + list(sc.fused or ())
         if min(durations, default=0.0) > 0:
             return sc

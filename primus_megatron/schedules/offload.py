@@ -163,7 +163,7 @@ class OffloadResult:
 
 def _resolve(schedule: Schedule, costs: Optional[Costs]) -> StageCosts:
     return (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank,
-                                                                schedule.placement)
+                                                                schedule.placement, schedule.microbatches)
 
 
 def _transfer(size: float, bandwidth: float) -> float:
@@ -238,7 +238,7 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
             while i - 1 > produced and covered < need - EPS:
                 i -= 1
                 op = ops[i]
-                covered += sc.duration(op.kind, schedule.stage_table[r][op.chunk])
+                covered += sc.duration(op.kind, schedule.stage_table[r][op.chunk], op.mb)
             where[key] = ops[i]
         reload_at.append(where)
         sizes.append(size_of)

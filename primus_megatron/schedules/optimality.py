@@ -55,7 +55,7 @@ def distances(results: list[SimResult], costs: Costs, time_limit: float, *,
             continue
         warm = min(members, key=length).schedule
         try:
-            found = solve(sched.pp, sched.microbatches, costs.resolve(sched.pp, chunks, placement), peak,
+            found = solve(sched.pp, sched.microbatches, costs.resolve(sched.pp, chunks, placement, sched.microbatches), peak,
                           chunks=chunks, placement=placement, time_limit=time_limit, warm=_split(warm.ranks),
                           post_validation=post_validation)
         except ScheduleError as exc:

@@ -155,7 +155,7 @@ def generate(name: str, pp: int, microbatches: int, *, costs: Optional[Costs] = 
             memory_limit = None  # no limit
     nchunks = resolve_chunks(entry, chunks)
     costs = costs or UNIT
-    sc: StageCosts = costs.resolve(pp, nchunks, entry.placement)
+    sc: StageCosts = costs.resolve(pp, nchunks, entry.placement, microbatches)
     extra = {} if time_limit is None else {"time_limit": float(time_limit)}
     if post_validation:
         extra["post_validation"] = True

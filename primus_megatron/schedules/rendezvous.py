@@ -314,7 +314,7 @@ class _Run:
                     if end_time[wait] > clock:
                         clock = end_time[wait]
                 if sc is not None:
-                    start, clock = clock, clock + sc.duration(step.kind, stages[i])
+                    start, clock = clock, clock + sc.duration(step.kind, stages[i], step.mb)
                     spans.append((step, start, clock))
             i += 1
         self.head[r], self.posted[r], self.pos[r], self.clock[r] = head, posted, i, clock

@@ -111,13 +111,19 @@ def _ranks(compiled: Compiled) -> list:
 def _op_info(compiled: Compiled, sc: StageCosts) -> list[list[tuple]]:
     """Per rank and op: (input key offset or -1, latency added to the input's end, duration,
     output key offset, second output offset or -1). The producer of a result always
-    sits on the owner of its stage, so the latency is known up front."""
+    sits on the owner of its stage, so the latency is known up front. With per-microbatch
+    factors (`costs.mb_scale`) the duration is the op's microbatch's (`StageCosts.duration`)."""
     info = []
-    for table, rules in zip(compiled.table, compiled.rules):
+    for table, rules, mbs in zip(compiled.table, compiled.rules, compiled.mbs):
         # x + 0.0 == x: ends are never -0.0
         per_slot = [(rule.need, sc.comm[rule.src] if rule.recv_from >= 0 else 0.0,
                      sc.duration(rule.kind, rule.stage), rule.out, rule.out2) for rule in table.slots]
-        info.append(list(map(per_slot.__getitem__, map(_SLOT, rules))))
+        row = list(map(per_slot.__getitem__, map(_SLOT, rules)))
+        if sc.mb_scale is not None:
+            sc.check_microbatches(compiled.schedule.microbatches)
+            row = [(need, lag, sc.duration(rule.kind, rule.stage, mb), out, out2)
+                   for (need, lag, _, out, out2), rule, mb in zip(row, rules, mbs)]
+        info.append(row)
     return info
 
 
@@ -221,7 +227,7 @@ def _run_pair(compiled: Compiled, sc: StageCosts, hook, at: tuple, ready: float,
         for j in (i, i + 1):
             if hook.marked[r][j]:
                 ready = hook.start(r, j, ready)
-    end = ready + sc.pair_duration(rules[i].stage, rules[i + 1].kind, rules[i + 1].stage)
+    end = ready + sc.pair_duration(rules[i].stage, rules[i + 1].kind, rules[i + 1].stage, mb_r[i], mb_r[i + 1])
     for j in (i, i + 1):
         if hook is not None and hook.marked[r][j]:
             hook.end(r, j, end)
@@ -272,7 +278,8 @@ def _raise_if_stuck(compiled: Compiled, ptr: list[int]) -> None:
 @gc_paused
 def simulate(schedule: Schedule, costs: Costs | None = None) -> SimResult:
     """Makespan, per-rank busy/idle, peak memory and sync/async bubble rates."""
-    sc = (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+    sc = (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement,
+                                                                schedule.microbatches)
     timeline = op_times(schedule, sc)
     pp = schedule.pp
     # an overlapped pair's two halves share one span of time: counted once

@@ -137,7 +137,8 @@ def check_w_order(schedule: Schedule) -> None:
 
 def check_memory(schedule: Schedule, costs: Optional[Costs], memory_limit: Optional[float]) -> list[float]:
     """Per-rank peak activation memory; raises if a rank exceeds `memory_limit`."""
-    sc = (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
+    sc = (costs or schedule.meta.get("costs") or UNIT).resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement,
+                                                                schedule.microbatches)
     peaks = peak_memory(schedule, sc)
     if memory_limit is not None:
         for r, peak in enumerate(peaks):

@@ -94,7 +94,7 @@ class _Replay:
             ready = self.end[key] + lag
         else:
             return False  # input not simulated yet
-        if pending and ready - self.free[r] >= self.fit * self.sc.time[W][pending[0][1]] - EPS:
+        if pending and ready - self.free[r] >= self.fit * self.sc.duration(W, pending[0][1], pending[0][0].mb) - EPS:
             self._run_w(r)  # the op would wait this long anyway
             return True
         self._run(r, op, s, max(self.free[r], ready))
@@ -108,7 +108,7 @@ class _Replay:
         self._run(r, new_op((W, op.mb, op.chunk)), s, self.free[r])
 
     def _run(self, r: int, op: Op, s: int, start: float) -> None:
-        end = self.free[r] = start + self.sc.duration(op.kind, s)
+        end = self.free[r] = start + self.sc.duration(op.kind, s, op.mb)
         self.end[(outputs_of(op.kind)[0], op.mb, s)] = end
         if self.first[r] is None:
             self.first[r] = start

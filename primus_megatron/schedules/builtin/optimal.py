@@ -61,7 +61,7 @@ def solve(pp: int, m: int, costs: StageCosts, memory_limit: float, *, chunks: in
                             f"microbatches here (got {m}); use zb-auto")
     ops = [(r, k, j, c, stage_of(placement, pp, r, c)) for r in range(pp) for c in range(chunks)
            for j in range(m) for k in (F, B, W)]  # (rank, kind, mb, chunk, stage)
-    dur = [costs.duration(k, s) for _, k, _, _, s in ops]
+    dur = [costs.duration(k, s, j) for _, k, j, _, s in ops]  # per microbatch (`costs.mb_scale`)
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("time_limit", float(time_limit))
