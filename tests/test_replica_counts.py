@@ -80,3 +80,34 @@ def test_a_packed_sample_trains_as_it_would_alone():
             start += n
     with pytest.raises(ValueError, match="at most 20 trained positions"):
         pack(samples + samples, 20)
+
+
+def test_balanced_batches_plan_the_same_everywhere_and_run_the_chosen_order():
+    """Every replica's ranks make the same plan from the step alone; a rank without data gets the
+    masks of the same packs; with our schedule the packs run in mb_order's choice, which on
+    long-tail packs of this step is not their packed order (1f1b gains most from light ends)."""
+    import argparse
+    from types import SimpleNamespace
+
+    from primus_megatron.options import from_options
+    from primus_megatron.schedules.mb_order import choose_order
+    from primus_megatron.train.balanced_data import BalancedBatches, schedule_order
+
+    seq = 64
+    args = argparse.Namespace(pipeline_balance_data="lb-mini", pipeline_balance_cost="0.05,1", global_batch_size=48,
+                              seq_length=seq, seed=3, hidden_size=32)
+    dataset = [{"tokens": torch.arange(i, i + seq), "labels": torch.arange(i + 1, i + seq + 1)} for i in range(200)]
+    runner = SimpleNamespace(spec=from_options("1f1b"))
+    plain = BalancedBatches(dataset, args, 1, 2)
+    ordered = BalancedBatches(dataset, args, 1, 2, order=schedule_order(runner, 4))
+    blind = BalancedBatches(None, args, 1, 2, order=schedule_order(runner, 4))
+    (count, packs), (count2, reordered), (count3, masks) = plain.step(5), ordered.step(5), blind.step(5)
+    assert count == count2 == count3 == plain.last_plan.counts[1] and plain.last_plan == ordered.last_plan
+    packs, reordered, masks = list(packs), list(reordered), list(masks)
+    factors = plain.last_plan.factors(1, ordered.cost)
+    order = choose_order("1f1b", 4, S.Costs(mb_scale=factors), budget=0)[0]
+    assert list(order) != sorted(order), f"this step's packs are best run as packed ({factors}): pick another step"
+    for k, i in enumerate(order):
+        assert torch.equal(reordered[k]["tokens"], packs[i]["tokens"])
+        assert torch.equal(masks[k]["attention_mask"], reordered[k]["attention_mask"])
+        assert torch.equal(masks[k]["position_ids"], reordered[k]["position_ids"])

@@ -9,6 +9,11 @@ each replica knows its own microbatch count without a message; the runner then c
 before the step (`runtime.replica_counts`). Samples are packed into `--seq-length` tokens per
 microbatch (`packed_batch.pack`).
 
+Inside a replica the packed microbatches cost different amounts; with one of our schedules they
+run in the order `schedules.mb_order.choose_order` simulates fastest among its fixed candidates
+(identity, heaviest / lightest first, light at both ends; no swap search: a few milliseconds per
+step), each microbatch's op times scaled by its cost over the plan's mean (`BatchPlan.factors`).
+
 The split weighs samples by `SampleCost`: `--pipeline-balance-cost A,B` (a*s^2 + b*s), or the
 model's FLOP ratio by default: per layer and token a forward costs ~24h^2 in its linear layers and
 ~4hs in attention over s tokens, so a = 1 / (6h) with b = 1.
@@ -16,7 +21,7 @@ model's FLOP ratio by default: per layer and token a forward costs ~24h^2 in its
 from __future__ import annotations
 
 import argparse
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 
@@ -36,8 +41,10 @@ def sample_cost(args: argparse.Namespace) -> SampleCost:
 class BalancedBatches:
     """The packed microbatches of this data-parallel replica, step by step (module doc)."""
 
-    def __init__(self, dataset, args: argparse.Namespace, dp_rank: int, dp_size: int, start_sample: int = 0) -> None:
+    def __init__(self, dataset, args: argparse.Namespace, dp_rank: int, dp_size: int, start_sample: int = 0, *,
+                 order: Optional[Callable[[Sequence[float]], Sequence[int]]] = None) -> None:
         self.dataset, self.args = dataset, args
+        self.order = order  # the microbatch order for a replica's factors (None: as packed)
         self.dp_rank, self.dp_size = dp_rank, dp_size
         self.mode, self.cost = args.pipeline_balance_data, sample_cost(args)
         self.global_batch, self.seq = args.global_batch_size, args.seq_length
@@ -59,6 +66,8 @@ class BalancedBatches:
         first = self.consumed
         self.consumed += self.global_batch
         mine = plan.replicas[self.dp_rank]
+        if self.order is not None and len(mine) > 1:
+            mine = tuple(mine[i] for i in self.order(plan.factors(self.dp_rank, self.cost)))
 
         def sample(i: int) -> torch.Tensor:  # n + 1 tokens train n positions
             n = plan.lengths[i]
@@ -67,3 +76,19 @@ class BalancedBatches:
             item = self.dataset[(first + i) % len(self.dataset)]
             return torch.cat([torch.as_tensor(item["tokens"])[:n], torch.as_tensor(item["labels"])[n - 1:n]])
         return len(mine), iter([pack([sample(i) for i in mb], self.seq) for mb in mine])
+
+
+def schedule_order(runner, pp: int) -> Callable[[Sequence[float]], Sequence[int]]:
+    """The order function for our runner's schedule: its current spec (measured costs once
+    re-planned) with the microbatches' factors (module doc)."""
+    import dataclasses
+
+    from ..schedules.costs import Costs
+    from ..schedules.mb_order import choose_order
+
+    def order(factors: Sequence[float]) -> Sequence[int]:
+        spec = runner.spec
+        costs = dataclasses.replace(spec.costs or Costs(), mb_scale=tuple(factors))
+        return choose_order(spec.name, pp, costs, memory_limit=spec.memory_limit, chunks=spec.chunks,
+                            post_validation=spec.post_validation, budget=0)[0]
+    return order

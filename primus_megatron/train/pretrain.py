@@ -171,10 +171,6 @@ class _Run:
         dp_rank, dp_size = ps.get_data_parallel_rank(), ps.get_data_parallel_world_size()
         self.train_iter = D.batch_iterator(train_data, args.micro_batch_size, dp_rank, dp_size, start_sample=consumed)
         self.balanced = None
-        if args.pipeline_balance_data is not None:  # packed long-tail batches, a count per replica and step
-            from .balanced_data import BalancedBatches
-
-            self.balanced = BalancedBatches(train_data, args, dp_rank, dp_size, start_sample=consumed)
         self.valid_iter = D.batch_iterator(valid_data, args.micro_batch_size, dp_rank, dp_size) \
             if valid_data is not None else None
         # Only ranks that feed the model hold data; all ranks must agree whether to evaluate.
@@ -187,6 +183,11 @@ class _Run:
             optimizer = PostValidationOptimizer(optimizer, model, timeout_s=float(args.pipeline_p2p_timeout or 600))
         self.optimizer = optimizer
         self.fbf = forward_backward_func(self.spec, optimizer.take_validation if self.post_validation else None)
+        if args.pipeline_balance_data is not None:  # packed long-tail batches, a count per replica and step
+            from .balanced_data import BalancedBatches, schedule_order
+
+            order = schedule_order(self.fbf, args.pipeline_model_parallel_size) if self.spec is not None else None
+            self.balanced = BalancedBatches(train_data, args, dp_rank, dp_size, start_sample=consumed, order=order)
         if self.spec is not None:
             self._log_plan()
 
