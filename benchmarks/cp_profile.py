@@ -1,14 +1,17 @@
 """Context parallelism: the profiled costs at CP=2 against CP=1, and what `zb-auto` and `auto` plan from them.
 
     python benchmarks/cp_profile.py            # prints the section and replaces it in BENCHMARKS.md
-    python benchmarks/cp_profile.py --quick    # a smaller model and sequence (about 30 s; the full run about 90 s)
+    python benchmarks/cp_profile.py --quick    # a smaller model and sequence (the full run: 35 s on 2 cores)
 
 The model: megatron-core's GPTModel on its TransformerEngine spec (causal attention, no dropout;
 learned absolute positions; RoPE under CP runs in CPU mode too, tests/test_production_matrix.py
 k-cp2-llama-te), TE being the tests' CPU stand-in (tests/te_standin, TE v2.11's classes, its
 context-parallel attention a p2p ring), put first on the ranks' import path. The same model and
 global sequence run at CP=1 and CP=2, pp=2, `zb-h1`, each rank's microbatches sliced by megatron's
-own `get_batch_on_this_cp_rank` (chunks r and 2 CP - 1 - r of the sequence).
+own `get_batch_on_this_cp_rank` (chunks r and 2 CP - 1 - r of the sequence). In bf16 at both CPs
+(bf16 parameters and pipeline dtype, megatron's Float16Module, as Megatron-LM's `--bf16`): TE v2.11
+has no context-parallel attention for fp32 (transformer_engine/pytorch/attention/dot_product_attention/
+utils.py 436-465 and 756-760 leave no backend), and the stand-in refuses it as TE does.
 
 Both settings run in one launch of four gloo ranks on this machine's cores: CP=1 as pp=2 x dp=2
 (the second data-parallel pipeline does the same work; no gradient reduce is configured), CP=2 as
@@ -45,22 +48,27 @@ import _common as C  # noqa: E402
 SECTION = "## Context parallelism: profiled costs at CP=2 against CP=1"
 TE_STANDIN = os.path.join(C.ROOT, "tests", "te_standin")
 PP, WORLD, CPS = 2, 4, (1, 2)
+ACT_BYTES = 2  # bf16 activations between stages (pipeline_dtype)
 FULL = {"num_layers": 4, "hidden": 256, "heads": 8, "seq": 512, "mbs": 1, "vocab": 1024, "m": 8, "steps": 3}
 QUICK = {"num_layers": 4, "hidden": 128, "heads": 4, "seq": 256, "mbs": 1, "vocab": 512, "m": 4, "steps": 2}
 KEYS = ("f", "b", "w", "mem_f", "mem_b", "mem_w")
 NOTES = (
     "What it shows: the message between stages (the runtime's receive buffer, seq/CP tokens) and what B "
     "keeps for W (the linear layers' inputs and output gradients) halve exactly at CP=2: both are per token. "
-    "F's activations, and so the planner's unit, fall to about 0.3: without CP the stand-in's attention is "
-    "unfused and autograd saves its queries x keys scores (which B frees: hence mem_b's ratio), while its CP "
-    "ring, as TE's, saves per-token q, k/v, out and softmax statistics and recomputes the blocks in backward; "
-    "with TE's fused attention at both CPs (a GPU) the saved state is per token and the unit about half. The planner's memory is in units of each profile's own unit, so under the default "
+    "F's activations, and so the planner's unit, fall to about 0.15: without CP the stand-in's attention is "
+    "unfused and autograd saves its queries x keys scores (which B frees: hence mem_b's ratio), and bf16 does "
+    "not shrink them (the softmax's output is fp32, 16-bit scores being softmaxed in fp32, and P V reads a bf16 "
+    "copy), while its CP ring, as TE's, saves per-token q, k/v, out and softmax statistics and recomputes the "
+    "blocks in backward (in fp32, before TE's dtype rule was kept, the ratio was about 0.3: the per-token part "
+    "weighed twice as much); with TE's fused attention at both CPs (a GPU) the saved state is per token and the "
+    "unit about half. The planner's memory is in units of each profile's own unit, so under the default "
     "limit (pp units) both CPs plan the same memory class at a fraction of the bytes; under one byte budget "
     "the CP=2 profile gives about 1/ratio as many units, and zb-auto and auto plan into them (more "
     "microbatches held for a shorter bubble, or a schedule CP=1 cannot afford). What CPU cannot show: times "
     "are the host wall time of four ranks sharing the cores with whatever else runs on the machine, so their "
     "ratios move between runs (0.45-0.85 for F so far), and at CP=2 they include the ring's exchanges as host "
-    "time, where on a GPU TE overlaps them with the attention (cp_stream); the one-way p2p time of these small "
+    "time, where on a GPU TE overlaps them with the attention (cp_stream), and the stand-in's ring computes in "
+    "fp32 (its bf16 inputs cast up) where CP=1's attention runs bf16 GEMMs; the one-way p2p time of these small "
     "messages is latency, not bandwidth, so it does not halve.")
 
 
@@ -68,11 +76,11 @@ def gpt_config(model: dict, cp: int) -> "TransformerConfig":  # noqa: F821
     import torch
     from megatron.core.transformer.transformer_config import TransformerConfig
 
-    # attention_dropout 0: the stand-in's context-parallel attention refuses dropout
+    # attention_dropout 0: the stand-in's context-parallel attention refuses dropout; bf16: it refuses fp32
     return TransformerConfig(
         num_layers=model["num_layers"], hidden_size=model["hidden"], num_attention_heads=model["heads"],
         ffn_hidden_size=4 * model["hidden"], hidden_dropout=0.0, attention_dropout=0.0,
-        use_cpu_initialization=True, params_dtype=torch.float32, pipeline_dtype=torch.float32, bf16=False,
+        use_cpu_initialization=True, params_dtype=torch.bfloat16, pipeline_dtype=torch.bfloat16, bf16=True,
         gradient_accumulation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
         pipeline_model_parallel_size=PP, context_parallel_size=cp, deallocate_pipeline_outputs=True)
 
@@ -160,10 +168,13 @@ def profile_one(model: dict, cp: int) -> dict:
     import primus_megatron as pm
     from primus_megatron.runtime.placement import init_by_global_name_
 
+    from megatron.core.transformer.module import Float16Module
+
     torch.manual_seed(1234)
-    chunks = pm.build_model(partial(gpt_provider, gpt_config(model, cp), model), schedule="zb-h1",
-                            num_layers=model["num_layers"])
+    config = gpt_config(model, cp)
+    chunks = pm.build_model(partial(gpt_provider, config, model), schedule="zb-h1", num_layers=model["num_layers"])
     init_by_global_name_(chunks, seed=1234, std=0.02, num_layers=model["num_layers"])
+    chunks = [Float16Module(config, c) for c in chunks]  # as Megatron-LM wraps a --bf16 model
     batches = make_batches(model)
     if cp > 1:  # megatron-core 0.19 takes is_hybrid_cp (required); 0.16.1 has no such argument
         import inspect
@@ -293,7 +304,7 @@ def report(res: list, model: dict, reps: int, elapsed: float, command: str) -> s
     lines = [C.command_block(command),
              f"{time.strftime('%Y-%m-%d')}, zb-h1 at pp=2, {model['m']} microbatches, {model['steps']} profiled "
              f"steps, {reps} repetition(s) per setting, {elapsed:.0f} s; 4 gloo ranks on {os.cpu_count()} cores "
-             f"(CP=1: pp=2 x dp=2, CP=2: pp=2 x cp=2). Model: {shape}; TE stand-in. Medians over the "
+             f"(CP=1: pp=2 x dp=2, CP=2: pp=2 x cp=2). Model: {shape}; bf16; TE stand-in. Medians over the "
              "repetitions; memory = the profile's units x unit_bytes.", "",
              C.table(["quantity", "CP=1", "CP=2", "CP2/CP1"], measured_rows(prof)), "",
              f"Planned at pp=2, m={model['m']} from each profile (simulated; peak activation memory per rank):", "",

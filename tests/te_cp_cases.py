@@ -1,11 +1,17 @@
 """What each rank runs for tests/test_te_standin_context_parallel.py (imported by the ranks,
 which have tests/te_standin first on their path; never imports TransformerEngine at import time).
 
-`run_cases(rank, case)`: every numeric case of CASES through the stand-in's DotProductAttention
-with context parallelism on the two-rank group, each rank holding its load-balanced share of one
-seeded sequence (chunks r and 2*cp-1-r, as megatron's get_batch_on_this_cp_rank slices), plus on
-rank 0 the stand-in's own attention without context parallelism on the whole sequence; and
-every refusal of REFUSALS, as (exception type, message)."""
+`run_cases(rank, case)`: every numeric case of CASES with context parallelism on the two-rank
+group, each rank holding its load-balanced share of one seeded sequence (chunks r and 2*cp-1-r, as
+megatron's get_batch_on_this_cp_rank slices), plus on rank 0 the stand-in's own attention without
+context parallelism on the whole sequence (fp32: the unfused backend, which TE runs in fp32 without
+CP); and every refusal of REFUSALS, as (exception type, message).
+
+Each case runs twice. In fp32 through ``attention_with_cp`` (TE's attn_forward_func_with_cp), below
+DotProductAttention's dtype refusal: TE v2.11 has no context-parallel backend for fp32, so only there
+can the ring's arithmetic be checked to fp32 rounding. And in bf16 and fp16 through DotProductAttention
+itself, the way megatron calls it (the whole path, dtype refusal included), with 16-bit tolerances.
+The inputs are bf16 values (held in fp32), so every run sees the same numbers."""
 from __future__ import annotations
 
 import torch
@@ -29,12 +35,18 @@ CASES = {
 COUNTED = ("isend", "irecv", "all_to_all_single", "all_gather", "all_reduce")
 
 
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}  # what TE's context-parallel backends take (utils.py 436-465)
+
+
 def full_inputs(name: str) -> dict:
-    """The whole sequence's q, k, v and output gradient, [s, b, h, d], seeded by the case."""
+    """The whole sequence's q, k, v and output gradient, [s, b, h, d], seeded by the case; fp32
+    holding bf16 values, so a bf16 run starts from the fp32 run's numbers (fp16 rounds only the
+    rare values below its normal range, 6e-5)."""
     _, _, _, heads, groups, (dk, dv) = CASES[name]
     gen = torch.Generator().manual_seed(sum(map(ord, name)))
-    return {"q": torch.randn(S, B, heads, dk, generator=gen), "k": torch.randn(S, B, groups, dk, generator=gen),
-            "v": torch.randn(S, B, groups, dv, generator=gen), "dout": torch.randn(S, B, heads * dv, generator=gen)}
+    x = {"q": torch.randn(S, B, heads, dk, generator=gen), "k": torch.randn(S, B, groups, dk, generator=gen),
+         "v": torch.randn(S, B, groups, dv, generator=gen), "dout": torch.randn(S, B, heads * dv, generator=gen)}
+    return {n: t.to(torch.bfloat16).float() for n, t in x.items()}
 
 
 def load_balanced(x: torch.Tensor, rank: int, cp: int, dim: int = 0) -> torch.Tensor:
@@ -57,13 +69,29 @@ def _attention(name: str, cp_group, cp_global_ranks, cp_comm_type: str, **kwargs
                                   cp_stream=None, cp_comm_type=cp_comm_type, **kw)
 
 
-def _run(attn, inputs: dict, qkv_format: str, counts: dict) -> dict:
-    q, k, v = (_to_format(inputs[n], qkv_format).requires_grad_() for n in "qkv")
+def _ring(name: str, cp_group, cp_global_ranks, cp_comm_type: str):
+    """TE's attn_forward_func_with_cp as DotProductAttention calls it for this case (backends.py
+    1867-1912: no bias, no window, no dropout, scale 1/sqrt(dk)), below its dtype refusal: the only
+    way to run the ring in fp32, which TE v2.11 has no context-parallel backend for."""
+    from transformer_engine.pytorch.attention.context_parallel import attention_with_cp
+
+    _, _, mask, _, _, (dk, _) = CASES[name]
+
+    def attn(q, k, v, qkv_format):
+        out = attention_with_cp(q, k, v, qkv_format=qkv_format, attn_mask_type=mask, attn_bias_type="no_bias",
+                                attn_bias=None, window_size=None, cp_group=cp_group, cp_global_ranks=cp_global_ranks,
+                                cp_stream=None, cp_comm_type=cp_comm_type, softmax_scale=dk ** -0.5, dropout_p=0.0)
+        return out.reshape(*out.shape[:-2], -1)
+    return attn
+
+
+def _run(attn, inputs: dict, qkv_format: str, counts: dict, dtype=torch.float32) -> dict:
+    q, k, v = (_to_format(inputs[n].to(dtype, copy=True), qkv_format).requires_grad_() for n in "qkv")
     before = dict(counts)
     out = attn(q, k, v, qkv_format=qkv_format)
     forward = {c: counts[c] - before[c] for c in COUNTED}
     before = dict(counts)
-    out.backward(_to_format(inputs["dout"], qkv_format))
+    out.backward(_to_format(inputs["dout"].to(dtype), qkv_format))
     backward = {c: counts[c] - before[c] for c in COUNTED}
     fmt = (lambda x: x.transpose(0, 1)) if qkv_format == "bshd" else (lambda x: x)  # back to [s, b, ...]
     return {"out": fmt(out.detach()), "dq": fmt(q.grad), "dk": fmt(k.grad), "dv": fmt(v.grad),
@@ -93,12 +121,14 @@ def _refusal(fn) -> tuple:
     return None, "no exception"
 
 
-def refusals(group, ranks) -> dict:
-    """Each refused configuration on this rank's share (nothing is communicated before a refusal)."""
+def refusals(group, ranks, singles, rank) -> dict:
+    """Each refused configuration on this rank's share (nothing is communicated before a refusal), in
+    bf16 unless `dtype` says otherwise: TE refuses fp32 under CP in get_attention_backend, before
+    FusedAttention's and the ring's own checks, so fp32 inputs would hide those."""
     cp = len(ranks)
 
     def call(name, comm="p2p", *, heads=4, groups=4, channels=(D, D), seq=S, kv_seq=None, fmt="sbhd",
-             cp_group=group, ctor=None, **fwd):
+             cp_group=group, ctor=None, dtype=torch.bfloat16, **fwd):
         def run():
             import transformer_engine.pytorch as te
 
@@ -108,6 +138,7 @@ def refusals(group, ranks) -> dict:
             q = torch.randn(seq // cp, B, heads, channels[0])
             k = torch.randn((kv_seq or seq) // cp, B, groups, channels[0])
             v = torch.randn((kv_seq or seq) // cp, B, groups, channels[1])
+            q, k, v = (x.to(dtype) for x in (q, k, v))
             if fmt == "bshd" or fmt == "thd":
                 q, k, v = (x.transpose(0, 1).contiguous() for x in (q, k, v))
             attn(q, k, v, qkv_format=fmt, **fwd)
@@ -139,6 +170,12 @@ def refusals(group, ranks) -> dict:
         call("p2p_post_scale_bias", attn_mask_type="no_mask", core_attention_bias_type="post_scale_bias",
              core_attention_bias=torch.zeros(1, 4, S // cp, S)),
         call("dropout_in_training", ctor={"attention_dropout": 0.1}),
+        # no context-parallel backend for fp32 / fp64 in TE v2.11 (utils.py 436-465, 756-760)
+        call("p2p_fp32", dtype=torch.float32, attn_mask_type="causal"),
+        call("a2a_fp32", "a2a", dtype=torch.float32, attn_mask_type="causal"),
+        call("all_gather_fp64", "all_gather", dtype=torch.float64, attn_mask_type="no_mask"),
+        call("a2a+p2p_reduced_fp32", "a2a+p2p", cp_group=[singles[rank], group], dtype=torch.float32),
+        call("fp8_e4m3", dtype=torch.float8_e4m3fn),
     ]
     return {name: _refusal(run) for name, run in cases}
 
@@ -151,15 +188,18 @@ def run_cases(rank: int, case: dict) -> dict:
     group = dist.new_group(ranks)
     singles = [dist.new_group([r]) for r in ranks]  # every rank takes part in creating each group
     counts = _count_collectives()
-    results, references = {}, {}
+    results, references, half = {}, {}, {label: {} for label in HALF}
     for name, (comm, fmt, *_rest) in CASES.items():
         inputs = full_inputs(name)
         local = {n: load_balanced(x, rank, cp) for n, x in inputs.items()}
         cp_group = [singles[rank], group] if comm == "a2a+p2p" else group
-        results[name] = _run(_attention(name, cp_group, ranks, comm), local, fmt, counts)
+        results[name] = _run(_ring(name, cp_group, ranks, comm), local, fmt, counts)
+        for label, dtype in HALF.items():
+            half[label][name] = _run(_attention(name, cp_group, ranks, comm), local, fmt, counts, dtype)
         if rank == 0:  # the stand-in's attention without context parallelism, whole sequence
             references[name] = _run(_attention(name, None, None, "p2p"), inputs, fmt, counts)
-    return {"results": results, "references": references, "refusals": refusals(group, ranks),
+    return {"results": results, "half": half, "references": references,
+            "refusals": refusals(group, ranks, singles, rank),
             "ring_of_four": ring_of_four() if rank == 0 else None}
 
 

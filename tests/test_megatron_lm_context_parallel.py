@@ -1,7 +1,10 @@
 """Megatron-LM's own pretrain_gpt.py on CPU (`--cpu`) with context parallelism (issue 41 item 3):
 CP=2 x PP=2 on 4 ranks, TransformerEngine layers (the test-only stand-in, tests/te_standin, whose
 attention runs TE's context-parallel ring), under our zb-h1 and zbv against Megatron's own 1F1B on
-the same command line, and zb-h1 with TE's all-to-all exchange (`--cp-comm-type a2a`).
+the same command line, and zb-h1 with TE's all-to-all exchange (`--cp-comm-type a2a`). In bf16
+(`--bf16`): TE v2.11 has no context-parallel attention for fp32 inputs (transformer_engine/pytorch/
+attention/dot_product_attention/utils.py 436-465 and 756-760 leave no backend), and the stand-in
+refuses fp32 under CP as TE does.
 
 What this adds to the production matrix's CP rows (which go through our API): Megatron-LM's whole
 loop with CP, i.e. pretrain_gpt's get_batch (each CP rank's two sequence chunks), its loss_func
@@ -35,7 +38,8 @@ pytestmark = pytest.mark.megatron_lm
 ITERS = 3
 # 4 microbatches per step (DP=1); the harness's sequence of 32 tokens splits into 2 x CP chunks of 8
 CP2PP2 = ["--pipeline-model-parallel-size", "2", "--context-parallel-size", "2", "--global-batch-size", "8",
-          "--attention-dropout", "0.0", "--eval-interval", str(ITERS), "--untie-embeddings-and-output-weights"]
+          "--attention-dropout", "0.0", "--eval-interval", str(ITERS), "--untie-embeddings-and-output-weights",
+          "--bf16"]  # TE has no context-parallel attention in fp32
 # untied: with tied embeddings zbv puts both copies on rank 0, which sums their gradients in another order
 # relative to the CP reduce than 1F1B's embedding group (a few fp32 ulps, test_production_matrix.py's 1e-6;
 # here the last printed digit of one loss); untied, every comparison is exact
@@ -75,6 +79,6 @@ def test_context_parallel_trains_exactly_as_megatron(runs, comm, schedule):
     for result in (ours, own):  # the layout Megatron-LM was given, as it parsed it
         assert H.arg(result, "context_parallel_size") == "2" and H.arg(result, "data_parallel_size") == "1"
         assert H.arg(result, "pipeline_model_parallel_size") == "2"
-        assert H.arg(result, "transformer_impl") == "transformer_engine"
+        assert H.arg(result, "transformer_impl") == "transformer_engine" and H.arg(result, "bf16") == "True"
         assert H.arg(result, "cp_comm_type") == f"['{comm}']"  # one type for every layer
     assert H.arg(ours, "pipeline_schedule") == schedule

@@ -4,8 +4,19 @@ its own attention without context parallelism, and its refusals against TE v2.11
 One launch of two gloo ranks (tests/te_cp_cases.py) runs every case; each rank holds chunks r and
 2*cp-1-r of one seeded sequence, as megatron's get_batch_on_this_cp_rank slices it. Its output and
 dQ, dK, dV must be those of the stand-in's attention on the whole sequence (computed on rank 0
-without context parallelism), sliced the same way; that reference is itself checked against a
-plain softmax(Q K^T / sqrt(d)) V here."""
+without context parallelism, in fp32), sliced the same way; that reference is itself checked
+against a plain softmax(Q K^T / sqrt(d)) V here.
+
+Precision. TE v2.11 has no context-parallel backend for fp32 (utils.py 436-465 keep flash and fused
+attention to fp16/bf16, 756-760 take the unfused one off under CP: "No dot product attention backend
+is available", dot_product_attention.py 1396-1401), and neither has the stand-in now. So each case
+runs twice: (1) in fp32 through attention_with_cp (TE's attn_forward_func_with_cp), called below
+DotProductAttention's dtype refusal, to fp32 rounding (RTOL, ATOL): the ring's arithmetic itself;
+(2) in bf16 and in fp16 through DotProductAttention, as megatron calls it, to 2 eps of the dtype
+(HALF_TOL): the output is rounded once to the dtype, and the gradients a few times (the saved
+output, dKV accumulated in the input dtype round the ring, as TE does); measured: bf16 within
+|a - e| <= 1.6e-2 |e| + 4.8e-3, fp16 within 2e-3 |e| + 6e-4, against gradients up to ~5. A wrong
+ring step, chunk or scale is O(1) off. The ring of four runs its p2p function directly, in fp32."""
 from __future__ import annotations
 
 import math
@@ -20,6 +31,7 @@ from primus_megatron.runtime.local_ranks import run_ranks
 STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "te_standin")
 CP = 2
 RTOL, ATOL = 1e-5, 1e-6
+HALF_TOL = {label: 2 * torch.finfo(dtype).eps for label, dtype in cases.HALF.items()}  # rtol = atol
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +77,29 @@ COMM = {
 }
 
 
+@pytest.mark.parametrize("label", list(cases.HALF))
+@pytest.mark.parametrize("name", list(cases.CASES))
+def test_16_bit_context_parallel_attention_equals_attention_on_the_whole_sequence(launch, name, label):
+    """bf16 / fp16 through DotProductAttention (the dtypes TE's context-parallel backends take),
+    against the fp32 reference on the same (bf16-valued) inputs, to 2 eps of the dtype."""
+    reference, tol = launch[0]["references"][name], HALF_TOL[label]
+    for rank in range(CP):
+        got = launch[rank]["half"][label][name]
+        for key in ("out", "dq", "dk", "dv"):
+            assert got[key].dtype == cases.HALF[label], (name, label, key, got[key].dtype)
+            want = cases.load_balanced(reference[key], rank, CP)
+            torch.testing.assert_close(got[key].float(), want, rtol=tol, atol=tol,
+                                       msg=f"{name} {label} rank {rank} {key}")
+
+
 @pytest.mark.parametrize("name", list(cases.CASES))
 def test_communication_happens_inside_both_forward_and_backward(launch, name):
     comm = cases.CASES[name][0]
     forward, backward = COMM["p2p" if comm == "a2a+p2p" else comm]
     for rank in range(CP):
-        got = launch[rank]["results"][name]
-        assert {c: n for c, n in got["forward_comm"].items() if n} == forward, (name, rank)
-        assert {c: n for c, n in got["backward_comm"].items() if n} == backward, (name, rank)
+        for got in (launch[rank]["results"][name], *(launch[rank]["half"][label][name] for label in cases.HALF)):
+            assert {c: n for c, n in got["forward_comm"].items() if n} == forward, (name, rank)
+            assert {c: n for c, n in got["backward_comm"].items() if n} == backward, (name, rank)
     assert not any(launch[0]["references"][name]["forward_comm"].values())
 
 
@@ -108,6 +135,13 @@ REFUSALS = {  # TE v2.11's exception type and message (context_parallel.py, back
     "thd": ("NotImplementedError", STANDIN_PREFIX + "qkv_format='thd'"),
     "p2p_post_scale_bias": ("NotImplementedError", STANDIN_PREFIX + "attention bias under context parallelism"),
     "dropout_in_training": ("NotImplementedError", STANDIN_PREFIX + "attention dropout under context parallelism"),
+    # no context-parallel backend for fp32 / fp64 (utils.py 436-465, 756-760); fp8 e4m3 would reach
+    # TE's FusedAttention (utils.py 444), whose FP8 path the stand-in does not reproduce
+    "p2p_fp32": NO_BACKEND,
+    "a2a_fp32": NO_BACKEND,
+    "all_gather_fp64": NO_BACKEND,
+    "a2a+p2p_reduced_fp32": NO_BACKEND,
+    "fp8_e4m3": ("NotImplementedError", STANDIN_PREFIX + "FP8 attention"),
 }
 
 
@@ -115,6 +149,18 @@ REFUSALS = {  # TE v2.11's exception type and message (context_parallel.py, back
 def test_refusals_match_transformer_engine(launch, name):
     for rank in range(CP):
         assert launch[rank]["refusals"][name] == REFUSALS[name], (name, rank)
+
+
+def test_fp32_under_context_parallelism_is_refused_as_te_refuses_it_and_bf16_runs(launch):
+    """TE v2.11 raises ValueError("No dot product attention backend is available ...") for fp32 q, k, v
+    with a CP group of more than one rank (no backend left: utils.py 436-465, 756-760;
+    dot_product_attention.py 1396-1401); the same configuration in bf16 runs, and fp32 without CP
+    (the unfused backend) too."""
+    for rank in range(CP):
+        assert launch[rank]["refusals"]["p2p_fp32"] == NO_BACKEND, rank
+        bf16 = launch[rank]["half"]["bf16"]["p2p_causal_sbhd"]
+        assert bf16["out"].dtype == torch.bfloat16 and bool(torch.isfinite(bf16["out"]).all())
+    assert launch[0]["references"]["p2p_causal_sbhd"]["out"].dtype == torch.float32
 
 
 def test_a_ring_of_four_equals_attention_on_the_whole_sequence_and_turns_as_te_does(launch):

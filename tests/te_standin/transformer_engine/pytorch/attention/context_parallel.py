@@ -39,7 +39,11 @@ two steps' attention on it, which changes timing, not values), FP8, dropout, att
 ``return_max_logit``, softmax offsets, sliding windows, ``thd``, and ``a2a+p2p`` with both
 groups larger than one (TE reduces it to ``p2p`` or ``a2a`` when one of them has one rank,
 3996-4001, and so does this). Arithmetic is fp32 whatever the input dtype (TE accumulates dQ and
-dKV in the input dtype)."""
+dKV in the input dtype), the output cast to the input dtype. Only fp16/bf16 inputs reach this module
+through ``DotProductAttention``: TE has no context-parallel backend for fp32 (``utils.py`` 436-465
+keep flash and fused attention to fp16/bf16, 756-760 take the unfused backend off under CP), and
+the stand-in's ``_forward_cp`` raises TE's ValueError (``dot_product_attention.py`` 1396-1401) for
+them. The functions here take any dtype, so that tests can check the ring's arithmetic in fp32."""
 from __future__ import annotations
 
 from typing import List, Optional

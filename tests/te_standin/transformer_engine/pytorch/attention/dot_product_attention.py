@@ -23,13 +23,17 @@ under context parallelism is refused with TE's exception and message: ``get_atte
 leaves no backend (ValueError, lines 1396-1401) for KV caching, ``*_bottom_right`` and
 ``arbitrary`` masks, causal cross-attention and bias types other than
 ``no_bias``/``post_scale_bias`` (``utils.py`` 555-559, 756-827, 848-853); padding masks fail
-FusedAttention's assertion (``backends.py`` 1796-1799). Not reproduced under context parallelism
-(NotImplementedError): ``a2a+p2p`` with both groups larger than one rank, attention bias, dropout
-in training, sliding windows, FP8, checkpointed core attention, ``thd``. ``cp_stream`` is accepted
-and unused (TE overlaps two steps' attention on it; the values do not depend on it). Unlike TE,
-which has no context-parallel backend for fp32 inputs (flash and fused attention take fp16/bf16
-only, ``utils.py`` 435-465; unfused has no context parallelism), fp32 is accepted: the
-stand-in computes in fp32 whatever the dtype."""
+FusedAttention's assertion (``backends.py`` 1796-1799). Inputs other than fp16/bf16 (fp32, fp64)
+get the same ValueError: TE has no context-parallel backend for them (``utils.py`` 436-443 disables
+FlashAttention 2, and 444-465 FlashAttention 3 and FusedAttention, for a ``qkv_dtype`` outside
+bf16/fp16 (fp8 e4m3 for the latter two); 756-760 disables the unfused backend under context
+parallelism). Not
+reproduced under context parallelism (NotImplementedError): ``a2a+p2p`` with both groups larger
+than one rank, attention bias, dropout in training, sliding windows, FP8 (float8_e4m3fn inputs
+included), checkpointed core attention, ``thd``. ``cp_stream`` is accepted and unused (TE overlaps
+two steps' attention on it; the values do not depend on it). The ring computes in fp32 and casts
+its output to the input dtype (context_parallel.py); the fp32 exactness checks of
+tests/te_cp_cases.py call it there, below the dtype refusal."""
 from __future__ import annotations
 
 import math
@@ -192,10 +196,15 @@ class DotProductAttention(TransformerEngineBaseModule):
 
     def _forward_cp(self, q, k, v, qkv_format, attn_mask_type, window_size, checkpoint_core_attention,
                     core_attention_bias_type, core_attention_bias, inference_params, fp8_output) -> torch.Tensor:
-        """Context parallelism: what get_attention_backend (utils.py 555-559, 756-827) and
+        """Context parallelism: what get_attention_backend (utils.py 436-465, 555-559, 756-827) and
         FusedAttention.forward (backends.py 1796-1799, 1867-1874) refuse, then context_parallel.py."""
         seq_dim = qkv_format.index("s")
-        if (inference_params is not None or "bottom_right" in attn_mask_type or attn_mask_type == "arbitrary"
+        if q.dtype == torch.float8_e4m3fn:  # FusedAttention takes it (utils.py 444); FP8 is not reproduced
+            raise _not_reproduced("FP8 attention")
+        # fp32/fp64: the dtype filter (utils.py 436-465) leaves only the unfused backend, which has no
+        # context parallelism (756-760); a stand-in must not accept what TE refuses
+        if (q.dtype not in (torch.float16, torch.bfloat16)
+                or inference_params is not None or "bottom_right" in attn_mask_type or attn_mask_type == "arbitrary"
                 or ("causal" in attn_mask_type and q.shape[seq_dim] != k.shape[seq_dim])
                 or core_attention_bias_type not in ("no_bias", "post_scale_bias")):
             raise ValueError(  # dot_product_attention.py 1396-1401: CP leaves no backend for these
