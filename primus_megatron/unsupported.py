@@ -133,6 +133,13 @@ RULES: tuple[Rule, ...] = (
          "zb-auto, interleaved-zb)"),
     Rule("context_parallel_size", lambda v, s: (v or 1) > 1 and s.uses_te is False,
          "context parallelism needs TransformerEngine attention (--transformer-impl transformer_engine)"),
+    # TE v2.11 (attention/dot_product_attention/utils.py 436-465, 756-760; dot_product_attention.py 1396-1401):
+    # flash and fused attention take fp16/bf16 only and unfused attention has no context parallelism, so fp32
+    # under CP finds no backend at the first forward; refused here, before any rank starts
+    Rule("context_parallel_size", lambda v, s: (v or 1) > 1 and s.uses_te is not False
+         and not (s.get("bf16") or s.get("fp16")),
+         "TransformerEngine has no context-parallel attention in fp32 (its flash and fused attention take fp16 or "
+         "bf16 only, its unfused attention has no context parallelism); add --bf16 or --fp16"),
     # TE's hierarchical exchange (a2a inside a node, p2p ring across: hierarchical_context_parallel_sizes with
     # both levels > 1) is the one CP exchange no test of ours runs (the TE stand-in reproduces p2p, a2a and
     # all_gather, tests/test_production_matrix.py k-cp2-*): refused rather than accepted untested
