@@ -206,10 +206,13 @@ def test_balanced_data_trains_as_megatrons_own_schedule(dataset):
              for s in BALANCED]
     runs += [model_args(dataset, 2, *common, "--pipeline-balance-data", mode, "--pipeline-schedule", "zb-h1")
              for mode in ("off", "sorted")]
+    # post-validation: each replica validates the previous step after a prefix of its own count's plan
+    runs.append(model_args(dataset, 2, *common, "--pipeline-balance-data", "lb-mini", "--pipeline-schedule", "zbv",
+                           "--optimizer-post-validation"))
     results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 4, timeout_s=900)
     megatron, *ours = results[0]
     assert megatron["losses"][-1] < megatron["losses"][0], "the loss goes down"
-    names = BALANCED + ["zb-h1 off", "zb-h1 sorted"]
+    names = BALANCED + ["zb-h1 off", "zb-h1 sorted", "zbv post-validated"]
     for name, run in zip(names, ours):
         torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(megatron["losses"]), rtol=1e-5, atol=0,
                                    msg=lambda m: f"{name}: {m}")
