@@ -71,6 +71,12 @@ def _slurm_unavailable() -> bool:
     return not (shutil.which("slurmd") or os.path.exists("/usr/sbin/slurmd")) and not shutil.which("apt-get")
 
 
+def _no_sailsg_checkout() -> bool:
+    root = os.environ.get("PRIMUS_SAILSG_CHECKOUT", "")
+    return not (root and os.path.isfile(os.path.join(root, "megatron", "core", "pipeline_parallel", "zerobubble",
+                                                      "scheduler", "zbv.py")))
+
+
 # condition -> (when it holds, in words; the check)
 CONDITIONS: dict[str, tuple[str, Callable[[], bool]]] = {
     "no-cuda-te": ("no CUDA GPU or no TransformerEngine (the CPU machines)", _no_cuda_or_te),
@@ -80,6 +86,8 @@ CONDITIONS: dict[str, tuple[str, Callable[[], bool]]] = {
     "megatron-core<0.19": ("the installed megatron-core is older than 0.19 (leg 1: 0.16.1)",
                            lambda: _megatron_core_older_than(0, 19)),
     "no-slurm": ("PRIMUS_SKIP_SLURM=1, not root, or neither SLURM nor apt-get", _slurm_unavailable),
+    "no-sailsg": ("PRIMUS_SAILSG_CHECKOUT does not name a checkout of sail-sg/zero-bubble-pipeline-parallelism",
+                  _no_sailsg_checkout),
 }
 
 _PREFIX = re.compile(r"^\[expected when ([^\]]+)\] ")

@@ -21,7 +21,8 @@ def brute_force(pp, m, costs, limit, post_validation):
         if S.info(name).needs_extra == "ilp":
             continue
         try:
-            sched = S.generate(name, pp, m, costs=costs, memory_limit=limit if S.info(name).cost_driven else None)
+            sched = S.generate(name, pp, m, costs=costs, memory_limit=limit if S.info(name).cost_driven else None,
+                               post_validation=post_validation)  # each planned for the objective, as auto does
         except S.ScheduleError:
             continue
         r = S.simulate(sched, costs)

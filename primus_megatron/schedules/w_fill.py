@@ -94,7 +94,7 @@ class _Replay:
             ready = self.end[key] + lag
         else:
             return False  # input not simulated yet
-        if pending and ready - self.free[r] >= self.fit * self.sc.duration(W, pending[0][1], pending[0][0].mb) - EPS:
+        if pending and self._fills(r, ready - self.free[r]):
             self._run_w(r)  # the op would wait this long anyway
             return True
         self._run(r, op, s, max(self.free[r], ready))
@@ -102,6 +102,12 @@ class _Replay:
         if op.kind == B:
             pending.append((op, s))
         return True
+
+    def _fills(self, r: int, wait: float) -> bool:
+        """Whether the rank's oldest pending W runs now, before an op that would wait `wait`
+        (`w_balance` adds a rule)."""
+        op, s = self.pending[r][0]
+        return wait >= self.fit * self.sc.duration(W, s, op.mb) - EPS
 
     def _run_w(self, r: int) -> None:
         op, s = self.pending[r].popleft()

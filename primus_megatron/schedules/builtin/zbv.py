@@ -5,7 +5,8 @@ from ..costs import StageCosts
 from ..ir import B, F, V, W, Op
 from ..registry import register
 from ..pairing import paired_order
-from ..variants import best_of
+from ..variants import best_of, objective, score
+from ..w_balance import balance_w
 
 
 @register("zbv", order=60, placement=V, chunks=2, memory="1x", uses_costs=True,
@@ -20,7 +21,18 @@ def zbv(pp: int, microbatches: int, *, costs: StageCosts, post_validation: bool 
         return zbv_pattern(pp, microbatches)
     order = best_of([("pattern", lambda: zbv_pattern(pp, microbatches))], pp=pp, m=microbatches, chunks=2,
                     placement=V, sc=costs, memory_limit=None, what="zbv", fill=True, post_validation=post_validation)
+    if post_validation:
+        order = _balanced(pp, microbatches, costs, order)
     return paired_order("zbv", order, pp=pp, m=microbatches, chunks=2, placement=V, sc=costs)
+
+
+def _balanced(pp: int, m: int, sc: StageCosts, order: list[list[Op]]) -> list[list[Op]]:
+    """Under post-validation (no optimizer barrier): `order`, or its W re-placed to balance the
+    ranks' idle time (`w_balance`) where that gives a shorter longest span at no more memory."""
+    rank = objective(True)
+    mine = score(pp, m, 2, V, sc, order)
+    other = balance_w(pp, m, 2, V, sc, order, mine[2])
+    return other.ranks if rank(other.score) < rank(mine) else order
 
 
 def zbv_pattern(pp: int, microbatches: int) -> list[list[Op]]:
