@@ -317,7 +317,8 @@ def check_balance_data(args: argparse.Namespace) -> Optional[str]:
          "format with cu_seqlens, which this data path does not build"),
         (uses_te(args),
          "TransformerEngine layers are not supported: TE's causal attention ignores the per-sample mask a packed "
-         "microbatch carries (it needs the thd format with cu_seqlens, which this data path does not build); use "
+         "microbatch carries (it needs the thd format, PackedSeqParams over the pack's cu_seqlens, which this "
+         "script's forward step does not pass; megatron-core API callers can: docs/balanced-data.md); use "
          "--transformer-impl local"),
         (getattr(args, "pipeline_schedule", None) == "auto" or getattr(args, "pipeline_balance", None) == "auto",
          "--pipeline-schedule auto and --pipeline-balance auto profile steps of one fixed microbatch count; name a "

@@ -55,7 +55,7 @@ import torch
 
 import megatron_reference as ref
 from primus_megatron.runtime import local_ranks
-from primus_megatron.train.packed_batch import pack
+from primus_megatron.train.packed_batch import pack, packed_seq_params
 
 # The TransformerEngine stand-in (TE v2.11's classes on CPU): a world or reference of a `te` spec
 # runs in fresh processes with it first on the import path (local_ranks' sys_path), so that
@@ -134,11 +134,20 @@ def provider(config, spec, pre_process=True, post_process=True, vp_stage=None):
 
 def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:
     """This data-parallel rank's microbatches of `iteration` (different per dp rank and iteration);
-    with spec['balance'], its packed microbatches of the iteration's global batch (`balanced_plan`)."""
+    with spec['balance'], its packed microbatches of the iteration's global batch (`balanced_plan`):
+    with TransformerEngine layers (spec['te']) in megatron-core's thd format (`thd`)."""
     if spec.get("balance"):
         plan, samples = balanced_plan(spec, iteration)
-        return [pack([samples[i] for i in mb], SEQ) for mb in plan.replicas[dp_rank]]
+        packs = [pack([samples[i] for i in mb], SEQ) for mb in plan.replicas[dp_rank]]
+        return [thd(b) for b in packs] if spec.get("te") else packs
     return ref.make_microbatches(spec["microbatches"], seed=1000 * (iteration + 1) + 17 * dp_rank + spec.get("seed", 0))
+
+
+def thd(batch: dict) -> dict:
+    """A packed microbatch as TE layers take it: PackedSeqParams over its cu_seqlens (each sample, then
+    the padding as a sequence of its own) and no mask (TE's causal attention would not read it; its fp32
+    backend would apply it in place of cu_seqlens)."""
+    return {**batch, "attention_mask": None, "packed_seq_params": packed_seq_params(batch)}
 
 
 def balanced_plan(spec: dict, iteration: int):
@@ -688,15 +697,21 @@ def _reference_run(spec: dict) -> dict:
         tokens = sum(float(b["loss_mask"].sum()) for b in batches) if spec.get("balance") else None
         by_cp = [[] for _ in range(spec.get("cp", 1))]
         for batch in batches:
+            extra = {"packed_seq_params": batch["packed_seq_params"]} if batch.get("packed_seq_params") else {}
             per_token = model(batch["tokens"], batch["position_ids"], batch["attention_mask"],
-                              labels=batch["labels"])
+                              labels=batch["labels"], **extra)
             loss = _reference_loss(per_token.float(), batch["loss_mask"].float(), by_cp)
             if spec.get("moe"):  # what megatron's forward_step sets: the aux loss's share of the batch
                 MoEAuxLossAutoScaler.set_loss_scale(config.grad_scale_func(torch.ones(1)) / n)
-            share = loss * batch["loss_mask"].sum() / tokens if tokens else loss / n
+            # per-token: the masked sum, divided by the global count in finalize_model_grads (as megatron's
+            # schedules and finalize_model_grads do: in bf16 dividing before the backward rounds otherwise)
+            share = torch.sum(per_token.float().view(-1) * batch["loss_mask"].float().view(-1)) if tokens else loss / n
             config.grad_scale_func(share).backward()
             losses.append(float(loss.detach()))
-        config.finalize_model_grads_func([model])
+        if tokens:
+            config.finalize_model_grads_func([model], num_tokens=torch.tensor(int(tokens)))
+        else:
+            config.finalize_model_grads_func([model])
         record = {"losses": losses, "losses_by_cp": by_cp, "grads": record_grads([model], {}, False, 0, 0),
                   "counts": [len(mbs) for mbs in per_dp]}
         if spec.get("inject_nonfinite_at") == it:

@@ -296,13 +296,16 @@ def loss_func(loss_mask, output_tensor, *, three_tuple=True):
 
 
 def forward_step_func(data_iterator, model, *, three_tuple=True):
-    """Megatron's forward_step contract: returns (output_tensor, loss_func)."""
+    """Megatron's forward_step contract: returns (output_tensor, loss_func). A packed microbatch for
+    TransformerEngine layers carries `packed_seq_params` (thd; its attention_mask is None)."""
     batch = next(data_iterator)
+    extra = {"packed_seq_params": batch["packed_seq_params"]} if batch.get("packed_seq_params") else {}
     output = model(
         batch["tokens"],
         batch["position_ids"],
         batch["attention_mask"],
         labels=batch["labels"],
+        **extra,
     )
     return output, partial(loss_func, batch["loss_mask"], three_tuple=three_tuple)
 

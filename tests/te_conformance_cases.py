@@ -10,7 +10,9 @@ parameters), feeds the same inputs (on CUDA when TE is real) and records, on CPU
 input gradient, what each parameter's .grad / main_grad holds after B, the delayed weight and
 bias gradients after backward_dw, facts (types handed to put, which gradients exist when), and
 for the refusals the exception type and message. fp32 throughout: on a GPU, TE's attention
-then takes its unfused backend, the function the stand-in computes.
+then takes its unfused backend, the function the stand-in computes. Except
+`dot_product_attention_thd_bf16_rows`, which records only facts (output rows, which are zero): in
+bf16 TE runs packed sequences (thd) on cuDNN's fused attention, whose values round otherwise.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import traceback
 import torch
 
 CASES = ["linear_delayed", "linear_row_return_bias", "layernorm_linear_delayed", "rmsnorm_linear_zero_centered",
-         "fused_main_grad_first_microbatch", "dot_product_attention_causal_gqa", "norms",
+         "fused_main_grad_first_microbatch", "dot_product_attention_causal_gqa", "dot_product_attention_thd_fp32",
+         "dot_product_attention_thd_bf16_rows", "norms",
          "fp8_bias_gradient_in_b", "grouped_linear_delayed", "grouped_linear_fused_return_bias", "refusals"]
 
 
@@ -147,6 +150,48 @@ def dot_product_attention_causal_gqa(te):
     return {"out": _cpu(out), "shape": tuple(out.shape), "dq": _cpu(q.grad), "dk": _cpu(k.grad), "dv": _cpu(v.grad)}
 
 
+def _thd_inputs(t: int, dtype, dev: str, seed: int) -> tuple:
+    heads, groups, d = 4, 2, 16
+    q = _seeded(t, heads, d, seed=seed).to(dev, dtype).requires_grad_(True)
+    k = _seeded(t, groups, d, seed=seed + 1).to(dev, dtype).requires_grad_(True)
+    v = _seeded(t, groups, d, seed=seed + 2).to(dev, dtype).requires_grad_(True)
+    return (heads, groups, d), q, k, v
+
+
+def dot_product_attention_thd_fp32(te):
+    """A pack (sequences of 5, 3 and 7 tokens, then 1 of padding as a sequence of its own) in the thd
+    format, as megatron-core hands it over with PackedSeqParams: TE's unfused backend in fp32. And the
+    pack without its padding counted (cu_seqlens ending at 15 of 16 rows): cu_seqlens_q[-1] rows out."""
+    dev = _device(te)
+    (heads, groups, d), q, k, v = _thd_inputs(16, torch.float32, dev, seed=70)
+    attn = te.DotProductAttention(heads, d, num_gqa_groups=groups, attention_dropout=0.0, qkv_format="thd",
+                                  attn_mask_type="padding_causal")
+    cu = torch.tensor([0, 5, 8, 15, 16], dtype=torch.int32, device=dev)
+    out = attn(q, k, v, cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=7, max_seqlen_kv=7)
+    (out.float() ** 2).sum().backward()
+    rec = {"out": _cpu(out), "shape": tuple(out.shape), "dq": _cpu(q.grad), "dk": _cpu(k.grad), "dv": _cpu(v.grad)}
+    short = attn(q, k, v, cu_seqlens_q=cu[:-1], cu_seqlens_kv=cu[:-1], max_seqlen_q=7, max_seqlen_kv=7)
+    rec["uncovered_tail_shape"] = tuple(short.shape)
+    return rec
+
+
+def dot_product_attention_thd_bf16_rows(te):
+    """bf16 thd (cuDNN's fused attention): the output's rows, and which are zero, with the tail after
+    the last sequence not counted and with padding between sequences (cu_seqlens_padded)."""
+    dev = _device(te)
+    (heads, groups, d), q, k, v = _thd_inputs(18, torch.bfloat16, dev, seed=80)
+    attn = te.DotProductAttention(heads, d, num_gqa_groups=groups, attention_dropout=0.0, qkv_format="thd",
+                                  attn_mask_type="padding_causal")
+    cu = torch.tensor([0, 5, 8, 15], dtype=torch.int32, device=dev)
+    padded = torch.tensor([0, 6, 10, 17], dtype=torch.int32, device=dev)
+    rec = {}
+    for name, extra in (("tail", {}), ("padded", {"cu_seqlens_q_padded": padded, "cu_seqlens_kv_padded": padded})):
+        out = attn(q, k, v, cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=7, max_seqlen_kv=7, **extra)
+        rows = out.detach().float().cpu().abs().sum(-1)
+        rec[name] = {"shape": tuple(out.shape), "zero_rows": [i for i in range(rows.shape[0]) if rows[i] == 0]}
+    return rec
+
+
 def norms(te):
     dev = _device(te)
     rec = {}
@@ -262,6 +307,12 @@ def refusals(te):
         "grouped_linear_userbuffers": lambda: te.GroupedLinear(2, 4, 4, ub_overlap_rs=True, device=dev),
         "grouped_linear_wrong_splits": lambda: te.GroupedLinear(2, 4, 4, device=dev)(
             torch.zeros(3, 4, device=dev), [3]),
+        # qkv_format="thd" (dot_product_attention.py 1106-1117)
+        "thd_4d_inputs": lambda: _thd_call(te, dev, q_shape=(8, 1, 2, 8)),
+        "thd_causal_mask_type": lambda: _thd_call(te, dev, attn_mask_type="causal"),
+        "thd_no_cu_seqlens": lambda: _thd_call(te, dev, cu_seqlens_q=None),
+        "thd_int64_cu_seqlens": lambda: _thd_call(te, dev, cu_seqlens_q=torch.tensor([0, 3, 8], device=dev),
+                                                  cu_seqlens_kv=torch.tensor([0, 3, 8], device=dev)),
     }
     rec = {}
     for name, attempt in attempts.items():
@@ -271,6 +322,13 @@ def refusals(te):
         except Exception as exc:  # noqa: BLE001 (what raises is the record)
             rec[name] = (type(exc).__name__, str(exc))
     return rec
+
+
+def _thd_call(te, dev: str, q_shape=(8, 2, 8), **kwargs):
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32, device=dev)
+    q, k, v = (torch.zeros(*q_shape, device=dev) for _ in range(3))
+    kwargs = {"cu_seqlens_q": cu, "cu_seqlens_kv": cu, "attn_mask_type": "padding_causal", **kwargs}
+    return te.DotProductAttention(2, 8, qkv_format="thd")(q, k, v, **kwargs)
 
 
 def main(out_path: str) -> None:

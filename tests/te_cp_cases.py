@@ -128,7 +128,7 @@ def refusals(group, ranks, singles, rank) -> dict:
     cp = len(ranks)
 
     def call(name, comm="p2p", *, heads=4, groups=4, channels=(D, D), seq=S, kv_seq=None, fmt="sbhd",
-             cp_group=group, ctor=None, dtype=torch.bfloat16, **fwd):
+             cp_group=group, ctor=None, dtype=torch.bfloat16, thd_3d=False, **fwd):
         def run():
             import transformer_engine.pytorch as te
 
@@ -141,6 +141,8 @@ def refusals(group, ranks, singles, rank) -> dict:
             q, k, v = (x.to(dtype) for x in (q, k, v))
             if fmt == "bshd" or fmt == "thd":
                 q, k, v = (x.transpose(0, 1).contiguous() for x in (q, k, v))
+            if thd_3d:  # the B sequences end to end: [B * s, h, d]
+                q, k, v = (x.reshape(-1, *x.shape[2:]) for x in (q, k, v))
             attn(q, k, v, qkv_format=fmt, **fwd)
         return name, run
 
@@ -166,7 +168,13 @@ def refusals(group, ranks, singles, rank) -> dict:
              core_attention_bias=torch.zeros(1, 4, S, S)),
         call("a2a+p2p_one_group", "a2a+p2p", cp_group=[group]),
         call("p2p_group_list", "p2p", cp_group=[group, group]),
-        call("thd", fmt="thd", attn_mask_type="padding_causal"),
+        call("thd_4d", fmt="thd", attn_mask_type="padding_causal"),
+        call("thd", fmt="thd", attn_mask_type="padding_causal", thd_3d=True,
+             cu_seqlens_q=torch.tensor([0, S, 2 * S], dtype=torch.int32),
+             cu_seqlens_kv=torch.tensor([0, S, 2 * S], dtype=torch.int32), max_seqlen_q=S, max_seqlen_kv=S),
+        call("thd_fp32", fmt="thd", attn_mask_type="padding_causal", thd_3d=True, dtype=torch.float32,
+             cu_seqlens_q=torch.tensor([0, S, 2 * S], dtype=torch.int32),
+             cu_seqlens_kv=torch.tensor([0, S, 2 * S], dtype=torch.int32), max_seqlen_q=S, max_seqlen_kv=S),
         call("p2p_post_scale_bias", attn_mask_type="no_mask", core_attention_bias_type="post_scale_bias",
              core_attention_bias=torch.zeros(1, 4, S // cp, S)),
         call("dropout_in_training", ctor={"attention_dropout": 0.1}),

@@ -131,8 +131,12 @@ REFUSALS = {  # TE v2.11's exception type and message (context_parallel.py, back
                           "CP implementation a2a+p2p requires cp_group = [a2a_cp_group, p2p_cp_group]!"),
     "p2p_group_list": ("AssertionError",
                        f"cp_group must be {torch.distributed.ProcessGroup} type for cp_comm_type='p2p'!"),
+    # TE's thd checks come first (dot_product_attention.py 1106-1117)
+    "thd_4d": ("AssertionError", "Queries, keys and values must be 3D tensors when qkv_format = thd!"),
+    # no context-parallel backend for fp32, thd or not (utils.py 436-465, 756-760)
+    "thd_fp32": NO_BACKEND,
     # what TE does and the stand-in does not reproduce: its own NotImplementedError
-    "thd": ("NotImplementedError", STANDIN_PREFIX + "qkv_format='thd'"),
+    "thd": ("NotImplementedError", STANDIN_PREFIX + "qkv_format='thd' under context parallelism"),
     "p2p_post_scale_bias": ("NotImplementedError", STANDIN_PREFIX + "attention bias under context parallelism"),
     "dropout_in_training": ("NotImplementedError", STANDIN_PREFIX + "attention dropout under context parallelism"),
     # no context-parallel backend for fp32 / fp64 (utils.py 436-465, 756-760); fp8 e4m3 would reach

@@ -11,9 +11,17 @@ the data-parallel replicas. The tail after the last sample is padding: loss_mask
 block of its own, so no row of the softmax is fully masked.
 
 megatron-core's local attention applies the mask given (FusedScaleMaskSoftmax builds a causal one
-only when none is); TransformerEngine's attention with a causal mask type ignores it, and needs the
-`thd` format with `cu_seqlens` (`PackedSeqParams`) instead, which the TE stand-in does not
-reproduce yet: packed data is refused with TE layers where the options are checked.
+only when none is). TransformerEngine's attention with a causal mask type ignores it: with TE layers
+the same pack runs in megatron-core's `thd` format instead, `packed_seq_params(batch)` passed as
+GPTModel.forward's `packed_seq_params` and no attention mask. The batch's `cu_seqlens` (int32)
+bound every sample and then the padding, a sequence of its own: TE's attention (padding_causal,
+which megatron-core's TEDotProductAttention picks for thd) keeps each one to itself, megatron-core's
+RoPE restarts at each (position ids are read by a learned position embedding only), and every
+backend returns all `seq_length` rows (TE v2.11's fp32 backend returns only `cu_seqlens[-1]` rows;
+bf16's zeroes rows outside every sequence), the padding's included, as the local path does.
+Examples/pretrain_gpt.py builds local layers; with TE layers this path serves megatron-core API
+callers (the production matrix's `l-balance-*-te` rows), and `--pipeline-balance-data` still refuses
+them where the options are checked.
 """
 from __future__ import annotations
 
@@ -42,8 +50,22 @@ def pack(samples: Sequence[torch.Tensor], seq_length: int) -> dict:
         start = _block(masked, position_ids, start, n)
     if start < seq_length:
         _block(masked, position_ids, start, seq_length - start)  # padding, trained nowhere
+    blocks = lengths + ([seq_length - start] if start < seq_length else [])
+    cu_seqlens = torch.tensor([0] + blocks, dtype=torch.int32).cumsum(0, dtype=torch.int32)
     return {"tokens": tokens[None], "labels": labels[None], "loss_mask": loss_mask[None],
-            "attention_mask": masked[None, None], "position_ids": position_ids[None]}
+            "attention_mask": masked[None, None], "position_ids": position_ids[None],
+            "cu_seqlens": cu_seqlens, "max_seqlen": max(blocks)}
+
+
+def packed_seq_params(batch: dict):
+    """megatron-core's PackedSeqParams of a packed microbatch: the `thd` format over its `cu_seqlens`
+    (every sample, then the padding), for GPTModel.forward(..., attention_mask=None,
+    packed_seq_params=...) with TransformerEngine layers (module doc)."""
+    from megatron.core.packed_seq_params import PackedSeqParams
+
+    cu, longest = batch["cu_seqlens"], int(batch["max_seqlen"])
+    return PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
+                           max_seqlen_q=longest, max_seqlen_kv=longest)
 
 
 def _block(masked: torch.Tensor, position_ids: torch.Tensor, start: int, n: int) -> int:

@@ -13,7 +13,9 @@ time), each module citing the TE file and lines it follows:
   GEMM closure and what it hands ``put``; column / row tensor parallelism with and without
   sequence parallelism), ``LayerNorm`` / ``RMSNorm``, ``DotProductAttention`` (the math of TE's
   unfused backend; with context parallelism TE's p2p, a2a and all_gather implementations,
-  ``pytorch/attention/context_parallel.py``, for fp16/bf16 only as TE), ``GroupedLinear`` (constructor
+  ``pytorch/attention/context_parallel.py``, for fp16/bf16 only as TE; packed sequences in the
+  ``thd`` format without context parallelism, as TE's fused (fp16/bf16) and unfused (fp32) backends
+  place them), ``GroupedLinear`` (constructor
   and weight-gradient API only);
 * ``pytorch/quantization.py`` (``FP8GlobalStateManager``, ``autocast``, ``fp8_autocast``, the
   support checks), ``common/recipe``, ``pytorch/distributed.py`` (``CudaRNGStatesTracker``,

@@ -8,8 +8,28 @@ baddbmm (423), the full mask of ``dot_product_attention/utils.py`` ``get_full_ma
 = P V, returned as [s, b, h*d] for ``sbhd``). On a GPU TE would pick its flash or cuDNN backend
 (the same function up to rounding). Supported here: ``qkv_format`` sbhd/bshd, mask types
 ``no_mask``/``causal``/``padding``/``padding_causal`` (and ``arbitrary`` with a given mask), GQA,
-``no_bias``/``post_scale_bias``; anything else (thd, sliding windows, alibi, learnable softmax
+``no_bias``/``post_scale_bias``; anything else (sliding windows, alibi, learnable softmax
 offsets, FP8 attention, KV caching) raises NotImplementedError.
+
+``qkv_format="thd"`` (packed sequences, megatron-core's ``PackedSeqParams``): first TE's checks
+(lines 1106-1117, AssertionError with TE's messages: 3D inputs, a ``padding*`` mask type,
+``cu_seqlens_q``/``cu_seqlens_kv`` given, of one shape, int32). Then sequence i, of
+``cu_seqlens[i + 1] - cu_seqlens[i]`` tokens, attends only to itself (causal inside, top-left, for
+``padding_causal``), computed as the sbhd path computes a batch of one. Where it sits and what the
+rest of the output holds follows the backend TE picks for the dtype (``utils.py`` 436-465, 548):
+fp16/bf16 run FusedAttention (cuDNN; FlashAttention where no padding lies between sequences):
+sequence i starts at ``cu_seqlens_padded[i]`` (``cu_seqlens`` when not given), the output has all
+t rows and is zeroed first (``csrc/extensions/attention.cpp`` 156-160), so a row outside every
+sequence (padding between sequences, or after ``cu_seqlens_padded[-1]``) is 0 and passes no
+gradient; ``attention_mask`` is not read. fp32 runs UnfusedDotProductAttention, which TE v2.11
+has for thd (so fp32 is accepted, unlike under context parallelism): sequences at ``cu_seqlens``
+(``ConvertTHDtoBSHD``, ``backends.py`` 306-324; ``cu_seqlens_*_padded`` are not read) and an
+output of ``cu_seqlens_q[-1]`` rows (``ConvertBSHDtoTHD``, 555-566; ``utils.py`` 1776-1787): a
+tail after the last sequence makes the output shorter than the input (so a caller must count the
+padding of a pack as a sequence of its own). Not reproduced (NotImplementedError): padding between
+sequences or an ``attention_mask`` in fp32 (TE's unfused backend would read the wrong tokens or
+apply the mask in place of ``cu_seqlens``), attention bias, ``max_seqlen`` below a sequence's
+length, ``cu_seqlens`` outside the tokens given, fp64, and thd under context parallelism.
 
 Context parallelism (a ``cp_group`` of more than one rank, counted as TE counts it, lines
 1208-1214) runs TE's FusedAttention path (``backends.py`` 1867-1912) through
@@ -30,7 +50,7 @@ bf16/fp16 (fp8 e4m3 for the latter two); 756-760 disables the unfused backend un
 parallelism). Not
 reproduced under context parallelism (NotImplementedError): ``a2a+p2p`` with both groups larger
 than one rank, attention bias, dropout in training, sliding windows, FP8 (float8_e4m3fn inputs
-included), checkpointed core attention, ``thd``. ``cp_stream`` is accepted and unused (TE overlaps
+included), checkpointed core attention, ``thd`` (after the checks above). ``cp_stream`` is accepted and unused (TE overlaps
 two steps' attention on it; the values do not depend on it). The ring computes in fp32 and casts
 its output to the input dtype (context_parallel.py); the fp32 exactness checks of
 tests/te_cp_cases.py call it there, below the dtype refusal."""
@@ -148,8 +168,18 @@ class DotProductAttention(TransformerEngineBaseModule):
         qkv_format = self.qkv_format if qkv_format is None else qkv_format
         assert qkv_format in ("sbhd", "bshd", "thd"), \
             "DotProductAttention only supports qkv_format = {'sbhd', 'bshd', 'thd'}!"
-        if qkv_format == "thd":
-            raise _not_reproduced("qkv_format='thd'")
+        if qkv_format == "thd":  # lines 1106-1117
+            assert all(len(x.shape) == 3 for x in (query_layer, key_layer, value_layer)), \
+                "Queries, keys and values must be 3D tensors when qkv_format = thd!"
+            assert "padding" in attn_mask_type, \
+                "Attention mask type must be padding or padding_causal for qkv_format=thd!"
+            assert cu_seqlens_q is not None and cu_seqlens_kv is not None, \
+                "cu_seqlens_q and cu_seqlens_kv can not be None when qkv_format = thd!"
+            assert (cu_seqlens_q.shape == cu_seqlens_kv.shape and len(cu_seqlens_q.shape) == 1
+                    and len(cu_seqlens_kv.shape) == 1), \
+                "cu_seqlens_q and cu_seqlens_q must both have shape [batch_size + 1]!"
+            assert cu_seqlens_q.dtype == torch.int32 and cu_seqlens_kv.dtype == torch.int32, \
+                "cu_seqlens_q and cu_seqlens_q must both be in dtype torch.int32!"
         if cp_size_of(self.cp_group) > 1:
             return self._forward_cp(query_layer, key_layer, value_layer, qkv_format, attn_mask_type, window_size,
                                     checkpoint_core_attention, core_attention_bias_type, core_attention_bias,
@@ -162,8 +192,16 @@ class DotProductAttention(TransformerEngineBaseModule):
             raise _not_reproduced("KV caching, checkpointed core attention or FP8 output")
         if self.fp8 or self.fp8_calibration:
             raise _not_reproduced("FP8 attention")
+        if qkv_format == "thd":
+            return self._forward_thd(query_layer, key_layer, value_layer, attention_mask, attn_mask_type,
+                                     cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded,
+                                     max_seqlen_q, max_seqlen_kv, core_attention_bias_type, pad_between_seqs)
+        return self._attend(query_layer, key_layer, value_layer, qkv_format, attention_mask, attn_mask_type,
+                            core_attention_bias_type, core_attention_bias)
 
-        q, k, v = query_layer, key_layer, value_layer
+    def _attend(self, q, k, v, qkv_format, attention_mask, attn_mask_type, core_attention_bias_type,
+                core_attention_bias) -> torch.Tensor:
+        """UnfusedDotProductAttention.forward on sbhd/bshd inputs (backends.py 250-590)."""
         if qkv_format == "bshd":
             q, k, v = (x.transpose(0, 1) for x in (q, k, v))
         sq, b, np_, hn = q.shape
@@ -194,11 +232,78 @@ class DotProductAttention(TransformerEngineBaseModule):
             return context.permute(2, 0, 1, 3).contiguous().view(sq, b, -1)
         return context.permute(0, 2, 1, 3).contiguous().view(b, sq, -1)
 
+    def _forward_thd(self, q, k, v, attention_mask, attn_mask_type, cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded,
+                     cu_seqlens_kv_padded, max_seqlen_q, max_seqlen_kv, core_attention_bias_type,
+                     pad_between_seqs) -> torch.Tensor:
+        """qkv_format='thd' without context parallelism: [t, h, d] inputs holding sequences end to end,
+        sequence i at [cu_seqlens[i], cu_seqlens[i + 1]) (at cu_seqlens_padded[i] when given), each
+        attending only to itself (causal inside with padding_causal); returns [t, h * d_v] (module doc)."""
+        if core_attention_bias_type != "no_bias":
+            raise _not_reproduced("attention bias with qkv_format='thd'")
+        if q.dtype == torch.float8_e4m3fn:
+            raise _not_reproduced("FP8 attention")
+        if q.dtype not in (torch.float16, torch.bfloat16, torch.float32):  # TE's thd<->bshd kernels: NVTE_ERROR
+            raise _not_reproduced(f"qkv_format='thd' in {q.dtype}")
+        half = q.dtype in (torch.float16, torch.bfloat16)
+        lens_q = (cu_seqlens_q[1:] - cu_seqlens_q[:-1]).tolist()
+        lens_kv = (cu_seqlens_kv[1:] - cu_seqlens_kv[:-1]).tolist()
+        padded_q = cu_seqlens_q if cu_seqlens_q_padded is None else cu_seqlens_q_padded
+        padded_kv = cu_seqlens_kv if cu_seqlens_kv_padded is None else cu_seqlens_kv_padded
+        for given, padded, lens in ((max_seqlen_q, padded_q, lens_q), (max_seqlen_kv, padded_kv, lens_kv)):
+            if given is not None and lens and int(given) < max(lens):  # TE: a kernel reading past max_seqlen
+                raise _not_reproduced(f"max_seqlen {given} below a sequence's length {max(lens)}")
+        if pad_between_seqs is None:  # dot_product_attention.py 1298-1307
+            pad_between_seqs = bool(
+                (cu_seqlens_q_padded is not None and not torch.equal(cu_seqlens_q_padded[:-1], cu_seqlens_q[:-1]))
+                or (cu_seqlens_kv_padded is not None
+                    and not torch.equal(cu_seqlens_kv_padded[:-1], cu_seqlens_kv[:-1])))
+        if half:
+            # FusedAttention (cuDNN; FlashAttention where there is no padding between sequences): sequence i
+            # starts at cu_seqlens_padded[i]; the output is zeroed first (csrc/extensions/attention.cpp 156-160),
+            # so rows outside every sequence stay 0, the attention_mask is not read
+            starts_q, starts_kv = padded_q[:-1].tolist(), padded_kv[:-1].tolist()
+            rows = q.shape[0]
+        else:
+            # fp32/fp64: only UnfusedDotProductAttention (utils.py 436-465, 548), which reads sequence i at
+            # cu_seqlens[i] (ConvertTHDtoBSHD, backends.py 306-324: cu_seqlens_*_padded are not read) and
+            # returns cu_seqlens_q[-1] rows (ConvertBSHDtoTHD, backends.py 555-566, utils.py 1776-1787)
+            if pad_between_seqs:
+                raise _not_reproduced("padding between sequences (cu_seqlens_*_padded) in fp32: TE's unfused "
+                                      "backend reads the sequences at cu_seqlens")
+            if attention_mask is not None:
+                raise _not_reproduced("an attention_mask with qkv_format='thd' in fp32: TE's unfused backend "
+                                      "applies it in place of the one built from cu_seqlens")
+            starts_q, starts_kv = cu_seqlens_q[:-1].tolist(), cu_seqlens_kv[:-1].tolist()
+            rows = int(cu_seqlens_q[-1])
+        for starts, lens, x in ((starts_q, lens_q, q), (starts_kv, lens_kv, k)):
+            ends = [s + n for s, n in zip(starts, lens)]
+            if any(n < 0 for n in lens) or any(s < e for s, e in zip(starts[1:], ends)) \
+                    or (starts and (starts[0] < 0 or ends[-1] > x.shape[0])):
+                raise _not_reproduced(f"cu_seqlens {starts + ends[-1:]} (lengths {lens}) outside the "
+                                      f"{x.shape[0]} tokens given or overlapping")
+        width = q.shape[1] * v.shape[-1]
+        mask_type = "causal" if "causal" in attn_mask_type else "no_mask"
+        pieces, at = [], 0
+        for sq, lq, sk, lk in zip(starts_q, lens_q, starts_kv, lens_kv):
+            if lq == 0:
+                continue
+            if lk == 0:
+                raise _not_reproduced("a sequence with queries and no keys")
+            if sq > at:
+                pieces.append(q.new_zeros(sq - at, width))
+            piece = self._attend(*(x[s:s + n].unsqueeze(1) for x, s, n in ((q, sq, lq), (k, sk, lk), (v, sk, lk))),
+                                 "sbhd", None, mask_type, "no_bias", None)
+            pieces.append(piece.squeeze(1))
+            at = sq + lq
+        if rows > at:
+            pieces.append(q.new_zeros(rows - at, width))
+        return torch.cat(pieces) if pieces else q.new_zeros(0, width)
+
     def _forward_cp(self, q, k, v, qkv_format, attn_mask_type, window_size, checkpoint_core_attention,
                     core_attention_bias_type, core_attention_bias, inference_params, fp8_output) -> torch.Tensor:
         """Context parallelism: what get_attention_backend (utils.py 436-465, 555-559, 756-827) and
         FusedAttention.forward (backends.py 1796-1799, 1867-1874) refuse, then context_parallel.py."""
-        seq_dim = qkv_format.index("s")
+        seq_dim = 0 if qkv_format == "thd" else qkv_format.index("s")
         if q.dtype == torch.float8_e4m3fn:  # FusedAttention takes it (utils.py 444); FP8 is not reproduced
             raise _not_reproduced("FP8 attention")
         # fp32/fp64: the dtype filter (utils.py 436-465) leaves only the unfused backend, which has no
@@ -211,6 +316,8 @@ class DotProductAttention(TransformerEngineBaseModule):
                 "No dot product attention backend is available for the provided inputs. Please"
                 " run with NVTE_DEBUG=1 NVTE_DEBUG_LEVEL=2 to find out the reasons for"
                 " disabling all backends.")
+        if qkv_format == "thd":  # TE runs it (FusedAttention / FlashAttention through the ring); not reproduced
+            raise _not_reproduced("qkv_format='thd' under context parallelism")
         if "padding" in attn_mask_type:
             raise AssertionError("Padding mask not supported with context parallelism!")
         if checkpoint_core_attention or fp8_output or self.fp8 or self.fp8_calibration:
