@@ -400,7 +400,9 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
                                            offload=spec.get("offload", "off"),
                                            balance_data=(spec.get("balance") or {}).get("mode"))
         nchunks = fbf.chunks
-        config = transformer_config(spec, tp=tp, pp=pp, vp=nchunks if nchunks > 1 else None)
+        # our pairs through megatron's combined step (runtime/combined.py) where the row asks for it
+        config = transformer_config(spec, tp=tp, pp=pp, vp=nchunks if nchunks > 1 else None,
+                                    a2a_overlap=bool(spec.get("a2a_overlap")))
         chunks = pm.build_model(partial(provider, config, spec), schedule=schedule)
     init_by_global_name_(chunks, tp_rank=0 if reference else tp_rank, tp_size=1 if reference else tp,
                          ep_rank=ep_rank)

@@ -159,7 +159,7 @@ CONFIGS = {
     # fp32 (transformer_config.py:1882-1884 at core_v0.16.1)
     "f-moe-ep2-bf16-a2a-overlap": ("dp2pp2", {"moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2},
                                               "model": {"add_bias_linear": False}, "bf16": True, "a2a_overlap": True,
-                                              "schedules": [H.MEGATRON_COMBINED]}),
+                                              "schedules": [H.MEGATRON_COMBINED, "dualpipev"]}),
     "g-bf16-selective-recompute": ("dp2pp2", {"bf16": True, "model": {"recompute_granularity": "selective"}}),
     # Megatron-LM's MoE recipe: TransformerEngine layers (the stand-in) with grouped experts
     # (TEGroupedMLP over TE's GroupedLinear, --moe-grouped-gemm), a shared expert, the aux loss,
