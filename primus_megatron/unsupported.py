@@ -36,6 +36,16 @@ class Setting:
     uses_te: Optional[bool]  # TransformerEngine layers in the model (None: not known yet)
     get: Callable[[str], Any]  # another field's value (None when absent)
     offload: str = "off"  # --pipeline-offload
+    pairs: Optional[bool] = None  # the schedule has overlapped F&B pairs (None: not planned yet, known by name)
+
+
+# Schedules whose orders have overlapped F&B pairs: dualpipev always, zbv when its costs have an
+# all-to-all part (schedules/pairing.py). Before a schedule is planned only its name is known.
+PAIRED_SCHEDULES = ("dualpipev", "zbv")
+
+
+def _without_pairs(value: Any, s: Setting) -> bool:
+    return bool(value) and not (s.pairs if s.pairs is not None else s.schedule in PAIRED_SCHEDULES)
 
 
 def _truthy(value: Any, _: Setting) -> bool:
@@ -152,8 +162,16 @@ RULES: tuple[Rule, ...] = (
     Rule("hybrid_context_parallel", _truthy,
          "it is megatron's own schedule without pipelining (hybrid_context_parallel_forward_backward balances "
          "variable-length sequences over data x context parallel ranks, pipeline size 1)"),
-    Rule("overlap_moe_expert_parallel_comm", _truthy,
-         "it is megatron's combined 1F1B schedule for overlapping the expert all-to-all, a schedule of its own"),
+    # accepted where the schedule has pairs: each pair runs through megatron's combined F&B step over the
+    # model's schedule plan (runtime/combined.py)
+    Rule("overlap_moe_expert_parallel_comm", _without_pairs,
+         "it overlaps the expert all-to-all inside overlapped F&B pairs and this schedule has none; use dualpipev, "
+         "or zbv with an all-to-all cost (a2a= in --pipeline-costs)"),
+    # megatron's layer plan would then run the weight gradients (backward_dw) itself inside each pair
+    # (model_chunk_schedule_plan.py:231,252,523 at core_v0.16.1), where our B/BW and W ops take them
+    Rule("delay_wgrad_compute", lambda v, s: bool(v) and bool(s.get("overlap_moe_expert_parallel_comm")),
+         "with --overlap-moe-expert-parallel-comm megatron's schedule plan runs the delayed weight gradients "
+         "(backward_dw) inside each F&B pair, while our schedules' B, BW and W ops own them; drop it"),
     # megatron-core 0.19 moe_layer.py:780-800: _RegisterDelayedWgradForExperts calls backward_dw inside B
     Rule("overlap_dispatch_backward_with_experts_wgrad", lambda v, s: bool(v) and s.splits_backward,
          "it runs the experts' weight gradients (backward_dw) inside the dispatch's backward, in B, where the W ops "
@@ -236,7 +254,8 @@ def first_refusal(setting: Setting) -> Optional[str]:
 
 
 def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: bool,
-                uses_te: Optional[bool], also: tuple = (), offload: str = "off") -> Optional[str]:
+                uses_te: Optional[bool], also: tuple = (), offload: str = "off",
+                pairs: Optional[bool] = None) -> Optional[str]:
     """`first_refusal` over an object with the fields as attributes (a TransformerConfig or
     Megatron-LM's argument namespace); a field `obj` lacks is looked up in `also` (e.g. the
     model chunks' DistributedDataParallelConfig), in order."""
@@ -247,4 +266,4 @@ def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: 
                 return value
         return None
 
-    return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te, get, offload))
+    return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te, get, offload, pairs))

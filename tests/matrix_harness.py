@@ -64,6 +64,11 @@ TE_STANDIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "te_standi
 SEQ = ref.SEQ_LENGTH
 MBS = ref.MICRO_BATCH_SIZE
 MEGATRON = "megatron-1f1b"
+# megatron-core's own combined 1F1B (--overlap-moe-expert-parallel-comm): its interleaved schedule
+# (2 chunks per rank, as megatron requires under pp > 1, transformer_config.py:1857-1861 at
+# core_v0.16.1) running each steady-state F&B through combined_forward_backward_step
+MEGATRON_COMBINED = "megatron-combined-1f1b"
+ORACLES = (MEGATRON, MEGATRON_COMBINED)
 
 
 # -- configuration ------------------------------------------------------------------------------
@@ -89,12 +94,15 @@ def _arch_fields(spec: dict) -> dict:
     return fields
 
 
-def transformer_config(spec: dict, *, tp: int, pp: int, vp, reference: bool = False):
-    """The case's TransformerConfig; the reference has tp = pp = 1 (no sequence parallel)."""
+def transformer_config(spec: dict, *, tp: int, pp: int, vp, reference: bool = False, a2a_overlap: bool = False):
+    """The case's TransformerConfig; the reference has tp = pp = 1 (no sequence parallel).
+    `a2a_overlap`: megatron's overlap_moe_expert_parallel_comm (pairs through its schedule plan)."""
     dtype = torch.bfloat16 if spec.get("bf16") else torch.float32
     overrides = {**_arch_fields(spec), **spec.get("model", {})}
     if reference:
         overrides.pop("sequence_parallel", None)
+    if a2a_overlap:
+        overrides["overlap_moe_expert_parallel_comm"] = True
     moe = spec.get("moe")
     if moe:
         overrides.update(num_moe_experts=moe["experts"], moe_router_topk=moe["topk"],
@@ -386,12 +394,24 @@ def build(spec: dict, schedule: str, *, reference: bool = False):
         chunks = [provider(config, spec, pre_process=ps.is_pipeline_first_stage(),
                            post_process=ps.is_pipeline_last_stage())]
         nchunks = 1
+    elif schedule == MEGATRON_COMBINED:  # megatron's interleaved split, 2 chunks per rank
+        nchunks = 2
+        config = transformer_config(spec, tp=tp, pp=pp, vp=nchunks, a2a_overlap=True)
+        # Megatron-LM runs the interleaved schedule at pp = 2 only with overlapped p2p, and then
+        # unbatched (training/arguments.py:573-582, :1326 at core_v0.16.1): batched, both directions
+        # with the one peer swap tensors of equal shape (compat.cpu's doc, NVIDIA/Megatron-LM#1450)
+        config.overlap_p2p_comm, config.batch_p2p_comm = True, False
+        chunks = [provider(config, spec, pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=v),
+                           post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=v), vp_stage=v)
+                  for v in range(nchunks)]
     else:
         fbf = pm.get_forward_backward_func(schedule, p2p_timeout_s=60,  # installs the linear hooks
                                            offload=spec.get("offload", "off"),
                                            balance_data=(spec.get("balance") or {}).get("mode"))
         nchunks = fbf.chunks
-        config = transformer_config(spec, tp=tp, pp=pp, vp=nchunks if nchunks > 1 else None)
+        # our pairs through megatron's combined step (runtime/combined.py) where the row asks for it
+        config = transformer_config(spec, tp=tp, pp=pp, vp=nchunks if nchunks > 1 else None,
+                                    a2a_overlap=bool(spec.get("a2a_overlap")))
         chunks = pm.build_model(partial(provider, config, spec), schedule=schedule)
     init_by_global_name_(chunks, tp_rank=0 if reference else tp_rank, tp_size=1 if reference else tp,
                          ep_rank=ep_rank)
@@ -453,7 +473,7 @@ def run_case(spec: dict, schedule: str) -> dict:
     ddp_spec = spec.get("ddp", {})
     distributed = ddp_spec.get("use_distributed_optimizer", False)
     param_gather_hooks = distributed and ddp_spec.get("overlap_param_gather", False)
-    post_validation = spec.get("post_validation") and schedule != MEGATRON
+    post_validation = spec.get("post_validation") and schedule not in ORACLES
     tp_rank, dp_rank = ps.get_tensor_model_parallel_rank(), ps.get_data_parallel_rank()
     cp_size, cp_rank = ps.get_context_parallel_world_size(), ps.get_context_parallel_rank()
     pp_rank = ps.get_pipeline_model_parallel_rank()
@@ -476,6 +496,7 @@ def run_case(spec: dict, schedule: str) -> dict:
            "cp_rank": cp_rank,
            "iterations": [], "linear_layers": _linear_counts(model)}
     attention_calls = _count_core_attention_calls(model, out)
+    pairs = _count_combined_pairs()
     reduces = count_grad_reduces(model)
     for it in range(spec["iterations"]):
         batches = microbatches(spec, it, dp_rank)
@@ -487,13 +508,14 @@ def run_case(spec: dict, schedule: str) -> dict:
             for c in model:
                 c.zero_grad_buffer()
         optimizer.zero_grad()  # post-validation: deferred until the pending step is validated
-        attention_calls[0] = 0
+        attention_calls[0] = pairs[0] = 0
         reduces.update(dict.fromkeys(reduces, 0))
         store = fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=data,
                     model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=SEQ,
                     micro_batch_size=1 if spec.get("balance") else MBS, decoder_seq_length=SEQ,
                     forward_only=False)
         record = {"losses": ref.losses_from_store(store), "core_attention_calls": attention_calls[0],
+                  "combined_pairs": pairs[0],
                   "grad_reduces": dict(reduces),
                   "grads": record_grads(model, owned, distributed, tp_rank, ep_rank)}
         if post_validation and it > 0:
@@ -542,6 +564,27 @@ def run_case(spec: dict, schedule: str) -> dict:
 def _outcome(result) -> tuple:
     """(update successful, grad norm) of an optimizer step's (ok, norm, zeros)."""
     return bool(result[0]), None if result[1] is None else float(result[1])
+
+
+def _count_combined_pairs() -> list:
+    """Count megatron's combined steps given both a forward and a backward model chunk (an F&B pair;
+    combined_1f1b.py:237 at core_v0.16.1), whoever calls it. Returns the counter ([pairs]); the
+    wrapper stays for the process (each case resets the counter)."""
+    from megatron.core.pipeline_parallel import combined_1f1b
+
+    step = combined_1f1b.combined_forward_backward_step
+    counter = getattr(step, "_matrix_pairs", None)
+    if counter is None:
+        counter = [0]
+
+        def counted(forward_step_func, data_iterator, f_model, num_microbatches, input_tensor, forward_data_store,
+                    b_model, *args, **kwargs):
+            counter[0] += f_model is not None and b_model is not None
+            return step(forward_step_func, data_iterator, f_model, num_microbatches, input_tensor,
+                        forward_data_store, b_model, *args, **kwargs)
+        counted._matrix_pairs = counter
+        combined_1f1b.combined_forward_backward_step = counted
+    return counter
 
 
 def _count_core_attention_calls(model, out: dict) -> list:
@@ -622,6 +665,22 @@ def _forget_failed_step() -> None:
     wgrad_store.get_store().clear()
 
 
+@contextlib.contextmanager
+def _virtual_pipeline(schedule: str):
+    """megatron's interleaved schedule (and its stage predicates) read the virtual pipeline size from
+    parallel state (schedules.py:142,755 at core_v0.16.1): 2 for the combined 1F1B case only."""
+    from megatron.core import parallel_state as ps
+
+    if schedule != MEGATRON_COMBINED:
+        yield
+        return
+    ps.set_virtual_pipeline_model_parallel_world_size(2)
+    try:
+        yield
+    finally:
+        ps.set_virtual_pipeline_model_parallel_world_size(None)
+
+
 def world_body(rank: int, world_case: dict) -> int:
     """Cases world_case['cases'][start:] in order; each one's result (or error) in its own
     file. After each case the ranks agree (`_agree`): go on, go on with fresh process groups,
@@ -640,9 +699,9 @@ def world_body(rank: int, world_case: dict) -> int:
         failed = False
         # megatron's 1F1B is an oracle: megatron's own linear layers, not the hook a schedule of
         # ours installed in this process
-        oracle = ref.megatron_own_linear() if case["schedule"] == MEGATRON else contextlib.nullcontext()
+        oracle = ref.megatron_own_linear() if case["schedule"] in ORACLES else contextlib.nullcontext()
         try:
-            with oracle as oracle_linear:
+            with oracle as oracle_linear, _virtual_pipeline(case["schedule"]):
                 result = run_case(case["spec"], case["schedule"])
             result["oracle_linear"] = oracle_linear
             result["seconds"] = time.perf_counter() - started

@@ -295,12 +295,16 @@ def loss_func(loss_mask, output_tensor, *, three_tuple=True):
     return loss, {"lm loss": loss.detach().clone()}
 
 
-def forward_step_func(data_iterator, model, *, three_tuple=True):
-    """Megatron's forward_step contract: returns (output_tensor, loss_func). A packed microbatch for
-    TransformerEngine layers carries `packed_seq_params` (thd; its attention_mask is None)."""
+def forward_step_func(data_iterator, model, return_schedule_plan=False, *, three_tuple=True):
+    """Megatron's forward_step contract: returns (output_tensor, loss_func); with
+    `return_schedule_plan` (megatron's combined 1F1B step asks for it, combined_1f1b.py:341-344 at
+    core_v0.16.1) the model's schedule plan in place of the output, as Megatron-LM's pretrain_gpt
+    forward_step builds it (pretrain_gpt.py:189-195). A packed microbatch for TransformerEngine
+    layers carries `packed_seq_params` (thd; its attention_mask is None)."""
     batch = next(data_iterator)
     extra = {"packed_seq_params": batch["packed_seq_params"]} if batch.get("packed_seq_params") else {}
-    output = model(
+    run = model.build_schedule_plan if return_schedule_plan else model
+    output = run(
         batch["tokens"],
         batch["position_ids"],
         batch["attention_mask"],

@@ -162,6 +162,13 @@ CONFIGS = {
     # expert MLP adds its bias in place into a view and fails with expert tensor parallel 1
     "f-moe-ep2": ("dp2pp2", {"moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2},
                              "model": {"add_bias_linear": False}, "schedules": OURS + ["dualpipev"]}),
+    # megatron-core's combined 1F1B (--overlap-moe-expert-parallel-comm: each steady-state F and B through
+    # combined_forward_backward_step over the model's schedule plan; on CPU compat.cpu_combined runs its two
+    # streams in program order) against megatron's plain 1F1B, bitwise. bf16: megatron refuses the flag in
+    # fp32 (transformer_config.py:1882-1884 at core_v0.16.1)
+    "f-moe-ep2-bf16-a2a-overlap": ("dp2pp2", {"moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2},
+                                              "model": {"add_bias_linear": False}, "bf16": True, "a2a_overlap": True,
+                                              "schedules": [H.MEGATRON_COMBINED, "dualpipev"]}),
     "g-bf16-selective-recompute": ("dp2pp2", {"bf16": True, "model": {"recompute_granularity": "selective"}}),
     # Megatron-LM's MoE recipe: TransformerEngine layers (the stand-in) with grouped experts
     # (TEGroupedMLP over TE's GroupedLinear, --moe-grouped-gemm), a shared expert, the aux loss,
@@ -302,8 +309,11 @@ def _bf16(config) -> bool:
 
 
 def _cp_bf16(config) -> bool:
-    """A bf16 row with context parallelism (every CP row: TE has no fp32 context-parallel attention)."""
-    return _bf16(config) and WORLDS[CONFIGS[config][0]].get("cp", 1) > 1
+    """A bf16 row that the reference rounds differently from the first iteration on: context parallelism
+    (every CP row: TE has no fp32 context-parallel attention), or experts split by expert parallelism (the
+    reference, ep = 1, runs each expert over the tokens of both replicas at once)."""
+    split = WORLDS[CONFIGS[config][0]].get("cp", 1) > 1 or CONFIGS[config][1].get("moe", {}).get("ep", 1) > 1
+    return _bf16(config) and split
 
 
 # CP rows in bf16 against the whole-sequence reference, from the first iteration on (module doc):
@@ -344,7 +354,8 @@ def _megatron_tol(config, schedule: str = "") -> float:
     values sum the same either way)."""
     world = WORLDS[CONFIGS[config][0]]
     reduced_over = world["dp"] * world.get("cp", 1)
-    several_chunks = bool(schedule) and schedule != H.MEGATRON and S.info(schedule).chunks > 1
+    several_chunks = schedule == H.MEGATRON_COMBINED or (
+        bool(schedule) and schedule != H.MEGATRON and S.info(schedule).chunks > 1)
     return 1e-6 if CONFIGS[config][1].get("tied") or (several_chunks and reduced_over > 2) else 0.0
 
 
@@ -536,7 +547,7 @@ def test_equals_the_non_pipelined_reference(worlds, reference, case):
         pytest.fail(f"{config}: the non-pipelined reference raised:\n{refs['error'][-6000:]}", pytrace=False)
     # the oracles (the reference, megatron's 1F1B) ran megatron's own linear layers, not our hook
     assert refs["oracle_linear"] == [ref.MEGATRON_LINEAR] * 2, f"{config}: reference ran {refs['oracle_linear']}"
-    if schedule == H.MEGATRON:
+    if schedule in H.ORACLES:
         for r in per_rank:
             assert r["oracle_linear"] == [ref.MEGATRON_LINEAR] * 2, \
                 f"{config}: megatron's 1F1B on rank {r['rank']} ran {r['oracle_linear']}"
@@ -604,13 +615,25 @@ def test_equals_megatrons_own_1f1b(worlds, case):
             f"{config} / {schedule}: the injected non-finite gradient forced no rollback ({stats})"
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if CONFIGS[c[0]][1].get("a2a_overlap") and c[1] != H.MEGATRON],
+                         ids=_ids)
+def test_a2a_overlap_runs_forward_and_backward_as_one_step(worlds, case):
+    """Under --overlap-moe-expert-parallel-comm the steady state ran F and B of two microbatches as one
+    combined step (megatron's combined_forward_backward_step with both halves) on every rank."""
+    config, schedule = case
+    for res in _result(worlds, config, schedule):
+        for it, record in enumerate(res["iterations"]):
+            assert record["combined_pairs"] > 0, \
+                f"{config} / {schedule} / iteration {it}: rank {res['rank']} ran no F and B as one combined step"
+
+
 # -- MoE: expert weight gradients are deferred -----------------------------------------------------
 
 def _splits(schedule: str, pp: int, m: int) -> bool:
     return any(op.kind == S.W for ops in S.generate(schedule, pp, m).ranks for op in ops)
 
 
-MOE_SPLIT_CASES = [c for c in OUR_CASES if CONFIGS[c[0]][1].get("moe")
+MOE_SPLIT_CASES = [c for c in OUR_CASES if CONFIGS[c[0]][1].get("moe") and c[1] not in H.ORACLES
                    and _splits(c[1], WORLDS[CONFIGS[c[0]][0]]["pp"], _spec(c[0])["microbatches"])]
 
 

@@ -231,7 +231,7 @@ CASES = {
            ("context_parallel_size", "zb-h2", dict(context_parallel_size=2, transformer_impl="local"),
             "needs TransformerEngine attention"),
            ("overlap_moe_expert_parallel_comm", "v-half", dict(overlap_moe_expert_parallel_comm=True),
-            "combined 1F1B schedule"),
+            "has none; use dualpipev"),
            ("hybrid_context_parallel", "zbv", dict(hybrid_context_parallel=True), "without pipelining"),
            ("cp_comm_type", "zb-h1", dict(context_parallel_size=4, cp_comm_type="a2a+p2p", bf16=True,
                                           hierarchical_context_parallel_sizes=[2, 2],

@@ -492,6 +492,9 @@ def enable(training=False):
     proxy = TorchOnCpu()
     for module_name in _PROXIED_MODULES + _te_extension():
         importlib.import_module(module_name).torch = proxy
+    from . import cpu_combined
+
+    cpu_combined.enable(proxy)  # megatron's combined 1F1B step (--overlap-moe-expert-parallel-comm)
     _patch_memory_buffer()
     _patch_rng()
     _patch_tied_embeddings()

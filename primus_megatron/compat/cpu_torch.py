@@ -66,12 +66,25 @@ class CudaOnCpu(types.ModuleType):
     def stream(stream):
         return contextlib.nullcontext()
 
+    @staticmethod
+    def Event(*args, **kwargs):
+        # megatron's combined 1F1B makes one event per microbatch's schedule plan
+        # (model_chunk_schedule_plan.py:310 at core_v0.16.1); CPU-only torch refuses to build one
+        return _Event()
+
+    # nvtx ranges mark a profile; CPU-only torch raises on them ("NVTX functions not installed")
+    nvtx = types.SimpleNamespace(range_push=lambda *a, **k: None, range_pop=lambda *a, **k: None,
+                                 range=lambda *a, **k: contextlib.nullcontext())
+
     def __getattr__(self, name):
         return getattr(torch.cuda, name)
 
 
 class _Event:
     """A CUDA event on the CPU: complete when recorded."""
+
+    def record(self, stream=None) -> None:
+        return None
 
     def synchronize(self) -> None:
         return None

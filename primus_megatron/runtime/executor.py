@@ -33,6 +33,7 @@ from ..schedules import B, BW, F, W, Batch, Lowered, Message, Op, Recv, Send
 from ..schedules.lowering import OpIO
 from . import offload as activation_offload
 from . import te_wgrad
+from .combined import combined_step, loss_on, pair_halves
 from .grad_sync import GradSync
 from .p2p import P2P, Post
 from .wgrad_store import get_store
@@ -195,6 +196,11 @@ class _Step:
 
         self.clock = clock_for(self.device)  # events on a GPU: the ops' GPU time, no host waits
         self._durations: list = []  # (kind, stage, start mark, end mark) of a profiled step
+        # --overlap-moe-expert-parallel-comm: every F and B through megatron's combined step, a pair's halves
+        # in one call (runtime/combined.py); None: megatron's forward_step / backward_step
+        self.combined = combined_step(self.config, ctx.model, ctx.forward_only)
+        self.pairs = pair_halves(lowered.ranks[rank], self.sched.paired(rank)) if self.combined else {}
+        self.limit = len(lowered.ranks[rank])  # a pair runs as one only with both halves before this item
         self.memory = None
         if ctx.profile is not None:
             from .profiler import OpMemory
@@ -214,6 +220,7 @@ class _Step:
         self.sent_outputs: dict[int, tuple[int, int]] = {}  # id(pending send) -> (mb, chunk) of the output
         self.in_flight: dict[tuple[int, int], Any] = {}  # (mb, chunk) -> its output's pending send
         self.forward_data_store: list = []
+        self.ran_in_pair: set = set()  # item indices of pairs' second halves, run with their first
         self.total_num_tokens = torch.zeros([], dtype=torch.int, device=self.device)
         self.store.reset_counters()
 
@@ -275,6 +282,12 @@ class _Step:
         if isinstance(item, Batch):
             self.post(item.items, batched=True)
             return
+        if index in self.ran_in_pair:
+            return
+        second = self.pairs.get(index)
+        if second is not None and second < self.limit and not self.memory and not self.offload:
+            self._execute_pair(index, second)
+            return
         io = self.io[index]
         op, key = item, (item.mb, item.chunk)
         self.sync.before(index)
@@ -308,14 +321,67 @@ class _Step:
         for done in self.p2p.reap_sends():
             self.release_sent(done)
 
+    def _execute_pair(self, first: int, second: int) -> None:
+        """An overlapped pair (F, then a B or BW) as one call of megatron's combined step; both
+        halves are recorded with the pair's time. Offload (refused with pairs) and a profiled step
+        (whose memory is measured op by op) run the halves apart."""
+        f_io, b_io = self.io[first], self.io[second]
+        self.sync.before(first)
+        self.sync.before(second)
+        input_tensor = self._forward_input(f_io)
+        b_inputs = self._backward_input(b_io)
+        start = self._start()
+        with self._wgrad_capture(b_io.op):
+            output, num_tokens, input_grad = self._combined(f_io, input_tensor, b_io, b_inputs)
+        self._backward_ran(b_io.op)
+        self._forward_done(f_io, input_tensor, output, num_tokens)
+        self._backward_done(b_io, input_grad)
+        end = self._end()
+        self.ran_in_pair.add(second)
+        for index, io in ((first, f_io), (second, b_io)):
+            self.sync.after(index)
+            if self.ctx.record_timeline:
+                self.timeline.append(OpRecord(self.rank, io.op, io.stage, start, end, self._clock_or_none()))
+        for done in self.p2p.reap_sends():
+            self.release_sent(done)
+
+    def _combined(self, f_io: Optional[OpIO], f_input, b_io: Optional[OpIO] = None, b_inputs=(None, None, None)):
+        """megatron's combined_forward_backward_step for an F, a B/BW, or both: (output, num_tokens, input grad)."""
+        ctx, f = self.ctx, (f_io.op if f_io is not None else None)
+        b_input, b_output, b_grad = b_inputs
+        with loss_on(f_io is not None and f_io.stage == self.n - 1, ctx.cp_group_size):
+            return self.combined(
+                ctx.forward_step_func, self.data_for(f.chunk, f.mb) if f else None, ctx.model[f.chunk] if f else None,
+                ctx.num_microbatches, f_input, self.forward_data_store,
+                ctx.model[b_io.op.chunk] if b_io is not None else None, b_input, b_output, b_grad, self.config,
+                f_model_chunk_id=f.chunk if f and len(ctx.model) > 1 else None,
+                collect_non_loss_data=ctx.collect_non_loss_data,
+                is_first_microbatch=bool(f) and self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only,
+                                                                            f.mb == 0),
+                current_microbatch=f.mb if f else None)
+
+    def _forward_input(self, io: OpIO):
+        if io.takes is None:
+            return None
+        return self.incoming(io).requires_grad_(not self.ctx.forward_only)
+
+    def _forward_done(self, io: OpIO, input_tensor, output, num_tokens) -> None:
+        self.total_num_tokens += num_tokens
+        if io.gives is not None:
+            self.produced[io.gives] = output
+        if not self.ctx.forward_only:
+            self.saved[(io.op.mb, io.op.chunk)] = (input_tensor, output)
+
     def _forward(self, io: OpIO):
         """An F op: megatron's forward_step on the input it takes; returns (start mark, output)."""
         ctx, op = self.ctx, io.op
         key = (op.mb, op.chunk)
-        input_tensor = None
-        if io.takes is not None:
-            input_tensor = self.incoming(io).requires_grad_(not ctx.forward_only)
+        input_tensor = self._forward_input(io)
         start = self._start()  # after the input arrived: waiting is idle time, not work
+        if self.combined is not None:
+            output, num_tokens, _ = self._combined(io, input_tensor)
+            self._forward_done(io, input_tensor, output, num_tokens)
+            return start, output
         with self.memory.forward(key) if self.memory else contextlib.nullcontext(), \
                 self.offload.forward(key, keep=input_tensor) if self.offload else contextlib.nullcontext():
             output, num_tokens = self.m.forward_step(
@@ -325,46 +391,63 @@ class _Step:
                 is_first_microbatch=self.m.check_first_val_step(ctx.first_val_step, ctx.forward_only, op.mb == 0),
                 current_microbatch=op.mb, vp_stage=op.chunk if len(ctx.model) > 1 else None,
                 is_last_stage=io.stage == self.n - 1)
-        self.total_num_tokens += num_tokens
-        if io.gives is not None:
-            self.produced[io.gives] = output
-        if not ctx.forward_only:
-            self.saved[key] = (input_tensor, output)
+        self._forward_done(io, input_tensor, output, num_tokens)
         return start, output
+
+    def _backward_input(self, io: OpIO) -> tuple:
+        """(input, output) the op's F saved and the gradient it takes; its output's send finished first."""
+        key = (io.op.mb, io.op.chunk)
+        grad = None if io.takes is None else self.incoming(io)
+        pending = self.in_flight.get(key)
+        if pending is not None:  # its output must be sent (and freed) before backward
+            self.p2p.finish_send(pending, op=str(io.op))
+            self.release_sent(pending)
+        if self.offload:
+            self.offload.ready(key)  # the B's stream waits for its reload
+        input_tensor, output = self.saved.pop(key)
+        return input_tensor, output, grad
+
+    def _whole(self, op: Op) -> bool:
+        # a BW in a step whose linear layers defer their weight gradients (a schedule that mixes BW with
+        # B + W, as DualPipeV does): captured like a B's and run at once, inside the op
+        return op.kind == BW and self.sched.splits_backward
+
+    def _wgrad_capture(self, op: Op, held: Optional[list] = None):
+        """Our store takes the op's weight gradients (a B's for its W, a splitting step's BW's at its end)."""
+        if op.kind == B or self._whole(op):
+            return self.store.capture((op.mb, op.chunk), held=held)
+        return contextlib.nullcontext()
+
+    def _backward_ran(self, op: Op) -> None:
+        if self._whole(op):
+            self.store.run((op.mb, op.chunk), what=f"{op} on pipeline rank {self.rank}")
+        if self.offload:
+            self.offload.release((op.mb, op.chunk))
+
+    def _backward_done(self, io: OpIO, input_grad) -> None:
+        if io.gives is not None:
+            self.produced[io.gives] = input_grad
 
     def _backward(self, io: OpIO):
         """A B op (its weight gradient deferred to W) or a BW op: megatron's backward_step on the
         gradient it takes; returns (start mark, measured memory change or None)."""
         ctx, op = self.ctx, io.op
         key = (op.mb, op.chunk)
-        grad = None if io.takes is None else self.incoming(io)
-        pending = self.in_flight.get(key)
-        if pending is not None:  # its output must be sent (and freed) before backward
-            self.p2p.finish_send(pending, op=str(op))
-            self.release_sent(pending)
-        if self.offload:
-            self.offload.ready(key)  # the B's stream waits for its reload
+        input_tensor, output, grad = self._backward_input(io)
         start = self._start()
-        input_tensor, output = self.saved.pop(key)
         held = [] if self.memory else None  # what the deferred W keeps alive, for measured memory
-        # a BW in a step whose linear layers defer their weight gradients (a schedule that mixes BW with
-        # B + W, as DualPipeV does): captured like a B's and run at once, inside the op
-        whole = op.kind == BW and self.sched.splits_backward
-        capture = self.store.capture(key, held=held) if op.kind == B or whole else contextlib.nullcontext()
         if self.memory:
             self.memory.begin()
-        with capture:
-            if backward_takes_model_type(self.m.backward_step):
+        with self._wgrad_capture(op, held):
+            if self.combined is not None:
+                input_grad = self._combined(None, None, io, (input_tensor, output, grad))[2]
+            elif backward_takes_model_type(self.m.backward_step):
                 input_grad = self.m.backward_step(input_tensor, output, grad, ctx.model_type, self.config)
             else:  # megatron-core 0.19 dropped model_type
                 input_grad = self.m.backward_step(input_tensor, output, grad, self.config)
-        if whole:
-            self.store.run(key, what=f"{op} on pipeline rank {self.rank}")
-        if self.offload:
-            self.offload.release(key)
+        self._backward_ran(op)
         mem_delta = self.memory.backward(key, held, full=op.kind == BW) if self.memory else None
-        if io.gives is not None:
-            self.produced[io.gives] = input_grad
+        self._backward_done(io, input_grad)
         return start, mem_delta
 
     def _clock_or_none(self):
@@ -433,8 +516,10 @@ def _run_items(step: "_Step", items, ctx: StepContext, validate, prefix) -> Step
     start = 0
     if validate is not None:
         end = prefix.ends[rank]
+        step.limit = end  # a pair across the prefix's end runs as two ops (validation may zero gradients between)
         for index in range(end):
             step.execute(index, items[index])
+        step.limit = len(items)
         t = step.clock.mark()
         redo = validate()
         step.sync.resume()  # validate() may zero DDP's buffers, which leaves DDP's no_sync mode

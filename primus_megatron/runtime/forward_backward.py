@@ -303,7 +303,8 @@ def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: s
     uses_te = uses_transformer_engine(chunks)
     ddp_configs = tuple(c.ddp_config for c in chunks if getattr(c, "ddp_config", None) is not None)
     problem = refusal_for(config, schedule=sched.name, splits_backward=sched.splits_backward,
-                          v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs, offload=offload)
+                          v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs, offload=offload,
+                          pairs=sched.has_pairs)
     if problem:  # named as Megatron-LM's option; the config field is the same name with underscores
         raise UnsupportedSetting(problem)
 
