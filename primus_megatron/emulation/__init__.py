@@ -13,6 +13,8 @@ megatron's and torch's schedules run in the same processes. Its parts:
   baselines.py     megatron's and torch's schedules run for comparison: names, plans, refusals
   planning.py      our schedule's plan (`auto` and cost-driven orders charged the host work per op)
   launch.py        starting the ranks (`runtime.local_ranks`), the runner per variant, the steps
+  replicas.py      dp replicas of a pp-rank pipeline on dp x pp ranks, each its own microbatch count
+                   and factors per step (`--pipeline-balance-data`), meeting at the gradient all-reduce
   measure.py       the measured spans turned into the simulator's numbers and the host costs
   reporting.py     the report: JSON object, text table, failures, trace spans
   command.py       what `primus-pipeline emulate` runs once its options are checked
@@ -23,10 +25,12 @@ from .baselines import BASELINES, MEGATRON_1F1B, MEGATRON_INTERLEAVED, TORCH_BAS
 from .launch import default_p2p_timeout, measure_op_overhead, run
 from .measure import host_costs, host_gaps, launch_costs, summarise
 from .planning import AUTO, choose, plan, planning_costs
+from .replicas import ReplicaRun, run_replicas, simulated_makespans
 from .reporting import first_failure, report, report_text, spans
 from .variants import Variant, for_layout, make_variant, simulated, with_host_work
 
 __all__ = ["AUTO", "BASELINES", "MEGATRON_1F1B", "MEGATRON_INTERLEAVED", "TORCH_BASELINES", "Variant", "choose",
            "default_p2p_timeout", "first_failure", "for_layout", "host_costs", "host_gaps", "launch_costs",
-           "make_variant", "measure_op_overhead", "plan", "planning_costs", "report", "report_text", "run",
-           "simulated", "spans", "summarise", "torch_variant", "with_host_work"]
+           "make_variant", "measure_op_overhead", "plan", "planning_costs", "ReplicaRun", "report", "report_text",
+           "run", "run_replicas", "simulated", "simulated_makespans", "spans", "summarise", "torch_variant",
+           "with_host_work"]

@@ -111,12 +111,14 @@ class OpLog:
     comm_wait: float = 0.0  # seconds spent waiting for emulated p2p latency
     emulated: float = 0.0  # seconds of emulated op time waited
     spans: list = field(default_factory=list)  # (kind, start, end) of every emulated wait, time.monotonic()
+    requested: list = field(default_factory=list)  # (kind, seconds asked for) of every emulated wait
 
     def reset(self) -> None:
         self.w_runs.clear()
         self.w_in_backward = self.deferred = 0
         self.comm_wait = self.emulated = 0.0
         self.spans = []
+        self.requested = []
 
 
 class _Clock:
@@ -215,6 +217,7 @@ class TimedWaits:
         wait_until(start + seconds)
         self.log.emulated += seconds
         self.log.spans.append((kind, start, time.monotonic()))
+        self.log.requested.append((kind, seconds))
 
 
 class EmulatedChunk(torch.nn.Module, TimedWaits):
