@@ -4,7 +4,8 @@ All of them by default. PRIMUS_TEST_SCHEDULES (comma-separated registered names)
 the second CI leg (newer megatron-core, Makefile) sets it. Schedules are pure Python and the
 same under every megatron-core; what a megatron-core version changes is the runtime's contact
 with it, which one schedule of each kind reaches: 1f1b (one backward op), zb-h1 (split
-backward, deferred W) and zbv (V placement, both ends of the model on rank 0). Names that are
+backward, deferred W) and zbv (V placement, both ends of the model on rank 0; planned with an
+all-to-all cost, overlapped F&B pairs through megatron's combined step, as dualpipev). Names that are
 not registered schedules (megatron's own, `None`, `auto`) always stay.
 """
 from __future__ import annotations

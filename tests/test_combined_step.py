@@ -49,3 +49,18 @@ def test_a_pairs_halves_are_consecutive_items():
         for first, second in halves.items():
             items = lowered.ranks[rank]
             assert items[first].kind == S.F and items[second].kind in (S.B, S.BW) and second == first + 1
+
+
+def test_a_forward_only_plan_is_not_refused_for_having_no_pairs():
+    """Megatron-LM evaluates with the same runner (forward-only plans have no pairs, and their steps never
+    call the combined step): the flag is the training plan's to meet."""
+    import torch
+
+    from primus_megatron.runtime.forward_backward import UnsupportedSetting, _refuse_unsupported
+
+    config, chunks = SimpleNamespace(overlap_moe_expert_parallel_comm=True), [torch.nn.Linear(2, 2)]
+    plain = S.generate("zbv", 2, 4)  # planned without an all-to-all cost: no pairs
+    assert not plain.has_pairs
+    _refuse_unsupported(config, chunks, plain, forward_only=True)
+    with pytest.raises(UnsupportedSetting, match="has none"):
+        _refuse_unsupported(config, chunks, plain)

@@ -153,6 +153,34 @@ def test_ddp_bucket_reduce_asks_for_the_current_stream_on_cpu():
     assert all(p.main_grad.abs().sum() > 0 for p in ddp.module.parameters() if p.requires_grad)
 
 
+def test_an_unbatched_send_keeps_its_memory_until_waited_on_cpu(monkeypatch):
+    """Megatron-LM's interleaved schedule (overlapped p2p) frees an output right after posting its send
+    (deallocate_output_tensor) and waits on the send later; gloo reads the memory until then, so on CPU
+    the send holds it (compat.cpu._patch_p2p_sends; without it megatron's interleaved 1F1B in
+    Megatron-LM's loop drifted from its 1F1B, or hit NaN, tests/test_megatron_lm_moe.py)."""
+    ref.init_single_process()
+    from megatron.core.pipeline_parallel import p2p_communication as p2p, schedules
+
+    posted = []
+
+    class Work:
+        def wait(self):
+            posted.append("waited")
+            return True
+
+    monkeypatch.setattr(torch.distributed, "isend", lambda tensor, dst, group: posted.append(tensor) or Work())
+    out = torch.arange(6.0)
+    memory = out.untyped_storage().data_ptr()
+    group = types.SimpleNamespace(size=lambda: 4, rank=lambda: 0)  # 4 ranks: no second group
+    reqs = p2p._p2p_ops(tensor_send_prev=None, tensor_recv_prev=None, tensor_send_next=out, tensor_recv_next=None,
+                        group=group, prev_pipeline_rank=3, next_pipeline_rank=1)
+    schedules.deallocate_output_tensor(out, deallocate_pipeline_outputs=True)
+    assert posted == [out] and out.numel() == 1
+    held = reqs["send_next"]._held
+    assert held.untyped_storage().data_ptr() == memory and held.tolist() == [0, 1, 2, 3, 4, 5]
+    assert reqs["send_next"].wait() and posted[-1] == "waited" and reqs["send_next"]._held is None
+
+
 # -- torch_dist checkpoints written in the rank's own process -----------------------------------
 
 def test_checkpoint_writer_runs_in_process_with_this_megatrons_queue_factory(tmp_path):

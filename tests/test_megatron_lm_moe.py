@@ -18,6 +18,12 @@ F&B pairs, run as F then B on CPU). Also, each against its own 1F1B under zb-h1:
 DeepSeek-V3's aux-loss-free balancing (expert bias), token dropping with a capacity factor, and
 SequentialMLP experts over TE's linear layers, and local layers (SequentialMLP of megatron's linear
 layers).
+
+--overlap-moe-expert-parallel-comm (bf16, as megatron requires), grouped TE experts and local layers:
+dualpipev and zbv planned with an all-to-all cost run their overlapped F&B pairs through megatron-core's
+combined step (rank 0 logs how many), and megatron's own combined 1F1B (its interleaved schedule, 2
+virtual stages per rank); each logs exactly the numbers of megatron's 1F1B without the flag, from the
+shared start of its layers (so the three agree with one another).
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ import re
 import pytest
 
 import megatron_lm_harness as H
+from primus_megatron import schedules as S
+from primus_megatron.options import parse_costs
 
 pytestmark = pytest.mark.megatron_lm
 
@@ -48,6 +56,16 @@ VARIANTS = {  # each against its own 1F1B under zb-h1
     # megatron's fused masked softmax needs apex's CUDA kernel under bf16 (fusions/fused_softmax.py:357)
     "local-sequential": MOE + ["--transformer-impl", "local", "--no-masked-softmax-fusion"],
 }
+# --overlap-moe-expert-parallel-comm: our schedules with overlapped F&B pairs run each pair through
+# megatron-core's combined step (runtime/combined.py); zbv pairs its neighbours only when planned with an
+# all-to-all cost. Megatron's own combined 1F1B needs its interleaved schedule at pp > 1 (transformer_config.py
+# :1857-1861 at core_v0.16.1): 2 virtual stages per rank; Megatron-LM's default --overlap-p2p-communication
+# (batch_p2p_comm off) is what its interleaved schedule needs at pp=2 (arguments.py:573-581)
+A2A = ["--overlap-moe-expert-parallel-comm"]
+PAIRED = {"dualpipev": ["--pipeline-schedule", "dualpipev"],
+          "zbv": ["--pipeline-schedule", "zbv", "--pipeline-costs", "1,1,1,a2a=0.5"]}
+COMBINED_1F1B = "megatron-combined-1f1b"  # megatron's interleaved 1F1B under the flag
+LAYERS = {"te": TE_MOE, "local": VARIANTS["local-sequential"]}
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +91,28 @@ def runs(megatron_lm_tree, tmp_path_factory):
         return H.run(tree, 4, args + (["--pipeline-schedule", schedule, *FIXED] if schedule else []),
                      te=name != "local-sequential")
 
-    return grouped, variant
+    @functools.lru_cache(maxsize=None)
+    def local_start() -> str:
+        """The local layers' start (another checkpoint layout than TransformerEngine's)."""
+        path = str(work / "start-local")
+        H.run(tree, 4, DP2PP2 + LAYERS["local"] + ["--train-iters", "1", "--eval-interval", "1000", "--save", path,
+                                                   "--save-interval", "1"])
+        return path
+
+    @functools.lru_cache(maxsize=None)
+    def overlapped(layers, schedule):
+        """`schedule` (None: megatron's 1F1B without the flag) from the shared start of `layers`."""
+        if layers == "te" and schedule is None:
+            return grouped(None)
+        args = DP2PP2 + LAYERS[layers] + ["--train-iters", str(ITERS), "--load",
+                                          start() if layers == "te" else local_start(), "--finetune"]
+        if schedule == COMBINED_1F1B:
+            args += A2A + ["--num-virtual-stages-per-pipeline-rank", "2"]
+        elif schedule is not None:
+            args += A2A + PAIRED[schedule] + FIXED
+        return H.run(tree, 4, args, te=layers == "te")
+
+    return grouped, variant, overlapped
 
 
 _arg = H.arg
@@ -100,7 +139,7 @@ def _check(ours: H.Result, own: H.Result) -> None:
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_grouped_experts_train_exactly_as_megatron(runs, schedule):
-    grouped, _ = runs
+    grouped, _, _ = runs
     own, ours = grouped(None), grouped(schedule)
     _check(ours, own)
     assert all(ours.aux_losses.get(i, {}).get("load_balancing_loss") for i in range(1, ITERS + 1)), ours.aux_losses
@@ -114,7 +153,7 @@ def test_grouped_experts_train_exactly_as_megatron(runs, schedule):
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_moe_variants_train_exactly_as_megatron(runs, name):
-    _, variant = runs
+    _, variant, _ = runs
     own, ours = variant(name, None), variant(name, "zb-h1")
     _check(ours, own)
     if name == "local-sequential":
@@ -124,3 +163,28 @@ def test_moe_variants_train_exactly_as_megatron(runs, name):
         assert _routed(ours) and all(g == 0 for _, g in _routed(ours)), H.tail(ours.log)  # TE Linear experts
     else:
         assert all(g >= 2 for _, g in _routed(ours)) and _routed(ours), H.tail(ours.log)
+
+
+# the second CI leg (PRIMUS_TEST_SCHEDULES=1f1b,zb-h1,zbv) keeps zbv's cases: zbv planned with an all-to-all
+# cost reaches megatron-core's combined step as dualpipev does (tests/schedule_subset.py)
+@pytest.mark.parametrize("layers", list(LAYERS))
+@pytest.mark.parametrize("schedule", [*PAIRED, COMBINED_1F1B])
+def test_a2a_overlap_trains_exactly_as_megatron(runs, layers, schedule):
+    """--overlap-moe-expert-parallel-comm: our overlapped pairs through megatron's combined step, and
+    megatron's own combined (interleaved) 1F1B, log exactly the numbers of megatron's plain 1F1B."""
+    _, _, overlapped = runs
+    own, ours = overlapped(layers, None), overlapped(layers, schedule)
+    _check(ours, own)
+    assert _arg(ours, "overlap_moe_expert_parallel_comm") == "True"
+    assert _arg(own, "overlap_moe_expert_parallel_comm") == "False"
+    if schedule == COMBINED_1F1B:  # megatron's interleaved schedule, which then calls its combined step itself
+        assert _arg(ours, "virtual_pipeline_model_parallel_size") == "2" and _arg(ours, "overlap_p2p_comm") == "True"
+        return
+    # every pair of pipeline rank 0's plan ran as one call of megatron's combined step (dualpipev: 3 at m=4;
+    # zbv planned with an all-to-all cost: 1, its other pairs are on rank 1)
+    args = PAIRED[schedule]
+    costs = parse_costs(args[args.index("--pipeline-costs") + 1]) if "--pipeline-costs" in args else None
+    planned = S.generate(schedule, 2, 4, costs=costs).paired(0)
+    ran = re.findall(rf"{schedule}: (\d+) overlapped F&B pairs ran on pipeline rank 0, each as one call of "
+                     r"megatron-core's combined_forward_backward_step", ours.log)
+    assert planned and ran == [str(len(planned))], H.tail(ours.log)

@@ -59,7 +59,9 @@ megatron-core 0.16.1 facts behind the patches (file:line in its wheel, under
   before send-to-next while the peer receives from-previous first, and
   activations and gradients of equal shape swap silently. Megatron-LM refuses
   that setting (``megatron/training/arguments.py:573-582`` at core_v0.16.1);
-  megatron-core does not.
+  megatron-core does not. With Megatron-LM's settings (overlapped unbatched p2p,
+  ``deallocate_pipeline_outputs``) it frees an output while gloo still sends it:
+  ``_patch_p2p_sends`` holds that memory until the send is waited on.
 """
 
 import contextlib
@@ -267,6 +269,49 @@ def _patch_moe():
 
     moe_utils.maybe_move_tensor_to_cpu = maybe_move_tensor_to_cpu
     token_dispatcher.maybe_move_tensor_to_cpu = maybe_move_tensor_to_cpu  # imported by name there
+
+
+class _HeldSend:
+    """A pending gloo send that keeps the memory it reads until it is waited on (`_patch_p2p_sends`)."""
+
+    def __init__(self, work, tensor: torch.Tensor) -> None:
+        self._work, self._held = work, tensor.detach()  # an alias: the storage outlives `tensor.data = ...`
+
+    def wait(self, *args, **kwargs):
+        result = self._work.wait(*args, **kwargs)
+        self._held = None
+        return result
+
+    def __getattr__(self, name):
+        return getattr(self._work, name)
+
+
+def _patch_p2p_sends():
+    """megatron's unbatched sends (`_p2p_ops`, p2p_communication.py:54-128 at core_v0.16.1; Megatron-LM's
+    interleaved schedule with its default --overlap-p2p-communication) keep the memory they read until
+    waited on. gloo's isend reads the tensor's memory in its worker thread until the send completes, while
+    megatron's interleaved schedule posts an output's send and at once frees that output's memory
+    (deallocate_output_tensor: `out.data = torch.empty(1)`, schedules.py:1497-1522; with Megatron-LM's
+    deallocate_pipeline_outputs=True), waiting on the send only before posting the next one. On a GPU that
+    is safe (NCCL records the memory on its stream: the caching allocator hands it out again only after the
+    send ran); on CPU the memory is free at once and the send may carry whatever is written there next.
+    The batched path waits before it returns (p2p_communication.py:355, :386-389)."""
+    from megatron.core.pipeline_parallel import p2p_communication as p2p
+
+    original = p2p._p2p_ops
+    if getattr(original, "_primus_held", False):
+        return
+
+    @functools.wraps(original)
+    def _p2p_ops(**kwargs):
+        reqs = original(**kwargs)
+        for key in ("send_next", "send_prev"):
+            if reqs.get(key) is not None:
+                reqs[key] = _HeldSend(reqs[key], kwargs[f"tensor_{key}"])
+        return reqs
+
+    _p2p_ops._primus_held = True
+    p2p._p2p_ops = _p2p_ops
 
 
 def _patch_tied_embeddings():
@@ -496,6 +541,7 @@ def enable(training=False):
 
     cpu_combined.enable(proxy)  # megatron's combined 1F1B step (--overlap-moe-expert-parallel-comm)
     _patch_memory_buffer()
+    _patch_p2p_sends()
     _patch_rng()
     _patch_tied_embeddings()
     _patch_rope_context_parallel()

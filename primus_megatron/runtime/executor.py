@@ -133,6 +133,7 @@ class StepResult:
     peak_offload_device_bytes: int = 0  # the most offload's reload buffers held on the device at once
     pinned_held_bytes: Optional[int] = None  # on a GPU: pinned bytes torch's host allocator holds after the step
     offload_kept_bytes: int = 0  # planned storages left on the device: something else kept them alive
+    combined_pairs: int = 0  # overlapped F&B pairs run as one call of megatron's combined step
 
     @property
     def copy_seconds(self) -> list:
@@ -221,6 +222,7 @@ class _Step:
         self.in_flight: dict[tuple[int, int], Any] = {}  # (mb, chunk) -> its output's pending send
         self.forward_data_store: list = []
         self.ran_in_pair: set = set()  # item indices of pairs' second halves, run with their first
+        self.combined_pairs = 0
         self.total_num_tokens = torch.zeros([], dtype=torch.int, device=self.device)
         self.store.reset_counters()
 
@@ -338,6 +340,7 @@ class _Step:
         self._backward_done(b_io, input_grad)
         end = self._end()
         self.ran_in_pair.add(second)
+        self.combined_pairs += 1
         for index, io in ((first, f_io), (second, b_io)):
             self.sync.after(index)
             if self.ctx.record_timeline:
@@ -478,7 +481,7 @@ class _Step:
                           self.offload.copies if self.offload else None,
                           self.offload.peak_device_bytes if self.offload else 0,
                           self.offload.copies.held_bytes if self.offload else None,
-                          self.offload.kept_bytes if self.offload else 0)
+                          self.offload.kept_bytes if self.offload else 0, self.combined_pairs)
 
     def drain(self, batch: Optional[Batch]) -> None:
         """After a failed validation: receive what peers sent during their prefixes (one batch,

@@ -59,6 +59,7 @@ class PipelineRunner:
         self.emulated_copy_seconds = emulated_copy_seconds  # emulated devices: offload copies take planned time
         self.last_step: Optional[StepResult] = None
         self._solo = None  # this rank's one-rank group (V placement), made at the first V step
+        self._pairs_logged = False
         install()
 
     # -- what the spec and the plans say ------------------------------------------------------------
@@ -119,6 +120,7 @@ class PipelineRunner:
                           emulated_copy_seconds=self.emulated_copy_seconds)
         p2p = P2P(group, rank, self.spec.p2p_timeout_s, self.p2p_mode)
         result = self._run(key, lowered, rank, p2p, ctx, forward_only)
+        self._log_pairs(sched, result, rank)
         if not forward_only and self.planner.offload_bandwidth_unknown:  # the first step that offloaded
             self._measure_offload_bandwidth(sched, result, rank, group, chunks)
         if self.window.step_done(forward_only, profile is not None):
@@ -130,6 +132,14 @@ class PipelineRunner:
                                              next(chunks[0].parameters()).device)
         return result.forward_data_store
 
+    def _log_pairs(self, sched: S.Schedule, result: StepResult, rank: int) -> None:
+        """Once, after the first step that ran any: its pairs through megatron's combined step."""
+        if result.combined_pairs and not self._pairs_logged:
+            self._pairs_logged = True
+            self.log(f"primus_megatron: {sched.name}: {result.combined_pairs} overlapped F&B pairs ran on pipeline rank "
+                     f"{rank}, each as one call of megatron-core's combined_forward_backward_step "
+                     f"(--overlap-moe-expert-parallel-comm)")
+
     def _chunks(self, model) -> list:
         chunks = list(model) if isinstance(model, (list, tuple)) else [model]
         if len(chunks) != self.chunks:
@@ -140,7 +150,7 @@ class PipelineRunner:
 
     def _first_use(self, key, sched: S.Schedule, config, chunks: list, group, rank: int) -> None:
         """Before a plan's first step: refuse what it cannot honour, and compare fingerprints."""
-        _refuse_unsupported(config, chunks, sched, "off" if key[2] else self.spec.offload)
+        _refuse_unsupported(config, chunks, sched, "off" if key[2] else self.spec.offload, forward_only=key[2])
         if sched.placement == S.V:
             self._solo_group()  # made by every rank before its first op, never within a step
         check_same_schedule(sched, group, rank, self.spec.p2p_timeout_s,
@@ -292,7 +302,8 @@ def uses_transformer_engine(chunks: list) -> bool:
                for c in chunks for m in c.modules() for cls in type(m).__mro__)
 
 
-def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: str = "off") -> None:
+def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: str = "off",
+                        forward_only: bool = False) -> None:
     from ..compat.primus_engines import conflict
     from ..unsupported import refusal_for
 
@@ -304,7 +315,9 @@ def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: s
     ddp_configs = tuple(c.ddp_config for c in chunks if getattr(c, "ddp_config", None) is not None)
     problem = refusal_for(config, schedule=sched.name, splits_backward=sched.splits_backward,
                           v_placement=sched.placement == S.V, uses_te=uses_te, also=ddp_configs, offload=offload,
-                          pairs=sched.has_pairs)
+                          # a forward-only plan has no pairs, and no step of it runs megatron's combined step
+                          # (combined.combined_step): --overlap-moe-expert-parallel-comm is the training plan's to meet
+                          pairs=sched.has_pairs or forward_only)
     if problem:  # named as Megatron-LM's option; the config field is the same name with underscores
         raise UnsupportedSetting(problem)
 
