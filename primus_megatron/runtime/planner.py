@@ -168,15 +168,8 @@ def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = 
     mine = schedule_fingerprint(sched)
     over = group if pipeline_only else None
     value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long, device=collective_device(group))
-    values = [torch.zeros_like(value) for _ in range(dist.get_world_size(over))]
-    work = dist.all_gather(values, value, group=over, async_op=True)
-    try:
-        work.wait(timeout=datetime.timedelta(seconds=timeout_s))
-    except Exception as exc:
-        raise PipelineTimeout(
-            f"pipeline rank {rank} (global {dist.get_rank()}) waited {timeout_s:g} s before its first pipeline op for "
-            f"every rank to compare schedule fingerprints; at least one rank never started the step (it "
-            f"died, hangs or is elsewhere in its program) [{type(exc).__name__}]") from exc
+    values = gather_before_step(value, over, rank, timeout_s,
+                                "before its first pipeline op for every rank to compare schedule fingerprints")
     if len({int(v) for v in values}) == 1:
         return
     described: list = [None] * len(values)
@@ -186,6 +179,20 @@ def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = 
     listing = "; ".join(f"global rank {g}, {d}" for g, d in zip(who, described))
     raise ScheduleMismatch(f"ranks would run schedules that differ ({listing}); every rank must be given the "
                            f"same --pipeline-schedule, microbatch count, memory limit and costs")
+
+
+def gather_before_step(value: torch.Tensor, group, rank: int, timeout_s: float, what: str) -> list:
+    """Every rank's `value` over `group` (None: the world), gathered before a step's first op; a
+    PipelineTimeout naming this rank and `what` it waited for when a rank never arrives."""
+    values = [torch.zeros_like(value) for _ in range(dist.get_world_size(group))]
+    work = dist.all_gather(values, value, group=group, async_op=True)
+    try:
+        work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+    except Exception as exc:
+        raise PipelineTimeout(
+            f"pipeline rank {rank} (global {dist.get_rank()}) waited {timeout_s:g} s {what}; at least one rank never "
+            f"started the step (it died, hangs or is elsewhere in its program) [{type(exc).__name__}]") from exc
+    return values
 
 
 def schedule_fingerprint(schedule: S.Schedule) -> str:

@@ -17,7 +17,6 @@ One all-gather of three integers over the world per step carries both checks.
 """
 from __future__ import annotations
 
-import datetime
 import hashlib
 
 import torch
@@ -25,8 +24,7 @@ import torch.distributed as dist
 
 from .. import schedules as S
 from .collectives import collective_device
-from .p2p import PipelineTimeout
-from .planner import ScheduleMismatch, schedule_fingerprint
+from .planner import ScheduleMismatch, gather_before_step, schedule_fingerprint
 
 _MASK = (1 << 62) - 1
 
@@ -57,15 +55,8 @@ def check_step(schedule: S.Schedule, replica: int, rank: int, timeout_s: float) 
     mine = [replica, schedule.microbatches, int(schedule_fingerprint(schedule), 16) & _MASK,
             int(replica_fingerprint(schedule), 16) & _MASK]
     value = torch.tensor(mine, dtype=torch.long, device=collective_device())
-    values = [torch.zeros_like(value) for _ in range(dist.get_world_size())]
-    work = dist.all_gather(values, value, async_op=True)
-    try:
-        work.wait(timeout=datetime.timedelta(seconds=timeout_s))
-    except Exception as exc:
-        raise PipelineTimeout(
-            f"pipeline rank {rank} (global {dist.get_rank()}) waited {timeout_s:g} s before its step for every rank "
-            f"to compare its microbatch count; at least one rank never started the step (it died, hangs or is "
-            f"elsewhere in its program) [{type(exc).__name__}]") from exc
+    values = gather_before_step(value, None, rank, timeout_s,
+                                "before its step for every rank to compare its microbatch count")
     rows = [[int(x) for x in v.tolist()] for v in values]
     for each in sorted({row[0] for row in rows}):  # every rank judges every replica: all raise together
         peers = [g for g, row in enumerate(rows) if row[0] == each]
