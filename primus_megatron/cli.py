@@ -279,7 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_int_at_least(1), default=3, metavar="N",
                    help="measured steps (default 3; the median is reported), after one warm-up step")
     p.add_argument("--baselines", default="", metavar="LIST",
-                   help="also run, in the same processes: megatron-1f1b, megatron-interleaved, torch-interleaved-zb, "
+                   help="also run, in the same processes: megatron-1f1b, megatron-interleaved, "
+                        "megatron-combined-1f1b (its order and pairs, run by our runtime), torch-interleaved-zb, "
                         "torch-zbv, torch-dualpipev (torch.distributed.pipelining's; comma-separated), or all")
     p.add_argument("--p2p-mode", choices=("strict", "strict-lazy", "plain"), default="strict",
                    help="how gloo carries p2p: strict (as NCCL orders it, eager init; default), strict-lazy, plain")

@@ -23,6 +23,15 @@ pass the op's microbatch; `set_current_microbatch` writes it into each of `model
 here one `_CurrentMicrobatch`), and its backward and W wait that microbatch's times too.
 (torch's pipelining baselines, `torch_stages`, take the stage's times: they say no microbatch.)
 
+An overlapped pair (`ir.Pair`) runs on emulated chunks as two ops, F then B (they build no schedule plan
+for megatron's combined step); the executor says which half runs (`runtime.combined.running_half`), and
+the two halves wait, together, the pair's time `StageCosts.pair_duration`: the F half its compute part
+(F less its all-to-all, `StageTimes.a2a`), the B half the rest, which is the B's compute plus what of each
+all-to-all the other half's compute cannot hide (`pair_waits`). The split is a choice: any split with that
+sum runs the same, as the pair starts with both inputs there (the executor waits for the B half's input
+before the F half) and its F half's output leaves after the B half (the lowering posts nothing between the
+halves), as the simulator's pair. An op outside a pair waits its whole time, all-to-all included.
+
 p2p latency (`comm` of the producing stage, the simulator's model) is emulated
 with a time stamp written into the last two elements of every activation and
 gradient a stage sends: the consumer waits until stamp + comm before it works.
@@ -38,6 +47,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from ..runtime.combined import running_half
 from ..runtime.deadline import wait_until
 from ..runtime.wgrad_store import get_store
 
@@ -59,9 +69,10 @@ class StageTimes:
     comm_in: float = 0.0
     comm_grad_in: float = 0.0
     mb_scale: tuple = ()  # per microbatch, the factor on f, b, w and bw (`costs.mb_scale`; empty: none)
+    a2a: float = 0.0  # the all-to-all part of an F and of a B or BW (`costs.a2a`), hidden only in a pair
 
     def of(self, kind: str, mb: Optional[int]) -> float:
-        """Seconds of op `kind` ("f", "b", "w" or "bw") of microbatch `mb`: its factor applied."""
+        """Seconds of op `kind` ("f", "b", "w", "bw" or "a2a") of microbatch `mb`: its factor applied."""
         base = getattr(self, kind)
         if not self.mb_scale:
             return base
@@ -69,6 +80,20 @@ class StageTimes:
             raise RuntimeError("emulated ops with per-microbatch costs need to know their microbatch: megatron's "
                                "forward_step did not pass current_microbatch")
         return base * self.mb_scale[mb]
+
+    def compute(self, kind: str, mb: Optional[int]) -> float:
+        """Seconds of op `kind` of microbatch `mb` less its all-to-all: what it computes."""
+        return self.of(kind, mb) - self.of("a2a", mb)
+
+
+def pair_waits(f_times: StageTimes, f_mb: Optional[int], b_times: StageTimes, b_mb: Optional[int],
+               b_kind: str) -> tuple[float, float]:
+    """(F half's wait, B half's wait) of a pair run as two ops (module doc): the F's compute f - a, and
+    (b - a') + max(0, a - (b - a')) + max(0, a' - (f - a)), b the B's or BW's time; together
+    `StageCosts.pair_duration`, each time and all-to-all with its microbatch's factor."""
+    a_f, a_b = f_times.of("a2a", f_mb), b_times.of("a2a", b_mb)
+    compute_f, compute_b = f_times.compute("f", f_mb), b_times.compute("bw" if b_kind == "BW" else "b", b_mb)
+    return compute_f, compute_b + max(0.0, a_f - compute_b) + max(0.0, a_b - compute_f)
 
 
 def stage_times(costs, pp: int, chunks: int, placement: str, *, scale: float,
@@ -86,7 +111,7 @@ def stage_times(costs, pp: int, chunks: int, placement: str, *, scale: float,
         comm_grad = sc.comm[s + 1] if s + 1 < n and rank[s + 1] != rank[s] else 0.0
         out.append(StageTimes(f=scale * sc.duration(F, s), b=scale * sc.duration(B, s), w=scale * sc.duration(W, s),
                               bw=scale * sc.duration(BW, s), comm_in=scale * comm_in, comm_grad_in=scale * comm_grad,
-                              mb_scale=sc.mb_scale or ()))
+                              mb_scale=sc.mb_scale or (), a2a=scale * sc.a2a[s] if sc.a2a else 0.0))
     return out
 
 
@@ -162,7 +187,12 @@ class _Work(torch.autograd.Function):
     @staticmethod
     def forward(ctx, y, chunk, mb):
         ctx.chunk, ctx.mb = chunk, mb
-        chunk._work(chunk.times.of("f", mb), "F")
+        pair = running_half()
+        if pair.half == "F":  # a pair's F half: its compute; the B half waits the rest (module doc)
+            pair.carry["f"] = (chunk.times, mb)
+            chunk._work(chunk.times.compute("f", mb), "F")
+        else:
+            chunk._work(chunk.times.of("f", mb), "F")
         out = y.clone()
         chunk.clock.stamp(out)
         return out
@@ -173,8 +203,16 @@ class _Work(torch.autograd.Function):
         if not chunk.post_process:
             chunk._arrive(grad, chunk.times.comm_grad_in)
         store = get_store()
-        if store.capturing and store.splitting:
-            chunk._work(chunk.times.of("b", mb), "B")
+        split = store.capturing and store.splitting
+        pair = running_half()
+        if pair.half == "B" and "f" in pair.carry:  # a pair's B half: the pair's time less the F half's wait
+            b_wait = pair_waits(*pair.carry["f"], chunk.times, mb, pair.b_kind)[1]
+            if split and pair.b_kind == "BW":  # a BW of a splitting step waits its W as its own wait below
+                b_wait = max(0.0, b_wait - chunk.times.of("w", mb))
+        else:
+            b_wait = chunk.times.of("b" if split else "bw", mb)
+        if split:
+            chunk._work(b_wait, "B")
             key = store.current_key
             w = chunk.times.of("w", mb)
 
@@ -185,7 +223,7 @@ class _Work(torch.autograd.Function):
             store.defer(weight_gradient)
             chunk.log.deferred += 1
         else:
-            chunk._work(chunk.times.of("bw", mb), "BW")
+            chunk._work(b_wait, "BW")
             chunk.log.w_in_backward += 1
         return grad, None, None
 

@@ -34,9 +34,15 @@ def _rank_body(rank: int, case: dict) -> dict:
 
 
 def _run_variant(rank: int, case: dict, v: Variant) -> dict:
+    import gc
+
     import torch
     from megatron.core import parallel_state as ps
 
+    # what the ranks hold by now (torch, megatron, earlier variants) out of the collector's way: otherwise a
+    # full collection of it lands, every rank at once, in whichever variant's step crosses the threshold
+    gc.collect()
+    gc.freeze()
     if v.megatron and v.chunks > 1:
         ps.set_virtual_pipeline_model_parallel_world_size(v.chunks)
     try:
@@ -86,7 +92,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
                       "chunks": _chunk_records(chunks, grads), "ops": 0, "op_time": 0.0,
                       "losses": [float(d["lm loss"]) for d in losses] if losses else []}
             if fbf is not None and not v.megatron and fbf.last_step is not None:
-                record.update(_executed(fbf.last_step, v))
+                record.update(_executed(fbf.last_step, v, rank))
             steps.append(record)
     if opt is not None and hasattr(opt, "finish"):
         opt.finish()  # validate the last step
@@ -134,11 +140,15 @@ def _chunk_records(chunks: list, grads: list) -> list:
              "w_in_backward": chunk.log.w_in_backward, "grad": grad} for chunk, grad in zip(chunks, grads)]
 
 
-def _executed(last_step, v: Variant) -> dict:
-    """What our runtime executed in the step: its compute ops (count, time, timeline) and copies."""
+def _executed(last_step, v: Variant, rank: int) -> dict:
+    """What our runtime executed in the step: its compute ops (count, time, timeline), its pairs' halves
+    (`measure.host_gaps`'s partners) and copies."""
     ops = [r for r in last_step.timeline if r.op.kind in ("F", "B", "W", "BW")]
+    sched, mine = v.schedule, v.schedule.ranks[rank]
     out = {"ops": len(ops), "op_time": sum(r.end - r.start for r in ops),
-           "timeline": [(r.op.kind, r.op.mb, r.op.chunk, r.stage, r.start, r.end) for r in ops]}
+           "timeline": [(r.op.kind, r.op.mb, r.op.chunk, r.stage, r.start, r.end) for r in ops],
+           "partners": {("F", mine[p].mb, sched.stage(rank, mine[p])):
+                        (mine[p + 1].kind, mine[p + 1].mb, sched.stage(rank, mine[p + 1])) for p in sched.paired(rank)}}
     if v.offload:
         out["copies"] = last_step.copies
     return out

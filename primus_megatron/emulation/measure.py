@@ -41,7 +41,7 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         asyncs.append(1.0 - work / (pp * max(spans)))
         busies.append(busy)
         if all("timeline" in rec for rec in recs):
-            hop, gap = host_gaps([rec["timeline"] for rec in recs])
+            hop, gap = host_gaps([rec["timeline"] for rec in recs], [rec.get("partners", {}) for rec in recs])
             if hop is not None and gap is not None:
                 hops.append(hop)
                 betweens.append(gap)
@@ -91,13 +91,15 @@ def _timeline(ranks: list[dict], step: int) -> list[list[tuple]]:
     return [sorted(((k, mb, c, a - origin, b - origin) for k, mb, c, a, b in row), key=lambda t: t[3]) for row in rows]
 
 
-def host_gaps(timelines: list) -> tuple[Optional[float], Optional[float]]:
+def host_gaps(timelines: list, partners: Optional[list] = None) -> tuple[Optional[float], Optional[float]]:
     """(hop, between) of one step, seconds, means: `hop`, the time from an op's end to the start of
     the op on another rank that takes its message (an activation to the next stage, a gradient to
     the previous one), over the messages whose consumer was waiting for them (its rank's previous
     op had ended by then); `between`, the time from an op's end to its rank's next op's start when
     that op was not waiting for a message (the executor's work between ops: posting, reaping).
-    `timelines`: per rank, (kind, mb, chunk, stage, start, end) of its ops."""
+    `timelines`: per rank, (kind, mb, chunk, stage, start, end) of its ops. `partners`: per rank,
+    {(F, mb, stage) of a pair's F half run as two ops: (kind, mb, stage) of its B half}; such an F
+    half starts once the B half's message is there too, so it waits for the later of the two."""
     where = {}
     for rank, row in enumerate(timelines):
         for kind, mb, _chunk, stage, start, end in row:
@@ -110,13 +112,21 @@ def host_gaps(timelines: list) -> tuple[Optional[float], Optional[float]]:
         key = ("F", mb, stage - 1) if kind == "F" else ("B", mb, stage + 1)
         return where.get(key)
 
+    def latest(rank: int, kind: str, mb: int, stage: int):
+        """The remote message the op waits for that ended last (a pair's F half: its B half's too)."""
+        keys = [(kind, mb, stage)]
+        partner = partners[rank].get((kind, mb, stage)) if partners else None
+        if partner is not None:
+            keys.append(partner)
+        found = [src for src in (source(*key) for key in keys) if src is not None and src[0] != rank]
+        return max(found, key=lambda src: src[2], default=None)
+
     hops, between = [], []
     for rank, row in enumerate(timelines):
         row = sorted(row, key=lambda t: t[4])
         for prev, (kind, mb, _chunk, stage, start, _end) in zip([None, *row], row):
-            src = source(kind, mb, stage)
-            remote = src is not None and src[0] != rank
-            if remote and (prev is None or prev[5] <= src[2]):  # idle until the message's op ended
+            src = latest(rank, kind, mb, stage)
+            if src is not None and (prev is None or prev[5] <= src[2]):  # idle until the message's op ended
                 hops.append(start - src[2])
             elif prev is not None:  # its input was there when its rank became free
                 between.append(start - prev[5])

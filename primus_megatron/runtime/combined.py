@@ -15,10 +15,15 @@ once (fine_grained_callables.py:315-318) and the weight gradients come out of th
 where our weight-gradient store captures them (B: deferred to W; a BW of a schedule with W ops:
 captured and run as it ends), as without pairs. `delay_wgrad_compute` would make the plan run them
 itself inside the pair: refused (unsupported.py).
+
+Without that step (model chunks with no schedule plan, such as emulated ones) a pair's halves run as two
+ops, F then B; while each runs, `running_half()` says which half it is (`RunningHalf`), so that a chunk
+that emulates its time can make the two halves take what the pair takes (emulation/chunks.py).
 """
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ..schedules import Batch, Recv, Send
@@ -38,6 +43,38 @@ def combined_step(config: Any, chunks, forward_only: bool) -> Optional[Callable]
     from megatron.core.pipeline_parallel import combined_1f1b
 
     return combined_1f1b.combined_forward_backward_step
+
+
+@dataclass
+class RunningHalf:
+    """The op now running on this rank, when it is one half of a pair run as two ops: `half` "F" or "B"
+    (None: not a half), `b_kind` the B half's kind (B or BW), and `carry`, what the F half leaves for
+    the B half (one rank's executor runs one op at a time: one object per process)."""
+
+    half: Optional[str] = None
+    b_kind: Optional[str] = None
+    carry: dict = field(default_factory=dict)
+
+
+_RUNNING = RunningHalf()
+
+
+def running_half() -> RunningHalf:
+    """Which half of a pair the op now running is (module doc); `half` None outside a pair."""
+    return _RUNNING
+
+
+@contextlib.contextmanager
+def half_of_pair(half: Optional[str], b_kind: Optional[str] = None):
+    """Run an op as `half` ("F", "B" or None) of a pair whose B half is a `b_kind`; the F half clears
+    what an earlier pair carried."""
+    if half == "F":
+        _RUNNING.carry = {}
+    _RUNNING.half, _RUNNING.b_kind = half, b_kind
+    try:
+        yield _RUNNING
+    finally:
+        _RUNNING.half = _RUNNING.b_kind = None
 
 
 def pair_halves(items, paired: frozenset) -> dict:

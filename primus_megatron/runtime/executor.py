@@ -33,7 +33,7 @@ from ..schedules import B, BW, F, W, Batch, Lowered, Message, Op, Recv, Send
 from ..schedules.lowering import OpIO
 from . import offload as activation_offload
 from . import te_wgrad
-from .combined import combined_step, loss_on, pair_halves
+from .combined import combined_step, half_of_pair, loss_on, pair_halves
 from .grad_sync import GradSync
 from .p2p import P2P, Post
 from .wgrad_store import get_store
@@ -200,7 +200,12 @@ class _Step:
         # --overlap-moe-expert-parallel-comm: every F and B through megatron's combined step, a pair's halves
         # in one call (runtime/combined.py); None: megatron's forward_step / backward_step
         self.combined = combined_step(self.config, ctx.model, ctx.forward_only)
-        self.pairs = pair_halves(lowered.ranks[rank], self.sched.paired(rank)) if self.combined else {}
+        self.pair_of = halves = pair_halves(lowered.ranks[rank], self.sched.paired(rank))
+        self.pairs = halves if self.combined else {}
+        # a pair run as two ops (F then B): each knows it is a half and the B half's kind (combined.RunningHalf)
+        b_kinds = {second: lowered.ranks[rank][second].kind for second in halves.values()}
+        self.halves = {**{first: ("F", b_kinds[second]) for first, second in halves.items()},
+                       **{second: ("B", kind) for second, kind in b_kinds.items()}}
         self.limit = len(lowered.ranks[rank])  # a pair runs as one only with both halves before this item
         self.memory = None
         if ctx.profile is not None:
@@ -295,16 +300,19 @@ class _Step:
         self.sync.before(index)
         if self.offload:
             self.offload.before(op)  # the reloads the plan issues as this op starts
-        if op.kind == F:
-            start, output = self._forward(io)
-        elif op.kind in (B, BW):
-            start, mem_delta = self._backward(io)
-        else:  # W
-            start = self._start()
-            if self.memory:
-                self.memory.begin()
-            self.store.run(key, what=f"{op} on pipeline rank {self.rank}")
-            mem_delta = self.memory.weight(key) if self.memory else None
+        if self.pair_of.get(index, self.limit) < self.limit:  # not across a post-validation prefix's end
+            self._await_second_half(self.pair_of[index])
+        with half_of_pair(*self.halves.get(index, (None, None))):
+            if op.kind == F:
+                start, output = self._forward(io)
+            elif op.kind in (B, BW):
+                start, mem_delta = self._backward(io)
+            else:  # W
+                start = self._start()
+                if self.memory:
+                    self.memory.begin()
+                self.store.run(key, what=f"{op} on pipeline rank {self.rank}")
+                mem_delta = self.memory.weight(key) if self.memory else None
         end = self._end()
         if self.memory and op.kind == F:  # counted outside the op's time
             self.memory.forward_done(key, output)
@@ -322,6 +330,13 @@ class _Step:
             ctx.profile.memory[(op.kind, io.stage)].append(mem_delta)
         for done in self.p2p.reap_sends():
             self.release_sent(done)
+
+    def _await_second_half(self, second: int) -> None:
+        """A pair run as two ops starts as a pair does, with both halves' inputs there: the B half's
+        received gradient is waited for before the F half (its emulated latency, if any, inside the B)."""
+        io = self.io[second]
+        if io.takes is not None and io.takes_from >= 0:
+            self.p2p.wait(self.recvs[io.takes], op=io.label())
 
     def _execute_pair(self, first: int, second: int) -> None:
         """An overlapped pair (F, then a B or BW) as one call of megatron's combined step; both
