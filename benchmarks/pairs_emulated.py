@@ -37,6 +37,9 @@ from pairs_simulated import with_a2a  # noqa: E402
 
 TITLE = "## Overlapped F&B pairs (emulated)"
 UNIT_MS, ROUNDS, WARMUP, ELEMENTS = 20.0, 2, 1, 4096
+# the long-op check: dualpipev and megatron's combined 1F1B alone at pp 8, x = 0.5, ops 15x longer, so that
+# host work is about 1% of an op (one launch; about 3 minutes)
+LONG = {"pp": 8, "m": 32, "x": 0.5, "unit_ms": 300.0, "labels": ("dualpipev", "megatron-combined-1f1b")}
 SETTINGS = ((8, 32), (16, 32))  # (pp, m): m = 4p at pp 8; at pp 16, 2p (module doc)
 LAYER = L.QWEN3_30B_A3B
 REF = "megatron-combined-1f1b"
@@ -58,14 +61,15 @@ def variants(pp: int, m: int, costs, scale: float) -> list:
                    for b in (E.MEGATRON_COMBINED, E.MEGATRON_INTERLEAVED, "torch-dualpipev")]
 
 
-def launch(pp: int, m: int, x: float, unit_ms: float, rounds: int) -> dict:
-    """`rounds` emulated launches of every row at (pp, x), one measured step each after a warm-up: per label
-    its numbers, each the least over the launches (other jobs on the machine only ever add time)."""
+def launch(pp: int, m: int, x: float, unit_ms: float, rounds: int, labels: tuple = ()) -> dict:
+    """`rounds` emulated launches of every row (or of `labels`) at (pp, x), one measured step each after a
+    warm-up: per label its numbers, each the least over the launches (other jobs on the machine only ever add
+    time)."""
     from primus_megatron import emulation as E
 
     scale = unit_ms / 1000.0
     costs = with_a2a(L.costs_for(LAYER, experts_in_w=True), x)
-    vs = variants(pp, m, costs, scale)
+    vs = [v for v in variants(pp, m, costs, scale) if not labels or v.label in labels]
     t0, found, costs_found = time.monotonic(), {v.label: [] for v in vs}, []
     for _ in range(rounds):
         results, _ = E.run(vs, pp, m, elements=ELEMENTS, steps=1, warmup=WARMUP)
@@ -150,6 +154,22 @@ def reading(runs: dict) -> list:
     ]
 
 
+def long_reading(run: dict) -> str:
+    """The long-op check's line: measured against simulated where host work is about 1% of an op."""
+    rows, ref = run["rows"], run["rows"][REF]
+    each = ", ".join(f"{k} {r['measured'] / r['simulated']:.3f}" for k, r in rows.items())
+    ours, theirs = rows["dualpipev"], ref
+    meas, sim = ours["measured"] / theirs["measured"], ours["simulated"] / theirs["simulated"]
+    share = 100 * (run["host_per_op"] or 0) / run["mean_op"]
+    close = all(abs(r["measured"] / r["simulated"] - 1) <= 0.01 for r in rows.values())
+    return (f"* Long ops (pp {LONG['pp']}, m {LONG['m']}, x {LONG['x']}, 1 cost unit = {LONG['unit_ms']:g} ms, "
+            f"one launch, these two rows only): host work {1e3 * (run['host_per_op'] or 0):.2f} ms per op, "
+            f"{share:.1f}% of the mean op (load {run['load']:.1f}); measured / simulated {each} "
+            f"({'within' if close else 'not within'} 0.01); dualpipev against megatron's combined 1F1B "
+            f"{meas:.3f} measured, {sim:.3f} simulated, at {ours['memory']:g} against {theirs['memory']:g} "
+            "peak activation memory.")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_markdown_options(parser)
@@ -157,6 +177,7 @@ def main(argv=None) -> int:
                         help="pipeline sizes, comma-separated (default 8,16; m as in SETTINGS, else 4p)")
     parser.add_argument("--unit-ms", type=float, default=UNIT_MS, help=f"ms per cost unit (default {UNIT_MS:g})")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"launches per setting (default {ROUNDS})")
+    parser.add_argument("--no-long", action="store_true", help="skip the long-op check (LONG)")
     args = parser.parse_args(argv)
     runs = {}
     for pp in (int(p) for p in args.pp.split(",")):
@@ -164,6 +185,10 @@ def main(argv=None) -> int:
         for x in (0.5, 1.0):
             runs[(pp, m, x)] = run = launch(pp, m, x, args.unit_ms, args.rounds)
             print(f"pp {pp} x {x}: {run['wall']:.0f} s", file=sys.stderr, flush=True)
+    long = None
+    if not args.no_long:
+        long = launch(LONG["pp"], LONG["m"], LONG["x"], LONG["unit_ms"], 1, LONG["labels"])
+        print(f"long ops: {long['wall']:.0f} s", file=sys.stderr, flush=True)
     text = "\n".join([
         command_block("python benchmarks/pairs_emulated.py"), "",
         f"Measured on emulated devices ({LAYER.name} MoE costs of `pairs_simulated.py`, experts' W in W, "
@@ -179,7 +204,7 @@ def main(argv=None) -> int:
         table(["pp", "m", "all-to-all / F compute", "schedule", "pairs", "measured ms", "simulated ms", "meas/sim",
                "meas/sim+host", "host ms/op", "peak memory", "vs combined (measured)", "vs combined (simulated)"],
               table_rows(runs)), "",
-        *reading(runs),
+        *reading(runs), *([long_reading(long)] if long else []),
     ])
     publish(args, TITLE, text, "pairs_emulated")
     return 0

@@ -7,8 +7,11 @@ own inputs and outputs: the dependency rule, completeness, the W order and the h
 ones every schedule goes through."""
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from primus_megatron import schedules as S
@@ -158,6 +161,50 @@ def test_dualpipev_hides_the_all_to_all_best():
     zbv_plain = S.simulate(S.generate("zbv", 4, 16, costs=plain), plain).makespan
     assert dpv < 0.9 * zbv < 0.9 * zbv_plain and dpv < dpv_plain
     assert dpv_plain > zbv_plain
+
+
+@settings(max_examples=30, deadline=None)
+@given(pp=st.integers(2, 6), extra=st.integers(0, 10), a2a=st.sampled_from([0.2, 0.5, 0.9]),
+       w=st.sampled_from([0.5, 1.0, 2.0]), comm=st.sampled_from([0.0, 0.1]))
+def test_dualpipev_planned_with_an_all_to_all_is_never_slower_nor_bigger_than_its_phases(pp, extra, a2a, w, comm):
+    """With an all-to-all to hide, dualpipev also tries its phases with split pairs (F&B, W placed around
+    them by w_fill); whichever it keeps is valid, no slower than the phases as DeepSeek writes them and
+    within their peak memory (the default limit)."""
+    from primus_megatron.schedules.builtin.dualpipev import _keep, _rank
+
+    m = 2 * pp + extra
+    costs = S.Costs(f=1.0, b=1.0, w=w, a2a=a2a, comm=comm)
+    planned = S.simulate(S.generate("dualpipev", pp, m, costs=costs), costs)
+    flat = [flatten_pairs(_keep(_rank(pp, m, r), m)) for r in range(pp)]
+    phases = S.simulate(S.Schedule("phases", pp, m, 2, S.V, tuple(o for o, _ in flat), {},
+                                   tuple(p for _, p in flat)), costs)
+    assert planned.makespan <= phases.makespan + 1e-9
+    assert planned.max_peak_memory <= phases.max_peak_memory + 1e-9
+
+
+def _moe_costs(x: float) -> S.Costs:
+    """benchmarks/moe_layers.py's Qwen3-30B-A3B-like layer (experts' weight gradients in W) with an
+    all-to-all of x times F's compute added to each F and B, as benchmarks/pairs_simulated.py plans."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    import moe_layers
+    import pairs_simulated
+
+    return pairs_simulated.with_a2a(moe_layers.costs_for(moe_layers.LAYERS[0], experts_in_w=True), x)
+
+
+@pytest.mark.parametrize("pp", [8, 16])
+@pytest.mark.parametrize("x", [0.5, 1.0])
+def test_dualpipev_beats_megatrons_combined_1f1b_at_no_more_memory(pp, x):
+    """Simulated on an MoE layer's costs at m = 4p: dualpipev (split pairs, W placed around them) is faster
+    than megatron's combined 1F1B at its own ~1F1B memory, and faster still given megatron's peak as limit."""
+    from primus_megatron.schedules.builtin.interleaved import combined_1f1b
+
+    costs, m = _moe_costs(x), 4 * pp
+    megatron = S.simulate(combined_1f1b(pp, m), costs)
+    own = S.simulate(S.generate("dualpipev", pp, m, costs=costs), costs)
+    same_memory = S.simulate(S.generate("dualpipev", pp, m, costs=costs, memory_limit=megatron.max_peak_memory), costs)
+    assert own.max_peak_memory < 0.75 * megatron.max_peak_memory and own.makespan < megatron.makespan
+    assert same_memory.max_peak_memory <= megatron.max_peak_memory and same_memory.makespan < own.makespan
 
 
 # -- pairing any order -----------------------------------------------------------------------------

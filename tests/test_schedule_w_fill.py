@@ -119,3 +119,32 @@ def test_compact_keeps_the_steady_window_in_place_and_only_moves_ops_earlier(pp,
     # Warm-up ops do move, and compacting everything moves some steady-state op too.
     assert any(ends[key] < t for key, t in slots.items() if t < lo)
     assert any(everything[key] < t for key, t in slots.items() if lo <= t <= hi)
+
+
+@settings(max_examples=int(25 * SCALE), deadline=None)
+@given(pp=st.integers(2, 5), extra=st.integers(0, 8), a2a=st.sampled_from([0.2, 0.5, 0.9]),
+       w=st.sampled_from([0.5, 1.0, 2.0]))
+def test_fill_w_places_w_around_overlapped_pairs_and_scores_like_the_simulator(pp, extra, a2a, w):
+    """DualPipeV's phases with every pair's backward split (F&B pairs, each W after its pair): fill_w moves
+    only W, keeps every pair a pair with its halves, and its replay times pairs as the simulator does."""
+    from primus_megatron.schedules.builtin.dualpipev import _rank
+    from primus_megatron.schedules.ir import Pair, flatten_pairs
+
+    m = 2 * pp + extra
+    costs = Costs(f=1.0, b=1.0, w=w, a2a=a2a, comm=0.05)
+    sc = costs.resolve(pp, 2, V, m)
+    ranks = [_rank(pp, m, r, split_pairs=True) for r in range(pp)]
+
+    def sched(items):
+        flat = [flatten_pairs(row) for row in items]
+        return Schedule("t", pp, m, 2, V, tuple(ops for ops, _ in flat), {}, tuple(p for _, p in flat))
+
+    limit = max(peak_memory(sched(ranks), sc))
+    filled, score = fill_w(pp, m, 2, V, sc, ranks, limit)
+    out = sched(filled)
+    validate(out, costs=costs, memory_limit=limit)
+    for before, after in zip(ranks, filled):
+        assert [i for i in after if type(i) is Pair or i.kind != W] == [i for i in before if type(i) is Pair or i.kind != W]
+        assert sorted(map(str, after)) == sorted(map(str, before))
+    assert score == pytest.approx(score_of(rank_spans(out, sc), peak_memory(out, sc)))
+    assert score[0] == pytest.approx(simulate(out, costs).makespan)

@@ -10,7 +10,7 @@ from typing import Callable, Iterable, Optional, Union
 
 from .costs import StageCosts
 from .errors import ScheduleError
-from .ir import Op, Schedule
+from .ir import Op, Schedule, flatten_pairs
 from .listsched import Scored
 from .gc_pause import gc_paused
 from .simulation import peak_memory, rank_spans, score_of
@@ -21,9 +21,11 @@ from .w_fill import fill_w
 Candidate = Callable[[], Union[list[list[Op]], Scored]]
 
 
-def score(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list[Op]]) -> tuple[float, float, float]:
-    """(makespan, longest per-rank span, max peak memory) of an order."""
-    sched = Schedule("candidate", pp, m, chunks, placement, tuple(map(tuple, ranks)))
+def score(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list]) -> tuple[float, float, float]:
+    """(makespan, longest per-rank span, max peak memory) of an order (its items ops or overlapped pairs)."""
+    flat = [flatten_pairs(row) for row in ranks]
+    sched = Schedule("candidate", pp, m, chunks, placement, tuple(ops for ops, _ in flat), {},
+                     tuple(starts for _, starts in flat))
     return score_of(rank_spans(sched, sc), peak_memory(sched, sc))
 
 

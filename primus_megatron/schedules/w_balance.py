@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from .costs import StageCosts
 from .errors import ScheduleError
-from .ir import Op
+from .ir import Op, Pair
 from .listsched import Scored
 from .gc_pause import gc_paused
-from .w_fill import EPS, _Replay
+from .w_fill import EPS, _Replay, duration
 
 ORDERS = ("rounds", "time")
 
@@ -71,8 +71,9 @@ class _Balanced(_Replay):
             raise ValueError(f"replay order {order!r}: one of {ORDERS}")
         self.order = order
         # each rank's work (all its ops, wherever its W run) and idle time after its first op
-        self.work = [sum(sc.duration(op.kind, self.stage[r][op.chunk], op.mb) for op in row)
-                     for r, row in enumerate(ranks)]
+        self.work = [sum(duration(sc, tuple((op, self.stage[r][op.chunk]) for op in (item if type(item) is Pair
+                                                                                       else (item,))))
+                         for item in row) for r, row in enumerate(ranks)]
         self.idle = [0.0] * pp
 
     def run(self) -> None:
@@ -108,7 +109,7 @@ class _Balanced(_Replay):
         lead = max(w + i for w, i in zip(self.work, self.idle))
         return self.work[r] + self.idle[r] + wait > lead + EPS
 
-    def _run(self, r: int, op: Op, s: int, start: float) -> None:
+    def _run(self, r: int, halves: tuple, start: float) -> None:
         if self.first[r] is not None:
             self.idle[r] += start - self.free[r]
-        super()._run(r, op, s, start)
+        super()._run(r, halves, start)

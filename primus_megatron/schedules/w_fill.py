@@ -9,6 +9,10 @@ op's activation would not fit under `memory_limit` (memory demands it); the W
 left at the end run last. Under unequal costs or a p2p latency this closes the
 gaps a cost-blind pattern leaves, without raising peak memory above the limit.
 
+An order may hold overlapped pairs (`ir.Pair`): a pair starts when both halves'
+inputs are there and takes the pair's time (`StageCosts.pair_duration`), as the
+simulator runs it, and stays a pair; W is placed around it as around an op.
+
 Decisions depend only on simulated times already known, so replaying the ranks
 in any order gives the same result; the replay is itself the simulation, and
 the order comes back scored (`listsched.Scored`).
@@ -21,7 +25,7 @@ from .costs import StageCosts
 from .deps import input_of, outputs_of
 from .errors import ScheduleError
 from .gc_pause import gc_paused
-from .ir import B, W, Op, new_op, stage_of
+from .ir import B, W, Op, Pair, new_op, stage_of
 from .listsched import Scored
 from .simulation import score_of
 
@@ -38,29 +42,28 @@ def fill_w(pp: int, m: int, chunks: int, placement: str, sc: StageCosts, ranks: 
 
 
 class _Replay:
-    def __init__(self, pp: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list[Op]],
+    def __init__(self, pp: int, chunks: int, placement: str, sc: StageCosts, ranks: list[list],
                  memory_limit: float, fit: float) -> None:
         n = pp * chunks
         self.pp, self.sc, self.limit, self.fit = pp, sc, memory_limit + EPS, fit
         self.stage = [[stage_of(placement, pp, r, c) for c in range(chunks)] for r in range(pp)]
         owner = {self.stage[r][c]: r for r in range(pp) for c in range(chunks)}
-        # Per rank, its F/B ops as (op, stage, input key or None, latency the input adds).
-        self.todo = []
-        for r, row in enumerate(ranks):
-            mine = []
-            for op in row:
-                if op.kind == W:
-                    continue
-                s = self.stage[r][op.chunk]
-                src = input_of(op.kind, s, n)
-                key = None if src is None else (src[0], op.mb, src[1])
-                lag = 0.0 if src is None or owner[src[1]] == r else sc.comm[src[1]]
-                mine.append((op, s, key, lag))
-            self.todo.append(mine)
+
+        def half(r: int, op: Op) -> tuple:
+            s = self.stage[r][op.chunk]
+            src = input_of(op.kind, s, n)
+            key = None if src is None else (src[0], op.mb, src[1])
+            lag = 0.0 if src is None or owner[src[1]] == r else sc.comm[src[1]]
+            return op, s, key, lag
+
+        # Per rank, its F/B items (an op, or a pair's two halves) as a tuple of (op, stage, input key
+        # or None, latency the input adds) per half.
+        self.todo = [[tuple(half(r, op) for op in (item if type(item) is Pair else (item,)))
+                      for item in row if type(item) is Pair or item.kind != W] for r, row in enumerate(ranks)]
         self.total = sum(map(len, ranks))
         self.next = [0] * pp
         self.pending: list[deque] = [deque() for _ in range(pp)]  # (op, stage) of B whose W has not run
-        self.out: list[list[Op]] = [[] for _ in range(pp)]
+        self.out: list[list] = [[] for _ in range(pp)]
         self.free, self.mem, self.peak = [0.0] * pp, [0.0] * pp, [0.0] * pp
         self.first: list = [None] * pp
         self.end: dict = {}  # (kind, mb, stage) -> simulated end
@@ -76,31 +79,31 @@ class _Replay:
                     moved = True
 
     def _step(self, r: int) -> bool:
-        """Run the rank's next op (a W or its next F/B); False when it must wait for another rank."""
+        """Run the rank's next item (a W, or its next F/B op or pair); False when it must wait for another rank."""
         if self.next[r] == len(self.todo[r]):
             if not self.pending[r]:
                 return False
             self._run_w(r)
             return True
-        op, s, key, lag = self.todo[r][self.next[r]]
-        grow = self.sc.memory(op.kind, s)
+        halves = self.todo[r][self.next[r]]
+        grow = self.sc.memory(halves[0][0].kind, halves[0][1])  # a pair's F half first, as the simulator counts
         pending = self.pending[r]
         if pending and grow > 0 and self.mem[r] + grow > self.limit:
             self._run_w(r)  # memory demands it
             return True
-        if key is None:
-            ready = 0.0
-        elif key in self.end:
-            ready = self.end[key] + lag
-        else:
-            return False  # input not simulated yet
+        ready = 0.0  # a pair starts with both halves' inputs there
+        for _op, _s, key, lag in halves:
+            if key is None:
+                continue
+            if key not in self.end:
+                return False  # input not simulated yet
+            ready = max(ready, self.end[key] + lag)
         if pending and self._fills(r, ready - self.free[r]):
             self._run_w(r)  # the op would wait this long anyway
             return True
-        self._run(r, op, s, max(self.free[r], ready))
+        self._run(r, tuple(h[:2] for h in halves), max(self.free[r], ready))
         self.next[r] += 1
-        if op.kind == B:
-            pending.append((op, s))
+        pending.extend((op, s) for op, s, _key, _lag in halves if op.kind == B)
         return True
 
     def _fills(self, r: int, wait: float) -> bool:
@@ -111,16 +114,18 @@ class _Replay:
 
     def _run_w(self, r: int) -> None:
         op, s = self.pending[r].popleft()
-        self._run(r, new_op((W, op.mb, op.chunk)), s, self.free[r])
+        self._run(r, ((new_op((W, op.mb, op.chunk)), s),), self.free[r])
 
-    def _run(self, r: int, op: Op, s: int, start: float) -> None:
-        end = self.free[r] = start + self.sc.duration(op.kind, s, op.mb)
-        self.end[(outputs_of(op.kind)[0], op.mb, s)] = end
+    def _run(self, r: int, halves: tuple, start: float) -> None:
+        """Run an op, or a pair (both halves end together), given as ((op, stage), ...), from `start`."""
+        end = self.free[r] = start + duration(self.sc, halves)
+        for op, s in halves:
+            self.end[(outputs_of(op.kind)[0], op.mb, s)] = end
+            self.mem[r] += self.sc.memory(op.kind, s)
+            self.peak[r] = max(self.peak[r], self.mem[r])
         if self.first[r] is None:
             self.first[r] = start
-        self.mem[r] += self.sc.memory(op.kind, s)
-        self.peak[r] = max(self.peak[r], self.mem[r])
-        self.out[r].append(op)
+        self.out[r].append(halves[0][0] if len(halves) == 1 else Pair(halves[0][0], halves[1][0]))
         self.done += 1
 
     def result(self, m: int) -> Scored:
@@ -129,3 +134,12 @@ class _Replay:
             raise ScheduleError(f"fill_w: the order deadlocks on rank {stuck} ({m} microbatches)")
         spans = [(0.0 if first is None else first, end) for first, end in zip(self.first, self.free)]
         return Scored(self.out, score_of(spans, self.peak))
+
+
+def duration(sc: StageCosts, halves: tuple) -> float:
+    """Time of an op ((op, stage),) or of an overlapped pair ((F, stage), (B or BW, stage))."""
+    if len(halves) == 1:
+        op, s = halves[0]
+        return sc.duration(op.kind, s, op.mb)
+    (f, fs), (b, bs) = halves
+    return sc.pair_duration(fs, b.kind, bs, f.mb, b.mb)
