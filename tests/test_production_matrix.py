@@ -280,7 +280,8 @@ def _selected_cases(request) -> set:
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         case = params.get("case") or ((params["config"], H.MEGATRON) if "config" in params else None)
-        for c in ([case] if case is not None else []) + list(params.get("cases", ())):  # `cases`: a test of several
+        several = params.get("cases", ())  # `cases`: a test of several
+        for c in ([case] if case is not None else []) + list(several if isinstance(several, list) else ()):
             if item.module is request.module:
                 chosen |= {tuple(c), (c[0], H.MEGATRON)}
     return chosen
