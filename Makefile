@@ -40,7 +40,7 @@ PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py te
 	tests/test_post_validation.py tests/test_megatron_lm_e2e.py tests/test_megatron_lm_te.py tests/test_megatron_lm_moe.py \
 	tests/test_megatron_lm_architectures.py tests/test_megatron_lm_context_parallel.py tests/test_te_wgrad.py
 
-.PHONY: setup setup-py312 demo plan test test-py311 test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \
+.PHONY: setup setup-py312 demo plan test test-py311 test-py311-rest test-py311-megatron-lm test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \
 	gpu-projection clean clean-py312
 
 # Megatron-LM builds its dataset helpers with `python3-config` from PATH: give the venv the
@@ -102,24 +102,36 @@ plan: $(STAMP)
 	$(BIN)/python examples/compare_schedules.py
 
 # Both CI legs: Python 3.11 + megatron-core 0.16.1 (the whole suite) and Python 3.12 + the newest
-# megatron-core (PY312_TESTS; the project from this checkout via PYTHONPATH), side by side: alone each
-# leaves about half of 2 cores idle (ranks waiting on one another, process start-up, one-process tests),
-# so together they finish sooner than one after the other. The second leg's output goes to
-# out/test-py312.log and is printed when it ends; the target fails if either leg fails.
+# megatron-core (PY312_TESTS; the project from this checkout via PYTHONPATH), in two streams side by
+# side: alone a leg leaves about half of 2 cores idle (ranks waiting on one another, process start-up,
+# one-process tests). The first stream runs leg 1 but for its Megatron-LM files (PY311_MEGATRON_LM);
+# the second runs leg 2, then those files (about as long). The second stream's output goes to
+# out/test-second.log and is printed when it ends; the target fails if any part fails.
+# `make test-py311` / `make test-py312` run one whole leg.
+PY311_MEGATRON_LM := $(sort $(wildcard tests/test_megatron_lm_*.py)) tests/test_slurm.py tests/test_gpu_check.py
 test: $(STAMP) $(STAMP312)
 	@mkdir -p out
-	@echo "test: the Python 3.12 leg runs beside this one; its output: out/test-py312.log"
-	@setsid $(MAKE) --no-print-directory test-py312 > out/test-py312.log 2>&1 & leg2=$$!; \
-	trap 'kill -- -$$leg2 2>/dev/null; exit 130' INT TERM; \
-	$(MAKE) --no-print-directory test-py311; first=$$?; \
-	wait $$leg2; second=$$?; \
-	echo "== the Python 3.12 leg (out/test-py312.log) =="; cat out/test-py312.log; \
-	echo "test: Python 3.11 leg exit $$first, Python 3.12 leg exit $$second"; \
-	[ $$first -eq 0 ] && [ $$second -eq 0 ]
+	@echo "test: leg 2 (Python 3.12), then leg 1's Megatron-LM files, run beside this stream; output: out/test-second.log"
+	@setsid sh -c '$(MAKE) --no-print-directory test-py312; a=$$?; \
+	  $(MAKE) --no-print-directory test-py311-megatron-lm; b=$$?; \
+	  echo "test: Python 3.12 leg exit $$a, Python 3.11 Megatron-LM files exit $$b"; [ $$a -eq 0 ] && [ $$b -eq 0 ]' \
+	  > out/test-second.log 2>&1 & second=$$!; \
+	trap 'kill -- -$$second 2>/dev/null; exit 130' INT TERM; \
+	$(MAKE) --no-print-directory test-py311-rest; first=$$?; \
+	wait $$second; rc=$$?; \
+	echo "== the second stream (out/test-second.log) =="; cat out/test-second.log; \
+	echo "test: Python 3.11 leg but its Megatron-LM files exit $$first, second stream exit $$rc"; \
+	[ $$first -eq 0 ] && [ $$rc -eq 0 ]
 
 # Each leg also writes every test's duration to out/ (JUnit XML), for finding what makes the suite slow.
 test-py311: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=20 --junitxml=out/test-py311.xml tests
+
+test-py311-rest: $(STAMP)
+	$(BIN)/python -m pytest -q --durations=20 --junitxml=out/test-py311.xml $(addprefix --ignore=,$(PY311_MEGATRON_LM)) tests
+
+test-py311-megatron-lm: $(STAMP)
+	$(BIN)/python -m pytest -q --durations=10 --junitxml=out/test-py311-megatron-lm.xml $(PY311_MEGATRON_LM)
 
 test-py312: $(STAMP312)
 	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) PRIMUS_TEST_MATRIX_ROWS=$(subst $(SPACE),$(COMMA),$(strip $(PY312_MATRIX_ROWS))) \
