@@ -105,9 +105,11 @@ own get_batch_on_this_cp_rank, the reference's loss the mean over CP ranks of ea
 mean (what megatron's forward_step and DDP's data x context parallel average train); the
 reference in a world of one (one more for the TE spec). One launch per world runs every case; a case
 that raises costs only itself (matrix_harness). `-k` selects which
-configurations run, not only which are checked. Today's run time: about 2
-minutes when every case passes (5 launches: the references in two, three worlds; 75-95 s
-measured 2026-11-27); a case that deadlocks adds the 60 s p2p / gloo timeout.
+configurations run, not only which are checked, and PRIMUS_TEST_MATRIX_ROWS which rows
+exist (the second CI leg's PY312_MATRIX_ROWS). Run time: about 3 minutes when every case passes
+(7 launches: the references in two, five worlds; 181 s measured 2026-11-28 with every row, before
+the 8-rank CP x DP row ran one schedule of each kind); a case that deadlocks adds the 60 s p2p / gloo
+timeout.
 """
 from __future__ import annotations
 
