@@ -38,12 +38,14 @@ def dualpipev(pp: int, microbatches: int, *, costs: StageCosts, memory_limit: Op
     def phases(split_pairs: bool) -> list[list]:
         return [_keep(_rank(pp, n, r, split_pairs), microbatches) for r in range(pp)]
 
+    pattern = phases(False)
     if costs.one_slot or not any(costs.a2a or ()):
-        return phases(False)
+        return pattern
+    split = phases(True)  # read, never changed, by the candidates below
     shape = dict(pp=pp, m=microbatches, chunks=2, placement=V, sc=costs)
-    limit = memory_limit if memory_limit is not None else score(**shape, ranks=phases(False))[2]
-    return best_of([("pattern", lambda: phases(False)), ("split pairs", lambda: phases(True)),
-                    ("split pairs, W in half-W gaps", lambda: fill_w(**shape, ranks=phases(True), memory_limit=limit,
+    limit = memory_limit if memory_limit is not None else score(**shape, ranks=pattern)[2]
+    return best_of([("pattern", lambda: pattern), ("split pairs", lambda: split),
+                    ("split pairs, W in half-W gaps", lambda: fill_w(**shape, ranks=split, memory_limit=limit,
                                                                      fit=0.5))],
                    **shape, memory_limit=limit, what="dualpipev", fill=True, post_validation=post_validation)
 
