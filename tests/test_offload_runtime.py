@@ -32,9 +32,12 @@ SUBSET = {
     "c-fusion-bf16": ["v-half"],
     "d-tied-fusion-overlap": ["v-min"],
     "e-tp2-sp": ["zb-h2", "1f1b"],
-    "f-moe-ep2": ["zb-auto"],
+    "f-moe-ep2": ["zb-auto", "dualpipev"],  # dualpipev: its pairs run as F then B (no combined step)
+    # overlapped F&B pairs, each one call of megatron's combined step: the F half's activations recorded
+    # inside it and moved as the pair ends, the B half's back before it starts
+    "f-moe-ep2-bf16-a2a-overlap": ["dualpipev"],
 }
-FULL = {**{c: [s for s in M._schedules(c) if s != H.MEGATRON] for c in M.CONFIGS}, "c-fusion-overlap": M.OURS}
+FULL = {**{c: [s for s in M._schedules(c) if s not in H.ORACLES] for c in M.CONFIGS}, "c-fusion-overlap": M.OURS}
 _ENV = os.environ.get("PRIMUS_OFFLOAD_MATRIX", "")
 # "full": every configuration and schedule; a comma-separated list of configurations: those, every schedule
 CHOSEN = FULL if _ENV == "full" else {c: FULL[c] for c in _ENV.split(",")} if _ENV else SUBSET
@@ -58,6 +61,18 @@ def runs(tmp_path_factory):
         for case, res in zip(cases, H.run_world(layout, cases, str(tmp_path_factory.mktemp(world)))):
             out[(case["config"], case["schedule"], case["offload"])] = res
     return out
+
+
+def _b_ops(schedule: str, pp: int, m: int, pp_rank: int) -> int:
+    """B ops (each keeping a W share) of pipeline rank `pp_rank` in `schedule`'s order (zb-auto: none
+    fused, so m per chunk as in every split schedule)."""
+    if schedule in ("1f1b", "interleaved-1f1b"):
+        return 0
+    if schedule != "dualpipev":
+        return m * (2 if schedule in ("zbv", "v-half", "v-min") else 1)
+    from primus_megatron.schedules import B, generate
+
+    return sum(op.kind == B for op in generate(schedule, pp, m).ranks[pp_rank])
 
 
 def _same(a, b, where: str) -> None:
@@ -91,11 +106,16 @@ def test_offload_all_is_bitwise_the_run_without_it(runs, case):
             # every F that has a B was offloaded (m x chunks per rank), through the host pool, and with W
             # ops what every B kept for its W
             per_rank = _spec(config)["microbatches"] * (2 if schedule in (
-                "zbv", "v-half", "v-min", "interleaved-1f1b") else 1)
+                "zbv", "v-half", "v-min", "interleaved-1f1b", "dualpipev") else 1)
             assert record["offloaded"] == per_rank, (rank, it)
             with_w = schedule not in ("1f1b", "interleaved-1f1b")
-            assert record["offloaded_w"] == (per_rank if with_w else 0), (rank, it)
+            # every B (not BW) keeps a W share: all of them but dualpipev's, whose pairs take BW
+            b_ops = _b_ops(schedule, M.WORLDS[CONFIGS[config][0]]["pp"], _spec(config)["microbatches"],
+                           b["pp_rank"])
+            assert record["offloaded_w"] == (b_ops if with_w else 0) and (b_ops > 0) == with_w, (rank, it)
             assert (record["offloaded_w_bytes"] > 0) == with_w, (rank, it)  # the layers' inputs and output grads
+            if CONFIGS[config][1].get("a2a_overlap"):  # the pairs ran as one combined call, offloaded
+                assert record["combined_pairs"] > 0 and a["iterations"][it]["combined_pairs"] > 0, (rank, it)
             assert record["peak_host_bytes"] > 0
             assert a["iterations"][it]["offloaded"] == a["iterations"][it]["offloaded_w"] == 0
         _same(a, b, f"{config}/{schedule} rank {rank}")

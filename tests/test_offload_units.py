@@ -3,6 +3,7 @@ step leaves (nothing), and the same gradients bit for bit."""
 from __future__ import annotations
 
 import gc
+from types import SimpleNamespace
 import weakref
 
 import pytest
@@ -179,6 +180,48 @@ def test_measured_bandwidth_is_in_activation_shares_per_time_unit(name, chunks):
     # rank's activations of a microbatch are half a share): 4 x chunks x 1/2 x 1/2 shares per unit
     costs = Costs(f=2.0, mem_f=0.5, mem_b=-0.25, mem_w=-0.25)
     assert rt.measured_bandwidth(step, schedule, costs, 0, CPU) == pytest.approx(4.0 * chunks / 2.0 * 0.5)
+
+
+def test_measured_bandwidth_reads_f_times_outside_overlapped_pairs():
+    """A pair's F half is recorded with the pair's time (both halves in one combined call): the F ops
+    outside pairs give the time unit."""
+    from primus_megatron.runtime import offload as rt
+    from primus_megatron.runtime.executor import OpRecord
+    from primus_megatron.schedules import generate
+
+    schedule = generate("dualpipev", 2, 8)
+    paired = {schedule.ranks[0][p] for p in schedule.paired(0)}
+    assert len(paired) > 8  # most of its 16 F ops: their median would be a pair's time
+    timeline, t = [], 0.0
+    for op in schedule.ranks[0]:
+        seconds = 20e-3 if op in paired else 2e-3 if op.kind == "F" else 5e-3
+        timeline.append(OpRecord(0, op, 0, t, t + seconds))
+        t += seconds
+    step = SimpleNamespace(timeline=timeline, offloaded=16, offloaded_bytes=16 * 1000,
+                           copy_seconds=[("D2H", 1000, 0.5e-3)])
+    # 2 ms of F per chunk (a time unit: 4 ms, both chunks) and 2000 bytes a share: lanes carrying 2000 bytes per
+    # ms carry 4 shares per unit (the pairs' 20 ms read as F times would give about 40)
+    assert rt.measured_bandwidth(step, schedule, None, 0, CPU) == pytest.approx(4.0)
+
+
+def test_saves_inside_a_backward_pass_are_not_the_forwards_activations():
+    """An overlapped pair in one combined call runs the B half's backward under the F half's hooks; a
+    recompute inside that backward (a reentrant checkpoint) saves tensors of its own, left alone."""
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.randn(8, 8))
+    other = torch.utils.checkpoint.checkpoint(lambda t: (t @ w).tanh().square(), torch.randn(4, 8, requires_grad=True),
+                                              use_reentrant=True)  # the B half's microbatch, made earlier
+    offload = ActivationOffload({(0, 0)}, {}, CPU, params=[w])
+    with offload.forward((0, 0)):
+        y = (torch.randn(4, 8, requires_grad=True) @ w).tanh()  # the F half: saves its input and tanh's output
+        other.sum().backward()  # the B half, recomputing inside the backward pass
+    recorded = offload.entries[(0, 0)].storages
+    assert len(recorded) == 2 and w.grad is not None
+    offload.offloaded((0, 0))
+    offload.ready((0, 0))
+    y.sum().backward()
+    offload.release((0, 0))
+    offload.assert_empty()
 
 
 def test_lane_rate_is_the_slower_direction_over_all_its_copies():

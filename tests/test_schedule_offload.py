@@ -13,13 +13,15 @@ from hypothesis import strategies as st
 from primus_megatron.schedules import Costs, ScheduleError, generate, simulate
 from primus_megatron.schedules import offload as O
 
-# every registered schedule family: loop, V, split and fused backward
-NAMES = ["1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "v-half", "v-min"]
+# every registered schedule family: loop, V, split and fused backward; and overlapped F&B pairs (dualpipev,
+# and zbv planned with an all-to-all cost)
+PAIRED = ["dualpipev", "zbv+a2a"]
+NAMES = ["1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zbv", "v-half", "v-min", *PAIRED]
 
 
 @st.composite
-def cases(draw):
-    name = draw(st.sampled_from(NAMES))
+def cases(draw, names=NAMES):
+    name = draw(st.sampled_from(names))
     pp = draw(st.integers(2, 4))
     m = draw(st.integers(pp, 2 * pp))
     if name == "interleaved-1f1b" and m % pp:
@@ -29,9 +31,10 @@ def cases(draw):
     w = draw(st.sampled_from([0.5, 1.0]))
     comm = draw(st.sampled_from([0.0, 0.1]))
     mem_b = draw(st.sampled_from([0.0, -0.6, -1.0]))
-    costs = Costs(f=f, b=b, w=w, comm=comm, mem_b=mem_b, mem_w=-1.0 - mem_b)
+    a2a = draw(st.sampled_from([0.2, 0.4])) if name in PAIRED else 0.0  # at most F's compute: F >= 0.5
+    costs = Costs(f=f, b=b, w=w, comm=comm, mem_b=mem_b, mem_w=-1.0 - mem_b, a2a=a2a)
     bandwidth = draw(st.sampled_from([math.inf, 4.0, 1.0, 0.25]))
-    return generate(name, pp, m, costs=costs), costs, bandwidth
+    return generate(name.split("+")[0], pp, m, costs=costs), costs, bandwidth
 
 
 def _orders(result) -> list:
@@ -78,8 +81,12 @@ def test_all_at_unlimited_bandwidth_keeps_only_activations_in_use(case):
         assert len(shares) == sum(op.kind == "B" for ops in schedule.ranks for op in ops)
     sc = costs.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
     for r, peak in enumerate(result.peak_memory):
-        # what B keeps for W goes too: one chunk's activations at a time, whatever B frees
-        one = max(sc.mem["F"][s] for s in schedule.stage_table[r])
+        # what B keeps for W goes too: one chunk's activations at a time, whatever B frees; an overlapped
+        # pair holds its B half's activations, back for it, while its F half makes its own
+        table, ops = schedule.stage_table[r], schedule.ranks[r]
+        one = max([sc.mem["F"][s] for s in table] +
+                  [sc.mem["F"][table[ops[p].chunk]] + sc.mem["F"][table[ops[p + 1].chunk]]
+                   for p in schedule.paired(r)])
         assert peak == pytest.approx(one)
         assert peak <= base.peak_memory[r] + 1e-9
 

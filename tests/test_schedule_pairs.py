@@ -7,6 +7,7 @@ own inputs and outputs: the dependency rule, completeness, the W order and the h
 ones every schedule goes through."""
 from __future__ import annotations
 
+import math
 import os
 import sys
 
@@ -237,10 +238,69 @@ def test_zbv_takes_pairs_where_there_is_an_all_to_all_to_hide():
     assert max(S.simulate(with_a2a, a2a).peak_memory) <= max(S.simulate(without, a2a).peak_memory)
 
 
-def test_activation_offload_refuses_overlapped_pairs_in_one_sentence():
+@pytest.mark.parametrize("name, costs", [("dualpipev", S.Costs()), ("zbv", A2A), ("dualpipev", A2A)],
+                         ids=["dualpipev", "zbv-a2a", "dualpipev-a2a"])
+@pytest.mark.parametrize("bandwidth", [4.0, 1.0, 0.25])
+def test_activation_offload_plans_pairs_as_one_op(name, costs, bandwidth):
+    """Offload with overlapped pairs: a pair's halves start together, so a reload is issued as a pair
+    starts (at its F half, never by the pair that made what it brings back), a B half's activations are
+    back before its pair starts, and the F half's go out when the pair ends."""
     from primus_megatron.schedules import offload as O
 
-    sched = S.generate("dualpipev", 3, 6)
-    with pytest.raises(S.ScheduleError, match="activation offload does not plan schedules with overlapped F&B pairs"):
-        O.choose(sched, "all", bandwidth=1.0)
-    assert O.choose(sched, "off").makespan == S.simulate(sched).makespan  # no offload: the plain run
+    sched = S.generate(name, 4, 12, costs=costs)
+    assert sched.has_pairs
+    plain = O.choose(sched, "off", costs=costs)
+    every = O.choose(sched, "all", bandwidth=bandwidth, costs=costs)  # check_offload runs inside
+    assert every.plan.count == len(O.offloadable(sched)) + len(O.w_shares(sched, costs))
+    O.check_given_plan(every.plan, sched)
+    for r, row in enumerate(every.timeline):
+        seconds = {p + 1 for p in sched.paired(r)}
+        position = {op: i for i, op in enumerate(sched.ranks[r])}
+        assert not any(position[op] in seconds for op in every.plan.reload_at[r].values())
+        start = {span.op: span.start for span in row}
+        end = {span.op: span.end for span in row}
+        for c in every.copies[r]:
+            mb, chunk = c.key[:2]
+            made, used = ((Op(B, mb, chunk), Op(W, mb, chunk)) if len(c.key) == 3 else
+                          (Op(F, mb, chunk), next(Op(k, mb, chunk) for k in (B, BW) if Op(k, mb, chunk) in start)))
+            if c.direction == "D2H":
+                assert c.start >= end[made] - 1e-9  # a pair's F half ends with its pair
+            else:
+                assert c.end <= start[used] + 1e-9  # before the pair holding the consumer starts
+        for p in sched.paired(r):  # the halves still start and end together
+            a, b = sched.ranks[r][p], sched.ranks[r][p + 1]
+            assert (start[a], end[a]) == (start[b], end[b])
+    # unlimited bandwidth costs no time; auto under a limit fits it and is never slower than all there
+    assert O.choose(sched, "all", bandwidth=math.inf, costs=costs).makespan == pytest.approx(plain.makespan)
+    limit = 0.6 * plain.max_peak_memory
+    auto = O.choose(sched, "auto", bandwidth=bandwidth, costs=costs, memory_limit=limit)
+    assert auto.max_peak_memory <= plain.max_peak_memory
+    if every.max_peak_memory <= limit:  # copies fast enough for all to fit (not at 0.25)
+        assert auto.max_peak_memory <= limit + 1e-9 and auto.makespan <= every.makespan + 1e-9
+    else:
+        assert bandwidth == 0.25
+
+
+def test_a_given_offload_plan_may_not_reload_inside_the_pair_that_makes_it():
+    from primus_megatron.schedules import offload as O
+
+    sched = S.generate("dualpipev", 4, 12)
+    r = 0
+    p = min(q for q in sched.paired(r) if sched.ranks[r][q + 1].kind == BW)
+    f_half, b_half = sched.ranks[r][p], sched.ranks[r][p + 1]
+    consumer = next(op for op in sched.ranks[r][p + 2:] if (op.mb, op.chunk) == (f_half.mb, f_half.chunk))
+    good = O.make_plan(sched, [(r, f_half.mb, f_half.chunk)], 1.0)
+    assert good.reload_at[r][(f_half.mb, f_half.chunk)] not in (f_half, b_half)
+    for at in (b_half, f_half):  # the pair's own halves start as the F half does: nothing is made yet
+        bad = O.OffloadPlan("custom", 1.0, tuple({(f_half.mb, f_half.chunk): at} if q == r else {}
+                                                   for q in range(sched.pp)))
+        with pytest.raises(S.ScheduleError, match="not between its producer and its consumer"):
+            O.check_given_plan(bad, sched)
+    # the second half of the consumer's own pair names the pair's start: accepted
+    q = sched.ranks[r].index(consumer)
+    if q - 1 in sched.paired(r):
+        second = O.OffloadPlan("custom", 1.0, tuple({(f_half.mb, f_half.chunk): consumer} if x == r else {}
+                                                      for x in range(sched.pp)))
+        assert O.check_given_plan(second, sched) is second
+
+

@@ -292,7 +292,7 @@ class _Step:
         if index in self.ran_in_pair:
             return
         second = self.pairs.get(index)
-        if second is not None and second < self.limit and not self.memory and not self.offload:
+        if second is not None and second < self.limit and not self.memory:
             self._execute_pair(index, second)
             return
         io = self.io[index]
@@ -333,27 +333,43 @@ class _Step:
 
     def _await_second_half(self, second: int) -> None:
         """A pair run as two ops starts as a pair does, with both halves' inputs there: the B half's
-        received gradient is waited for before the F half (its emulated latency, if any, inside the B)."""
+        received gradient (its emulated latency, if any, inside the B) and its reloaded activations are
+        waited for before the F half."""
         io = self.io[second]
         if io.takes is not None and io.takes_from >= 0:
             self.p2p.wait(self.recvs[io.takes], op=io.label())
+        if self.offload:
+            self.offload.ready((io.op.mb, io.op.chunk))
 
     def _execute_pair(self, first: int, second: int) -> None:
         """An overlapped pair (F, then a B or BW) as one call of megatron's combined step; both
-        halves are recorded with the pair's time. Offload (refused with pairs) and a profiled step
-        (whose memory is measured op by op) run the halves apart."""
+        halves are recorded with the pair's time. With offload the pair issues both halves' reloads as
+        it starts, its B half's activations are back before the call, the F half's saved tensors are
+        recorded inside it (`ActivationOffload.forward` leaves what the B half's backward saves alone)
+        and go out as it ends, with the B half's W share. A profiled step (whose memory is measured op
+        by op) runs the halves apart."""
         f_io, b_io = self.io[first], self.io[second]
+        f_op, b_op = f_io.op, b_io.op
         self.sync.before(first)
         self.sync.before(second)
+        if self.offload:
+            self.offload.before(f_op)
+            self.offload.before(b_op)
         input_tensor = self._forward_input(f_io)
         b_inputs = self._backward_input(b_io)
         start = self._start()
-        with self._wgrad_capture(b_io.op):
+        saving = (self.offload.forward((f_op.mb, f_op.chunk), keep=input_tensor) if self.offload
+                  else contextlib.nullcontext())
+        with self._wgrad_capture(b_op), saving:
             output, num_tokens, input_grad = self._combined(f_io, input_tensor, b_io, b_inputs)
-        self._backward_ran(b_io.op)
+        self._backward_ran(b_op)
         self._forward_done(f_io, input_tensor, output, num_tokens)
         self._backward_done(b_io, input_grad)
         end = self._end()
+        if self.offload:
+            freed = f_io.gives_to >= 0 and self.config.deallocate_pipeline_outputs
+            self.offload.after(f_op, output=output if freed else None)
+            self.offload.after(b_op)
         self.ran_in_pair.add(second)
         self.combined_pairs += 1
         for index, io in ((first, f_io), (second, b_io)):
@@ -396,12 +412,12 @@ class _Step:
         key = (op.mb, op.chunk)
         input_tensor = self._forward_input(io)
         start = self._start()  # after the input arrived: waiting is idle time, not work
-        if self.combined is not None:
-            output, num_tokens, _ = self._combined(io, input_tensor)
-            self._forward_done(io, input_tensor, output, num_tokens)
-            return start, output
         with self.memory.forward(key) if self.memory else contextlib.nullcontext(), \
                 self.offload.forward(key, keep=input_tensor) if self.offload else contextlib.nullcontext():
+            if self.combined is not None:
+                output, num_tokens, _ = self._combined(io, input_tensor)
+                self._forward_done(io, input_tensor, output, num_tokens)
+                return start, output
             output, num_tokens = self.m.forward_step(
                 ctx.forward_step_func, self.data_for(op.chunk, op.mb), ctx.model[op.chunk], ctx.num_microbatches,
                 input_tensor, self.forward_data_store, self.config, ctx.cp_group_size,

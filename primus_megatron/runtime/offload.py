@@ -10,6 +10,10 @@ so backward code must not read Python attributes off a saved weight; `linear_hoo
 gives megatron's linear backward the parameter itself (DDP's `main_grad`,
 `grad_added_to_main_grad`).
 
+An overlapped pair run as one call of megatron's combined step (runtime/combined.py) runs under the
+F half's hooks: what is saved inside a backward pass then (the B half recomputing for its own
+backward) is the B half's, not the F's, and is left alone.
+
 `offloaded(key)` after the F copies each recorded storage to host and lets the device
 storage go (once the copy is done); `reload(key)` at the op the plan names copies it back
 into a fresh device buffer; `ready(key)` before the B makes the B's stream wait for that
@@ -176,6 +180,10 @@ class ActivationOffload:
 
         def pack(t: torch.Tensor):
             if self._keeps(t) or (kept is not None and t.untyped_storage().data_ptr() == kept):
+                return t
+            if torch._C._current_graph_task_id() != -1:
+                # saved inside a backward pass: the other half of an overlapped pair run in one call
+                # (megatron's combined step), recomputing for its own backward, not this F's activations
                 return t
             return self._pack(entry, key, t)
 
@@ -425,7 +433,10 @@ def measured_bandwidth(step, schedule, costs, rank: int, device: torch.device, g
     stages = schedule.stage_table[rank]
     f_units = sum(sc.duration(F, s) for s in stages)
     mem_units = sum(sc.memory(F, s) for s in stages)
-    f_times = [r.end - r.start for r in step.timeline if r.op.kind == F]
+    # an overlapped pair's F half is recorded with the pair's time: the F ops outside pairs tell F's
+    paired = {schedule.ranks[rank][p] for p in schedule.paired(rank)}
+    f_times = [r.end - r.start for r in step.timeline if r.op.kind == F and r.op not in paired] or \
+        [r.end - r.start for r in step.timeline if r.op.kind == F]
     rate = lane_rate(getattr(step, "copy_seconds", ()))
     if not f_times or not step.offloaded or step.offloaded_bytes <= 0 or f_units <= 0 or mem_units <= 0 \
             or math.isinf(rate):

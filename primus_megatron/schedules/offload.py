@@ -29,6 +29,12 @@ consumer whose op times (the cost model's, idle left out: waiting only adds
 time) cover the copy back, never before the op after the producer. Idle time
 only makes it earlier than needed, so with a free lane the consumer does not wait.
 
+An overlapped pair (`Schedule.pairs`) is one op here as in the simulator: its halves
+start and end together, so its F half's activations (its B half's W share) go out
+when the pair ends, a reload its B half needs must end before the pair starts, and
+the walk back covers a copy with the pair's own time (`StageCosts.pair_duration`),
+issuing at the pair's first half; a pair never reloads what it produces itself.
+
 `choose` picks a plan for any schedule: `off`, `all`, or `auto`, the fastest
 plan within a memory limit (PipeOffload's selective offload: F's activations and
 W shares are taken in order of how well their lifespan, F end to B start or B end
@@ -198,18 +204,24 @@ def _positions(ops) -> tuple:
     return f_at, back_at, b_at, w_at
 
 
+def _items(schedule: Schedule, r: int) -> list[int]:
+    """Per op position of rank `r`, the index of the item it runs in: an overlapped pair's two halves
+    share one (they start and end together, so nothing can happen between them)."""
+    paired, out, item = schedule.paired(r), [], -1
+    for i in range(len(schedule.ranks[r])):
+        if i - 1 not in paired:
+            item += 1
+        out.append(item)
+    return out
+
+
 def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optional[Costs] = None, *,
               mode: str = "custom") -> OffloadPlan:
     """The plan offloading `keys` ((rank, mb, chunk): an F's activations; (rank, mb, chunk, "W"): a W
-    share), each reload issued just in time (module doc)."""
+    share), each reload issued just in time (module doc). With overlapped pairs the walk goes item by
+    item: a pair covers the copy with its own time and issues its reloads at its first half, as it starts;
+    a reload is never issued by the pair that produces what it copies back."""
     bandwidth = check_bandwidth(bandwidth)
-    keys = list(keys)
-    if schedule.has_pairs and keys:
-        # a pair starts both halves together: a reload issued by its second half, or a copy out of its first
-        # half's activations read by the second, has no place in the plan's op-by-op lanes
-        raise ScheduleError(f"activation offload does not plan schedules with overlapped F&B pairs yet "
-                            f"({schedule.name} has them, as dualpipev and zbv planned with an all-to-all "
-                            f"cost do); run it without activation offload")
     sc = _resolve(schedule, costs)
     wanted: list[set] = [set() for _ in range(schedule.pp)]
     for rank, *key in keys:
@@ -218,6 +230,9 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
     for r, ops in enumerate(schedule.ranks):
         where, size_of = {}, {}
         f_at, back_at, b_at, w_at = _positions(ops)
+        item_of = _items(schedule, r) if wanted[r] else []
+        starts = [i for i, item in enumerate(item_of) if i == 0 or item_of[i - 1] != item]  # item -> first op
+        table = schedule.stage_table[r]
         for key in sorted(wanted[r]):
             pair = key[:2]
             if is_wshare(key):
@@ -230,16 +245,20 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
                     raise ScheduleError(f"offload plan names microbatch {key[0]} chunk {key[1]} on rank {r}, which has "
                                         f"no F and B (or BW) for it")
                 produced, used = f_at[pair], back_at[pair]
-            size = size_of[key] = share_size(sc, schedule.stage_table[r][key[1]], key)
+            size = size_of[key] = share_size(sc, table[key[1]], key)
             need = _transfer(size, bandwidth)
-            i = used
+            k, made = item_of[used], item_of[produced]
             covered = 0.0
-            # walk back from the consumer while the ops in between do not cover the copy back
-            while i - 1 > produced and covered < need - EPS:
-                i -= 1
-                op = ops[i]
-                covered += sc.duration(op.kind, schedule.stage_table[r][op.chunk], op.mb)
-            where[key] = ops[i]
+            # walk back from the consumer's item while the items in between do not cover the copy back
+            while k - 1 > made and covered < need - EPS:
+                k -= 1
+                op = ops[starts[k]]
+                if starts[k] + 1 < len(ops) and item_of[starts[k] + 1] == k:  # a pair: its own time
+                    b = ops[starts[k] + 1]
+                    covered += sc.pair_duration(table[op.chunk], b.kind, table[b.chunk], op.mb, b.mb)
+                else:
+                    covered += sc.duration(op.kind, table[op.chunk], op.mb)
+            where[key] = ops[starts[k]]
         reload_at.append(where)
         sizes.append(size_of)
     while len(reload_at) < schedule.pp:
@@ -251,7 +270,8 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
 def check_given_plan(plan: OffloadPlan, schedule: Schedule) -> OffloadPlan:
     """`plan`, when it fits `schedule`: one entry per rank, and every offloaded key reloaded by an op of
     its rank that runs after the key's producer (the F; the B for a W share) and no later than its
-    consumer (the B or BW; the W). A plan chosen elsewhere (once for every rank) is checked so."""
+    consumer (the B or BW; the W), a pair's halves counting as one op (either half issues the reload as
+    the pair starts). A plan chosen elsewhere (once for every rank) is checked so."""
     if not isinstance(plan, OffloadPlan):
         raise ScheduleError(f"offload: expected a mode ({', '.join(MODES)}) or an OffloadPlan, got "
                             f"{type(plan).__name__}")
@@ -260,13 +280,14 @@ def check_given_plan(plan: OffloadPlan, schedule: Schedule) -> OffloadPlan:
     check_bandwidth(plan.bandwidth)
     for r, ops in enumerate(schedule.ranks):
         f_at, back_at, b_at, w_at = _positions(ops)
-        index = {op: i for i, op in enumerate(ops)}
+        item_of = _items(schedule, r)
+        index = {op: item_of[i] for i, op in enumerate(ops)}  # a pair's halves: the pair's item
         for key, op in plan.reload_at[r].items():
             pair = key[:2]
             produced, used = ((b_at.get(pair), w_at.get(pair)) if is_wshare(key) else
                               (f_at.get(pair), back_at.get(pair)))
             at = index.get(op)
-            if produced is None or used is None or at is None or not produced < at <= used:
+            if produced is None or used is None or at is None or not item_of[produced] < at <= item_of[used]:
                 raise ScheduleError(f"the given offload plan reloads {key} on rank {r} at {op}, which is not "
                                     f"between its producer and its consumer in schedule {schedule.name!r}")
     return plan

@@ -173,7 +173,7 @@ def _run(compiled: Compiled, sc: StageCosts, hook=None,
                     need2 = info_r[i + 1][0] + mb_r[i + 1] * stride
                     waiting.setdefault(need2, []).append(r)
                     break
-                t_free = _run_pair(compiled, sc, hook, (r, i), ready, info_r, mb_r, done, waiting, todo)
+                ready, t_free = _run_pair(compiled, sc, hook, (r, i), ready, info_r, mb_r, done, waiting, todo)
                 starts_r.extend((ready, ready))
                 ends_r.extend((t_free, t_free))
                 i += 2
@@ -218,9 +218,9 @@ def _pair_ready(info_b: tuple, base_b: int, ready: float, done: list) -> Optiona
 
 
 def _run_pair(compiled: Compiled, sc: StageCosts, hook, at: tuple, ready: float, info_r: list, mb_r: list,
-              done: list, waiting: dict, todo: list) -> float:
+              done: list, waiting: dict, todo: list) -> tuple[float, float]:
     """Run the pair starting at position at[1] of rank at[0] from `ready` (the hook's copy lanes may
-    hold either half back): publish both halves' results at its end, which it returns."""
+    hold either half back): publish both halves' results at its end; (its start, its end)."""
     r, i = at
     rules, stride = compiled.rules[r], compiled.stride
     if hook is not None:
@@ -238,7 +238,7 @@ def _run_pair(compiled: Compiled, sc: StageCosts, hook, at: tuple, ready: float,
             done[key] = end
             if key in waiting:
                 todo.extend(waiting.pop(key))
-    return end
+    return ready, end
 
 
 def stuck_positions(schedule: Schedule, sc: StageCosts) -> list[int]:
