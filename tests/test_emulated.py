@@ -72,6 +72,23 @@ def test_every_schedule_gives_the_linear_layer_the_same_gradient(pp2_runs):
             torch.testing.assert_close(g, ref, rtol=1e-6, atol=1e-7)
 
 
+def test_megatrons_interleaved_schedule_at_pp2_gives_our_gradients():
+    """megatron's interleaved 1F1B at pp=2 runs with overlapped, unbatched p2p, the only setting Megatron-LM
+    allows there: batched, an activation and a gradient of one shape swapped silently and stage 1's weight
+    got 1.0039 where every schedule gives 0.125 (NVIDIA/Megatron-LM#1450)."""
+    import torch
+
+    costs = S.Costs(f=0.0005, b=0.0005, w=0.0005)
+    ours = E.plan("interleaved-1f1b", 2, 4, costs, scale=1.0, chunks=2, baselines=[E.MEGATRON_INTERLEAVED])
+    assert [v.label for v in ours] == ["interleaved-1f1b", E.MEGATRON_INTERLEAVED]
+    results, _ = E.run(ours, 2, 4, elements=16, steps=1, warmup=0, p2p_timeout_s=30)
+    grads = {v.label: [c["grad"] for c in _chunk_logs(r)[-1]] for v, r in zip(ours, results)}
+    assert len(grads[E.MEGATRON_INTERLEAVED]) == 4  # 2 ranks x 2 chunks
+    for g, ref in zip(grads[E.MEGATRON_INTERLEAVED], grads["interleaved-1f1b"]):
+        assert g is not None and g.abs().sum() > 0
+        torch.testing.assert_close(g, ref, rtol=1e-6, atol=1e-7)
+
+
 def test_memory_per_rank_is_reported(pp2_runs):
     _, memory = pp2_runs
     assert len(memory["rss_kib"]) == 2 and all(0 < p < r for p, r in zip(memory["private_kib"], memory["rss_kib"]))

@@ -112,7 +112,12 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
 
         runner = TorchRunner(v.label, rank, pp, case["microbatches"], v.times, epoch=case["epoch"], elements=elements)
         return runner.modules, runner, None
-    config, n = emulated_config(pp=pp, chunks=v.chunks, elements=elements), pp * v.chunks
+    # megatron's interleaved schedule at pp=2 only with overlapped, unbatched p2p: batched, the previous and
+    # next rank are one peer and an activation and a gradient of one shape swap silently (NVIDIA/Megatron-LM#1450;
+    # Megatron-LM refuses it, arguments.py:573-582 at core_v0.16.1). Deeper pipelines keep megatron-core's
+    # defaults (batched, not overlapped), as the published tables were measured.
+    p2p = {"overlap_p2p_comm": True, "batch_p2p_comm": False} if v.megatron and v.chunks > 1 and pp == 2 else {}
+    config, n = emulated_config(pp=pp, chunks=v.chunks, elements=elements, **p2p), pp * v.chunks
     chunks = []
     for c in range(v.chunks):
         stage = stage_of(v.placement, pp, rank, c)
