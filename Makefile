@@ -124,6 +124,10 @@ test: $(STAMP) $(STAMP312)
 	[ $$first -eq 0 ] && [ $$rc -eq 0 ]
 
 # Each leg also writes every test's duration to out/ (JUnit XML), for finding what makes the suite slow.
+# One OpenMP thread per process: the suite runs many processes on 2 cores, and torch's default (one thread
+# per core, spinning between parallel regions) spends a third more CPU on the same work (the GPU kit's dry
+# run: 81 s of CPU alone, 55 s with one thread); multi-rank launches set it already.
+test test-py311 test-py311-rest test-py311-megatron-lm test-py312: export OMP_NUM_THREADS = 1
 test-py311: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=20 --junitxml=out/test-py311.xml tests
 
