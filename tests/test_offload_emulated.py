@@ -76,6 +76,45 @@ def test_every_rank_runs_the_plan_it_is_given(runs):
         assert {c[1] for c in copies if c[0] == "H2D"} == set(plan.keys[rank])
 
 
+@pytest.fixture(scope="module")
+def paired_runs():
+    """dualpipev with an all-to-all to hide: its steady state is overlapped F&B pairs, each run on emulated
+    chunks as two ops that together take the pair's time."""
+    costs = S.Costs(a2a=0.5)
+    sched = S.generate("dualpipev", 2, 4, costs=costs)
+    assert sched.has_pairs
+    off = E.make_variant("dualpipev off", sched, costs, scale=SCALE)
+    every = E.make_variant("dualpipev all", sched, costs, scale=SCALE)
+    every.offload = {"mode": "all", "bandwidth": BANDWIDTH, "costs": costs, "scale": SCALE}
+    results, _ = E.run([off, every], 2, 4, elements=64, steps=1, warmup=1, p2p_timeout_s=30)
+    return sched, results
+
+
+def test_a_pair_waits_for_its_b_halfs_reload_and_moves_its_f_halfs_activations_as_it_ends(paired_runs):
+    """As the plan times a pair: it starts (its F half) once its B half's activations are back, and its F
+    half's go to host once the pair (its B half) has ended; it computes what it computes without offload."""
+    import torch
+
+    sched, (off, every) = paired_runs
+    pairs = 0
+    for rank, record in enumerate(every["records"]):
+        step = record["steps"][-1]
+        back = {c[1]: c[3] for c in step["copies"] if c[0] == "H2D"}
+        out = {c[1]: c[2] for c in step["copies"] if c[0] == "D2H"}
+        spans = {(kind, mb, chunk): (start, end) for kind, mb, chunk, _, start, end in step["timeline"]}
+        ops = sched.ranks[rank]
+        for p in sched.paired(rank):
+            f, b = ops[p], ops[p + 1]
+            f_start, b_end = spans[(f.kind, f.mb, f.chunk)][0], spans[(b.kind, b.mb, b.chunk)][1]
+            assert f_start >= back[(b.mb, b.chunk)] - 1e-6, (rank, f, b)
+            assert out[(f.mb, f.chunk)] >= b_end - 1e-6, (rank, f, b)
+            pairs += 1
+        assert len(out) == len(back) == 2 * 4 + sum(op.kind == "B" for op in ops)  # every F; every B's W share
+    assert pairs > 0
+    for a, b in zip(off["params"], every["params"]):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
 def test_the_benchmark_names_the_paper_table_of_its_setting(capsys):
     """benchmarks/offload_emulated.py: 28.3B pp=32 m=96 is in Table 5 and Table 8 with different
     profiles; untagged it is the one offload_paper.py simulates (Table 8 from pp=16), a tag picks

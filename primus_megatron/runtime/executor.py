@@ -227,6 +227,7 @@ class _Step:
         self.in_flight: dict[tuple[int, int], Any] = {}  # (mb, chunk) -> its output's pending send
         self.forward_data_store: list = []
         self.ran_in_pair: set = set()  # item indices of pairs' second halves, run with their first
+        self.f_half_out = None  # (op, output): a pair's F half run as an op, moved to host after its B half
         self.combined_pairs = 0
         self.total_num_tokens = torch.zeros([], dtype=torch.int, device=self.device)
         self.store.reset_counters()
@@ -321,7 +322,15 @@ class _Step:
             # the F's output is moved though the executor holds it only where megatron frees its data once
             # sent (deallocate_pipeline_outputs); handed over locally (the V turn) or kept, it stays
             freed = op.kind == F and io.gives_to >= 0 and self.config.deallocate_pipeline_outputs
-            self.offload.after(op, output=output if freed else None)
+            if self.pair_of.get(index, self.limit) < self.limit:
+                # the F half of a pair run as two ops: its activations go out as the pair ends, after its B
+                # half, where the plan times the copy
+                self.f_half_out = (op, output if freed else None)
+            else:
+                if self.f_half_out is not None and self.halves.get(index, (None,))[0] == "B":
+                    self.offload.after(self.f_half_out[0], output=self.f_half_out[1])  # first on the lane, as planned
+                    self.f_half_out = None
+                self.offload.after(op, output=output if freed else None)
         self.sync.after(index)
         if ctx.record_timeline:
             self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none()))
