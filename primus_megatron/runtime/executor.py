@@ -348,6 +348,7 @@ class _Step:
         if io.takes is not None and io.takes_from >= 0:
             self.p2p.wait(self.recvs[io.takes], op=io.label())
         if self.offload:
+            self.offload.before(io.op)  # reloads a given plan names at the B half: as the pair starts
             self.offload.ready((io.op.mb, io.op.chunk))
 
     def _execute_pair(self, first: int, second: int) -> None:

@@ -150,7 +150,7 @@ class ActivationOffload:
         self.peak_host_bytes = 0
         self.device_bytes = 0  # what offload itself keeps on the device now: reload buffers
         self.peak_device_bytes = 0
-        self.moved = 0  # F ops offloaded this step
+        self.moved = 0  # F ops offloaded this step (that moved bytes)
         self.moved_bytes = 0  # what they saved, in all
         self.moved_w = 0  # W shares offloaded this step (what B ops kept for W)
         self.moved_w_bytes = 0
@@ -247,7 +247,7 @@ class ActivationOffload:
         if entry is None:
             return
         self._copy_out(key, entry, {t.untyped_storage().data_ptr() for t in _tensors(output)})
-        self.moved += 1
+        self.moved += bool(entry.nbytes)  # an F whose saved storages something else kept moved nothing
         self.moved_bytes += entry.nbytes
 
     def offload_w_share(self, key: Key) -> None:
@@ -263,7 +263,7 @@ class ActivationOffload:
                 if torch.is_tensor(args[i]) and not self._keeps(args[i]):
                     args[i] = self._pack(entry, wkey, args[i])
         self._copy_out(wkey, entry)
-        self.moved_w += 1
+        self.moved_w += bool(entry.nbytes)
         self.moved_w_bytes += entry.nbytes
 
     def _copy_out(self, key: Key, entry: _Entry, transient: frozenset = frozenset()) -> None:
@@ -433,10 +433,10 @@ def measured_bandwidth(step, schedule, costs, rank: int, device: torch.device, g
     stages = schedule.stage_table[rank]
     f_units = sum(sc.duration(F, s) for s in stages)
     mem_units = sum(sc.memory(F, s) for s in stages)
-    # an overlapped pair's F half is recorded with the pair's time: the F ops outside pairs tell F's
+    # an overlapped pair's F half is recorded with the pair's time: only the F ops outside pairs tell F's (a
+    # rank with none does not bound the lanes)
     paired = {schedule.ranks[rank][p] for p in schedule.paired(rank)}
-    f_times = [r.end - r.start for r in step.timeline if r.op.kind == F and r.op not in paired] or \
-        [r.end - r.start for r in step.timeline if r.op.kind == F]
+    f_times = [r.end - r.start for r in step.timeline if r.op.kind == F and r.op not in paired]
     rate = lane_rate(getattr(step, "copy_seconds", ()))
     if not f_times or not step.offloaded or step.offloaded_bytes <= 0 or f_units <= 0 or mem_units <= 0 \
             or math.isinf(rate):
