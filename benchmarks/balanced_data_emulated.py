@@ -54,10 +54,11 @@ def cost():
     return SampleCost(a=1.0 / CAP, b=1.0)
 
 
-def plan(g: int, dp: int, mode: str, seed: int):
+def plan(g: int, dp: int, mode: str, seed: int, pp: int = 1):
+    """Step `seed`'s plan; packed, at least `pp` microbatches per replica (the training script's floor)."""
     from primus_megatron.balancing import longalign_batch, plan_batch
 
-    return plan_batch(longalign_batch(g, CAP, seed, min_len=2), dp, CAP, mode, cost())
+    return plan_batch(longalign_batch(g, CAP, seed, min_len=2), dp, CAP, mode, cost(), min_microbatches=pp)
 
 
 def unit_cost(steps: int) -> float:
@@ -84,7 +85,7 @@ def step_factors(g: int, dp: int, pp: int, schedule: str, mode: str, unit: float
     """Per step, per replica, its microbatches' factors."""
     out = []
     for seed in range(steps):
-        p = plan(g, dp, "lb-mini" if mode == ORDERED else mode, seed)
+        p = plan(g, dp, "lb-mini" if mode == ORDERED else mode, seed, pp)
         per = [tuple(c / unit for c in p.microbatch_costs(r, cost())) for r in range(dp)]
         out.append(tuple(best_order(schedule, pp, f) if mode == ORDERED else f for f in per))
     return tuple(out)
@@ -234,8 +235,14 @@ def reading(found: dict, train: dict | None) -> list:
         return [v[key] / found[k[:4] + ("off",)][key] for k, v in found.items() if k[4] == mode
                 and k[3] != MEGATRON and all(k[("dp", "pp", "g").index(n)] == x for n, x in where.items())]
 
-    inside = [found[k[:4] + ("off",)]["inside"] / v["inside"] for k, v in found.items()
-              if k[4] == "lb-mini" and k[:3] == (2, 4, 16) and k[3] != MEGATRON]
+    def inside(dp, pp, g):
+        return [found[k[:4] + ("off",)]["inside"] / v["inside"] for k, v in found.items()
+                if k[4] == "lb-mini" and k[:3] == (dp, pp, g) and k[3] != MEGATRON]
+
+    def counts(mode, dp, pp, g):
+        c = [n for k, v in found.items() if k[4] == mode and k[:3] == (dp, pp, g) for n in v["counts"]]
+        return f"{min(c)}-{max(c)}" if min(c) != max(c) else f"{min(c)}"
+
     gap = [abs(v["measured"] / found[k[:4] + ("off",)]["measured"] - v["simulated"] / found[k[:4] + ("off",)]
                ["simulated"]) for k, v in found.items()]
     host = [1 - v["measured"] / v["simulated"] for v in found.values()]
@@ -246,12 +253,15 @@ def reading(found: dict, train: dict | None) -> list:
         f"* At G = 64 `lb-mini` runs {_span(vs('lb-mini', 'measured', g=64), 2)} x off's samples/s measured "
         f"({_span(vs('lb-mini', 'simulated', g=64), 2)} simulated), nearly all of it across replicas; at DP4 x PP2 "
         f"it gains at every G ({_span(vs('lb-mini', 'measured', dp=4), 2)} measured).",
-        f"* Inside the pipeline it gives some back: first fit decreasing runs the heaviest microbatch first and "
-        f"(G = 32, 64) packs fewer of them, so with few microbatches per replica the fill and drain grow (off's "
-        f"inside over "
-        f"lb-mini's {_span(inside, 2)} at DP2 x PP4, G = 16, 2-3 microbatches for 4 stages), and there lb-mini is "
-        f"{_span(vs('lb-mini', 'measured', dp=2, pp=4, g=16), 2)} x off. The microbatch order "
-        f"(`lb-mini+order`) wins back part of it: {_span(vs(ORDERED, 'simulated'), 2)} x off simulated.",
+        f"* Few samples per replica (DP2 x PP4, G = 16): off packs {counts('off', 2, 4, 16)} microbatches for 4 "
+        f"stages, lb-mini one per stage ({counts('lb-mini', 2, 4, 16)}: the floor, microbatches of even cost), "
+        f"so its fill and drain are shorter (off's inside over lb-mini's {_span(inside(2, 4, 16), 2)}) and it "
+        f"runs {_span(vs('lb-mini', 'measured', dp=2, pp=4, g=16), 2)} x off measured "
+        f"({_span(vs('lb-mini', 'simulated', dp=2, pp=4, g=16), 2)} simulated). With more samples first fit "
+        f"decreasing packs fewer, fuller microbatches than off and runs the heaviest first, giving some back "
+        f"inside the pipeline (off's inside over lb-mini's {_span(inside(2, 4, 32), 2)} at G = 32, "
+        f"{counts('lb-mini', 2, 4, 32)} microbatches against off's {counts('off', 2, 4, 32)}). The microbatch "
+        f"order (`lb-mini+order`) wins back part of it: {_span(vs(ORDERED, 'simulated'), 2)} x off simulated.",
         f"* Measured follows the simulator: the measured ratios to off differ from the simulated ones by "
         f"{statistics.median(gap):.3f} (median; at most {max(gap):.3f}); measured samples/s sit "
         f"{100 * statistics.median(host):.0f}% (median; {100 * min(host):.0f}-{100 * max(host):.0f}%) below the "

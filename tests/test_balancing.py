@@ -101,17 +101,19 @@ batches = st.integers(1, 4).flatmap(lambda dp: st.tuples(
                                                               max_size=dp * k))))
 
 
-@given(batches, st.sampled_from(B.MODES))
-def test_a_plan_holds_every_sample_once_under_the_cap_with_a_microbatch_per_replica(batch, mode):
+@given(batches, st.sampled_from(B.MODES), st.integers(1, 6))
+def test_a_plan_holds_every_sample_once_under_the_cap_with_a_microbatch_per_replica(batch, mode, pp):
     dp, lengths = batch
-    plan = B.plan_batch(lengths, dp, CAP, mode, COST)
+    plan = B.plan_batch(lengths, dp, CAP, mode, COST, min_microbatches=pp)
     held = sorted(i for r in plan.replicas for mb in r for i in mb)
     assert held == list(range(len(lengths)))
     assert all(sum(lengths[i] for i in mb) <= CAP for r in plan.replicas for mb in r)
     assert len(plan.counts) == dp and min(plan.counts) >= 1
+    if mode != "off":  # at least a microbatch per stage where a replica has the samples (BatchPlan: none empty)
+        assert all(len(r) >= min(pp, sum(map(len, r))) for r in plan.replicas)
     factors = [f for r in range(dp) for f in plan.factors(r, COST)]
     assert sum(factors) / len(factors) == pytest.approx(1.0)
-    assert plan == B.plan_batch(lengths, dp, CAP, mode, COST)  # deterministic
+    assert plan == B.plan_batch(lengths, dp, CAP, mode, COST, min_microbatches=pp)  # deterministic
     assert sum(plan.replica_costs(COST)) == pytest.approx(COST.of_microbatch(lengths))
 
 
@@ -166,6 +168,31 @@ def test_packing_orders():
     lengths = [100, 200, 50, 150, 30]
     assert B.next_fit(range(5), lengths, CAP) == ((0,), (1, 2), (3, 4))
     assert B.first_fit_decreasing(range(5), lengths, CAP, COST) == ((1, 2), (3, 0), (4,))
+
+
+@given(st.lists(st.integers(1, CAP), min_size=1, max_size=24), st.integers(2, 8))
+def test_a_floor_on_the_count_packs_microbatches_of_even_cost(lengths, floor):
+    """Fewer packs than stages leave stages idle in the fill and the drain: with a floor, heaviest first
+    into the cheapest microbatch with room; where every sample found room, the costliest microbatch
+    exceeds the mean by at most one sample (greedy's bound)."""
+    free = B.first_fit_decreasing(range(len(lengths)), lengths, CAP, COST)
+    packed = B.first_fit_decreasing(range(len(lengths)), lengths, CAP, COST, at_least=floor)
+    assert sorted(i for mb in packed for i in mb) == list(range(len(lengths)))
+    assert all(mb and sum(lengths[i] for i in mb) <= CAP for mb in packed)
+    if len(free) >= min(floor, len(lengths)):
+        assert packed == free  # enough packs already: LB-Mini's packing, untouched
+        return
+    assert len(packed) >= min(floor, len(lengths))
+    costs = [COST.of_microbatch(lengths[i] for i in mb) for mb in packed]
+    if len(packed) == min(floor, len(lengths)):
+        assert max(costs) <= sum(costs) / len(costs) + max(COST.of(n) for n in lengths) + 1e-9
+
+
+def test_the_floor_turns_two_fat_packs_into_one_per_stage():
+    lengths = [60, 60, 50, 50, 40, 40, 30, 20]  # 350 tokens: two packs under 256
+    assert len(B.first_fit_decreasing(range(8), lengths, CAP, COST)) == 2
+    packed = B.first_fit_decreasing(range(8), lengths, CAP, COST, at_least=4)
+    assert packed == ((0, 6), (1, 7), (2, 4), (3, 5))  # 90, 80, 90, 90 tokens: heaviest into the cheapest
 
 
 def test_fill_empty_gives_an_empty_replica_the_cheapest_spare_sample():

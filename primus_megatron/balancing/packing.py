@@ -3,7 +3,11 @@
   next_fit              arrival order; a sample that does not fit closes the microbatch (the
                         plain baseline: what a sequential packer does)
   first_fit_decreasing  heaviest first by cost, each into the first microbatch with room (fewer,
-                        fuller microbatches, and the heavy ones first, as LB-Mini does)
+                        fuller microbatches, and the heavy ones first, as LB-Mini does); with a
+                        floor on the count (a pipeline's stages: fewer microbatches than stages
+                        leave stages idle in the fill and the drain), where it packs fewer, the
+                        floor's count of microbatches of even cost instead (heaviest first into
+                        the cheapest one with room)
 
 A microbatch is a tuple of global sample indices. A sample longer than cap is refused: the caller
 clips lengths to the sequence length.
@@ -40,16 +44,35 @@ def next_fit(indices: Sequence[int], lengths: Sequence[int], cap: int) -> Microb
 
 
 def first_fit_decreasing(indices: Sequence[int], lengths: Sequence[int], cap: int,
-                         cost: SampleCost) -> Microbatches:
-    """Heaviest sample first (ties by index), each into the earliest microbatch with room."""
+                         cost: SampleCost, *, at_least: int = 1) -> Microbatches:
+    """Heaviest sample first (ties by index), each into the earliest microbatch with room; where that
+    packs fewer than `at_least` microbatches (and there are that many samples), `at_least` microbatches
+    of even cost: heaviest first into the cheapest one with room (a new one where none has)."""
     _check(indices, lengths, cap)
+    heaviest_first = sorted(indices, key=lambda i: (-cost.of(lengths[i]), i))
     out: List[List[int]] = []
     used: List[int] = []
-    for i in sorted(indices, key=lambda i: (-cost.of(lengths[i]), i)):
+    for i in heaviest_first:
         k = next((k for k, u in enumerate(used) if u + lengths[i] <= cap), len(out))
         if k == len(out):
             out.append([])
             used.append(0)
         out[k].append(i)
         used[k] += lengths[i]
+    floor = min(at_least, len(heaviest_first))
+    if len(out) >= floor:
+        return tuple(tuple(mb) for mb in out)
+    out, used, costs = [[] for _ in range(floor)], [0] * floor, [0.0] * floor
+    for i in heaviest_first:  # the first `floor` samples open one microbatch each (an empty one is cheapest)
+        room = [k for k in range(len(out)) if used[k] + lengths[i] <= cap]
+        if room:
+            k = min(room, key=lambda k: (costs[k], k))
+        else:
+            k = len(out)
+            out.append([])
+            used.append(0)
+            costs.append(0.0)
+        out[k].append(i)
+        used[k] += lengths[i]
+        costs[k] += cost.of(lengths[i])
     return tuple(tuple(mb) for mb in out)

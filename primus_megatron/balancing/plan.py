@@ -5,6 +5,9 @@
   off      contiguous split + next_fit            (megatron's plain data path)
   sorted   snake split by cost + first_fit_decreasing
   lb-mini  karmarkar_karp + refinement + first_fit_decreasing   (ODC's LB-Mini)
+
+both packing at least as many microbatches per replica as the pipeline has stages, where the
+replica has that many samples (`min_microbatches`).
 """
 from __future__ import annotations
 
@@ -64,8 +67,11 @@ class BatchPlan:
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def plan_batch(lengths: Sequence[int], dp: int, cap: int, mode: str, cost: SampleCost) -> BatchPlan:
-    """Splits the global batch over dp replicas and packs each replica's share under cap tokens."""
+def plan_batch(lengths: Sequence[int], dp: int, cap: int, mode: str, cost: SampleCost, *,
+               min_microbatches: int = 1) -> BatchPlan:
+    """Splits the global batch over dp replicas and packs each replica's share under cap tokens;
+    `sorted` and `lb-mini` pack at least `min_microbatches` per replica where it has that many samples
+    (the pipeline's stages: `packing.first_fit_decreasing`)."""
     if mode not in MODES:
         raise ValueError(f"--pipeline-balance-data must be one of {', '.join(MODES)}, not {mode!r}")
     lengths = tuple(lengths)
@@ -73,5 +79,5 @@ def plan_batch(lengths: Sequence[int], dp: int, cap: int, mode: str, cost: Sampl
         replicas = tuple(next_fit(r, lengths, cap) for r in contiguous(lengths, dp))
     else:
         split = snake(lengths, dp, cost) if mode == "sorted" else karmarkar_karp(lengths, dp, cost)
-        replicas = tuple(first_fit_decreasing(r, lengths, cap, cost) for r in split)
+        replicas = tuple(first_fit_decreasing(r, lengths, cap, cost, at_least=min_microbatches) for r in split)
     return BatchPlan(lengths, cap, replicas)

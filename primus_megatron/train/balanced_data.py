@@ -55,7 +55,8 @@ class BalancedBatches:
     def plan(self, step: int) -> BatchPlan:
         """Step `step`'s global batch split and packed (the same on every rank)."""
         lengths = longalign_batch(self.global_batch, self.seq, seed=self.args.seed * 1_000_003 + step, min_len=2)
-        return plan_batch(lengths, self.dp_size, self.seq, self.mode, self.cost)
+        return plan_batch(lengths, self.dp_size, self.seq, self.mode, self.cost,
+                          min_microbatches=getattr(self.args, "pipeline_model_parallel_size", 1) or 1)
 
     def step(self, step: int) -> tuple[int, Iterator[dict]]:
         """(this replica's microbatch count, its packed microbatches; on a rank without data, their
