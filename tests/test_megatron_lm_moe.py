@@ -67,6 +67,7 @@ A2A = ["--overlap-moe-expert-parallel-comm"]
 PAIRED = {"dualpipev": ["--pipeline-schedule", "dualpipev"],
           "zbv": ["--pipeline-schedule", "zbv", "--pipeline-costs", "1,1,1,a2a=0.5"]}
 COMBINED_1F1B = "megatron-combined-1f1b"  # megatron's interleaved 1F1B under the flag
+OFFLOADED = "dualpipev-offload"  # dualpipev's pairs through the combined step, every activation to host and back
 LAYERS = {"te": TE_MOE, "local": VARIANTS["local-sequential"]}
 
 
@@ -112,6 +113,8 @@ def runs(megatron_lm_tree, tmp_path_factory):
                                           start() if layers == "te" else local_start(), "--finetune"]
         if schedule == COMBINED_1F1B:
             args += A2A + ["--num-virtual-stages-per-pipeline-rank", "2"]
+        elif schedule == OFFLOADED:
+            args += A2A + PAIRED["dualpipev"] + FIXED + ["--pipeline-offload", "all"]
         elif schedule is not None:
             args += A2A + PAIRED[schedule] + FIXED
         return H.run(tree, 4, args, te=layers == "te")
@@ -192,3 +195,18 @@ def test_a2a_overlap_trains_exactly_as_megatron(runs, layers, schedule):
     ran = re.findall(rf"{schedule}: (\d+) overlapped F&B pairs ran on pipeline rank 0, each as one call of "
                      r"megatron-core's combined_forward_backward_step", ours.log)
     assert planned and ran == [str(len(planned))], H.tail(ours.log)
+
+
+def test_a2a_overlap_with_activation_offload_trains_exactly_as_megatron(runs):
+    """dualpipev's pairs through megatron's combined step with --pipeline-offload all: each pair's F half's
+    activations recorded inside the combined call and moved to host as it ends, its B half's back before it
+    starts; Megatron-LM logs exactly megatron's plain 1F1B's numbers."""
+    _, _, overlapped = runs
+    own, ours = overlapped("local", None), overlapped("local", OFFLOADED)
+    _check(ours, own)
+    assert re.search(r"dualpipev: \d+ overlapped F&B pairs ran on pipeline rank 0", ours.log), H.tail(ours.log)
+    # pipeline rank 0: every F of its 2 chunks x 4 microbatches, and what each of its B ops kept for its W
+    b_ops = sum(op.kind == S.B for op in S.generate("dualpipev", 2, 4).ranks[0])
+    moved = re.findall(r"dualpipev: --pipeline-offload all moved (\d+) F ops' activations and (\d+) W shares to "
+                       r"host and back on pipeline rank 0", ours.log)
+    assert moved == [("8", str(b_ops))], H.tail(ours.log)

@@ -60,6 +60,7 @@ class PipelineRunner:
         self.last_step: Optional[StepResult] = None
         self._solo = None  # this rank's one-rank group (V placement), made at the first V step
         self._pairs_logged = False
+        self._offload_logged = False
         install()
 
     # -- what the spec and the plans say ------------------------------------------------------------
@@ -121,6 +122,7 @@ class PipelineRunner:
         p2p = P2P(group, rank, self.spec.p2p_timeout_s, self.p2p_mode)
         result = self._run(key, lowered, rank, p2p, ctx, forward_only)
         self._log_pairs(sched, result, rank)
+        self._log_offload(sched, result, rank)
         if not forward_only and self.planner.offload_bandwidth_unknown:  # the first step that offloaded
             self._measure_offload_bandwidth(sched, result, rank, group, chunks)
         if self.window.step_done(forward_only, profile is not None):
@@ -131,6 +133,14 @@ class PipelineRunner:
             return _move_losses_to_last_rank(sched, result.forward_data_store, p2p, rank,
                                              next(chunks[0].parameters()).device)
         return result.forward_data_store
+
+    def _log_offload(self, sched: S.Schedule, result: StepResult, rank: int) -> None:
+        """Once, after the first step that moved activations: what this rank's offload moved."""
+        if (result.offloaded or result.offloaded_w) and not self._offload_logged:
+            self._offload_logged = True
+            self.log(f"primus_megatron: {sched.name}: --pipeline-offload {self.spec.offload} moved {result.offloaded} "
+                     f"F ops' activations and {result.offloaded_w} W shares to host and back on pipeline rank {rank} "
+                     f"({(result.offloaded_bytes + result.offloaded_w_bytes) / 2 ** 20:.1f} MiB)")
 
     def _log_pairs(self, sched: S.Schedule, result: StepResult, rank: int) -> None:
         """Once, after the first step that ran any: its pairs through megatron's combined step."""
