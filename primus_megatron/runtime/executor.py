@@ -319,18 +319,16 @@ class _Step:
             self.memory.forward_done(key, output)
             mem_delta = self.memory.forward_bytes(key)
         if self.offload:  # to host: an F's saved tensors (after the profiler's graph walk), what a B keeps for W
-            # the F's output is moved though the executor holds it only where megatron frees its data once
-            # sent (deallocate_pipeline_outputs); handed over locally (the V turn) or kept, it stays
-            freed = op.kind == F and io.gives_to >= 0 and self.config.deallocate_pipeline_outputs
+            moved = self._moved_output(io, output) if op.kind == F else None
             if self.pair_of.get(index, self.limit) < self.limit:
                 # the F half of a pair run as two ops: its activations go out as the pair ends, after its B
                 # half, where the plan times the copy
-                self.f_half_out = (op, output if freed else None)
+                self.f_half_out = (op, moved)
             else:
                 if self.f_half_out is not None and self.halves.get(index, (None,))[0] == "B":
-                    self.offload.after(self.f_half_out[0], output=self.f_half_out[1])  # first on the lane, as planned
+                    self.offload.after(*self.f_half_out)  # first on the lane, as planned
                     self.f_half_out = None
-                self.offload.after(op, output=output if freed else None)
+                self.offload.after(op, output=moved)
         self.sync.after(index)
         if ctx.record_timeline:
             self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none()))
@@ -339,6 +337,12 @@ class _Step:
             ctx.profile.memory[(op.kind, io.stage)].append(mem_delta)
         for done in self.p2p.reap_sends():
             self.release_sent(done)
+
+    def _moved_output(self, io: OpIO, output):
+        """An F's output, for offload to move with its saved tensors though the executor holds it: only where
+        megatron frees its data once sent (deallocate_pipeline_outputs); handed over locally (the V turn) or
+        kept, it stays (None)."""
+        return output if io.gives_to >= 0 and self.config.deallocate_pipeline_outputs else None
 
     def _await_second_half(self, second: int) -> None:
         """A pair run as two ops starts as a pair does, with both halves' inputs there: the B half's
@@ -377,8 +381,7 @@ class _Step:
         self._backward_done(b_io, input_grad)
         end = self._end()
         if self.offload:
-            freed = f_io.gives_to >= 0 and self.config.deallocate_pipeline_outputs
-            self.offload.after(f_op, output=output if freed else None)
+            self.offload.after(f_op, output=self._moved_output(f_io, output))
             self.offload.after(b_op)
         self.ran_in_pair.add(second)
         self.combined_pairs += 1

@@ -230,7 +230,7 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
     for r, ops in enumerate(schedule.ranks):
         where, size_of = {}, {}
         f_at, back_at, b_at, w_at = _positions(ops)
-        item_of = _items(schedule, r) if wanted[r] else []
+        item_of, paired = (_items(schedule, r) if wanted[r] else []), schedule.paired(r)
         starts = [i for i, item in enumerate(item_of) if i == 0 or item_of[i - 1] != item]  # item -> first op
         table = schedule.stage_table[r]
         for key in sorted(wanted[r]):
@@ -253,7 +253,7 @@ def make_plan(schedule: Schedule, keys: Iterable, bandwidth: float, costs: Optio
             while k - 1 > made and covered < need - EPS:
                 k -= 1
                 op = ops[starts[k]]
-                if starts[k] + 1 < len(ops) and item_of[starts[k] + 1] == k:  # a pair: its own time
+                if starts[k] in paired:  # a pair: its own time
                     b = ops[starts[k] + 1]
                     covered += sc.pair_duration(table[op.chunk], b.kind, table[b.chunk], op.mb, b.mb)
                 else:
