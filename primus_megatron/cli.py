@@ -20,7 +20,10 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+if TYPE_CHECKING:  # emulation (and torch) load only when `emulate` runs
+    from .emulation.command import EmulateOptions
 
 PROG = "primus-pipeline"
 COST_FIELDS = ("f", "b", "w", "comm")
@@ -738,12 +741,24 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     optimizer = _optimizer_spec(args, pp)
     _check_op_overhead(args)
     try:
-        variants, results, report = command.emulate(args, costs, pp, m, unit, elements, baselines, optimizer)
+        variants, results, report = command.emulate(_emulate_options(args), costs, pp, m, unit, elements, baselines,
+                                                    optimizer)
     except command.EmulationFailed as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
     _emulate_outputs(args, variants, results, report)
     return 0
+
+
+def _emulate_options(args: argparse.Namespace) -> EmulateOptions:
+    """What emulation reads of the parsed options (`emulation.command.EmulateOptions`)."""
+    from .emulation.command import EmulateOptions
+
+    return EmulateOptions(schedule=args.schedule, chunks=args.chunks, memory_limit=args.memory_limit,
+                          post_validation=args.post_validation,
+                          optimizer_post_validation=args.optimizer_post_validation,
+                          op_overhead_ms=args.op_overhead, steps=args.steps, p2p_mode=args.p2p_mode,
+                          p2p_timeout_s=args.p2p_timeout, text=args.format == "text")
 
 
 def _emulate_inputs(args: argparse.Namespace) -> tuple:

@@ -51,7 +51,8 @@ def initialize(args: argparse.Namespace) -> Optional[tuple[int, int]]:
 def model_parallel_groups(args: argparse.Namespace) -> None:
     """megatron's tensor, pipeline and expert parallel groups for the arguments, made again where
     groups of other sizes exist (a launcher that set them up already: megatron would otherwise
-    build a model for the arguments' expert parallel size over groups of another, silently)."""
+    build a model for the arguments' expert parallel size over groups of another, silently). The
+    groups replaced are destroyed, not left alive beside the new ones."""
     from megatron.core import parallel_state as ps
 
     wanted = (args.tensor_model_parallel_size, args.pipeline_model_parallel_size, args.expert_model_parallel_size)
@@ -60,9 +61,25 @@ def model_parallel_groups(args: argparse.Namespace) -> None:
                 ps.get_expert_model_parallel_world_size())
         if have == wanted:
             return
-        ps.destroy_model_parallel()
+        destroy_megatron_groups()
     ps.initialize_model_parallel(*wanted[:2], expert_model_parallel_size=wanted[2],
                                  distributed_timeout_minutes=args.distributed_timeout_minutes)
+
+
+def destroy_megatron_groups() -> None:
+    """megatron's parallel state reset and the process groups it made destroyed. Its
+    `destroy_model_parallel` only forgets most of them (it destroys its gloo groups alone), and
+    torch keeps every group it was not told to destroy: each re-creation would add a full set."""
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+
+    # every group megatron's create_group made that this rank belongs to; None stands for the world
+    made = [g for g in (getattr(ps, "_global_process_group_list", None) or []) if g is not None]
+    ps.destroy_model_parallel()
+    live = dist.distributed_c10d._world.pg_map  # megatron checks the same map before destroying
+    for group in made:
+        if group in live:  # not already destroyed (megatron's gloo groups), nor listed twice
+            dist.destroy_process_group(group)
 
 
 def cpu_time_sharing(ranks_here: int) -> Optional[tuple[int, int]]:
