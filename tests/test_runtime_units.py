@@ -153,6 +153,95 @@ def test_fused_w_fires_ddps_hook_once_in_w_and_allocates_nothing_weight_sized():
     assert fired == [True, True]
 
 
+def _expert_loop(n: int, fused: bool):
+    """`n` ColumnParallelLinear layers applied one after another (SequentialMLP's shape: a loop of
+    small linear layers), each weight with what megatron's DDP gives it and a hook counting its
+    firings (with `.grad` present or not)."""
+    ref.init_single_process()
+    from megatron.core.tensor_parallel.layers import ColumnParallelLinear
+
+    from primus_megatron.runtime import linear_hooks
+
+    linear_hooks.install()
+    config = ref.tiny_gpt_config(1, gradient_accumulation_fusion=fused)
+    torch.manual_seed(3)
+    layers = [ColumnParallelLinear(16, 16, config=config, init_method=torch.nn.init.normal_, bias=False,
+                                   gather_output=True) for _ in range(n)]
+    fired: dict = {}
+    for i, layer in enumerate(layers):
+        w = layer.weight
+        if fused:
+            w.main_grad = torch.zeros_like(w, dtype=torch.float32)
+            w.grad_added_to_main_grad = False
+
+        def hook(*_, i=i, w=w):  # megatron DDP's hook, as far as this test needs it
+            fired.setdefault(i, []).append(w.grad is not None)
+            if fused:
+                w.grad = None
+
+        layer.kept_accumulator = w.expand_as(w).grad_fn.next_functions[0][0]
+        layer.kept_accumulator.register_hook(hook)
+    return layers, fired
+
+
+def _loop_forward(layers, x):
+    for layer in layers:
+        x = torch.tanh(layer(x)[0])
+    return x.square().sum()
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "unfused"])
+def test_a_w_op_hands_autograd_its_gradients_in_one_engine_call(fused, monkeypatch):
+    """Issue 56: the W op of 32 deferred linear layers calls autograd's engine once, not once per
+    closure (megatron DDP's hooks still fire once per weight in W), and the gradients are megatron's
+    own backward's, bitwise."""
+    from primus_megatron.runtime.wgrad_store import get_store
+
+    layers, fired = _expert_loop(32, fused)
+    x = torch.randn(4, 2, 16, requires_grad=True)  # else the first layer has nothing to split
+    _loop_forward(layers, x).backward()  # megatron's own backward: the reference
+    own = [(l.weight.main_grad if fused else l.weight.grad).clone() for l in layers]
+    for l in layers:
+        l.weight.grad = None
+        if fused:
+            l.weight.main_grad.zero_()
+    fired.clear()
+
+    store = get_store()
+    store.reset_counters()
+    with store.step(splitting=True):
+        loss = _loop_forward(layers, x)
+        with store.capture("mb0"):
+            loss.backward()
+        assert fired == {}, "DDP's hooks must not fire in B"
+        calls = []
+        real = torch.autograd.backward
+        monkeypatch.setattr(torch.autograd, "backward", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+        store.run("mb0")
+        monkeypatch.undo()
+    assert len(calls) == 1 and store.engine_calls == 1
+    assert fired == {i: [True] for i in range(32)}, fired
+    for l, expected in zip(layers, own):
+        torch.testing.assert_close(l.weight.main_grad if fused else l.weight.grad, expected, rtol=0, atol=0)
+
+
+def test_unfused_weight_gradients_wait_for_the_engine_up_to_a_bound(monkeypatch):
+    """Unfused weight gradients wait outside DDP's buffers for the W op's engine call: past
+    FLUSH_BYTES they are handed over as a closure ends (here every closure: one call each)."""
+    from primus_megatron.runtime import wgrad_store
+
+    layers, fired = _expert_loop(6, fused=False)
+    monkeypatch.setattr(wgrad_store, "FLUSH_BYTES", 1)
+    store = wgrad_store.get_store()
+    store.reset_counters()
+    with store.step(splitting=True):
+        loss = _loop_forward(layers, torch.randn(4, 2, 16, requires_grad=True))
+        with store.capture("mb0"):
+            loss.backward()
+        store.run("mb0")
+    assert store.engine_calls == 6 and fired == {i: [True] for i in range(6)}
+
+
 @pytest.mark.parametrize("hooked", [False, True], ids=["plain", "saved-tensor hooks"])
 def test_fused_w_reaches_the_parameter_under_saved_tensor_hooks(hooked):
     """Under saved-tensor hooks (the runtime's memory profiler, activation offloading)

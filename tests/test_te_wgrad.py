@@ -914,7 +914,9 @@ def _grouped_experts(te, fuse: bool):
     assert all(params[f"fc1.bias{i}"].grad is None for i in range(3))
     assert all(params[n].grad is not None for n in GROUPED_IN_B)
     for mb in (2, 0, 1):
+        calls = store.engine_calls
         store.run((mb, 0))
+        assert store.engine_calls == calls + 1, "a W op hands autograd its experts' gradients in one call"
     store.assert_empty()
     expected = _reference_grads(plain, xs)
     for name in weights:

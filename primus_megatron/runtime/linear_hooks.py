@@ -75,35 +75,23 @@ class _Weight:
         self.param = param
 
 
-class _ReachAccumulator(torch.autograd.Function):
-    """Runs a parameter's gradient accumulator with no new gradient: its hooks
-    (megatron DDP's grad-ready hook) fire, `.grad` is left as it is."""
-
-    @staticmethod
-    def forward(ctx, param):
-        return param.new_empty(0)
-
-    @staticmethod
-    def backward(ctx, _):
-        return None
-
-
 def _announce_main_grad(weight: torch.Tensor) -> None:
     """After the weight gradient was added to `main_grad`: fire the accumulator's
     hooks with `.grad` set to a zero dummy, which is what megatron's fused
     backward makes DDP see (`grad_added_to_main_grad` tells it not to add it;
-    with `zero_out_wgrad` it adds zeros)."""
+    with `zero_out_wgrad` it adds zeros). With the W op's other deliveries (wgrad_store)."""
+    store = get_store()
     dummy = zero_grad_view(weight) if weight.grad is None else None
     if dummy is not None:
         weight.grad = dummy
-    _reach_accumulator(weight)
-    if dummy is not None and weight.grad is dummy:
+    store.deliver(weight)
+    if dummy is not None:
+        store.after_delivery(lambda: _take_back(weight, dummy))
+
+
+def _take_back(weight: torch.Tensor, dummy: torch.Tensor) -> None:
+    if weight.grad is dummy:
         weight.grad = None  # nobody consumed it (no DDP hook): leave nothing behind
-
-
-def _reach_accumulator(weight: torch.Tensor) -> None:
-    with torch.enable_grad():
-        torch.autograd.backward(_ReachAccumulator.apply(weight), weight.new_empty(0))
 
 
 def _fused_accumulate(weight: torch.Tensor, main_grad: torch.Tensor, grad_output, total_input) -> None:
@@ -150,10 +138,8 @@ def _weight_grad_closure(weight, *, fusion: bool, main_grad, sequence_parallel: 
                 grad_weight = None
             else:
                 grad_weight = go.t().matmul(ti)
-        if grad_weight is None:  # megatron returns None: the accumulator still runs its hooks
-            _reach_accumulator(weight)
-        else:
-            torch.autograd.backward(weight, grad_weight)
+        # megatron returns None when fused: the accumulator still runs its hooks
+        get_store().deliver(weight, grad_weight)
 
     return run
 

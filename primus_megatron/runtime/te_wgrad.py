@@ -294,7 +294,7 @@ class _Work:
         if layer.use_bias and bgrad is not None:  # bias gradient fused into the GEMM (no FP8)
             _accumulate(getattr(layer, layer.bias_names[0]), bgrad)
         del wgrad, bgrad
-        _run_layer_hooks(layer)
+        get_store().after_delivery(lambda: _run_layer_hooks(layer))
 
 
 class _GroupedWork(_Work):
@@ -330,7 +330,7 @@ class _GroupedWork(_Work):
                 if g is not None and g.numel():
                     _accumulate(getattr(layer, name), g)
         del outputs, grad_biases
-        _run_layer_hooks(layer)
+        get_store().after_delivery(lambda: _run_layer_hooks(layer))
 
 
 # hipBLASLt has no kernel for some fused bias-gradient weight-gradient GEMMs with an fp32 output (main_grad)
@@ -352,8 +352,9 @@ def _named_gemm_failure(layer: torch.nn.Module) -> Iterator[None]:
 
 
 def _accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
-    # through the parameter's own AccumulateGrad node: adds to .grad as an undivided backward would
-    torch.autograd.backward(param, grad.to(param.dtype))
+    # through the parameter's own AccumulateGrad node: adds to .grad as an undivided backward would;
+    # in the W op's one call into autograd's engine (wgrad_store)
+    get_store().deliver(param, grad)
 
 
 def _marked_params(layer: torch.nn.Module) -> list:
