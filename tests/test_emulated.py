@@ -225,7 +225,7 @@ def test_emulate_json_follows_the_simulator(capsys, tmp_path):
     after another would take about 2.3x (4 x 180 ms of work against a 320 ms plan) and fail, and its
     bubble would be 0.75 against the plan's 0.44. The margin is wide because the lowering posts a
     rank's receives early and NCCL order holds its later sends behind them (1.39x measured here
-    against 1.06x with plain gloo p2p; BENCHMARKS.md, emulated devices)."""
+    against 1.06x with plain gloo p2p; docs/benchmarks/emulated.md)."""
     trace = tmp_path / "t.json"
     code = cli.main(["emulate", "--schedule", "1f1b", "--pp", "4", "-m", "4", "--cost-f", "15", "--cost-b", "15",
                      "--cost-w", "15", "--cost-comm", "0.5", "--steps", "3", "--format", "json",

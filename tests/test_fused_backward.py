@@ -1,6 +1,6 @@
 """A backward run as one op (BW: 1f1b's, megatron's) costs less than its B and W run apart
-(one autograd pass over the saved activations, no deferred closure; BENCHMARKS.md's runtime
-section (b2) measures the difference). The cost model carries it as `bw`: the profiler
+(one autograd pass over the saved activations, no deferred closure; the runtime section (b2) of
+docs/benchmarks/runtime-cpu.md measures the difference). The cost model carries it as `bw`: the profiler
 measures it, the simulator times BW ops on it, and `auto` weighs 1f1b on it."""
 from __future__ import annotations
 

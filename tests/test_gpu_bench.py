@@ -8,7 +8,7 @@ from its own rows, every schedule of the gap part computes megatron's 1F1B's los
 bitwise (fp32 on CPU; on a GPU flash attention's backward is not deterministic, and the report
 sets megatron's own second run beside them), offload moves what its plan says and changes no bit,
 and gpu_check's part runs. What only a GPU measures (event times, the allocator, NCCL, pinned
-copies) is in BENCHMARKS.md's GPU benchmark section.
+copies) is in docs/benchmarks/gpu.md's GPU benchmark section.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ local layers, through the whole check: the environment section, the matrix for z
 chunks, V placement; bitwise parity with megatron's own 1F1B) and interleaved-1f1b (against
 megatron's own interleaved schedule), eager and lazy init as strict / strict-lazy p2p, two steps and Megatron-LM's pretrain_gpt.py with 1f1b against megatron's 1F1B
 (zbv there needs a shared starting checkpoint, one more run: `make gpu-check-dry-run` has it). What only a GPU exercises (events, NCCL, the knobs,
-TransformerEngine, FP8) is listed in BENCHMARKS.md's GPU-check section.
+TransformerEngine, FP8) is listed in docs/benchmarks/gpu.md's GPU-check section.
 """
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ CUDA facts this relies on (torch 2.13):
 - The host allocator rounds every pinned allocation up to a power of two and caches the block
   (`ATen/core/CachingHostAllocator.h`, `PowerOf2Ceil`): `pinned_bytes` is what it allocates. What it
   holds in all (cached blocks of every size, and blocks whose copies have not run) was 2-5x the
-  offload's peak in use on an H200 with the host running ahead (BENCHMARKS.md); `held_bytes` reports
+  offload's peak in use on an H200 with the host running ahead (docs/benchmarks/gpu.md); `held_bytes` reports
   it. (An arena of our own, a few power-of-two slabs carved per buffer, held no less there.)
 - Device memory: a block used on a second stream and marked with `record_stream` is, once freed,
   reused only after the work queued on that stream at the free has run (an event the allocator
