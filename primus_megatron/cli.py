@@ -7,6 +7,7 @@
     primus-pipeline compare --pp 8 --microbatches 24 --plot all.png
     primus-pipeline export --schedule zb-h1 --pp 4 --microbatches 8 --format torch
     primus-pipeline balance --profile run.profile.json --schedule zbv --pp 8 --microbatches 24 --num-layers 32
+    primus-pipeline advise --model llama3-70b --pp 8 --microbatches 32
     primus-pipeline emulate --schedule zb-auto --pp 16 -m 48 --cost-f 11.3 --cost-b 11.2 --cost-w 8.1 --baselines all
 
 Pure Python: imports the planner only (no torch, no megatron); matplotlib
@@ -239,7 +240,7 @@ def _add_balance(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance; "
+    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance, advise; "
                                                "emulate runs one on local ranks with emulated devices.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -250,6 +251,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_export(sub)
     _add_balance(sub)
+    from .advise_command import add_parser as _add_advise
+
+    _add_advise(sub)
 
     p = sub.add_parser("emulate", help="run the real runtime on P local ranks with emulated devices",
                        description="Run a schedule with the real runtime (executor, strict NCCL-order p2p, weight-"
@@ -806,8 +810,14 @@ def _emulate_outputs(args: argparse.Namespace, variants: list, results: list, re
         print(reporting.report_text(report))
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    from .advise_command import run
+
+    return run(args)
+
+
 COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export,
-            "balance": cmd_balance, "emulate": cmd_emulate}
+            "balance": cmd_balance, "advise": cmd_advise, "emulate": cmd_emulate}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
