@@ -17,12 +17,17 @@ import math
 import shlex
 from typing import Any, Optional
 
-from .cli import UsageError, _int_at_least, _num, _positive, table
+from .cli import _int_at_least, _num, _positive, table
 from .schedules import advise, gpu_profiles, model_shape
 from .schedules.errors import ScheduleError
 from .schedules.registry import info, names
 
 GIB = float(2 ** 30)
+
+
+class UsageError(ScheduleError):
+    """Bad input: one sentence, exit status 2 (a ScheduleError, which `cli.main` reports so, also when
+    cli runs as __main__ and this module's import of it is a second copy)."""
 # argument dest -> ModelShape field: Megatron-LM's names for the shape
 SHAPE_ARGS = {"num_layers": "num_layers", "hidden_size": "hidden", "num_attention_heads": "heads",
               "num_query_groups": "groups", "ffn_hidden_size": "ffn", "seq_length": "seq",

@@ -62,11 +62,11 @@ class ModelShape:
             if getattr(self, name) < 1:
                 raise ScheduleError(f"model shape: {name} must be >= 1, got {getattr(self, name)}")
         if self.heads % self.groups:
-            raise ScheduleError(f"model shape: the attention heads ({self.heads}) must be a multiple of the query "
-                                f"groups ({self.groups})")
+            raise ScheduleError(f"--num-attention-heads ({self.heads}) must be a multiple of --num-query-groups "
+                                f"({self.groups})")
         if self.experts and not (1 <= self.topk <= self.experts and self.moe_ffn >= 1):
-            raise ScheduleError(f"model shape: an MoE layer needs 1 <= top-k <= experts ({self.experts}) and an expert "
-                                f"FFN size >= 1, got top-k {self.topk} and {self.moe_ffn}")
+            raise ScheduleError(f"an MoE model (--num-experts {self.experts}) needs --moe-router-topk in 1..{self.experts} "
+                                f"and --moe-ffn-hidden-size, got {self.topk} and {self.moe_ffn}")
         if not 0 <= self.dense_layers <= self.num_layers:
             raise ScheduleError(f"model shape: dense_layers must be in 0..{self.num_layers}, got {self.dense_layers}")
 
