@@ -9,7 +9,8 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["primus_megatron", "primus_megatron.*"]),
     include_package_data=True,
-    package_data={"primus_megatron": ["data/corpus/*.jsonl", "data/corpus/*.md", "data/corpus/*.txt"]},
+    package_data={"primus_megatron": ["data/corpus/*.jsonl", "data/corpus/*.md", "data/corpus/*.txt",
+                                       "schedules/profiles/*.profile.json"]},  # advise's GPU profiles
     install_requires=[],  # the planner is pure Python; the runtime needs the `runtime` extra
     extras_require={
         # the supported megatron-core: 0.16.1 (the last on Python 3.11) or 0.19.x (Python 3.12; README,

@@ -7,6 +7,7 @@
     primus-pipeline compare --pp 8 --microbatches 24 --plot all.png
     primus-pipeline export --schedule zb-h1 --pp 4 --microbatches 8 --format torch
     primus-pipeline balance --profile run.profile.json --schedule zbv --pp 8 --microbatches 24 --num-layers 32
+    primus-pipeline advise --model llama3-70b --pp 8 --microbatches 32
     primus-pipeline emulate --schedule zb-auto --pp 16 -m 48 --cost-f 11.3 --cost-b 11.2 --cost-w 8.1 --baselines all
 
 Pure Python: imports the planner only (no torch, no megatron); matplotlib
@@ -19,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import shlex
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
@@ -208,6 +210,13 @@ def _add_compare(sub: Any) -> None:
                    help="time budget of each solve of the integer program (default 10): zb-optimal's row and the "
                         "'vs optimum' column (one solve per placement and peak memory, up to 36 ops per rank); past "
                         "it the best order found so far is used, which may not be optimal")
+    p.add_argument("--profile", default=None, metavar="FILE",
+                   help="costs from a profile (make gpu-bench's, or training's --pipeline-profile-out; seconds) "
+                        "instead of --cost-*: each schedule on its own chunk layout's stage costs, the layers split "
+                        "evenly (`balance` and `advise` choose splits)")
+    p.add_argument("--num-layers", type=_int_at_least(1), default=None, metavar="N",
+                   help="transformer layers, with --profile (default: the profiled run's)")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     _add_offload(p)
 
 
@@ -229,7 +238,9 @@ def _add_balance(sub: Any) -> None:
                                    "embedding and head costs of a profile (written by training with "
                                    "--pipeline-profile-out), and print the options of the fastest.")
     p.add_argument("--profile", required=True, metavar="FILE", help="a profile written with --pipeline-profile-out")
-    p.add_argument("--schedule", required=True, metavar="NAME", help="a registered schedule")
+    p.add_argument("--schedule", required=True, metavar="NAME",
+                   help="a registered schedule, or auto: every schedule training's --pipeline-schedule auto takes, "
+                        "each on its fastest split, the fastest recommended")
     p.add_argument("--pp", required=True, type=_int_at_least(2), metavar="P", help="pipeline ranks (>= 2)")
     p.add_argument("--microbatches", "-m", required=True, type=_int_at_least(1), metavar="M",
                    help="microbatches per step (>= 1)")
@@ -239,7 +250,7 @@ def _add_balance(sub: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance; "
+    parser = _Parser(prog=PROG, description="Plan zero-bubble pipeline schedules: list, simulate, compare, export, balance, advise; "
                                                "emulate runs one on local ranks with emulated devices.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
@@ -250,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare(sub)
     _add_export(sub)
     _add_balance(sub)
+    from .advise_command import add_parser as _add_advise
+
+    _add_advise(sub)
 
     p = sub.add_parser("emulate", help="run the real runtime on P local ranks with emulated devices",
                        description="Run a schedule with the real runtime (executor, strict NCCL-order p2p, weight-"
@@ -512,11 +526,17 @@ def _offload_table(moved, plain, args: argparse.Namespace) -> str:
                                    "B and W wait for reloads"], rows, right=[True] * 6)
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    from .schedules import ScheduleError, generate, optimality, registry, simulate
+def _compare_costs(args: argparse.Namespace) -> Callable[[Any], Any]:
+    """The costs each schedule of `compare` runs on, by its registry entry: the --cost-* options, or a
+    profile's per-stage costs for the schedule's own chunk layout (--profile)."""
+    from .schedules import ScheduleError, registry
 
-    if args.plot:
-        _check_output("--plot", args.plot, (".png", ".svg"))
+    if args.profile:
+        flags = _given_cost_flags(args) + [f for f, v in (("--mem-b", args.mem_b), ("--mem-w", args.mem_w)) if v is not None]
+        if flags:
+            raise UsageError(f"give --profile or the --cost-* options, not both ({', '.join(flags)})")
+        layout = _profile_layout(args, args.pp)
+        return lambda entry: layout(entry.chunks)
     costs = _costs(args)
     # Costs that fit no registered layout are the user's error, not every schedule's.
     layouts = {(e.chunks, e.placement) for e in map(registry.info, registry.names())}
@@ -528,67 +548,122 @@ def cmd_compare(args: argparse.Namespace) -> int:
             errors.append(str(exc))
     if len(errors) == len(layouts):
         raise ScheduleError(errors[0])
+    return lambda entry: costs
+
+
+def _compare_row(name: str, costs, args: argparse.Namespace, base: Optional[float]) -> tuple[dict, Any, Any]:
+    """(the row of one schedule, its simulation, what is drawn); ScheduleError where it is not built."""
+    from .schedules import generate, simulate
+
+    offloading = args.offload != "off"
+    schedule = generate(name, args.pp, args.microbatches, costs=costs,
+                        memory_limit=None if offloading else args.memory_limit,
+                        time_limit=args.time_limit, post_validation=args.post_validation)
+    result = simulate(schedule, costs)
+    moved = _offload_result(schedule, costs, args) if offloading else None
+    shown = moved or result
+    row = {"name": name, "chunks": schedule.chunks_per_rank, "makespan": shown.makespan,
+           "bubble_sync": shown.bubble_sync, "bubble_async": shown.bubble_async,
+           "max_peak_memory": shown.max_peak_memory, "memory_vs_1f1b": shown.max_peak_memory / base if base else None}
+    if moved:
+        row.update(offloaded_f=moved.plan.count - moved.plan.count_w, offloaded_w=moved.plan.count_w,
+                   makespan_without=result.makespan, peak_without=result.max_peak_memory)
+    return row, result, shown
+
+
+def _optimum_gaps(args: argparse.Namespace, results: list, costs_for) -> tuple[dict, str]:
+    """'vs optimum' per schedule name where the ILP can answer, and a line on where it cannot."""
+    from .schedules import optimality, registry
+    from .schedules.builtin.optimal import MAX_OPS_PER_RANK
+
+    if args.offload != "off":
+        return {}, "vs optimum: not computed with offload (the optimum is of the order without it)"
+    small = [r for r in results if 3 * args.microbatches * r.schedule.chunks_per_rank <= MAX_OPS_PER_RANK]
+    if not small:
+        return {}, (f"vs optimum: not computed: the ILP (zb-optimal) takes at most {MAX_OPS_PER_RANK} ops per rank "
+                    f"(3 x microbatches x chunks; here {3 * args.microbatches} or more)")
     try:
-        base = simulate(generate("1f1b", args.pp, args.microbatches, costs=costs, validate=False), costs).max_peak_memory
+        import highspy  # noqa: F401
+    except ImportError:
+        return {}, "vs optimum: not computed: the ILP needs highspy (pip install 'primus_megatron[ilp]')"
+    gaps = {r.schedule.name: "too large for the ILP" for r in results if r not in small}
+    for chunks in sorted({r.schedule.chunks_per_rank for r in small}):
+        group = [r for r in small if r.schedule.chunks_per_rank == chunks]
+        costs = costs_for(registry.info(group[0].schedule.name))
+        gaps.update((k, str(v)) for k, v in optimality.distances(group, costs, args.time_limit,
+                                                                 post_validation=args.post_validation).items())
+    what = "longest per-rank span" if args.post_validation else "makespan"
+    return gaps, (f"vs optimum: {what} over the shortest order the ILP (zb-optimal) finds for the same placement "
+                  "within the schedule's own peak memory, once --time-limit seconds per layout and memory; '>=' "
+                  "where the solver did not prove its order optimal in time")
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .schedules import ScheduleError, generate, registry, simulate
+
+    if args.plot:
+        _check_output("--plot", args.plot, (".png", ".svg"))
+    costs_for = _compare_costs(args)
+    one = costs_for(registry.info("1f1b"))
+    try:
+        base = simulate(generate("1f1b", args.pp, args.microbatches, costs=one, validate=False), one).max_peak_memory
     except ScheduleError:
         base = None
     rows, results, drawn, failures = [], [], [], []
-    offloading = args.offload != "off"
     for name in registry.names():
-        entry = registry.info(name)
         try:
-            schedule = generate(name, args.pp, args.microbatches, costs=costs,
-                                memory_limit=None if offloading else args.memory_limit,
-                                time_limit=args.time_limit, post_validation=args.post_validation)
-            result = simulate(schedule, costs)
-            moved = _offload_result(schedule, costs, args) if offloading else None
+            row, result, shown = _compare_row(name, costs_for(registry.info(name)), args, base)
         except ScheduleError as exc:
             failures.append(f"{name}: {exc}")
-            rows.append([name, _chunks_label(entry), f"not built: {exc}"])
+            rows.append({"name": name, "chunks": _chunks_label(registry.info(name)), "not_built": str(exc)})
             continue
+        rows.append(row)
         results.append(result)
-        shown = moved or result
         drawn.append(shown)
-        vs = f"{shown.max_peak_memory / base:.2f}x" if base else "n/a"
-        rows.append([name, str(schedule.chunks_per_rank), _num(shown.makespan), f"{shown.bubble_sync:.4f}",
-                     f"{shown.bubble_async:.4f}", _num(shown.max_peak_memory), vs]
-                    + ([f"{moved.plan.count - moved.plan.count_w} + {moved.plan.count_w} W",
-                         _num(result.makespan), _num(result.max_peak_memory)] if moved else []))
     if not results:
         raise ScheduleError(f"no registered schedule can be built for these arguments ({failures[0]})")
-    try:
-        if offloading:  # the optimum is of the order without offload
-            raise ImportError
-        import highspy  # noqa: F401
-        gaps = {k: str(v) for k, v in optimality.distances(results, costs, args.time_limit,
-                                                           post_validation=args.post_validation).items()}
-    except ImportError:
-        gaps = {}
+    gaps, gap_note = _optimum_gaps(args, results, costs_for)
     for row in rows:
-        if len(row) > 3:
-            row.append(gaps.get(row[0], "needs highspy") if not offloading else "n/a")
+        if "makespan" in row and gaps:
+            row["vs_optimum"] = gaps.get(row["name"])
     outputs: list[tuple[str, bytes | str]] = []
     if args.plot:
         title = f"pp={args.pp}, {args.microbatches} microbatches"
         outputs.append((args.plot, _render_plot(drawn, args.plot, title)))
+    _write_outputs(outputs)
+    if args.json:
+        print(json.dumps({"pp": args.pp, "microbatches": args.microbatches, "profile": args.profile,
+                          "memory_limit": args.memory_limit, "post_validation": args.post_validation,
+                          "offload": args.offload, "schedules": rows, "vs_optimum": gap_note}, indent=1))
+    else:
+        print(_compare_text(args, rows, bool(gaps)) + "\n\n" + gap_note)
+    return 0
+
+
+def _compare_text(args: argparse.Namespace, rows: list[dict], gaps: bool) -> str:
+    offloading = args.offload != "off"
     head = f"pp={args.pp}, microbatches={args.microbatches}" + (
         f", memory limit {_num(args.memory_limit)}" if args.memory_limit is not None else "") + (
-        ", planned for post-validation (the longest per-rank span)" if args.post_validation else "")
+        ", planned for post-validation (the longest per-rank span)" if args.post_validation else "") + (
+        f"; costs from {args.profile} (seconds)" if args.profile else "")
     if offloading:
         head += (f", offload {args.offload} at {_num(args.offload_bandwidth)} activation units per time unit per lane "
                  f"(makespan and memory with offload; peak memory is what stays resident)")
     columns = ["schedule", "chunks", "makespan", "bubble sync", "bubble async", "max peak memory", "memory vs 1f1b"]
-    if offloading:
-        columns += ["offloaded", "makespan without", "peak without"]
-    columns.append("vs optimum")
-    text = head + "\n\n" + table(columns, rows, right=[False] + [True] * (len(columns) - 1))
-    what = "longest per-rank span" if args.post_validation else "makespan"
-    text += (f"\n\nvs optimum: {what} over the shortest order the ILP (zb-optimal) finds for the same placement "
-             "within the schedule's own peak memory, once --time-limit seconds per layout and memory; '>=' where the "
-             "solver did not prove its order optimal in time")
-    _write_outputs(outputs)
-    print(text)
-    return 0
+    columns += ["offloaded", "makespan without", "peak without"] if offloading else []
+    columns += ["vs optimum"] if gaps else []
+    cells = []
+    for r in rows:
+        if "not_built" in r:
+            cells.append([r["name"], r["chunks"], f"not built: {r['not_built']}"])
+            continue
+        vs = f"{r['memory_vs_1f1b']:.2f}x" if r["memory_vs_1f1b"] else "n/a"
+        cells.append([r["name"], str(r["chunks"]), _num(r["makespan"]), f"{r['bubble_sync']:.4f}",
+                      f"{r['bubble_async']:.4f}", _num(r["max_peak_memory"]), vs]
+                     + ([f"{r['offloaded_f']} + {r['offloaded_w']} W", _num(r["makespan_without"]),
+                         _num(r["peak_without"])] if offloading else [])
+                     + ([r.get("vs_optimum") or ""] if gaps else []))
+    return head + "\n\n" + table(columns, cells, right=[False] + [True] * (len(columns) - 1))
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -617,6 +692,8 @@ def cmd_balance(args: argparse.Namespace) -> int:
         model = balance.load_profile(args.profile)
     except ValueError as exc:
         raise UsageError(f"--profile: {exc}") from None
+    if args.schedule == "auto":
+        return _balance_auto(args, model)
     name = info(args.schedule).name
     best, rows = balance.choose(name, args.pp, args.microbatches, model, args.num_layers,
                                 memory_limit=args.memory_limit)
@@ -624,6 +701,31 @@ def cmd_balance(args: argparse.Namespace) -> int:
           f"{args.profile}:\n")
     print(balance.table(rows, best))
     print(f"\nrecommended: {balance.flags(best.split) or '(the even split: no option)'}")
+    return 0
+
+
+def _balance_auto(args: argparse.Namespace, model: Any) -> int:
+    """balance --schedule auto: each schedule's fastest split, and the fastest of them (what training's
+    --pipeline-schedule auto --pipeline-balance FILE chooses: the same schedules, the same search)."""
+    from .schedules import ScheduleError, balance, registry
+
+    usable = [n for n in registry.names() if registry.info(n).needs_extra != "ilp"]
+    choices = balance.per_schedule(usable, args.pp, args.microbatches, model, args.num_layers,
+                                   memory_limit=args.memory_limit)
+    built = sorted((c for c in choices if c.best is not None), key=lambda c: c.best.iteration)
+    if not built:
+        raise ScheduleError(f"no registered schedule and layer split fits {args.num_layers} layers on {args.pp} "
+                            f"pipeline ranks ({choices[0].note})")
+    fastest = built[0]
+    rows = [[c.name, _num(c.best.iteration), f"{c.best.iteration / fastest.best.iteration:.3f}",
+             _num(c.best.peak_memory, 2), ",".join(map(str, c.best.layers)),
+             balance.flags(c.best.split) or "(even)"] for c in built]
+    rows += [[c.name, f"not fitted: {c.note}"] for c in choices if c.best is None]
+    print(f"auto, pp={args.pp}, {args.microbatches} microbatches, {args.num_layers} layers; each schedule's fastest "
+          f"layer split, simulated from {args.profile}:\n")
+    print(table(["schedule", "iteration", "vs fastest", "peak mem", "layers per stage", "options"], rows,
+                right=[False, True, True, True, False, False]))
+    print(f"\nrecommended: {shlex.join(['--pipeline-schedule', fastest.name] + balance.flag_args(fastest.best.split))}")
     return 0
 
 
@@ -649,9 +751,7 @@ def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
     """(costs, pp, microbatches, ms per cost unit) from exactly one cost source; UsageError otherwise."""
     from .schedules import ScheduleError
 
-    cost_flags = [f"--cost-{k.replace('_', '-')}" for k in (*COST_FIELDS, "bw", "a2a", "mb_scale")
-                  if getattr(args, f"cost_{k}") != (None if k in ("bw", "mb_scale") else
-                                                     (0.0 if k in ("comm", "a2a") else 1.0))]
+    cost_flags = _given_cost_flags(args)
     sources = [name for name, given in (("--cost-*", bool(cost_flags)), ("--pipeline-costs", args.pipeline_costs),
                                         ("--profile", args.profile), ("--paper-setting", args.paper_setting)) if given]
     if len(sources) > 1:
@@ -674,24 +774,13 @@ def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
             raise UsageError("--schedule auto takes --cost-*, --pipeline-costs or --paper-setting, not --profile (a "
                              "profile's costs depend on the schedule's chunks: name a schedule, or let training's "
                              "--pipeline-schedule auto profile and choose)")
-        from .schedules import balance, info, registry
-        from .schedules.layer_split import LayerSplit
+        from .schedules import info, registry
 
+        costs = _profile_layout(args, pp)  # each schedule run takes its layout's
         try:
-            model = balance.load_profile(args.profile)
-            with open(args.profile, encoding="utf-8") as f:
-                meta = json.load(f).get("meta", {})
-        except ValueError as exc:
-            raise UsageError(f"--profile: {exc}") from None
-        layers = args.num_layers or meta.get("num_layers")
-        if not layers:
-            raise UsageError(f"--profile {args.profile!r} does not say its layer count; give --num-layers")
-        chunks = registry.resolve_chunks(info(args.schedule), args.chunks)
-        costs = balance.LayoutCosts(model, LayerSplit(int(layers)), pp)  # each schedule run takes its layout's
-        try:
-            costs(chunks)
+            costs(registry.resolve_chunks(info(args.schedule), args.chunks))
         except ScheduleError as exc:
-            raise UsageError(f"--profile with --num-layers {layers}: {exc}") from None
+            raise UsageError(f"--profile with --num-layers {costs.split.num_layers}: {exc}") from None
         return costs, pp, m, unit or 1000.0
     if args.pipeline_costs:
         from .megatron_lm.args import parse_costs
@@ -701,6 +790,31 @@ def _emulate_costs(args: argparse.Namespace) -> tuple[Any, int, int, float]:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     return _costs(args), pp, m, unit or 1.0
+
+
+def _given_cost_flags(args: argparse.Namespace) -> list[str]:
+    """The --cost-* options given other than at their defaults."""
+    return [f"--cost-{k.replace('_', '-')}" for k in (*COST_FIELDS, "bw", "a2a", "mb_scale")
+            if getattr(args, f"cost_{k}") != (None if k in ("bw", "mb_scale") else
+                                               (0.0 if k in ("comm", "a2a") else 1.0))]
+
+
+def _profile_layout(args: argparse.Namespace, pp: int):
+    """--profile's costs for a pipeline of `pp` ranks over --num-layers (default: the profiled run's),
+    as `balance.LayoutCosts`: each schedule takes its chunk layout's stage costs."""
+    from .schedules import balance
+    from .schedules.layer_split import LayerSplit
+
+    try:
+        model = balance.load_profile(args.profile)
+        with open(args.profile, encoding="utf-8") as f:
+            meta = json.load(f).get("meta", {})
+    except ValueError as exc:
+        raise UsageError(f"--profile: {exc}") from None
+    layers = args.num_layers or meta.get("num_layers")
+    if not layers:
+        raise UsageError(f"--profile {args.profile!r} does not say its layer count; give --num-layers")
+    return balance.LayoutCosts(model, LayerSplit(int(layers)), pp)
 
 
 def _optimizer_spec(args: argparse.Namespace, pp: int) -> Optional[dict]:
@@ -806,8 +920,14 @@ def _emulate_outputs(args: argparse.Namespace, variants: list, results: list, re
         print(reporting.report_text(report))
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    from .advise_command import run
+
+    return run(args)
+
+
 COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export,
-            "balance": cmd_balance, "emulate": cmd_emulate}
+            "balance": cmd_balance, "advise": cmd_advise, "emulate": cmd_emulate}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -111,6 +111,26 @@ def test_cli_balance_prints_the_recommended_options(tmp_path):
     assert "Traceback" not in bad.stderr
 
 
+def test_cli_balance_auto_recommends_the_fastest_schedule_and_split(tmp_path):
+    """--schedule auto (which training takes): every schedule's own fastest split, the fastest of all
+    recommended with its --pipeline-schedule, each row's time the one `choose` finds for it."""
+    path = str(tmp_path / "p.json")
+    B.save_profile(path, HEAVY_HEAD)
+    out = _cli("balance", "--profile", path, "--schedule", "auto", "--pp", "4", "-m", "8", "--num-layers", "8")
+    assert out.returncode == 0, out.stderr
+    usable = [n for n in names() if info(n).needs_extra != "ilp"]
+    found = {n: B.choose(n, 4, 8, HEAVY_HEAD, 8)[0] for n in usable}
+    listed = {line.split()[0]: float(line.split()[1]) for line in out.stdout.splitlines()
+              if line.split() and line.split()[0] in found}
+    assert listed.keys() == found.keys()
+    for name, best in found.items():
+        assert listed[name] == pytest.approx(best.iteration, rel=1e-3), name
+    name = min(usable, key=lambda n: found[n].iteration)  # the first of the fastest, as training's auto takes
+    best = found[name]
+    line = shlex.join(["--pipeline-schedule", name] + B.flag_args(best.split))
+    assert f"recommended: {line}" in out.stdout
+
+
 def test_under_v_at_pp2_only_a_layout_balances_and_it_is_chosen():
     """At pp=2 under V, rank 0 holds the embedding, the head and stages 0 and 3;
     megatron's first/last counts act on both ranks at once and the accounting

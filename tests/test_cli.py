@@ -80,11 +80,41 @@ def test_compare_shows_each_schedules_distance_to_the_ilp_optimum_at_its_own_mem
 
 
 def test_compare_says_where_the_ilp_does_not_apply(capsys):
+    """3 x 16 ops per rank is past the ILP's 36 for every schedule: no column, one line saying why (and
+    no solve); at m=8 the one-chunk schedules (24 ops) get a distance and the two-chunk ones (48) say so."""
     out = run(capsys, "compare", "--pp", "4", "-m", "16", "--time-limit", "1")
     table = rows(out)
     assert "not built" in " ".join(table.pop("zb-optimal"))  # its own size limit
-    for name, cells in table.items():
-        assert " ".join(cells[6:]) in ("too large for the ILP", "needs highspy"), name
+    assert "vs optimum" not in out.splitlines()[2] and all(len(cells) == 6 for cells in table.values())
+    assert "vs optimum: not computed: the ILP (zb-optimal) takes at most 36 ops per rank" in out
+    pytest.importorskip("highspy")
+    mixed = rows(run(capsys, "compare", "--pp", "4", "-m", "8", "--time-limit", "1"))
+    for name, cells in mixed.items():
+        two_chunks = S.info(name).chunks == 2
+        assert (" ".join(cells[6:]) == "too large for the ILP") == two_chunks, (name, cells)
+
+
+def test_compare_with_a_profile_runs_each_schedule_on_its_own_layouts_costs(capsys):
+    """--profile: each schedule simulated on the stage costs of its own chunk layout (the V schedules with
+    the head on rank 0), the layers split evenly; --json carries the same numbers as the planner."""
+    from primus_megatron.schedules import balance
+    from primus_megatron.schedules.layer_split import LayerSplit
+
+    path = "benchmarks/gpu_reports/h200-llama3-8b-like.profile.json"
+    data = json.loads(run(capsys, "compare", "--profile", path, "--pp", "4", "-m", "8", "--num-layers", "16",
+                          "--json"))
+    layout = balance.LayoutCosts(balance.load_profile(path), LayerSplit(16), 4)
+    by = {r["name"]: r for r in data["schedules"]}
+    for name in ("1f1b", "interleaved-1f1b", "zb-h1", "zbv"):
+        costs = layout(S.info(name).chunks)
+        expected = S.simulate(S.generate(name, 4, 8, costs=costs), costs)
+        assert by[name]["makespan"] == pytest.approx(expected.makespan), name
+        assert by[name]["max_peak_memory"] == pytest.approx(expected.max_peak_memory), name
+    assert by["zbv"]["makespan"] < by["1f1b"]["makespan"]
+    assert "not_built" in by["zb-optimal"] or "makespan" in by["zb-optimal"]
+    code = cli.main(["compare", "--profile", path, "--pp", "4", "-m", "8", "--cost-w", "2"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and "--profile" in err and "--cost-w" in err
 
 
 def test_the_memory_model_and_the_objective_reach_simulate_and_export(capsys):

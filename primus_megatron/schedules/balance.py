@@ -30,6 +30,7 @@ import itertools
 import json
 import math
 import os
+import shlex
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Sequence
 
@@ -191,19 +192,21 @@ def fused_ratio(unsplit: Costs, split: Costs) -> float:
 # -- choosing --------------------------------------------------------------------------------------
 
 def candidates(num_layers: int, pp: int, chunks: int, *, w_ops: bool, model: Optional[ModelCosts] = None,
-               placement: str = "loop") -> list[LayerSplit]:
+               placement: str = "loop", exhaustive: bool = True) -> list[LayerSplit]:
     """Every split megatron-core builds for the pipeline with its first/last and
     embedding/loss options, then layouts (one per distinct layer layout): every
     one while there are few, else those that balance the ranks' work under
-    `model` (`balanced_layouts`)."""
+    `model` (`balanced_layouts`). Not `exhaustive`: the even split, the
+    embedding/loss options and the balanced layouts only (a few, for ranking
+    every schedule in seconds)."""
     options = [LayerSplit(num_layers)]
     options += [LayerSplit(num_layers, embedding=e, loss=l) for e in (False, True) for l in (False, True) if e or l]
-    steps = range(chunks, num_layers, chunks)
+    steps = range(chunks, num_layers, chunks) if exhaustive else range(0)
     options += [LayerSplit(num_layers, first=f) for f in steps]
     options += [LayerSplit(num_layers, last=l) for l in steps]
     options += [LayerSplit(num_layers, first=f, last=l) for f in steps for l in steps if f + l < num_layers]
     n = pp * chunks
-    if _compositions(num_layers, n) <= EVERY_LAYOUT_UP_TO:
+    if exhaustive and _compositions(num_layers, n) <= EVERY_LAYOUT_UP_TO:
         counts = _every_composition(num_layers, n)
     else:
         counts = balanced_layouts(num_layers, pp, chunks, placement, model) if model is not None else []
@@ -278,20 +281,25 @@ class Candidate:
     note: str = ""
 
 
-def flags(split: LayerSplit) -> str:
-    """The split as Megatron-LM's command-line options ('' for the even split)."""
+def flag_args(split: LayerSplit) -> list[str]:
+    """The split as Megatron-LM's command-line arguments, one list item per argv word ([] for the even split)."""
     out = []
     if split.first is not None:
-        out.append(f"{CLI['first']} {split.first}")
+        out += [CLI["first"], str(split.first)]
     if split.last is not None:
-        out.append(f"{CLI['last']} {split.last}")
+        out += [CLI["last"], str(split.last)]
     if split.embedding:
         out.append(CLI["embedding"])
     if split.loss:
         out.append(CLI["loss"])
     if split.layout:
-        out.append(f"{CLI['layout']} '{split.layout}'")
-    return " ".join(out)
+        out += [CLI["layout"], split.layout]
+    return out
+
+
+def flags(split: LayerSplit) -> str:
+    """The split as Megatron-LM's command-line options, quoted for a shell ('' for the even split)."""
+    return shlex.join(flag_args(split))
 
 
 def evaluate(name: str, pp: int, microbatches: int, model: ModelCosts, split: LayerSplit, *,
@@ -317,23 +325,28 @@ def evaluate(name: str, pp: int, microbatches: int, model: ModelCosts, split: La
 
 
 def choose(name: str, pp: int, microbatches: int, model: ModelCosts, num_layers: int, *,
-           memory_limit: Optional[float] = None, post_validation: bool = False) -> tuple[Candidate, list[Candidate]]:
+           memory_limit: Optional[float] = None, post_validation: bool = False,
+           exhaustive: bool = True) -> tuple[Candidate, list[Candidate]]:
     """(the fastest split that fits, every candidate) for schedule `name`.
 
     A rank given more layers keeps more activations per microbatch: every row
     reports its peak, and `memory_limit` (units: an average rank's layers for
     one microbatch) excludes what exceeds it. The even split wins ties (it
-    needs no option)."""
+    needs no option). `exhaustive`: as `candidates` takes it."""
     from .registry import info
 
     entry = info(name)
-    splits = candidates(num_layers, pp, entry.chunks, w_ops=entry.splits_backward, model=model, placement=entry.placement)
+    splits = candidates(num_layers, pp, entry.chunks, w_ops=entry.splits_backward, model=model,
+                        placement=entry.placement, exhaustive=exhaustive)
     rows = [evaluate(name, pp, microbatches, model, split, memory_limit=memory_limit,
                      post_validation=post_validation) for split in splits]
     fitting = [c for c in rows if c.iteration is not None and not c.note]
     if not fitting:
+        built = [c for c in rows if c.iteration is not None]
+        why = f" ({rows[0].note})" if rows and not built else ""  # nothing built: say why the first was not
         raise ScheduleError(f"no layer split of {num_layers} layers fits {name} on {pp} pipeline ranks"
-                            + (f" within the memory limit {memory_limit:g}" if memory_limit is not None else ""))
+                            + (f" within the memory limit {memory_limit:g}" if memory_limit is not None and built
+                               else "") + why)
     best = min(fitting, key=lambda c: (c.iteration, len(flags(c.split))))
     even = next((c for c in fitting if not flags(c.split)), None)
     if even is not None and even.iteration <= best.iteration * (1 + 1e-6):
@@ -341,20 +354,42 @@ def choose(name: str, pp: int, microbatches: int, model: ModelCosts, num_layers:
     return best, rows
 
 
+@dataclass
+class ScheduleChoice:
+    """One schedule's fastest split (`best`, None where none fits: `note` says why) and every candidate."""
+
+    name: str
+    best: Optional[Candidate]
+    rows: list[Candidate]
+    note: str = ""
+
+
+def per_schedule(names: Sequence[str], pp: int, microbatches: int, model: ModelCosts, num_layers: int, *,
+                 memory_limit: Optional[float] = None, post_validation: bool = False,
+                 exhaustive: bool = True) -> list[ScheduleChoice]:
+    """`choose` for each of `names`, in their order (a schedule no split fits has its reason)."""
+    out = []
+    for name in names:
+        try:
+            cand, rows = choose(name, pp, microbatches, model, num_layers, memory_limit=memory_limit,
+                                post_validation=post_validation, exhaustive=exhaustive)
+        except ScheduleError as exc:
+            out.append(ScheduleChoice(name, None, [], str(exc)))
+            continue
+        out.append(ScheduleChoice(name, cand, rows))
+    return out
+
+
 def choose_schedule_and_split(names: Sequence[str], pp: int, microbatches: int, model: ModelCosts, num_layers: int,
                               *, memory_limit: Optional[float] = None,
                               post_validation: bool = False) -> tuple[str, Candidate, list[Candidate]]:
     """The fastest (schedule, split) over `names` (`--pipeline-schedule auto` with a
-    profile): (name, its best candidate, that schedule's candidates)."""
+    profile): (name, its best candidate, that schedule's candidates); the first of `names` wins a tie."""
     best = None
-    for name in names:
-        try:
-            cand, rows = choose(name, pp, microbatches, model, num_layers, memory_limit=memory_limit,
-                                post_validation=post_validation)
-        except ScheduleError:
-            continue  # no split of this schedule fits
-        if best is None or cand.iteration < best[1].iteration * (1 - 1e-9):
-            best = (name, cand, rows)
+    for choice in per_schedule(names, pp, microbatches, model, num_layers, memory_limit=memory_limit,
+                               post_validation=post_validation):
+        if choice.best is not None and (best is None or choice.best.iteration < best[1].iteration * (1 - 1e-9)):
+            best = (choice.name, choice.best, choice.rows)
     if best is None:
         raise ScheduleError(f"no registered schedule and layer split fits {num_layers} layers on {pp} pipeline ranks"
                             + (f" within the memory limit {memory_limit:g}" if memory_limit is not None else ""))
