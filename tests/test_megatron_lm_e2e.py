@@ -15,7 +15,8 @@ validation losses) must be identical, as printed, to those of Megatron's own sch
 * DP=2 x PP=2 with --overlap-grad-reduce, --use-distributed-optimizer and
   --overlap-param-gather (untied embeddings: V with overlapped reduce needs them), zbv
   re-planned from the costs measured at iteration 2;
-* a checkpoint saved under 1f1b resumed under zbv, and back;
+* a checkpoint saved under 1f1b resumed under zbv, and back (too few steps left for
+  --pipeline-profile-out: said at the end);
 * --optimizer-post-validation (steps rolled back and redone): the same lines;
 * a bad schedule option: one sentence, exit status 2;
 * a user's bf16 dry run under torchrun with Megatron-LM's defaults (masked-softmax fusion,
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
 
 import pytest
@@ -183,11 +185,19 @@ def test_resume_across_schedules(runs, tree, saved_under, resumed_under):
 
     Megatron-LM's first log line after a resume that is not the resumed iteration itself
     averages the loss over the iterations since the resume (its own schedule does the same):
-    iteration 4's logged loss is the mean of iterations 3 and 4."""
+    iteration 4's logged loss is the mean of iterations 3 and 4. The resumed run asks for a
+    profile it has too few steps left to measure: it writes none and says why at its end."""
     uninterrupted = runs.pp2(saved_under)
+    # fewer steps left than the profile window needs (1 warm-up + 2 measured): no profile, said at the end
+    profile = str(runs.work / f"never-{saved_under}-{resumed_under}.json")
     resumed = H.run(tree, 2, PP2 + ["--load", str(runs.work / f"pp2-{saved_under}"), "--ckpt-step", str(SAVES_AT),
-                                    "--pipeline-schedule", resumed_under])
+                                    "--pipeline-schedule", resumed_under, "--pipeline-profile-out", profile,
+                                    "--pipeline-profile-steps", "2"])
     assert f"successfully loaded checkpoint from {runs.work / f'pp2-{saved_under}'}" in resumed.log
+    said = [line for line in resumed.log.splitlines() if line.startswith(f"--pipeline-profile-out {profile}")]
+    assert len(said) == 1 and "was not written: the profile needs 3 training steps" in said[0] \
+        and "this run ran 2;" in said[0], H.tail(resumed.log)
+    assert not os.path.exists(profile)
     assert sorted(resumed.losses) == list(range(SAVES_AT + 1, ITERS + 1)), H.tail(resumed.log)
     after = range(SAVES_AT + 1, ITERS + 1)
     got, want = resumed.numbers(after), uninterrupted.numbers(after)

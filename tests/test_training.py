@@ -181,13 +181,19 @@ def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_
         model_args(dataset, 4, "--train-iters", "4", "--pipeline-schedule", "1f1b", "--save", save,
                    "--save-interval", "2")]}, 4, timeout_s=900)
     assert sorted(os.listdir(save)) == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]
-    resumed = H.run_ranks({"body": H.train_body, "pp": 2, "runs": [
+    # resumed with fewer steps left than the profile window needs (issue 55): no profile, and the run says why
+    profile = str(tmp_path / "never.json")
+    resumed = H.run_ranks({"body": H.train_body, "pp": 2, "capture_log": True, "runs": [
         model_args(dataset, 2, "--train-iters", "4", "--pipeline-schedule", "zbv", "--load", save,
-                   "--ckpt-step", "2")]}, 2, timeout_s=900)
+                   "--ckpt-step", "2", "--pipeline-profile-out", profile, "--pipeline-profile-steps", "3")]}, 2,
+        timeout_s=900)
     uninterrupted = first[0][0]["losses"]
     again = resumed[0][0]
     assert again["start_iteration"] == 2
     torch.testing.assert_close(torch.tensor(again["losses"]), torch.tensor(uninterrupted[2:]), rtol=1e-5, atol=0)
+    said = [line for line in again["log"].splitlines() if line.startswith(f"--pipeline-profile-out {profile}")]
+    assert len(said) == 1 and "needs 4 training steps" in said[0] and "this run ran 2;" in said[0], again["log"]
+    assert not os.path.exists(profile) and "was not written" not in resumed[1][0]["log"]  # rank 0 says it
 
 
 # post-training data (issue 40): long-tail samples packed per replica, each replica its own count

@@ -188,6 +188,23 @@ def install() -> None:
     _install_stage_builder(plugin)  # core_v0.19.0 builds the model from its config container, not get_model
     _install_ddp_delay()
     _PLUGIN = plugin
+    import atexit
+
+    atexit.unregister(_say_unwritten_profile)  # once, however often a test resets the plugin
+    atexit.register(_say_unwritten_profile)
+
+
+def _say_unwritten_profile() -> None:
+    """At exit, on rank 0: why --pipeline-profile-out was not written, if it was asked for and was
+    not (the run ended before the profile window closed). At exit, because Megatron-LM ends a run
+    either by returning from pretrain() or with sys.exit (--exit-interval, --exit-duration-in-mins,
+    a signal), and finish() sees only the first."""
+    import os
+
+    runner = _PLUGIN._runner if _PLUGIN is not None else None
+    note = runner.profile_not_written() if runner is not None else None
+    if note and os.environ.get("RANK", "0") == "0":  # Megatron-LM's rank (its process group may be gone)
+        print(note, flush=True)
 
 
 def _install_training(mlm_training, plugin: Plugin) -> None:
