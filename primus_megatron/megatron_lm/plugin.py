@@ -459,9 +459,9 @@ def _cpu_args(args) -> None:
 # another thread held at that moment is never released in the worker, which then waits forever (a
 # first-stage rank silent on its first batch); the persistent workers are shut down only at interpreter
 # exit, where a rank aborted once: both in CI runs (commit 0302a7a, tests/megatron_lm_harness.py). Spawned or
-# forkserver workers would be safe but re-import torch and megatron in every worker (seconds of CPU
-# each, 6 per rank), and on CPU workers compete with the ranks for the same cores; the batches are
-# the same either way (the sampler decides them, not the workers).
+# forkserver workers would be safe but re-import torch and megatron-core in each of a rank's 6
+# workers, and on CPU workers compete with the ranks for the same cores; the batches are the same
+# either way (the sampler decides them, not the workers).
 _WORKERS_WHY = ("DataLoader workers forked from a rank that already runs gloo's threads can hang on a lock held "
                 "at the fork; the rank loads the same batches itself")
 
