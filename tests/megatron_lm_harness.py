@@ -68,7 +68,8 @@ TINY = ["--transformer-impl", "local", "--no-persist-layer-norm", "--mock-data",
 # --num-workers 0: Megatron-LM's default (2 persistent DataLoader workers per iterator, 6 per rank)
 # forks workers from ranks that already run gloo threads, and shuts them down at interpreter exit;
 # two CI runs failed there (a first-stage rank silent for 120 s before its first send; a rank
-# aborting while exiting). Loading mock batches in the rank itself is what is tested here anyway.
+# aborting while exiting). CPU mode now sets it itself (megatron_lm/plugin.py, said in its log line;
+# run(megatron_defaults=True) leaves it to that); given here for the GPU check's runs too.
 
 # searched, not matched: another rank's memory report may precede it on the same line
 _ITER = re.compile(r"\[\d{4}-\d\d-\d\d [^\]]*\]\s*iteration\s+(\d+)/\s*(\d+) \|(.*)$")
@@ -185,14 +186,18 @@ def prepare(workdir: str, tag: str = None) -> str:
 
 
 def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
-        expect_ok: bool = True, launcher: str = None, te: bool = False, gpus: int = 0) -> Result:
+        expect_ok: bool = True, launcher: str = None, te: bool = False, gpus: int = 0,
+        megatron_defaults: bool = False) -> Result:
     """pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log. The ranks are forked
     from this tree's import-once process, or started by torchrun (`launcher="torchrun"` or
     PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`.
 
     `te`: TransformerEngine layers (`--transformer-impl transformer_engine`), the test-only stand-in
     (tests/te_standin) installed as the `transformer_engine` package for this run alone (first on
-    PYTHONPATH; those runs have an import-once process of their own)."""
+    PYTHONPATH; those runs have an import-once process of their own).
+
+    `megatron_defaults`: TINY without the options CPU mode sets itself (--no-persist-layer-norm,
+    --num-workers 0): Megatron-LM's defaults, which a user's dry run keeps."""
     bindir, sitedir = (os.path.join(os.path.dirname(tree), d) for d in ("bin", "site"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "TORCHELASTIC_"))}
     env.update(PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), env.get("PATH", "")]),
@@ -201,6 +206,9 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
                OMP_NUM_THREADS="1", CUDA_DEVICE_MAX_CONNECTIONS="1", PYTHONWARNINGS="ignore")
     tiny = [*TINY[:TINY.index("--transformer-impl")], "--transformer-impl", "transformer_engine",
             *TINY[TINY.index("--transformer-impl") + 2:]] if te else TINY
+    if megatron_defaults:
+        tiny = [a for a in tiny if a != "--no-persist-layer-norm"]
+        tiny = tiny[:tiny.index("--num-workers")] + tiny[tiny.index("--num-workers") + 2:]
     argv = [*(["--cpu"] if cpu_flag else []), *tiny, *args]
     launcher = launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" else "fork")
     if launcher == "nodes":  # the GPU check on fewer GPUs than ranks: benchmarks/rank_launch.py

@@ -427,7 +427,10 @@ def silent_rank_body(rank, world_case):
 
 def train_body(rank, world_case):
     """Run examples/pretrain_gpt.py's train() for each argv in world_case['runs']
-    on this process group (one start-up for several runs)."""
+    on this process group (one start-up for several runs). `capture_log`: each result's "log"
+    holds what the run printed on this rank (else "")."""
+    import io
+
     import torch.distributed as dist
 
     from primus_megatron.train import pretrain
@@ -450,8 +453,12 @@ def train_body(rank, world_case):
     out = []
     for argv in world_case["runs"]:
         args, spec = parse_run(argv, world_size=dist.get_world_size())
+        log = io.StringIO()
         # the result names the schedule that ran (auto's choice) and the costs it was planned from
-        out.append(pretrain.train(args, spec, probe=pretrain.Probe(keep_params=world_case.get("return_params", False))))
+        with contextlib.redirect_stdout(log) if world_case.get("capture_log") else contextlib.nullcontext():
+            out.append(pretrain.train(args, spec,
+                                      probe=pretrain.Probe(keep_params=world_case.get("return_params", False))))
+        out[-1]["log"] = log.getvalue()  # with capture_log: what the run printed (rank 0 logs)
     return out
 
 

@@ -15,9 +15,12 @@ validation losses) must be identical, as printed, to those of Megatron's own sch
 * DP=2 x PP=2 with --overlap-grad-reduce, --use-distributed-optimizer and
   --overlap-param-gather (untied embeddings: V with overlapped reduce needs them), zbv
   re-planned from the costs measured at iteration 2;
-* a checkpoint saved under 1f1b resumed under zbv, and back;
+* a checkpoint saved under 1f1b resumed under zbv, and back (too few steps left for
+  --pipeline-profile-out: said at the end);
 * --optimizer-post-validation (steps rolled back and redone): the same lines;
-* a bad schedule option: one sentence, exit status 2.
+* a bad schedule option: one sentence, exit status 2;
+* a user's bf16 dry run under torchrun with Megatron-LM's defaults (masked-softmax fusion,
+  --num-workers 2): zb-h1 against megatron's own 1F1B, also bf16.
 
 Runs take 3-10 s each once pretrain_gpt.py is imported (15-30 s under torchrun, mostly
 imports); `-m "not megatron_lm"` leaves them out.
@@ -25,6 +28,8 @@ imports); `-m "not megatron_lm"` leaves them out.
 from __future__ import annotations
 
 import functools
+import math
+import os
 import re
 
 import pytest
@@ -180,11 +185,19 @@ def test_resume_across_schedules(runs, tree, saved_under, resumed_under):
 
     Megatron-LM's first log line after a resume that is not the resumed iteration itself
     averages the loss over the iterations since the resume (its own schedule does the same):
-    iteration 4's logged loss is the mean of iterations 3 and 4."""
+    iteration 4's logged loss is the mean of iterations 3 and 4. The resumed run asks for a
+    profile it has too few steps left to measure: it writes none and says why at its end."""
     uninterrupted = runs.pp2(saved_under)
+    # fewer steps left than the profile window needs (1 warm-up + 2 measured): no profile, said at the end
+    profile = str(runs.work / f"never-{saved_under}-{resumed_under}.json")
     resumed = H.run(tree, 2, PP2 + ["--load", str(runs.work / f"pp2-{saved_under}"), "--ckpt-step", str(SAVES_AT),
-                                    "--pipeline-schedule", resumed_under])
+                                    "--pipeline-schedule", resumed_under, "--pipeline-profile-out", profile,
+                                    "--pipeline-profile-steps", "2"])
     assert f"successfully loaded checkpoint from {runs.work / f'pp2-{saved_under}'}" in resumed.log
+    said = [line for line in resumed.log.splitlines() if line.startswith(f"--pipeline-profile-out {profile}")]
+    assert len(said) == 1 and "was not written: the profile needs 3 training steps" in said[0] \
+        and "this run ran 2;" in said[0], H.tail(resumed.log)
+    assert not os.path.exists(profile)
     assert sorted(resumed.losses) == list(range(SAVES_AT + 1, ITERS + 1)), H.tail(resumed.log)
     after = range(SAVES_AT + 1, ITERS + 1)
     got, want = resumed.numbers(after), uninterrupted.numbers(after)
@@ -220,3 +233,25 @@ def test_a_bad_schedule_option_gets_one_sentence(tree):
     errors = [line for line in result.log.splitlines() if line.startswith("pretrain_gpt.py: error:")]
     assert len(errors) == 1 and needle in errors[0], H.tail(result.log)
     assert 'pretrain_gpt.py", line' not in result.log and "megatron/training" not in result.log  # no traceback
+
+
+def test_a_bf16_dry_run_through_torchrun_keeps_megatron_defaults(tree):
+    """A user's dry run of a GPU command line (issue 55): `torchrun pretrain_gpt.py --cpu --bf16` with
+    local layers and Megatron-LM's defaults (masked-softmax fusion on, --num-workers 2, persistent
+    layer norm) trains under zb-h1 as megatron's own 1F1B does. zb-h1 places stages as 1F1B does, so
+    Megatron-LM initialises the same weights: no shared checkpoint. CPU mode turns off the softmax
+    kernel (CUDA only: the first bf16 forward died importing it) and the DataLoader workers
+    (plugin._WORKERS_WHY), in one log line."""
+    args = PP2 + ["--bf16"]
+    own = H.run(tree, 2, args + ["--distributed-backend", "gloo"], cpu_flag=False, megatron_defaults=True)
+    ours = H.run(tree, 2, args + ["--pipeline-schedule", "zb-h1"], launcher="torchrun", megatron_defaults=True)
+    _check_trained(ours, ITERS)
+    said = [line for line in ours.log.splitlines() if line.startswith("CPU mode:")]
+    assert len(said) == 1, said
+    assert "--no-masked-softmax-fusion" in said[0] and "--num-workers 0 (was 2:" in said[0], said[0]
+    for name, value in (("bf16", "True"), ("masked_softmax_fusion", "False"), ("num_workers", "0"),
+                        ("transformer_impl", "local")):
+        assert _arg(ours, name) == value, name
+    losses = [float(ours.losses[i]) for i in range(1, ITERS + 1)]
+    assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0], losses
+    assert ours.numbers() == own.numbers()

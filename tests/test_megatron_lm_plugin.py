@@ -263,3 +263,29 @@ def test_the_runner_takes_the_pending_validation_of_megatron_lms_post_validated_
     _, optimizer, _ = training.setup_model_and_optimizer()
     assert isinstance(optimizer, Wrapped)
     assert runner.validation() == "validate adam" and runner.validation() is None
+
+
+@pytest.mark.parametrize("precision", ["--bf16", "--fp16", None])
+def test_cpu_mode_turns_off_the_softmax_kernel_and_the_data_loader_workers_in_one_line(precision, capsys,
+                                                                                       monkeypatch):
+    """A dry run of a GPU command line keeps Megatron-LM's defaults: masked-softmax fusion on (with
+    16-bit inputs megatron's softmax imports the CUDA-only scaled_masked_softmax_cuda; in fp32 it never
+    does, so fp32 runs keep the option) and 2 DataLoader workers (forked from a rank running gloo's
+    threads: turned to 0). Said once, on rank 0, naming Megatron-LM's options."""
+    from primus_megatron.megatron_lm.plugin import _cpu_args
+
+    monkeypatch.setenv("RANK", "0")
+    args = argparse.Namespace(transformer_impl="transformer_engine", position_embedding_type="learned_absolute",
+                              masked_softmax_fusion=True, num_workers=2, distributed_backend="nccl",
+                              no_persist_layer_norm=False, fp16=precision == "--fp16", bf16=precision == "--bf16")
+    _cpu_args(args)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("CPU mode: "), lines
+    assert args.num_workers == 0 and "--num-workers 0 (was 2: DataLoader workers forked" in lines[0]
+    assert args.masked_softmax_fusion is (precision is None)
+    assert ("--no-masked-softmax-fusion" in lines[0]) is (precision is not None)
+    assert args.transformer_impl == "local" and args.distributed_backend == "gloo" and args.cpu is True
+
+    args.num_workers, args.masked_softmax_fusion = 0, False  # what the user gave: nothing to say about either
+    _cpu_args(args)
+    assert capsys.readouterr().out == ""

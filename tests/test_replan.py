@@ -179,6 +179,24 @@ def test_profile_files_carry_the_measured_memory_model(tmp_path):
     assert old.mem_b == pytest.approx([0.0] * 4) and old.mem_w == pytest.approx([-1.0] * 4)
 
 
+def test_a_run_that_ends_inside_the_profile_window_says_why_no_profile_was_written():
+    """--pipeline-profile-out with --pipeline-profile-steps 3 needs 4 training steps (1 warm-up, 3
+    measured); a run (e.g. resumed) that ends after 2 says so at its end, naming both counts.
+    Evaluation steps do not count; a window that closed, or no --pipeline-profile-out, says nothing."""
+    from primus_megatron.runtime.profile_window import ProfilingWindow
+
+    window = ProfilingWindow((1, 4), profile_out="out/run.json")
+    for forward_only in (False, True, False):
+        window.step_done(forward_only, profiled=window.open_for(forward_only) is not None)
+    note = window.unwritten()
+    assert note.startswith("--pipeline-profile-out out/run.json was not written: the profile needs 4 training steps "
+                           "(1 warm-up, then --pipeline-profile-steps 3 measured) and this run ran 2;"), note
+    assert "\n" not in note
+    window.measured = (S.Costs(), {})  # what finish() sets when the window closes (rank 0 writes the file)
+    assert window.unwritten() is None
+    assert ProfilingWindow((1, 4)).unwritten() is None and ProfilingWindow(None, profile_out="x.json").unwritten() is None
+
+
 @needs_megatron
 def test_the_runner_plans_for_the_runs_objective():
     """With post-validation the runner's plan minimises the longest span (the paper's 6.2B, p=8,

@@ -181,13 +181,19 @@ def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_
         model_args(dataset, 4, "--train-iters", "4", "--pipeline-schedule", "1f1b", "--save", save,
                    "--save-interval", "2")]}, 4, timeout_s=900)
     assert sorted(os.listdir(save)) == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]
-    resumed = H.run_ranks({"body": H.train_body, "pp": 2, "runs": [
+    # resumed with fewer steps left than the profile window needs (issue 55): no profile, and the run says why
+    profile = str(tmp_path / "never.json")
+    resumed = H.run_ranks({"body": H.train_body, "pp": 2, "capture_log": True, "runs": [
         model_args(dataset, 2, "--train-iters", "4", "--pipeline-schedule", "zbv", "--load", save,
-                   "--ckpt-step", "2")]}, 2, timeout_s=900)
+                   "--ckpt-step", "2", "--pipeline-profile-out", profile, "--pipeline-profile-steps", "3")]}, 2,
+        timeout_s=900)
     uninterrupted = first[0][0]["losses"]
     again = resumed[0][0]
     assert again["start_iteration"] == 2
     torch.testing.assert_close(torch.tensor(again["losses"]), torch.tensor(uninterrupted[2:]), rtol=1e-5, atol=0)
+    said = [line for line in again["log"].splitlines() if line.startswith(f"--pipeline-profile-out {profile}")]
+    assert len(said) == 1 and "needs 4 training steps" in said[0] and "this run ran 2;" in said[0], again["log"]
+    assert not os.path.exists(profile) and "was not written" not in resumed[1][0]["log"]  # rank 0 says it
 
 
 # post-training data (issue 40): long-tail samples packed per replica, each replica its own count
@@ -216,6 +222,50 @@ def test_balanced_data_trains_as_megatrons_own_schedule(dataset):
     for name, run in zip(names, ours):
         torch.testing.assert_close(torch.tensor(run["losses"]), torch.tensor(megatron["losses"]), rtol=1e-5, atol=0,
                                    msg=lambda m: f"{name}: {m}")
+
+
+PER_TOKEN = under_test(["zb-h1", "zbv"])
+
+
+def test_per_token_loss_normalises_as_megatrons_own_schedule(dataset):
+    """--calculate-per-token-loss (Megatron-LM's name, which Llama recipes pass): the gradient is the
+    sum over the global batch's loss tokens divided by their count, not each microbatch's mean
+    averaged. With --eod-mask-loss, microbatches hold different loss-token counts, so the two differ:
+    iteration 1's loss (Σ loss / Σ tokens either way, same weights) is the same, its gradient is not.
+    Our schedules train megatron's own 1F1B's per-token run."""
+    common = ["--train-iters", "2", "--hidden-dropout", "0", "--attention-dropout", "0", "--eod-mask-loss",
+              "--seq-length", "64"]
+    assert len(set(_first_loss_token_counts(model_args(dataset, 2, *common)))) > 1, "equal counts: nothing to show"
+    runs = [model_args(dataset, 2, *common, "--calculate-per-token-loss")]  # megatron's 1F1B
+    runs += [model_args(dataset, 2, *common, "--calculate-per-token-loss", "--pipeline-schedule", s)
+             for s in PER_TOKEN]
+    runs.append(model_args(dataset, 2, *common))  # megatron's 1F1B, each microbatch's mean
+    megatron, *ours, per_microbatch = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2,
+                                                  timeout_s=900)[0]
+    assert megatron["losses"][-1] < megatron["losses"][0], "the loss goes down"
+    for name, run in zip(PER_TOKEN, ours):
+        for key in ("losses", "grad_norms"):
+            torch.testing.assert_close(torch.tensor(run[key]), torch.tensor(megatron[key]), rtol=1e-5, atol=0,
+                                       msg=lambda m: f"{name} {key}: {m}")
+    # the same reported loss, another gradient: microbatches of 126 to 128 tokens weigh up to 1/128 apart
+    # (measured 1.3e-4 relative on the norm); rounding alone moves a float32 norm by about 1e-7 (with equal
+    # counts of 128 tokens the two normalisations are bitwise equal: they divide by powers of two)
+    torch.testing.assert_close(per_microbatch["losses"][0], megatron["losses"][0], rtol=1e-6, atol=0)
+    gap = abs(per_microbatch["grad_norms"][0] - megatron["grad_norms"][0]) / megatron["grad_norms"][0]
+    assert gap > 1e-5, (per_microbatch["grad_norms"], megatron["grad_norms"])
+
+
+def _first_loss_token_counts(argv) -> list:
+    """The loss tokens of each microbatch of the first global batch the arguments train on."""
+    from primus_megatron.train import data as D
+    from primus_megatron.train.arguments import parse_run
+    from primus_megatron.train.tokenizer import build_tokenizer
+
+    args, _ = parse_run(argv, world_size=2)
+    train, _, _ = D.build_datasets(args, build_tokenizer(args))
+    mbs = args.micro_batch_size
+    return [sum(int(train[i]["loss_mask"].sum()) for i in range(j, j + mbs))
+            for j in range(0, args.global_batch_size, mbs)]
 
 
 @pytest.mark.parametrize("argv, needle", [

@@ -39,7 +39,8 @@ mode has no other use for CUDA; megatron-core's own CPU mode (``compat.cpu``
 without ``training``) stays scoped as before. Megatron-LM still needs its
 start-up dependencies (triton, pybind11, ...; see requirements-megatron-lm.txt);
 ``megatron_lm.install()`` in CPU mode also sets ``--distributed-backend gloo``,
-``--transformer-impl local`` and ``--no-persist-layer-norm``.
+``--transformer-impl local``, ``--no-persist-layer-norm``, ``--no-rope-fusion`` with rope,
+``--no-masked-softmax-fusion`` with 16-bit inputs and ``--num-workers 0`` (megatron_lm/plugin.py).
 """
 from __future__ import annotations
 

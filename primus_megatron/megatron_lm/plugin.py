@@ -25,7 +25,8 @@ With `--pipeline-schedule NAME` on the command line (added by
 
 With `--cpu` (or `--distributed-backend gloo` without CUDA) it first turns on CPU
 mode (`compat.cpu.enable(training=True)`; gloo, local layers unless a TransformerEngine
-that runs on CPU is installed, no persistent layer norm), so the same command line
+that runs on CPU is installed, no persistent layer norm, no CUDA fusions, no DataLoader
+workers: `_cpu_args`), so the same command line
 dry-runs on CPU processes; with
 `--optimizer-post-validation` Megatron-LM's optimizer steps are post-validated
 (megatron_lm/post_validation.py). Options that do not fit end the run before any
@@ -187,6 +188,23 @@ def install() -> None:
     _install_stage_builder(plugin)  # core_v0.19.0 builds the model from its config container, not get_model
     _install_ddp_delay()
     _PLUGIN = plugin
+    import atexit
+
+    atexit.unregister(_say_unwritten_profile)  # once, however often a test resets the plugin
+    atexit.register(_say_unwritten_profile)
+
+
+def _say_unwritten_profile() -> None:
+    """At exit, on rank 0: why --pipeline-profile-out was not written, if it was asked for and was
+    not (the run ended before the profile window closed). At exit, because Megatron-LM ends a run
+    either by returning from pretrain() or with sys.exit (--exit-interval, --exit-duration-in-mins,
+    a signal), and finish() sees only the first."""
+    import os
+
+    runner = _PLUGIN._runner if _PLUGIN is not None else None
+    note = runner.profile_not_written() if runner is not None else None
+    if note and os.environ.get("RANK", "0") == "0":  # Megatron-LM's rank (its process group may be gone)
+        print(note, flush=True)
 
 
 def _install_training(mlm_training, plugin: Plugin) -> None:
@@ -401,8 +419,8 @@ def _install_stage_builder(plugin: Plugin) -> None:
 def _cpu_args(args) -> None:
     """CPU mode (a dry run of a GPU command line): gloo instead of NCCL, megatron's local
     layers instead of TransformerEngine's unless the installed TransformerEngine runs on CPU (the
-    tests' stand-in, tests/te_standin; a real TE needs CUDA), no persistent layer norm (apex);
-    said once."""
+    tests' stand-in, tests/te_standin; a real TE needs CUDA), no persistent layer norm (apex), no
+    fused RoPE or masked softmax (CUDA kernels), DataLoader batches loaded in the rank; said once."""
     import os
 
     settings = [("distributed_backend", "gloo"), ("no_persist_layer_norm", True)]
@@ -416,24 +434,55 @@ def _cpu_args(args) -> None:
         # Megatron-LM's default --rope-fusion is TE's fused kernel (megatron-core asks for TE >= 1.4
         # in TransformerConfig.__post_init__): the unfused RoPE runs on CPU
         settings.append(("apply_rope_fusion", False))
+    if getattr(args, "fp16", False) or getattr(args, "bf16", False):
+        # on by default: with 16-bit inputs megatron's softmax imports apex's scaled_masked_softmax_cuda
+        # at the first forward (fusions/fused_softmax.py); in fp32 the unfused softmax runs anyway
+        settings.append(("masked_softmax_fusion", False))
     if getattr(args, "multi_latent_attention", False) and not te_on_cpu:
         _refuse("--multi-latent-attention needs TransformerEngine attention: megatron-core's local "
                 "DotProductAttention has no separate key and value head sizes (k_channels, v_channels), so with "
                 "--cpu it runs only with a TransformerEngine that runs on CPU (--transformer-impl transformer_engine)")
+    said = []
+    changed = _set_args(args, settings)
+    if changed:
+        said.append(f"{', '.join(changed)} (TransformerEngine, apex, NCCL and CUDA kernels do not run on CPU)")
+    workers = getattr(args, "num_workers", 0)
+    if _set_args(args, [("num_workers", 0)]):  # Megatron-LM's default is 2
+        said.append(f"--num-workers 0 (was {workers}: {_WORKERS_WHY})")
+    args.cpu = True
+    if said and os.environ.get("RANK", "0") == "0":
+        print(f"CPU mode: {'; '.join(said)}", flush=True)
+
+
+# Megatron-LM forks its DataLoader workers (2 per iterator, persistent) when it builds the iterators,
+# from a rank whose gloo groups already run threads: fork copies only the calling thread, so a lock
+# another thread held at that moment is never released in the worker, which then waits forever (a
+# first-stage rank silent on its first batch); the persistent workers are shut down only at interpreter
+# exit, where a rank aborted once: both in CI runs (commit 0302a7a, tests/megatron_lm_harness.py). Spawned or
+# forkserver workers would be safe but re-import torch and megatron-core in each of a rank's 6
+# workers, and on CPU workers compete with the ranks for the same cores; the batches are the same
+# either way (the sampler decides them, not the workers).
+_WORKERS_WHY = ("DataLoader workers forked from a rank that already runs gloo's threads can hang on a lock held "
+                "at the fork; the rank loads the same batches itself")
+
+
+def _set_args(args, settings: list) -> list:
+    """Set each (name, value) in Megatron-LM's arguments; the options of those that changed."""
     changed = []
     for name, value in settings:
         if getattr(args, name, value) != value:
             changed.append(_flag(name, value))
         setattr(args, name, value)
-    args.cpu = True
-    if changed and os.environ.get("RANK", "0") == "0":
-        print(f"CPU mode: {', '.join(changed)} (TransformerEngine, apex and NCCL do not run on CPU)", flush=True)
+    return changed
+
+
+_NO_FLAGS = {"apply_rope_fusion": "--no-rope-fusion", "masked_softmax_fusion": "--no-masked-softmax-fusion"}
 
 
 def _flag(name: str, value) -> str:
     """Megatron-LM's option that sets `name` to `value`: --no-rope-fusion for apply_rope_fusion=False."""
-    if name == "apply_rope_fusion" and value is False:
-        return "--no-rope-fusion"
+    if value is False and name in _NO_FLAGS:
+        return _NO_FLAGS[name]
     return f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}")
 
 

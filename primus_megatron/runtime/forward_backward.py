@@ -88,6 +88,10 @@ class PipelineRunner:
     def measured(self) -> Optional[tuple[S.Costs, dict]]:
         return self.window.measured
 
+    def profile_not_written(self) -> Optional[str]:
+        """For the run's end: why --pipeline-profile-out was not written, or None (ProfilingWindow.unwritten)."""
+        return self.window.unwritten()
+
     def plan(self, pp: int, num_microbatches: int, *, forward_only: bool = False) -> tuple[S.Schedule, S.Lowered]:
         return self.planner.plan(pp, num_microbatches, forward_only=forward_only)
 

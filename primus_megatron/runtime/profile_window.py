@@ -39,6 +39,18 @@ class ProfilingWindow:
         self.training_steps += 1
         return profiled and self.training_steps == self.window[1]
 
+    def unwritten(self) -> Optional[str]:
+        """At the run's end: why --pipeline-profile-out was not written (the run ended before the
+        window closed, e.g. resumed with fewer steps left), in one sentence; None when it was
+        written or not asked for."""
+        if not self.profile_out or self.window is None or self.measured is not None:
+            return None
+        start, end = self.window
+        return (f"--pipeline-profile-out {self.profile_out} was not written: the profile needs {end} training "
+                f"steps ({start} warm-up, then --pipeline-profile-steps {end - start} measured) and this run ran "
+                f"{self.training_steps}; run at least {end} steps (a resumed run counts from its own first step) or "
+                f"lower --pipeline-profile-steps")
+
     def finish(self, sched: S.Schedule, group, rank: int, shape, dtype, device, config=None) -> S.Costs:
         """Gather the measured costs (every rank gets the same), log them, write the profile file."""
         from .profiler import agree_across_replicas, measure_p2p, measured_costs

@@ -102,6 +102,9 @@ def _training_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--use-distributed-optimizer", action="store_true")
     g.add_argument("--overlap-grad-reduce", action="store_true")
     g.add_argument("--accumulate-allreduce-grads-in-fp32", action="store_true")
+    g.add_argument("--calculate-per-token-loss", action="store_true",
+                   help="normalise the loss by the loss tokens of the whole global batch, not per microbatch "
+                        "(Megatron-LM's option; always on with --pipeline-balance-data)")
     g.add_argument("--optimizer-post-validation", action="store_true",
                    help="no global synchronisation before the optimizer step: step optimistically, validate "
                         "during the next iteration's first forwards, roll back exactly if needed")
@@ -160,6 +163,7 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--data-path", nargs="*", default=None, help="PREFIX or W1 PREFIX1 W2 PREFIX2 ... (Megatron syntax)")
     g.add_argument("--split", default="969,30,1")
     g.add_argument("--mock-data", action="store_true")
+    g.add_argument("--eod-mask-loss", action="store_true", help="no loss on end-of-document tokens (Megatron-LM's option)")
     g.add_argument("--tokenizer-type", default="ByteTokenizer", choices=["ByteTokenizer", "HuggingFaceTokenizer"])
     g.add_argument("--tokenizer-model", default=None)
     g.add_argument("--data-cache-path", default=None)

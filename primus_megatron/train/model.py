@@ -61,9 +61,10 @@ def transformer_config(args: argparse.Namespace, spec: Optional[PipelineSpec] = 
         masked_softmax_fusion=not args.cpu and _has_module("scaled_masked_softmax_cuda"),
         apply_rope_fusion=False,
         deallocate_pipeline_outputs=True,
-        # --pipeline-balance-data: replicas hold different token counts, so the loss is normalised by the
-        # global count (finalize_model_grads divides by it), not per microbatch and replica
-        calculate_per_token_loss=getattr(args, "pipeline_balance_data", None) is not None,
+        # normalised by the global batch's loss-token count (finalize_model_grads divides by it), not per
+        # microbatch and replica: asked for, or --pipeline-balance-data (replicas hold different token counts)
+        calculate_per_token_loss=getattr(args, "calculate_per_token_loss", False)
+        or getattr(args, "pipeline_balance_data", None) is not None,
         # the backend TransformerEngine's NVTE_*_ATTN variables agree with (compat/attention_env.py): with
         # AMD's NVTE_FLASH_ATTN=0 NVTE_FUSED_ATTN=1, megatron's default auto asserts at model build
         **_attention_backend(),

@@ -321,6 +321,9 @@ class _Run:
             self._settle(optimizer.finish())
         if args.save and (not args.save_interval or self.done % args.save_interval):
             self._save()
+        note = self.fbf.profile_not_written() if self.spec is not None else None
+        if note:
+            log0(note)  # the run ended before the profile window closed
         if self.post_validation:
             log0(f"post-validation: {optimizer.stats['steps']} steps, {optimizer.stats['optimistic']} taken "
                  f"optimistically, {optimizer.stats['rollbacks']} rolled back, {optimizer.stats['redone']} redone")
