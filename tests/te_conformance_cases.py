@@ -21,10 +21,13 @@ import traceback
 
 import torch
 
+from te_thd_cases import record_raised
+
 CASES = ["linear_delayed", "linear_row_return_bias", "layernorm_linear_delayed", "rmsnorm_linear_zero_centered",
          "fused_main_grad_first_microbatch", "dot_product_attention_causal_gqa", "dot_product_attention_thd_fp32",
          "dot_product_attention_thd_bf16_rows", "norms",
-         "fp8_bias_gradient_in_b", "grouped_linear_delayed", "grouped_linear_fused_return_bias", "refusals"]
+         "fp8_bias_gradient_in_b", "fp8_delayed_hybrid_wgrad", "fp8_delayed_e4m3_wgrad",
+         "fp8_tensorwise_hybrid_wgrad", "fp8_tensorwise_e4m3_wgrad", "grouped_linear_delayed", "grouped_linear_fused_return_bias", "refusals"]
 
 
 def _device(te) -> str:
@@ -208,8 +211,8 @@ def norms(te):
 
 def fp8_bias_gradient_in_b(te):
     """Under FP8 (a real FP8 device; the stand-in's emulated one) a delayed Linear gets its bias
-    gradient in B and hands put quantized storages. Values differ (FP8 rounds, the emulation does
-    not): recorded are facts and values for a loose comparison."""
+    gradient in B and hands put quantized storages. Both quantize the same way; values are
+    compared loosely (cuBLASLt's FP8 accumulation is not the stand-in's)."""
     from transformer_engine.pytorch import quantization
 
     emulate = getattr(quantization, "emulate_fp8_device", None)
@@ -232,6 +235,80 @@ def fp8_bias_gradient_in_b(te):
     layer.backward_dw()
     rec["weight_grad"] = _cpu(layer.weight.grad)
     return rec
+
+
+def _fp8_wgrad_case(te, recipe_name: str, fmt: str) -> dict:
+    """LayerNormLinear + Linear under a per-tensor FP8 recipe, weight gradients delayed and fused
+    into main_grad, two microbatches (is_first_microbatch: the quantized weight cached): outputs,
+    input gradients, what put holds (types, usages), main_grad after B (untouched) and after each
+    backward_dw, the GEMM biases' gradients (from B under FP8), and the scaling state (delayed:
+    every scale and amax history; the first microbatch's casts used scale 1)."""
+    from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling, Format
+    from transformer_engine.pytorch import quantization
+
+    emulate = getattr(quantization, "emulate_fp8_device", None)
+    if emulate is None and not te.is_fp8_available():
+        return {"unavailable": "no FP8 on this device"}
+    import contextlib
+
+    recipe = (DelayedScaling(fp8_format=Format[fmt], amax_history_len=4) if recipe_name == "delayed"
+              else Float8CurrentScaling(fp8_format=Format[fmt]))
+    dev = _device(te)
+    kw = dict(bias=True, fuse_wgrad_accumulation=True, delay_wgrad_compute=True, device=dev,
+              params_dtype=torch.float32)
+    layers = [te.LayerNormLinear(32, 48, eps=1e-5, **kw), te.Linear(48, 16, **kw)]
+    for i, layer in enumerate(layers):
+        _fill(layer, 90 + 10 * i)
+        layer.weight.main_grad = torch.zeros(layer.weight.shape, device=dev)
+        layer.weight.grad_added_to_main_grad = False
+    handed = [_record_usages(layer) for layer in layers]
+    xs = [_seeded(2, 8, 32, seed=95 + mb).to(dev).requires_grad_(True) for mb in range(2)]
+    with (emulate() if emulate else contextlib.nullcontext()):
+        with te.autocast(recipe=recipe):
+            outs = [layers[1](layers[0](x, is_first_microbatch=mb == 0), is_first_microbatch=mb == 0)
+                    for mb, x in enumerate(xs)]
+        for out in outs:
+            (out.float() ** 2).mean().backward()
+        rec = {"out": [_cpu(o) for o in outs], "dgrad": [_cpu(x.grad) for x in xs], "puts": handed,
+               "main_grad_after_b": [_cpu(layer.weight.main_grad) for layer in layers],
+               "bias_grad_after_b": [_cpu(layer.bias.grad) for layer in layers]}
+        for w in range(2):
+            for layer in layers:
+                layer.backward_dw()
+            rec[f"main_grad_after_w{w}"] = [_cpu(layer.weight.main_grad) for layer in layers]
+    if recipe_name == "delayed":
+        rec["scaling"] = [{key: (_cpu(layer.fp8_meta[key].scale), _cpu(layer.fp8_meta[key].amax_history))
+                           for key in ("scaling_fwd", "scaling_bwd")} for layer in layers]
+    return rec
+
+
+def _record_usages(layer) -> list:
+    """Wrap the layer's store's put: per item, its type and (quantized) which data it holds."""
+    handed, put = [], layer.wgrad_store.put
+
+    def recording(tensor_list, func):
+        handed.append([(type(item).__name__, None if isinstance(item, torch.Tensor) else item.get_usages())
+                       for item in tensor_list])
+        return put(tensor_list, func)
+
+    layer.wgrad_store.put = recording
+    return handed
+
+
+def fp8_delayed_hybrid_wgrad(te):
+    return _fp8_wgrad_case(te, "delayed", "HYBRID")
+
+
+def fp8_delayed_e4m3_wgrad(te):
+    return _fp8_wgrad_case(te, "delayed", "E4M3")
+
+
+def fp8_tensorwise_hybrid_wgrad(te):
+    return _fp8_wgrad_case(te, "tensorwise", "HYBRID")
+
+
+def fp8_tensorwise_e4m3_wgrad(te):
+    return _fp8_wgrad_case(te, "tensorwise", "E4M3")
 
 
 def _grouped_puts(layer) -> list:
@@ -314,14 +391,7 @@ def refusals(te):
         "thd_int64_cu_seqlens": lambda: _thd_call(te, dev, cu_seqlens_q=torch.tensor([0, 3, 8], device=dev),
                                                   cu_seqlens_kv=torch.tensor([0, 3, 8], device=dev)),
     }
-    rec = {}
-    for name, attempt in attempts.items():
-        try:
-            attempt()
-            rec[name] = None
-        except Exception as exc:  # noqa: BLE001 (what raises is the record)
-            rec[name] = (type(exc).__name__, str(exc))
-    return rec
+    return record_raised(attempts)
 
 
 def _thd_call(te, dev: str, q_shape=(8, 2, 8), **kwargs):

@@ -12,6 +12,18 @@ import torch
 HEADS, GROUPS, D = 4, 2, 8
 
 
+def record_raised(attempts: dict) -> dict:
+    """name -> None when the attempt ran, else (exception type, message)."""
+    rec = {}
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            rec[name] = None
+        except Exception as exc:  # noqa: BLE001 (what raises is the record)
+            rec[name] = (type(exc).__name__, str(exc))
+    return rec
+
+
 def _inputs(t: int, dtype: torch.dtype, seed: int) -> tuple:
     gen = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(t, h, D, generator=gen).to(dtype) for h in (HEADS, GROUPS, GROUPS))
@@ -98,14 +110,7 @@ def refusals(te) -> dict:
                                            cu_seqlens_kv=torch.tensor([0, 3, 9], dtype=torch.int32)),
         "fp64": call(torch.float64),
     }
-    rec = {}
-    for name, attempt in attempts.items():
-        try:
-            attempt()
-            rec[name] = None
-        except Exception as exc:  # noqa: BLE001 (what raises is the record)
-            rec[name] = (type(exc).__name__, str(exc))
-    return rec
+    return record_raised(attempts)
 
 
 def gpt(rank: int, case: dict) -> dict:

@@ -69,15 +69,16 @@ class _Net(torch.nn.Module):
     """LayerNormLinear (bias added in the GEMM: its gradient comes with the weight's),
     Linear (same), row-parallel Linear returning its bias (added outside: gradient in B)."""
 
-    def __init__(self, te, *, fuse: bool = False, delay: bool = False) -> None:
+    def __init__(self, te, *, fuse: bool = False, delay: bool = False, dims=(8, 16, 8, 4)) -> None:
         super().__init__()
         kw = dict(fuse_wgrad_accumulation=fuse, delay_wgrad_compute=delay)
-        self.a = te.LayerNormLinear(8, 16, bias=True, **kw)
-        self.b = te.Linear(16, 8, bias=True, **kw)
-        self.c = te.Linear(8, 4, bias=True, return_bias=True, parallel_mode="row", **kw)
+        d_in, d_a, d_b, d_c = dims
+        self.a = te.LayerNormLinear(d_in, d_a, bias=True, **kw)
+        self.b = te.Linear(d_a, d_b, bias=True, **kw)
+        self.c = te.Linear(d_b, d_c, bias=True, return_bias=True, parallel_mode="row", **kw)
         with torch.no_grad():
-            self.a.layer_norm_weight.add_(0.1 * torch.randn(8))
-            self.a.layer_norm_bias.add_(0.1 * torch.randn(8))
+            self.a.layer_norm_weight.add_(0.1 * torch.randn(d_in))
+            self.a.layer_norm_bias.add_(0.1 * torch.randn(d_in))
             for layer in (self.a, self.b, self.c):
                 layer.bias.add_(0.1 * torch.randn(layer.bias.shape))
 
@@ -87,6 +88,7 @@ class _Net(torch.nn.Module):
         return out + bias
 
 
+FP8_DIMS = (16, 32, 16, 16)  # FP8 GEMMs need 16-divisible features (TE utils.py 439-447)
 DEFERRED = ["a.weight", "a.bias", "b.weight", "b.bias", "c.weight"]  # weights and GEMM-fused biases
 IN_B = ["a.layer_norm_weight", "a.layer_norm_bias", "c.bias"]
 
@@ -95,18 +97,22 @@ def _loss(out: torch.Tensor) -> torch.Tensor:
     return (out.float() ** 2).mean()
 
 
-def _inputs(n: int, seed: int = 0) -> list:
+def _inputs(n: int, seed: int = 0, shape=(3, 5, 8)) -> list:
     gen = torch.Generator().manual_seed(seed)
-    return [torch.randn(3, 5, 8, generator=gen) for _ in range(n)]
+    return [torch.randn(*shape, generator=gen) for _ in range(n)]
 
 
-def _reference_grads(net: torch.nn.Module, xs: list) -> dict:
-    """Undelayed: plain autograd over the same microbatches."""
-    model = copy.deepcopy(net)
+def _reference_grads(net: torch.nn.Module, xs: list, fp8_te=None, keep: bool = False) -> dict:
+    """Undelayed: plain autograd over the same microbatches (a copy of `net`, or `net` itself
+    with `keep`). With `fp8_te`, FP8 as the deferred runs have it: every forward under one
+    autocast, then the backwards in order (the same amax and scale updates at the same points)."""
+    model = net if keep else copy.deepcopy(net)
     for p in model.parameters():
         p.grad = None
-    for x in xs:
-        _loss(model(x)).backward()
+    with _fp8(fp8_te, fp8_te is not None, local=True):
+        outs = [model(x) for x in xs]
+    for out in outs:
+        _loss(out).backward()
     return {n: p.grad.detach().clone() for n, p in model.named_parameters()}
 
 
@@ -226,9 +232,12 @@ def _ddp_steps(te, fuse: bool, fp8: bool = False):
     layer and fires in W: B0 and B1 fill .grad, W0's hook moves it and W1's finds it empty."""
     from primus_megatron.runtime import te_wgrad
 
+    if fp8:
+        _fp8_alone()
     torch.manual_seed(3)
-    net = _Net(te, fuse=fuse)
-    plain = _Net(te)
+    dims = FP8_DIMS if fp8 else (8, 16, 8, 4)
+    net = _Net(te, fuse=fuse, dims=dims)
+    plain = _Net(te, dims=dims)
     plain.load_state_dict(net.state_dict())
     assert te_wgrad.enable(net) == 3  # before DDP: DDP then hooks the layers, not the parameters
     ddp = _ddp(net, fuse=fuse)
@@ -246,8 +255,8 @@ def _ddp_steps(te, fuse: bool, fp8: bool = False):
             ddp.zero_grad_buffer()
             store.clear()
             del log[:]
-            xs = _inputs(2, seed=seed)
-            with _fp8(te, fp8):
+            xs = _inputs(2, seed=seed, shape=(2, 8, 16) if fp8 else (3, 5, 8))
+            with _fp8(te, fp8, local=True):
                 outs = [ddp(x) for x in xs]
             for label, run in (("B0", lambda: _b(store, outs, 0)), ("B1", lambda: _b(store, outs, 1)),
                                ("W0", lambda: store.run((0, 0))), ("W1", lambda: store.run((1, 0)))):
@@ -260,7 +269,8 @@ def _ddp_steps(te, fuse: bool, fp8: bool = False):
             phase[0] = "finish"
             ddp.finish_grad_sync()
             store.assert_empty()
-            expected = _reference_grads(plain, xs)
+            # under FP8 the same reference layers every step: their scales evolve as net's do (rank 0 alone)
+            expected = _reference_grads(plain, xs, te if fp8 else None, keep=fp8)
             for name, p in net.named_parameters():
                 _close(p.main_grad, expected[name], f"step {step}: {name}.main_grad")
             for name in DEFERRED + ["c.bias"]:  # the hooks moved .grad into main_grad
@@ -283,9 +293,15 @@ def _ddp_steps(te, fuse: bool, fp8: bool = False):
         from transformer_engine.pytorch.module.base import _dummy_wgrads
 
         del outs, xs, expected
+        for p in plain.parameters():  # the FP8 reference's own gradients (it is kept across steps)
+            p.grad = None
         te_own = {t.untyped_storage().data_ptr() for t in _dummy_wgrads.values()}
-        # weight-sized, as a dummy-gradient cache would be: the FP8 layers' own scaling state (scalars
-        # TE keeps per module once an FP8 forward ran) is not one
+        # nor the FP8 layers' own scaling state (TE keeps a scale and an amax history per module
+        # once an FP8 forward ran: quantization.py DelayedScalingRecipeState)
+        te_own |= {t.untyped_storage().data_ptr() for model in (net, plain) for layer in model.modules()
+                   for state in getattr(layer, "fp8_meta", {}).values() if hasattr(state, "amax_history")
+                   for t in (state.amax_history, state.scale)}
+        # weight-sized, as a dummy-gradient cache would be
         smallest = min(p.untyped_storage().nbytes() for p in net.parameters() if p.dim() == 2)
         kept = {ptr: n for ptr, n in _live_storages().items()
                 if ptr not in alive and ptr not in te_own and n >= smallest}
@@ -322,16 +338,28 @@ def s_ddp_hooks_once_per_w_fused(te):
 # -- what TE does differently under FP8, on the stand-in's emulated FP8 device ---------------------
 
 @contextlib.contextmanager
-def _fp8(te, enabled: bool = True):
-    """Forwards under TE's fp8_autocast on the stand-in's emulated FP8 device (exact values:
-    tests/te_standin/transformer_engine/pytorch/quantization.py)."""
+def _fp8(te, enabled: bool = True, local: bool = False):
+    """Forwards under TE's fp8_autocast (delayed scaling, TE's default recipe on a Hopper) on the
+    stand-in's emulated FP8 device (real float8 casts: tests/te_standin/transformer_engine/pytorch/
+    quantization.py). `local`: a scenario rank 0 runs alone in its world of two keeps its amaxes
+    (reduce_amax=False; TE would all-reduce them across the world at autocast exit and in B)."""
     if not enabled:
         yield
         return
+    from transformer_engine.common.recipe import DelayedScaling
     from transformer_engine.pytorch.quantization import emulate_fp8_device
 
-    with emulate_fp8_device(), te.fp8_autocast(enabled=True):
+    with emulate_fp8_device(), te.fp8_autocast(enabled=True, fp8_recipe=DelayedScaling(reduce_amax=not local)):
         yield
+
+
+def _fp8_alone() -> None:
+    """Before a scenario rank 0 runs alone: forget the FP8 modules of the two-rank scenarios run
+    before (TE keeps every delayed-scaling module in global amax buffers, updated at every
+    autocast exit: theirs would be all-reduced across the world)."""
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager
+
+    FP8GlobalStateManager.reset()
 
 
 def _recording_puts():
@@ -370,13 +398,14 @@ def s_fp8_bias_gradient_in_b_and_quantized_puts(te):
     must count the storages' buffers."""
     from primus_megatron.runtime import te_wgrad
 
+    _fp8_alone()
     torch.manual_seed(6)
-    net = _Net(te)
+    net = _Net(te, dims=FP8_DIMS)
     plain = copy.deepcopy(net)
     te_wgrad.enable(net)
     store = _fresh_store()
-    xs = _inputs(2, seed=7)
-    with _fp8(te):
+    xs = _inputs(2, seed=7, shape=(2, 8, 16))
+    with _fp8(te, local=True):
         outs = [net(x) for x in xs]
     assert all(layer.fp8 for layer in (net.a, net.b, net.c))
     handed, restore = _recording_puts()
@@ -401,9 +430,9 @@ def s_fp8_bias_gradient_in_b_and_quantized_puts(te):
     store.run((1, 0))
     store.run((0, 0))
     store.assert_empty()
-    expected = _reference_grads(plain, xs)
+    expected = _reference_grads(plain, xs, te)  # FP8 undelayed: the same quantization, so bitwise
     for name, p in params.items():
-        _close(p.grad, expected[name], name)
+        assert torch.equal(p.grad, expected[name]), name
 
 
 def s_fp8_ddp_hooks_once_per_w(te):
@@ -1033,10 +1062,11 @@ def tp_body(rank, te) -> dict:
     from primus_megatron.runtime import te_wgrad
 
     group, tp = parallel_state.get_tensor_model_parallel_group(), 2
-    s, b, h, ffn = 6, 3, 8, 24  # every dimension of a held buffer tells which it is
     out = {}
     for sp, fp8 in ((True, False), (False, False), (True, True)):
         variant = f"sp={sp}" + (" fp8" if fp8 else "")
+        # every dimension of a held buffer tells which it is; FP8 needs 16-divisible ones (rows of 8)
+        s, b, h, ffn = (8, 4, 16, 96) if fp8 else (6, 3, 8, 24)
         try:
             torch.manual_seed(10 + rank)  # each rank its own shards
 
@@ -1068,15 +1098,18 @@ def tp_body(rank, te) -> dict:
                 store.run((mb, 0))
             store.assert_empty()
             # per microbatch, all full-sequence (s*b rows): fc1's gathered input and its grad_output, fc2's input
-            # and its gathered grad_output. Under FP8 (Float8TensorStorage, on a TN-only device) the inputs keep
-            # only their column-wise (transposed) data, the quantized grad_outputs both (the dgrad GEMM used the
-            # row-wise data in B; TE does not drop it: linear.py 577-583)
+            # and its gathered grad_output. Under FP8 (Float8TensorStorage, on a TN-only device) fc2's input keeps
+            # only its column-wise (transposed) data; fc1's, gathered row-wise (per-tensor FP8 is all-gathered
+            # row-wise, linear.py 649-658), gets its transpose for the wgrad GEMM and keeps both (778); the
+            # quantized grad_outputs keep both (the dgrad GEMM used the row-wise data in B: linear.py 577-583)
             expected_held = sorted([(s * b, h), (s * b, ffn // tp), (s * b, ffn // tp), (s * b, h)] if not fp8 else
-                                   [(h, s * b), (s * b, ffn // tp), (ffn // tp, s * b),
+                                   [(s * b, h), (h, s * b), (s * b, ffn // tp), (ffn // tp, s * b),
                                     (ffn // tp, s * b), (s * b, h), (h, s * b)])
             assert held_shapes == [expected_held] * 2, (held_shapes, expected_held)
-            for x in xs:
-                _loss(forward(plain, x)).backward()
+            with _fp8(te, fp8):  # undelayed, FP8 as above: every forward under one autocast
+                outs = [forward(plain, x) for x in xs]
+            for o in outs:
+                _loss(o).backward()
             got, want = dict(net.named_parameters()), dict(plain.named_parameters())
             for name in want:
                 _close(got[name].grad, want[name].grad, f"{variant} rank {rank} {name}")

@@ -22,10 +22,16 @@ time), each module citing the TE file and lines it follows:
   ``activation_recompute_forward``, the tensor-parallel collectives), ``cpp_extensions``
   ``general_gemm``, ``pytorch/quantized_tensor.py`` and ``Float8TensorStorage``.
 
-There is no FP8 on CPU: the stand-in answers as TE does on a device without FP8 support
+There is no FP8 device on CPU: the stand-in answers as TE does on a device without FP8 support
 (``fp8_autocast(enabled=True)`` fails TE's own assertion). For tests,
-``pytorch.quantization.emulate_fp8_device()`` makes it answer as an FP8 device: TE's FP8 code
-paths then run (the bias gradient in B, quantized storages handed to ``put``) with exact values.
+``pytorch.quantization.emulate_fp8_device(platform)`` makes it answer as an FP8 device (a Hopper,
+or gfx942 with the FNUZ formats), and FP8 is then real for the per-tensor recipes (delayed and
+current scaling, E4M3 and HYBRID) in Linear and LayerNormLinear: float8 casts with TE's scales
+and amax bookkeeping, the quantized weight cached across microbatches, the GEMMs on float8 data
+(``pytorch/quantization.py``, ``tensor/``, ``module/_gemms.py``, ``cpp_extensions/gemm.py``).
+The block-scaled recipes, FP8 in GroupedLinear and DotProductAttention, FP8 parameters and FP8
+extra state in checkpoints raise NotImplementedError (LayerNormMLP, which megatron-core builds
+only outside its default layer spec, is absent).
 What it does not reproduce raises NotImplementedError naming the stand-in, never a silent
 fallback. The version comes from the distribution metadata beside this package
 (``transformer_engine-2.11.0.dist-info``), as TE's ``__init__.py`` reads it (line 67).

@@ -2,10 +2,13 @@
 the FP8/FP4 formats (``Format``, lines 23-44) and the recipe dataclasses with the fields and
 predicates megatron-core uses (``Recipe`` 86-117, ``DelayedScaling`` 120-220,
 ``Float8CurrentScaling`` 223-262, ``MXFP8BlockScaling`` 264-303, ``Float8BlockScaling``
-305-384, ``NVFP4BlockScaling`` 386-481, ``CustomRecipe`` 483-520). Building a recipe works on
-CPU as in TE; running one does not (quantization.py)."""
+305-384, ``NVFP4BlockScaling`` 386-481, ``CustomRecipe`` 483-520), with ``QParams`` / ``MMParams``
+(47-83) and the ``__repr__`` of the per-tensor recipes (part of TE's autocast key). Building a
+recipe works on CPU as in TE; the per-tensor ones run on the emulated FP8 device, the others are
+refused (quantization.py)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, NamedTuple, Optional
@@ -21,6 +24,19 @@ class Format(Enum):
     E4M3 = _FormatHelper(max_fwd=448, max_bwd=448)
     E5M2 = _FormatHelper(max_fwd=57344, max_bwd=57344)
     HYBRID = _FormatHelper(max_fwd=448, max_bwd=57344)
+
+
+@dataclass(frozen=True)
+class MMParams:
+    """TE lines 47-58."""
+    use_split_accumulator: bool = True
+
+
+@dataclass(frozen=True)
+class QParams:
+    """TE lines 61-83 (the FP4-only fields left out)."""
+    power_2_scale: bool = False
+    amax_epsilon: float = 0.0
 
 
 class Recipe:
@@ -61,12 +77,33 @@ class DelayedScaling(Recipe):
         # TE line 208-209
         assert self.fp8_format != Format.E5M2, "Pure E5M2 training is not supported."
 
+    def __repr__(self) -> str:  # TE lines 211-220 (part of the autocast key: quantization.py)
+        return (f"recipe_type={self.__class__.__name__}, margin={self.margin}, "
+                f"format={str(self.fp8_format).split('.')[1]}, amax_history_len={self.amax_history_len}, "
+                f"reduce_amax={self.reduce_amax}, fp8_dpa={self.fp8_dpa}, fp8_mha={self.fp8_mha}")
+
 
 @dataclass()
 class Float8CurrentScaling(Recipe):
+    """TE lines 223-262."""
+    use_power_2_scales: bool = os.getenv("NVTE_FP8_CURRENT_SCALING_POWER_2_SCALES", "0") == "1"
     fp8_format: Format = Format.HYBRID
+    fp8_quant_fwd_inp = QParams(power_2_scale=use_power_2_scales, amax_epsilon=0.0)
+    fp8_quant_fwd_weight = QParams(power_2_scale=use_power_2_scales, amax_epsilon=0.0)
+    fp8_quant_bwd_grad = QParams(power_2_scale=use_power_2_scales, amax_epsilon=0.0)
+    fp8_gemm_fprop: MMParams = MMParams(use_split_accumulator=False)
+    fp8_gemm_dgrad: MMParams = MMParams(use_split_accumulator=True)
+    fp8_gemm_wgrad: MMParams = MMParams(use_split_accumulator=True)
     fp8_dpa: bool = False
     fp8_mha: bool = False
+
+    def __post_init__(self) -> None:
+        assert self.fp8_format != Format.E5M2, "Pure E5M2 training is not supported."
+
+    def __repr__(self) -> str:
+        return (f"recipe_type={self.__class__.__name__}, format={str(self.fp8_format).split('.')[1]}, "
+                f"fp8_quant_fwd_inp={self.fp8_quant_fwd_inp}, fp8_quant_fwd_weight={self.fp8_quant_fwd_weight}, "
+                f"fp8_quant_bwd_grad={self.fp8_quant_bwd_grad}, fp8_dpa={self.fp8_dpa}, fp8_mha={self.fp8_mha}")
 
 
 @dataclass()

@@ -3,8 +3,8 @@
 ``checkpoint`` (623-773, not reproduced: it raises), and the tensor-parallel collectives the
 linear layers use (``gather_along_first_dim`` 1586-1740, ``reduce_scatter_along_first_dim``
 887-907, ``allreduce`` 1884-1898), in plain torch.distributed (gloo on CPU: a reduce-scatter is
-an all-reduce and a slice, with the same result). A quantized input is gathered as its high-
-precision data and quantized again (tensor/float8_tensor.py keeps the data exact)."""
+an all-reduce and a slice, with the same result). Per-tensor FP8 is gathered as its float8
+row-wise data with the local scale_inv (``_all_gather_fp8``, 910-1064)."""
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, ContextDecorator, contextmanager
@@ -154,22 +154,31 @@ class _Done:
 
 
 def gather_along_first_dim(inp, process_group, async_op: bool = False, quantizer=None):
-    """All-gather along the first dimension (TE lines 1586-1740). With a quantizer the result is
-    quantized (TE gathers the FP8 data; here the high-precision data, the same numbers)."""
+    """All-gather along the first dimension (TE lines 1586-1740). With a per-tensor FP8 quantizer
+    (``_all_gather_fp8``, lines 910-1064): a high-precision input is cast locally first, then the
+    float8 row-wise data are gathered and keep the local ``scale_inv`` (the ranks' scales agree:
+    amaxes are reduced over the group), the transpose made after when the quantizer asks for it."""
     from ..pytorch.quantized_tensor import QuantizedTensorStorage
+    from ..pytorch.tensor.storage.float8_tensor_storage import Float8TensorStorage
 
     world_size = get_distributed_world_size(process_group)
+    if quantizer is not None and not isinstance(inp, QuantizedTensorStorage):
+        inp = quantizer(inp)
     if world_size == 1:
-        if quantizer is not None and not isinstance(inp, QuantizedTensorStorage):
-            inp = quantizer(inp)
         return inp, None
+    if isinstance(inp, Float8TensorStorage):
+        data = inp._data.contiguous().view(torch.uint8)  # gloo moves bytes, not float8
+        parts = [torch.empty_like(data) for _ in range(world_size)]
+        torch.distributed.all_gather(parts, data, group=process_group)
+        out = Float8TensorStorage(data=torch.cat(parts, dim=0).view(inp._data.dtype), fp8_scale_inv=inp._scale_inv,
+                                  fp8_dtype=inp._fp8_dtype, quantizer=inp._quantizer)
+        if quantizer is not None:
+            out.update_usage(rowwise_usage=quantizer.rowwise_usage, columnwise_usage=quantizer.columnwise_usage)
+        return out, (_Done() if async_op else None)
     data = _high_precision(inp).contiguous()
     parts = [torch.empty_like(data) for _ in range(world_size)]
     torch.distributed.all_gather(parts, data, group=process_group)  # gloo: no all_gather_into_tensor
-    out = torch.cat(parts, dim=0)
-    if quantizer is not None:
-        out = quantizer(out)
-    return out, (_Done() if async_op else None)
+    return torch.cat(parts, dim=0), (_Done() if async_op else None)
 
 
 def reduce_scatter_along_first_dim(inp: torch.Tensor, tp_group, async_op: bool = False):

@@ -3,9 +3,17 @@ commit c188b533) in plain torch: cuBLAS's column-major layouts as TE's modules u
 (``"TN"``: B @ A^T, the forward; ``"NN"``: B @ A, the input gradient; ``"NT"``: B^T @ A, the
 weight gradient), ``out`` with ``accumulate``, and ``bias``: added to the output in the forward,
 its gradient (the column sums of B) returned as the second output when ``grad`` (the fused
-bias gradient of the weight-gradient GEMM). Quantized operands are multiplied as their
-dequantized values (exact here: tensor/float8_tensor.py). Returns (out, bias_grad, gelu_input,
-extra_output) as TE does. Userbuffers, GELU fusion and quantized outputs are not reproduced."""
+bias gradient of the weight-gradient GEMM). Returns (out, bias_grad, gelu_input, extra_output)
+as TE does. Userbuffers, GELU fusion and quantized outputs are not reproduced.
+
+FP8 operands (Float8TensorStorage, both) go through ``torch._scaled_mm`` as cuBLASLt gets them
+on a TN-only device (``common/gemm/cublaslt_gemm.cu`` ``CanonicalizeGemmInput``, lines 124-158
+for A, 220-249 for B): an operand the layout does not transpose uses its column-wise data (the
+transpose) instead, so every FP8 GEMM is TN on the float8 buffers, with each operand's
+``scale_inv``; a missing usage and a leading dimension not a multiple of 16 raise TE's sentences.
+On CPU, ``_scaled_mm``'s fp32 / bf16 result is the fp32 product of the dequantized operands plus
+the bias, rounded once to the output dtype: cuBLASLt's accumulation order and fast accumulation
+(``use_split_accumulator``) are not reproduced, so values match TE's to fp32 rounding, not bitwise."""
 from __future__ import annotations
 
 from typing import Optional
@@ -17,6 +25,46 @@ def _plain(x):
     from ..quantized_tensor import QuantizedTensorStorage
 
     return x.dequantize() if isinstance(x, QuantizedTensorStorage) else x
+
+
+def _is_fp8(x) -> bool:
+    from ..tensor.storage.float8_tensor_storage import Float8TensorStorage
+
+    return isinstance(x, Float8TensorStorage)
+
+
+def _tn_operand(t, rowwise: bool, name: str) -> torch.Tensor:
+    """The buffer cuBLASLt reads for one FP8 operand (cublaslt_gemm.cu 124-158, 220-249)."""
+    if rowwise:
+        if t._data is None:
+            raise RuntimeError(f"Input {name} is missing row-wise usage")
+        buf = t._data.reshape(-1, t._data.shape[-1])
+    else:
+        if t._transpose is None or t._transpose_invalid:
+            raise RuntimeError(f"Input {name} is missing column-wise usage")
+        buf = t._transpose
+    if buf.shape[-1] % 16 != 0:  # lines 155-158, 246-249: lda / ldb = k in the TN layout
+        raise RuntimeError(f"Leading dimension requirement on {name} for FP8 GEMM. Caller must pad.")
+    return buf
+
+
+def _fp8_gemm(A, B, layout: str, out_dtype, accumulate: bool, out, bias, grad: bool):
+    if not (_is_fp8(A) and _is_fp8(B)):
+        raise NotImplementedError("the TransformerEngine stand-in multiplies an FP8 operand only with another")
+    if grad and bias is not None:
+        raise NotImplementedError("the TransformerEngine stand-in has no bias gradient fused into an FP8 GEMM")
+    a = _tn_operand(A, layout[0] == "T", "A")  # N x K
+    b = _tn_operand(B, layout[1] == "N", "B")  # M x K
+    dtype = out.dtype if out is not None else (out_dtype or torch.float32)
+    result = torch._scaled_mm(b, a.t(), scale_a=B._scale_inv.reshape(()).float(),
+                              scale_b=A._scale_inv.reshape(()).float(), bias=bias, out_dtype=dtype)
+    if out is not None:
+        if accumulate:
+            out.add_(result)
+        else:
+            out.copy_(result)
+        result = out
+    return result, None, None, None
 
 
 def general_gemm(A, B, out_dtype: Optional[torch.dtype] = None, quantization_params=None, gelu: bool = False,
@@ -31,6 +79,8 @@ def general_gemm(A, B, out_dtype: Optional[torch.dtype] = None, quantization_par
         raise NotImplementedError("the TransformerEngine stand-in does not quantize GEMM outputs")
     if out is not None and not out.is_contiguous():
         raise ValueError("Output tensor is not contiguous.")
+    if _is_fp8(A) or _is_fp8(B):
+        return _fp8_gemm(A, B, layout, out_dtype, accumulate, out, bias, grad)
     a, b = _plain(A), _plain(B)
     dtype = out.dtype if out is not None else (out_dtype or b.dtype)
     if layout == "TN":

@@ -4,17 +4,60 @@ same steps): grad_output preprocessing (base.py), the input all-gather of a colu
 sequence-parallel layer (kept, with a row-parallel layer's gathered grad_output, for the delayed
 GEMM), the dgrad GEMM and its tensor-parallel all-reduce / reduce-scatter, the wgrad GEMM
 closure handed to ``wgrad_store.put`` when delayed, and what the backward returns for the weight
-(a dummy with megatron's ``grad_added_to_main_grad``, None when fused otherwise)."""
+(a dummy with megatron's ``grad_added_to_main_grad``, None when fused otherwise).
+
+Under FP8 (the per-tensor recipes) the forward half is here too: the input quantized (row-wise
+for the GEMM, column-wise kept for the wgrad GEMM), the weight's workspace (cached across
+microbatches with ``is_first_microbatch``), the bias cast to bf16 for an fp32 FP8 GEMM
+(``linear.py`` 287-291); and in the backward the quantized weight saved in the forward is the
+dgrad GEMM's operand, grad_output is quantized once in B (both usages: dgrad and wgrad), the
+wgrad GEMM reads the quantized input and grad_output as saved (nothing re-quantized when it is
+delayed to ``backward_dw``), and the module that ran first in the autocast updates the backward
+tensors' amax histories and scales as its backward ends (``linear.py`` 478-485, 968-972)."""
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
 
 from ..cpp_extensions import general_gemm
 from ..distributed import allreduce, gather_along_first_dim, reduce_scatter_along_first_dim
+from ..quantization import FP8GlobalStateManager
 from ..quantized_tensor import QuantizedTensorStorage
 from .base import TransformerEngineBaseModule, get_dummy_wgrad
+
+
+def assert_dim_for_fp8_exec(*tensors) -> None:
+    """TE ``pytorch/utils.py`` lines 439-447."""
+    for tensor in tensors:
+        assert math.prod(tensor.shape[:-1]) % 8 == 0 and tensor.shape[-1] % 16 == 0, (
+            "FP8 execution requires the product of all dimensions except the last to be divisible"
+            " by 8 and the last dimension to be divisible by 16, but got tensor with"
+            f" dims={list(tensor.size())}")
+
+
+def quantize_gemm_input(inputmat: torch.Tensor, quantizers, *, backward_needs_input: bool, with_gather: bool):
+    """linear.py 184-240 (layernorm_linear.py 200-206): the input cast for the forward GEMM; its
+    column-wise data made now unless it is all-gathered (FP8 gathers row-wise data only)."""
+    quantizers.input.set_usage(rowwise=True, columnwise=backward_needs_input and not with_gather)
+    return quantizers.input(inputmat)
+
+
+def quantize_weight(module, weight: torch.Tensor, quantizer, *, columnwise: bool, is_first_microbatch):
+    """linear.py 252-278 (layernorm_linear.py 296-318): the weight's workspace."""
+    quantizer.set_usage(rowwise=True, columnwise=columnwise)
+    weightmat = module.get_weight_workspace(
+        tensor=weight, quantizer=quantizer, cache_name=None if is_first_microbatch is None else "weight",
+        update_workspace=is_first_microbatch is None or is_first_microbatch)
+    weightmat.update_usage(rowwise_usage=True)
+    return weightmat
+
+
+def first_fp8_module_updates_backward(fp8: bool, *tensors) -> bool:
+    """linear.py 478-485: True for the first FP8 module of the autocast (consumed here)."""
+    needs_grad = any(t is not None and t.requires_grad for t in tensors)
+    return fp8 and needs_grad and FP8GlobalStateManager.is_first_fp8_module()
 
 
 def save_linear_context(ctx, *, weight, is_first_microbatch, fp8: bool, wgrad_store, quantizers,
@@ -38,18 +81,21 @@ def save_linear_context(ctx, *, weight, is_first_microbatch, fp8: bool, wgrad_st
     ctx.requires_wgrad = weight.requires_grad
     ctx.wgrad_store = wgrad_store
     ctx.ub_bulk_wgrad = ub_bulk_wgrad
+    ctx.reduce_and_update_bwd_fp8_tensors = False  # set by the forward (first_fp8_module_updates_backward)
     ctx.backward_input_needs_gather = weight.requires_grad and parallel_mode == "column" and sequence_parallel
 
 
 def linear_backward_gemms(ctx, grad_output: torch.Tensor, inputmat, weight: torch.Tensor,
-                          bias: Optional[torch.Tensor]):
+                          bias: Optional[torch.Tensor], weight_fp8=None):
     """Returns (weight gradient for autograd, dgrad [flattened], bias gradient)."""
     main_grad = ctx.main_grad_func() if ctx.fuse_wgrad_accumulation and ctx.requires_wgrad else None
     if ctx.requires_wgrad and ctx.fuse_wgrad_accumulation:
         weight.main_grad = main_grad
     q = ctx.quantizers
-    if q is not None:  # linear.py 577-583: both usages of the quantized gradient (dgrad and wgrad GEMMs)
+    if q is not None:  # linear.py 577-597: both usages of the quantized gradient (dgrad and wgrad GEMMs)
         q.grad_output.set_usage(rowwise=True, columnwise=True)
+        if not ctx.use_bias and not ctx.requires_wgrad:
+            q.grad_output.set_usage(columnwise=False)
     grad_output, grad_bias = TransformerEngineBaseModule.grad_output_preprocess(
         ctx, grad_output, ctx.parallel_mode == "row", q.grad_output if q is not None else None)
 
@@ -57,8 +103,8 @@ def linear_backward_gemms(ctx, grad_output: torch.Tensor, inputmat, weight: torc
     if ctx.requires_wgrad and not ctx.fp8 and isinstance(inputmat, QuantizedTensorStorage):
         inputmat = inputmat.dequantize(dtype=ctx.activation_dtype)
     if ctx.backward_input_needs_gather:  # linear.py 649-672: re-gathered for the wgrad GEMM
-        if ctx.fp8:  # lines 651-658: only the column-wise data (the wgrad GEMM's)
-            q.input.set_usage(rowwise=False, columnwise=True)
+        if ctx.fp8:  # lines 651-658: per-tensor FP8 is gathered row-wise, transposed after (778)
+            q.input.set_usage(rowwise=True, columnwise=False)
         inputmat_total, _ = gather_along_first_dim(inputmat, ctx.tp_group,
                                                    quantizer=q.input if ctx.fp8 else None)
     else:
@@ -66,8 +112,11 @@ def linear_backward_gemms(ctx, grad_output: torch.Tensor, inputmat, weight: torc
 
     dgrad = None
     if ctx.requires_dgrad:  # linear.py 687-760 (reduce-scatter 748, all-reduce 754)
-        dgrad, *_ = general_gemm(weight.to(ctx.activation_dtype), grad_output, layout="NN",
-                                 out_dtype=ctx.activation_dtype)
+        if ctx.fp8:  # lines 689-695: the weight quantized in the forward, its transpose for NN
+            grad_output.update_usage(rowwise_usage=True)
+            weight_fp8.update_usage(columnwise_usage=True)
+        dgrad, *_ = general_gemm(weight_fp8 if ctx.fp8 else weight.to(ctx.activation_dtype), grad_output,
+                                 layout="NN", grad=True, out_dtype=ctx.activation_dtype)
         if ctx.parallel_mode == "column" and ctx.tp_size > 1:
             if ctx.sequence_parallel:
                 dgrad, _ = reduce_scatter_along_first_dim(dgrad, ctx.tp_group)
@@ -117,6 +166,8 @@ def linear_backward_gemms(ctx, grad_output: torch.Tensor, inputmat, weight: torc
     if not ctx.use_bias:
         grad_bias = None
 
+    if ctx.reduce_and_update_bwd_fp8_tensors:  # linear.py 968-972
+        FP8GlobalStateManager.reduce_and_update_fp8_tensors(forward=False)
     if ctx.requires_wgrad:  # linear.py 944-966: "Handle custom DDP from mcore."
         if ctx.fuse_wgrad_accumulation and hasattr(weight, "grad_added_to_main_grad"):
             weight.grad_added_to_main_grad = True
@@ -129,9 +180,14 @@ def linear_backward_gemms(ctx, grad_output: torch.Tensor, inputmat, weight: torc
     return wgrad, dgrad, grad_bias
 
 
-def gemm_forward(weight: torch.Tensor, inputmat_total, bias: Optional[torch.Tensor], activation_dtype):
-    out, *_ = general_gemm(weight.to(activation_dtype), inputmat_total, layout="TN",
-                           bias=bias.to(activation_dtype) if bias is not None else None, out_dtype=activation_dtype)
+def gemm_forward(weightmat, inputmat_total, bias: Optional[torch.Tensor], activation_dtype):
+    """linear.py 286-334: an FP8 GEMM with an fp32 output takes a bf16 bias (cuBLASLt has no FP8
+    GEMM with an fp32 bias)."""
+    quantized = isinstance(weightmat, QuantizedTensorStorage)
+    bias_dtype = torch.bfloat16 if quantized and activation_dtype == torch.float32 else activation_dtype
+    out, *_ = general_gemm(weightmat if quantized else weightmat.to(activation_dtype), inputmat_total,
+                           layout="TN", bias=bias.to(bias_dtype) if bias is not None else None,
+                           out_dtype=activation_dtype)
     return out
 
 

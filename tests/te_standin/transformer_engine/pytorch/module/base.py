@@ -4,20 +4,26 @@ state 806-923, activation dtype 925-944, TP group 946-957, ``init_fp8_metadata``
 ``prepare_forward`` 1028-1079, ``grad_output_preprocess`` 1099-1195, parameter registration
 and initialisation 1197-1317, the weight-gradient API 1463-1502, ``is_debug_iter`` 1503-1537), in plain torch on CPU.
 
-Not reproduced: FP8 metadata of delayed scaling (amax histories; the emulated FP8 of
-quantization.py needs none), userbuffers, FSDP, CPU offload, TE's debug quantizers (debug mode
-itself is: ``debug/pytorch/debug_state.py``; with it on, a delayed layer's forward raises TE's
-sentence)."""
+FP8 (the per-tensor recipes, quantization.py): the module's recipe states and quantizers
+(``set_meta_tensor`` 706-741, ``init_fp8_meta_tensors`` 767-772: three forward quantizers per
+GEMM, input / weight / output, and two backward, grad_output / grad_input; current scaling's
+per-layer customisation, ``linear.py`` 1595-1662), delayed scaling's registration in the global
+amax buffers in ``prepare_forward`` (1058-1067) and the weight workspace cached across
+microbatches (``get_weight_workspace`` 1322-1440).
+
+Not reproduced: resizing an amax history (``adjust_amax_history_length``), FP8 extra state in
+checkpoints, userbuffers, FSDP, CPU offload, TE's debug quantizers (debug mode itself is:
+``debug/pytorch/debug_state.py``; with it on, a delayed layer's forward raises TE's sentence)."""
 from __future__ import annotations
 
 import pickle
 from contextlib import contextmanager
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import torch
 
 from ..distributed import gather_along_first_dim
-from ..quantization import FP8GlobalStateManager
+from ..quantization import FP8GlobalStateManager, RecipeState
 from ..quantized_tensor import QuantizedTensorStorage
 
 _dummy_wgrads: dict = {}
@@ -50,16 +56,13 @@ def cpu_device(device):
     return torch.device(device)
 
 
-class _Quantizers:
-    """The emulated FP8 quantizers of one module's input and grad_output (TE builds them from the
-    recipe in ``init_fp8_metadata`` / ``set_meta_tensor``, lines 706-1026; ``linear.py``
-    ``_get_quantizers`` 1482-1507 marks both internal: they return storages, not tensors)."""
-
-    def __init__(self) -> None:
-        from ..tensor.float8_tensor import Float8Quantizer
-
-        self.input, self.grad_output = Float8Quantizer(), Float8Quantizer()
-        self.input.internal = self.grad_output.internal = True
+class GemmQuantizers(NamedTuple):
+    """The quantizers one GEMM's autograd function uses (``linear.py`` ``_get_quantizers``
+    1482-1507, ``_get_weight_quantizers`` 1664-1670: index 0 input, 1 weight of the forward
+    state, 0 grad_output of the backward state; all internal)."""
+    input: object
+    weight: object
+    grad_output: object
 
 
 class TransformerEngineBaseModule(torch.nn.Module):
@@ -80,7 +83,9 @@ class TransformerEngineBaseModule(torch.nn.Module):
         self.activation_dtype: Optional[torch.dtype] = None
         self.wgrad_accumulation_and_reduce_hooks = []
         self.wgrad_store = None
-        self._quantizers: Optional[_Quantizers] = None
+        self.quantizers = {"scaling_fwd": [], "scaling_bwd": []}
+        self.fp8_meta_tensors_initialized = False
+        self._fp8_workspaces: dict = {}
         from ...debug.pytorch.debug_state import TEDebugState
 
         if not TEDebugState.debug_enabled:  # TE lines 630-631
@@ -146,15 +151,92 @@ class TransformerEngineBaseModule(torch.nn.Module):
                         f" Found input dtype: {inp.dtype} and {name!r} dtype: {param.dtype}")
         self.activation_dtype = inp.dtype
 
+    def set_meta_tensor(self, fwd: bool, recipe) -> None:
+        """TE 706-741: a recipe state (and its quantizers) per direction, kept while the recipe
+        keeps its kind; then current scaling's per-layer settings (linear.py 1595-1662)."""
+        key = "scaling_fwd" if fwd else "scaling_bwd"
+        if self.fp8_meta_tensors_initialized:
+            state = self.fp8_meta[key]
+            if recipe.delayed() and state.recipe.delayed():
+                if state.amax_history.shape[0] != recipe.amax_history_len:  # TE 653-704 resizes it
+                    raise NotImplementedError("the TransformerEngine stand-in does not resize an amax history")
+                return
+            if recipe.float8_current_scaling() and state.recipe.float8_current_scaling():
+                return
+        num = self.fp8_meta["num_gemms"] * (3 if fwd else 2)
+        self.fp8_meta[key] = RecipeState.create(recipe, mode="forward" if fwd else "backward", num_quantizers=num)
+        self.quantizers[key] = self.fp8_meta[key].make_quantizers()
+        if recipe.float8_current_scaling():
+            self._customize_quantizers_float8_current_scaling(fwd, recipe)
+
+    def _customize_quantizers_float8_current_scaling(self, fwd: bool, recipe) -> None:
+        """linear.py 1595-1662 (layernorm_linear.py 1718-1785, the same): the recipe's power-of-2
+        and epsilon settings; the input amax MAX-reduced across the tensor-parallel group before a
+        column-parallel sequence-parallel all-gather, grad_output's before a row-parallel one."""
+        if fwd:
+            q_in, q_w = self.quantizers["scaling_fwd"][0], self.quantizers["scaling_fwd"][1]
+            q_in.force_pow_2_scales, q_in.amax_epsilon = (recipe.fp8_quant_fwd_inp.power_2_scale,
+                                                          recipe.fp8_quant_fwd_inp.amax_epsilon)
+            q_w.force_pow_2_scales, q_w.amax_epsilon = (recipe.fp8_quant_fwd_weight.power_2_scale,
+                                                        recipe.fp8_quant_fwd_weight.amax_epsilon)
+            if self.sequence_parallel and self.parallel_mode == "column":
+                q_in.with_amax_reduction, q_in.amax_reduction_group = True, self.tp_group
+            return
+        q_g = self.quantizers["scaling_bwd"][0]
+        q_g.force_pow_2_scales, q_g.amax_epsilon = (recipe.fp8_quant_bwd_grad.power_2_scale,
+                                                    recipe.fp8_quant_bwd_grad.amax_epsilon)
+        if self.sequence_parallel and self.parallel_mode == "row":
+            q_g.with_amax_reduction, q_g.amax_reduction_group = True, self.tp_group
+
     def init_fp8_metadata(self, num_gemms: int = 1) -> None:
-        """TE 971-1026: the module follows the autocast state of its forward."""
+        """TE 971-1026: the module follows the autocast state of its forward; its recipe states
+        are (re)built when the recipe changed."""
         self.fp8 = FP8GlobalStateManager.is_fp8_enabled()
         self.fp8_calibration = FP8GlobalStateManager.is_fp8_calibration()
-        if self.fp8 or self.fp8_calibration:
-            self.fp8_meta["recipe"] = FP8GlobalStateManager.get_fp8_recipe()
-            if self._quantizers is None:
-                self._quantizers = _Quantizers()
-            self.fp8_initialized = True
+        self.fp8_meta["fp8_checkpoint"] = self.fp8 or self.fp8_calibration
+        if not (self.fp8 or self.fp8_calibration):
+            self.fp8_initialized = False
+            return
+        if self.fp8_initialized and FP8GlobalStateManager.get_fp8_recipe() == self.fp8_meta["recipe"]:
+            return
+        self.fp8_meta["recipe"] = FP8GlobalStateManager.get_fp8_recipe()
+        self.fp8_meta["num_gemms"] = num_gemms
+        self.fp8_meta["fp8_group"] = FP8GlobalStateManager.get_fp8_group()
+        self.set_meta_tensor(True, self.fp8_meta["recipe"])
+        self.set_meta_tensor(False, self.fp8_meta["recipe"])
+        self.fp8_meta_tensors_initialized = True
+        self.fp8_initialized = True
+
+    def get_gemm_quantizers(self, is_grad_enabled: bool) -> Optional[GemmQuantizers]:
+        """linear.py 1482-1507 and 1664-1670 (layernorm_linear.py the same)."""
+        if not self.fp8:
+            return None
+        q_in, q_w = self.quantizers["scaling_fwd"][0], self.quantizers["scaling_fwd"][1]
+        q_in.internal = q_w.internal = True
+        q_g = None
+        if is_grad_enabled:
+            q_g = self.quantizers["scaling_bwd"][0]
+            q_g.internal = True
+        return GemmQuantizers(q_in, q_w, q_g)
+
+    def get_weight_workspace(self, *, tensor: torch.Tensor, quantizer, cache_name: Optional[str],
+                             update_workspace: bool):
+        """TE 1322-1440: the quantized weight, cached under ``cache_name`` (is_first_microbatch
+        given) and re-cast in place only when ``update_workspace`` (is_first_microbatch None or
+        True); a cached one without the transpose now needed is dropped (1377-1395)."""
+        out = self._fp8_workspaces.get(cache_name) if cache_name is not None else None
+        if out is not None and quantizer.columnwise_usage and out._transpose is None:
+            out = None
+            del self._fp8_workspaces[cache_name]
+        if out is None:
+            out = quantizer(tensor)
+            if cache_name is not None:
+                out._keep_on_save = True  # TE caches a Float8Tensor (not internal): 1415-1423
+                self._fp8_workspaces[cache_name] = out
+            return out
+        if update_workspace:
+            quantizer.update_quantized(tensor, out)
+        return out
 
     @contextmanager
     def prepare_forward(self, inp: torch.Tensor, num_gemms: int = 1, allow_non_contiguous: bool = False,
@@ -166,6 +248,12 @@ class TransformerEngineBaseModule(torch.nn.Module):
             assert self.tp_group_initialized, "TP group not initialized."
         self.set_activation_dtype(inp)
         self.init_fp8_metadata(num_gemms=num_gemms)
+        if self.fp8 and self.fp8_meta["recipe"].delayed():  # TE 1058-1067
+            if self.sequence_parallel:
+                assert self.fp8_meta["recipe"].reduce_amax, (
+                    "Amax reduction across tensor parallel group is necessary when using sequence parallelism with FP8.")
+            if not FP8GlobalStateManager.fp8_graph_capturing():
+                FP8GlobalStateManager.add_fp8_tensors_to_global_buffer(self.fp8_meta)
         if not allow_non_contiguous and not inp.is_contiguous():
             inp = inp.contiguous()
         yield inp

@@ -15,7 +15,8 @@ import torch
 from ..distributed import gather_along_first_dim, get_distributed_world_size, set_tensor_model_parallel_attributes
 from ..quantized_tensor import prepare_for_saving, restore_from_saved
 from ._common import WeightGradStore
-from ._gemms import gemm_forward, linear_backward_gemms, save_linear_context
+from ._gemms import (assert_dim_for_fp8_exec, first_fp8_module_updates_backward, gemm_forward,
+                     linear_backward_gemms, quantize_gemm_input, quantize_weight, save_linear_context)
 from .base import TransformerEngineBaseModule, cpu_device
 from .linear import GemmParallelModes, divide
 
@@ -32,24 +33,35 @@ class _LayerNormLinear(torch.autograd.Function):
     def forward(ctx, inp, ln_weight, ln_bias, weight, bias, non_tensor_args):
         (eps, normalization, zero_centered_gamma, is_first_microbatch, fp8, wgrad_store, quantizers,
          fuse_wgrad_accumulation, tp_group, tp_size, sequence_parallel, activation_dtype, parallel_mode,
-         ub_bulk_wgrad) = non_tensor_args
+         ub_bulk_wgrad, module) = non_tensor_args
         in_features = ln_weight.numel()
         assert inp.shape[-1] == in_features, "GEMM not possible"
         inputmat = inp.reshape(-1, in_features)
-        ln_out = _norm(inputmat, ln_weight, ln_bias, normalization, eps, zero_centered_gamma).to(activation_dtype)
-        if fp8:
-            quantizers.input.set_usage(rowwise=True, columnwise=weight.requires_grad)
-            ln_out = quantizers.input(ln_out)
-        if parallel_mode == "column" and sequence_parallel:  # lines 246-283: the normalised input gathered
-            ln_out_total, _ = gather_along_first_dim(ln_out, tp_group)
+        with_gather = parallel_mode == "column" and sequence_parallel
+        weightmat = weight
+        if fp8:  # lines 160-206, 296-318: the norm's output cast by the norm kernel (no rounding between)
+            assert_dim_for_fp8_exec(inputmat, weight)
+            ln_out = _norm(inputmat.float(), ln_weight.float(), None if ln_bias is None else ln_bias.float(),
+                           normalization, eps, zero_centered_gamma)
+            ln_out = quantize_gemm_input(ln_out, quantizers, backward_needs_input=ctx is not None and weight.requires_grad,
+                                         with_gather=with_gather)
+            weightmat = quantize_weight(module, weight, quantizers.weight, is_first_microbatch=is_first_microbatch,
+                                        columnwise=ctx is not None)
+        else:
+            ln_out = _norm(inputmat, ln_weight, ln_bias, normalization, eps, zero_centered_gamma).to(activation_dtype)
+        if with_gather:  # lines 246-283: the normalised input gathered
+            if fp8:
+                quantizers.input.set_usage(rowwise=True, columnwise=False)
+            ln_out_total, _ = gather_along_first_dim(ln_out, tp_group, quantizer=quantizers.input if fp8 else None)
         else:
             ln_out_total = ln_out
-        out = gemm_forward(weight, ln_out_total, bias, activation_dtype)
+        out = gemm_forward(weightmat, ln_out_total, bias, activation_dtype)
         if ctx is not None:
             saved_ln_out = ln_out if weight.requires_grad else None
-            if fp8 and saved_ln_out is not None and not (parallel_mode == "column" and sequence_parallel):
+            if fp8 and saved_ln_out is not None and not with_gather:
                 saved_ln_out.update_usage(rowwise_usage=False, columnwise_usage=True)
-            tensors, ctx.tensor_objects = prepare_for_saving(inputmat, ln_weight, ln_bias, saved_ln_out, weight, bias)
+            tensors, ctx.tensor_objects = prepare_for_saving(inputmat, ln_weight, ln_bias, saved_ln_out, weightmat,
+                                                             weight, bias)
             ctx.save_for_backward(*tensors)
             ctx.eps, ctx.normalization, ctx.zero_centered_gamma = eps, normalization, zero_centered_gamma
             save_linear_context(ctx, weight=weight, is_first_microbatch=is_first_microbatch, fp8=fp8,
@@ -59,13 +71,16 @@ class _LayerNormLinear(torch.autograd.Function):
                                 activation_dtype=activation_dtype, parallel_mode=parallel_mode,
                                 use_bias=bias is not None, inp_shape=inp.shape, requires_dgrad=True,
                                 ub_bulk_wgrad=ub_bulk_wgrad)
+            ctx.reduce_and_update_bwd_fp8_tensors = first_fp8_module_updates_backward(
+                fp8, inp, ln_weight, ln_bias, weight, bias)  # layernorm_linear.py 518-525
         return out.view(-1, *inp.shape[1:-1], out.shape[-1])
 
     @staticmethod
     def backward(ctx, grad_output):
-        inputmat, ln_weight, ln_bias, ln_out, weight, bias = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+        inputmat, ln_weight, ln_bias, ln_out, weight_fp8, weight, bias = restore_from_saved(
+            ctx.tensor_objects, ctx.saved_tensors)
         ctx.tensor_objects = None
-        wgrad, d_ln_out, grad_bias = linear_backward_gemms(ctx, grad_output, ln_out, weight, bias)
+        wgrad, d_ln_out, grad_bias = linear_backward_gemms(ctx, grad_output, ln_out, weight, bias, weight_fp8)
         # the norm's gradients (TE: tex.layernorm_bwd / rmsnorm_bwd, lines 965-990), here by autograd on a
         # recomputation of the norm from its saved input
         with torch.enable_grad():
@@ -174,9 +189,9 @@ class LayerNormLinear(TransformerEngineBaseModule):
         with self.prepare_forward(inp, allow_different_data_and_param_types=False) as inp:
             bias = self.bias if self.use_bias else None
             args = (self.eps, self.normalization, self.zero_centered_gamma, is_first_microbatch, self.fp8,
-                    self.wgrad_store, self._quantizers if self.fp8 else None, self.fuse_wgrad_accumulation,
-                    self.tp_group, self.tp_size, self.sequence_parallel, self.activation_dtype, self.parallel_mode,
-                    self.ub_bulk_wgrad)
+                    self.wgrad_store, self.get_gemm_quantizers(torch.is_grad_enabled()),
+                    self.fuse_wgrad_accumulation, self.tp_group, self.tp_size, self.sequence_parallel,
+                    self.activation_dtype, self.parallel_mode, self.ub_bulk_wgrad, self)
             gemm_bias = bias if (self.apply_bias and not self.gemm_bias_unfused_add) else None
             tensors = (inp, self.layer_norm_weight, self.layer_norm_bias, self.weight, gemm_bias)
             out = _LayerNormLinear.apply(*tensors, args) if torch.is_grad_enabled() \

@@ -3,9 +3,11 @@ lines 1072-1310 with TE's signature, forward 1347-1481) and ``_Linear`` (forward
 495-983 in _gemms.py), in plain torch on CPU: tensor parallelism (column / row, sequence
 parallel: the all-gather of the input, the reduce-scatter or all-reduce of the output and of the
 input gradient), ``fuse_wgrad_accumulation`` into ``main_grad`` with ``is_first_microbatch``,
-``delay_wgrad_compute`` through ``wgrad_store``, and the emulated FP8 of quantization.py (the
-bias gradient then computed in B, the saved input and grad_output handed to ``put`` as
-``Float8TensorStorage`` objects). Not reproduced (raise): ``parameters_split`` with FP8,
+``delay_wgrad_compute`` through ``wgrad_store``, and FP8 with the per-tensor recipes
+(quantization.py, _gemms.py: the input, weight and grad_output quantized, the quantized weight
+cached across microbatches with ``is_first_microbatch``, the bias gradient computed in B, the
+column-wise input and the quantized grad_output handed to ``put`` as ``Float8TensorStorage``
+objects). Not reproduced (raise): ``parameters_split`` with FP8,
 userbuffers other than the ``ub_bulk_wgrad`` refusal, FP8 parameters, ONNX export."""
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ import torch
 from ..distributed import gather_along_first_dim, get_distributed_world_size, set_tensor_model_parallel_attributes
 from ..quantized_tensor import prepare_for_saving, restore_from_saved
 from ._common import WeightGradStore
-from ._gemms import gemm_forward, linear_backward_gemms, reduce_row_output, save_linear_context
+from ._gemms import (assert_dim_for_fp8_exec, first_fp8_module_updates_backward, gemm_forward,
+                     linear_backward_gemms, quantize_gemm_input, quantize_weight, reduce_row_output,
+                     save_linear_context)
 from .base import TransformerEngineBaseModule, cpu_device
 
 GemmParallelModes = ("row", "column", None)  # TE constants.py
@@ -31,24 +35,33 @@ class _Linear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, weight, inp, bias, non_tensor_args):
         (is_first_microbatch, fp8, wgrad_store, quantizers, fuse_wgrad_accumulation, tp_group, tp_size,
-         sequence_parallel, activation_dtype, parallel_mode, ub_bulk_wgrad) = non_tensor_args
+         sequence_parallel, activation_dtype, parallel_mode, ub_bulk_wgrad, module) = non_tensor_args
         out_features, in_features = weight.shape
         assert inp.shape[-1] == in_features, "GEMM not possible"
-        inputmat = inp.reshape(-1, in_features).to(activation_dtype)
-        if fp8:  # lines 175-205: the input quantized (the same values here)
-            quantizers.input.set_usage(rowwise=True, columnwise=weight.requires_grad)
-            inputmat = quantizers.input(inputmat)
-        if parallel_mode == "column" and sequence_parallel:  # lines 212-221
-            inputmat_total, _ = gather_along_first_dim(inputmat, tp_group)
+        with_gather = parallel_mode == "column" and sequence_parallel
+        backward_needs_input = ctx is not None and weight.requires_grad
+        weightmat = weight
+        if fp8:  # lines 176-278: the input and the weight quantized
+            assert_dim_for_fp8_exec(inp, weight)
+            inputmat = quantize_gemm_input(inp.reshape(-1, in_features), quantizers,
+                                           backward_needs_input=backward_needs_input, with_gather=with_gather)
+            weightmat = quantize_weight(module, weight, quantizers.weight, is_first_microbatch=is_first_microbatch,
+                                        columnwise=ctx is not None and inp.requires_grad)
+        else:
+            inputmat = inp.reshape(-1, in_features).to(activation_dtype)
+        if with_gather:  # lines 207-221
+            if fp8:
+                quantizers.input.set_usage(rowwise=True, columnwise=False)
+            inputmat_total, _ = gather_along_first_dim(inputmat, tp_group, quantizer=quantizers.input if fp8 else None)
         else:
             inputmat_total = inputmat
-        out = gemm_forward(weight, inputmat_total, bias, activation_dtype)
+        out = gemm_forward(weightmat, inputmat_total, bias, activation_dtype)
         out = reduce_row_output(out, parallel_mode, tp_size, sequence_parallel, tp_group)
         if ctx is not None:  # lines 376-486: the local (not gathered) input is saved
-            saved = inputmat if weight.requires_grad else None
-            if fp8 and saved is not None and not (parallel_mode == "column" and sequence_parallel):
+            saved = inputmat if backward_needs_input else None
+            if fp8 and saved is not None and not with_gather:
                 saved.update_usage(rowwise_usage=False, columnwise_usage=True)  # lines 388-400: for the wgrad GEMM
-            tensors, ctx.tensor_objects = prepare_for_saving(saved, weight, bias)
+            tensors, ctx.tensor_objects = prepare_for_saving(saved, weightmat, weight, bias)
             ctx.save_for_backward(*tensors)
             save_linear_context(ctx, weight=weight, is_first_microbatch=is_first_microbatch, fp8=fp8,
                                 wgrad_store=wgrad_store, quantizers=quantizers,
@@ -57,13 +70,14 @@ class _Linear(torch.autograd.Function):
                                 activation_dtype=activation_dtype, parallel_mode=parallel_mode,
                                 use_bias=bias is not None, inp_shape=inp.shape, requires_dgrad=inp.requires_grad,
                                 ub_bulk_wgrad=ub_bulk_wgrad)
+            ctx.reduce_and_update_bwd_fp8_tensors = first_fp8_module_updates_backward(fp8, inp, weight, bias)
         return out.view(-1, *inp.shape[1:-1], out.shape[-1])
 
     @staticmethod
     def backward(ctx, grad_output):
-        inputmat, weight, bias = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
+        inputmat, weight_fp8, weight, bias = restore_from_saved(ctx.tensor_objects, ctx.saved_tensors)
         ctx.tensor_objects = None
-        wgrad, dgrad, grad_bias = linear_backward_gemms(ctx, grad_output, inputmat, weight, bias)
+        wgrad, dgrad, grad_bias = linear_backward_gemms(ctx, grad_output, inputmat, weight, bias, weight_fp8)
         return wgrad, dgrad.view(ctx.inp_shape) if ctx.requires_dgrad else None, grad_bias, None
 
 
@@ -149,9 +163,9 @@ class Linear(TransformerEngineBaseModule):
         assert not debug
         with self.prepare_forward(inp) as inp:
             weight, bias = self.weight, (self.bias if self.use_bias else None)
-            args = (is_first_microbatch, self.fp8, self.wgrad_store, self._quantizers if self.fp8 else None,
+            args = (is_first_microbatch, self.fp8, self.wgrad_store, self.get_gemm_quantizers(torch.is_grad_enabled()),
                     self.fuse_wgrad_accumulation, self.tp_group, self.tp_size, self.sequence_parallel,
-                    self.activation_dtype, self.parallel_mode, self.ub_bulk_wgrad)
+                    self.activation_dtype, self.parallel_mode, self.ub_bulk_wgrad, self)
             gemm_bias = bias if (self.apply_bias and not self.gemm_bias_unfused_add) else None
             if torch.is_grad_enabled():
                 out = _Linear.apply(weight, inp, gemm_bias, args)

@@ -1,12 +1,16 @@
 """Stand-in for TE v2.11 ``pytorch/tensor/storage/float8_tensor_storage.py`` (commit c188b533):
-``Float8TensorStorage`` (lines 53-236), a plain object (not a torch.Tensor) holding row-wise data
-and a column-wise transpose, each made or dropped by ``update_usage`` as on a device whose FP8
-GEMMs take only the TN layout (Hopper: ``is_non_tn_fp8_gemm_supported()`` false), and saved for
-backward through ``prepare_for_saving`` / ``restore_from_saved``.
+``Float8TensorStorage`` (lines 53-236), a plain object (not a torch.Tensor) holding FP8 data:
+row-wise ``_data`` and the column-wise ``_transpose`` (the same float8 values transposed, TE's
+``tex.fp8_transpose``, line 186), each made or dropped by ``update_usage`` as on a device whose
+FP8 GEMMs take only the TN layout (Hopper, gfx942: ``is_non_tn_fp8_gemm_supported()`` false),
+with ``_scale_inv`` (1 / the scale it was cast with, fixed at the cast) and saved for backward
+through ``prepare_for_saving`` / ``restore_from_saved``. The data are torch float8 tensors
+(float8_e4m3fn / float8_e5m2, the FNUZ ones on gfx942); ``dequantize`` is TE's (data times
+scale_inv in fp32, then the dtype asked for: ``cast/fp8/dequantize_fp8.cuh``).
 
-Emulated, not quantized: the data keep the source's dtype and values (a CPU has no FP8 GEMM, and
-exact values let a test compare a schedule with W ops against one without), so ``dequantize``
-is exact; what is TE's is the object's type, its API and which of its buffers exist when."""
+Stand-in only: ``_keep_on_save`` marks a module's cached weight workspace. TE makes that one a
+``Float8Tensor`` (a torch.Tensor, base.py 1415-1423) so that saving it for backward does not
+empty it; the stand-in has no torch.Tensor subclass and keeps its buffers in place instead."""
 from __future__ import annotations
 
 from typing import Optional
@@ -21,16 +25,18 @@ class Float8TensorStorage(QuantizedTensorStorage):
                 data_transpose: Optional[torch.Tensor] = None, quantizer=None, **kwargs):
         instance = object.__new__(cls)
         instance._data = data
-        instance._quantizer = quantizer
+        instance._quantizer = quantizer.copy() if quantizer is not None else None  # line 87
         instance._fp8_dtype = fp8_dtype
         instance._scale_inv = fp8_scale_inv
         instance._transpose = data_transpose
         instance._transpose_invalid = data_transpose is None
+        instance._keep_on_save = False
         return instance
 
     def prepare_for_saving(self):
         tensors = [self._data, self._transpose, self._scale_inv]
-        self._data = self._transpose = self._scale_inv = None
+        if not self._keep_on_save:
+            self._data = self._transpose = self._scale_inv = None
         return tensors, self
 
     def restore_from_saved(self, tensors):
@@ -46,23 +52,31 @@ class Float8TensorStorage(QuantizedTensorStorage):
             return self._transpose
         raise ValueError("No data to get, both rowwise_data and columnwise_data are False")
 
-    def dequantize(self, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    def dequantize(self, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         data = self._data if self._data is not None else self._transpose.t()
-        return data if dtype is None else data.to(dtype)
+        return (data.float() * self._scale_inv).to(dtype)
 
     def size(self, *args, **kwargs):
         if self._data is not None:
             return self._data.size(*args, **kwargs)
         size = self._transpose.size()
-        return torch.Size([size[-1], size[0]]) if not args else torch.Size([size[-1], size[0]])[args[0]]
+        full = torch.Size([size[-1], size[0]])
+        return full if not args else full[args[0]]
 
     @property
     def shape(self):
         return self.size()
 
+    @property
+    def device(self) -> torch.device:
+        return (self._data if self._data is not None else self._transpose).device
+
     def view(self, shape):
+        transpose = None if self._transpose_invalid else self._transpose
+        if transpose is not None and (transpose.shape[0] != shape[-1] or tuple(transpose.shape[1:]) != tuple(shape[:-1])):
+            transpose = None  # lines 155-170
         return Float8TensorStorage(data=self._data.view(shape), fp8_scale_inv=self._scale_inv,
-                                   fp8_dtype=self._fp8_dtype, quantizer=self._quantizer)
+                                   fp8_dtype=self._fp8_dtype, data_transpose=transpose, quantizer=self._quantizer)
 
     def update_usage(self, rowwise_usage: Optional[bool] = None, columnwise_usage: Optional[bool] = None):
         """TE lines 189-227 on a TN-only device."""
@@ -88,4 +102,5 @@ class Float8TensorStorage(QuantizedTensorStorage):
                 "columnwise": self._transpose is not None and not self._transpose_invalid}
 
     def __repr__(self):
-        return f"Float8TensorStorage(emulated, data={self.dequantize()})"
+        return f"Float8TensorStorage(fp8_dtype={self._fp8_dtype}, scale_inv={self._scale_inv.item()}, " \
+               f"data={self.dequantize()})"
