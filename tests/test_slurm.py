@@ -285,15 +285,41 @@ def test_cpu_mode_defaults_and_env_args(fake_slurm):
     assert "--pipeline-model-parallel-size 4 --pipeline-schedule zbv --cpu" in out
 
 
+def _checkout(root, version, script):
+    """A stand-in Megatron-LM checkout: its pretrain_gpt.py and megatron-core version (package_info.py)."""
+    (root / "megatron" / "core").mkdir(parents=True, exist_ok=True)
+    major, minor, patch = version.split(".")
+    (root / "megatron" / "core" / "package_info.py").write_text(
+        f"MAJOR = {major}\nMINOR = {minor}\nPATCH = {patch}\nPRE_RELEASE = ''\n")
+    (root / "pretrain_gpt.py").write_text(script)
+    return root / "pretrain_gpt.py"
+
+
+PATCHED = ("from primus_megatron import megatron_lm as primus_pipeline\n"
+           "if __name__ == '__main__':\n"
+           "    primus_pipeline.install()\n"
+           "    pretrain(extra_args_provider=primus_pipeline.extra_args_provider(None))\n")
+
+
+@pytest.mark.parametrize("version, tag", [("0.16.1", "core_v0.16.1"), ("0.19.1", "core_v0.19.0")])
+def test_an_unpatched_or_half_patched_megatron_lm_is_refused_with_its_own_patch(fake_slurm, tmp_path, version, tag):
+    """The refusal names the patch for the checkout's version; an import line without the plugin's
+    install call (what a failed hunk leaves) is no patch."""
+    checkout = tmp_path / "Megatron-LM"
+    _checkout(checkout, version, "from model_provider import model_provider\n")
+    rc, out = fake_slurm("--pipeline-schedule", "zbv", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
+    assert rc != 0 and "is not patched" in out and "apply_patch.sh" in out, out
+    assert f"megatron-lm-{tag}-pretrain_gpt.patch" in out and out.count(".patch") == 1, out
+    _checkout(checkout, version, "from primus_megatron import megatron_lm as primus_pipeline  # import only\n")
+    rc, out = fake_slurm("--pipeline-schedule", "zbv", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
+    assert rc != 0 and "half-patched" in out and f"megatron-lm-{tag}-pretrain_gpt.patch" in out, out
+    assert "launch:" not in out
+
+
 def test_megatron_lm_variant(fake_slurm, tmp_path):
     """MEGATRON_LM_PATH: Megatron-LM's own (patched) pretrain_gpt.py is launched instead of ours."""
     checkout = tmp_path / "Megatron-LM"
-    checkout.mkdir()
-    script = checkout / "pretrain_gpt.py"
-    script.write_text("from model_provider import model_provider\n")
-    rc, out = fake_slurm("--pipeline-schedule", "zbv", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
-    assert rc != 0 and "pretrain_gpt.py is not patched" in out and "patch -p1" in out
-    script.write_text("from primus_megatron import megatron_lm as primus_pipeline\n")
+    script = _checkout(checkout, "0.16.1", PATCHED)
     rc, out = fake_slurm("--pipeline-schedule", "zbv", "--mock-data", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
     assert rc == 0, out
     launch = next(line for line in out.splitlines() if "launch:" in line)
@@ -305,6 +331,9 @@ def test_megatron_lm_variant(fake_slurm, tmp_path):
     for part in ("--mock-data", "--tokenizer-type NullTokenizer", "--max-position-embeddings 64",
                  "--transformer-impl local", "--pipeline-schedule zbv"):
         assert part in launch, launch
+    _checkout(checkout, "0.19.1", "# Copyright (c) 2025, Advanced Micro Devices, Inc.\n" + PATCHED)
+    rc, out = fake_slurm(PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))  # AMD's fork, patched by hand
+    assert rc != 0 and "ROCm/Megatron-LM" in out and "launch:" not in out, out
     rc, out = fake_slurm(PRIMUS_CPU="1", MEGATRON_LM_PATH=str(tmp_path / "nowhere"))
     assert rc != 0 and "has no pretrain_gpt.py" in out
 
