@@ -84,16 +84,18 @@ def fake_slurm(tmp_path):
     os.symlink(shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun"),
                rocm / "torchrun")
 
-    def run(*args, **env):
+    def run(*args, path_first=None, **env):
         if env.get("PRIMUS_ROCM") == "1" and "PRIMUS_VENV" not in env and "PRIMUS_LAUNCH_PREFIX" not in env:
             env["PRIMUS_VENV"] = str(rocm.parent)
-        full = _clean_env(PATH=f"{bindir}:{os.environ['PATH']}", SLURM_JOB_ID="42", SLURM_JOB_NODELIST="node[1-2]",
+        path = ":".join([str(bindir), *([path_first] if path_first else []), os.environ["PATH"]])
+        full = _clean_env(PATH=path, SLURM_JOB_ID="42", SLURM_JOB_NODELIST="node[1-2]",
                           SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(submit), SLURM_CPUS_PER_TASK="16",
                           PRIMUS_DRY_RUN="1", **env)
         proc = subprocess.run(["bash", str(script), *args], cwd=submit, env=full, capture_output=True, text=True,
                               timeout=180)
         return proc.returncode, proc.stdout + proc.stderr
 
+    run.rocm_bin = str(rocm)
     return run
 
 
@@ -126,6 +128,7 @@ def test_a_non_rocm_torch_on_a_rocm_node_is_refused_before_launch(fake_slurm):
     rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_VENV=os.path.dirname(
         os.path.dirname(sys.executable)))
     assert rc != 0 and "built without ROCm" in out and "launch:" not in out, out
+    assert "make setup TORCH=system" in out  # how to build a venv with ROCm's torch instead
 
 
 def test_rocm_target_from_sysfs_and_scratch_reclaim_on_mi355(fake_slurm, tmp_path):
@@ -148,6 +151,24 @@ def test_launch_inside_a_container(fake_slurm):
     assert rc == 0, out
     launch = next(line for line in out.splitlines() if "launch:" in line)
     assert "--cpus-per-task 16 --mpi=none apptainer exec --rocm /img/rocm.sif torchrun --nnodes 2 " in launch, launch
+    if os.path.join(ROOT, ".venv", "bin") not in os.environ["PATH"].split(":"):
+        # make setup's .venv is not put first on the PATH the container inherits (issue 59 item 3)
+        assert f"python {ROOT}/.venv/bin/python" not in out, out
+
+
+def test_a_rocm_node_takes_a_rocm_torch_on_path_over_make_setups_default_venv(fake_slurm):
+    """Issue 59 item 3: make setup's .venv (without TORCH=...: PyPI's torch, no ROCm) would be first on
+    PATH by default; on a ROCm node the script takes a ROCm torch found on PATH outside it, and says so."""
+    default = os.path.join(ROOT, ".venv", "bin", "python")
+    cpu_default = os.path.exists(default) and subprocess.run(
+        [default, "-c", "import torch, sys; sys.exit(1 if torch.version.hip else 0)"], timeout=120).returncode == 0
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_VENV="",
+                         path_first=fake_slurm.rocm_bin)
+    assert rc == 0, out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    assert f"{fake_slurm.rocm_bin}/torchrun --nnodes 2 " in launch, launch
+    assert ("'s torch is not a ROCm build (make setup without TORCH=...): using "
+            f"{fake_slurm.rocm_bin}/python from PATH, whose torch has HIP 6.4.43482" in out) == cpu_default, out
 
 
 def test_launch_inside_a_pyxis_container(fake_slurm):
