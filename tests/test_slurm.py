@@ -234,6 +234,14 @@ def _fake_host(root, *, numa="0", cmdline="BOOT_IMAGE=/vmlinuz root=/dev/sda1 io
             (fw / "mec_fw_version").write_text("0x000000b2\n")
 
 
+def _stack_ok(root):
+    """A PRIMUS_PYTHON whose stack check reports a ROCm stack (the host checks are what these tests look at)."""
+    py = root / "python-ok"
+    py.write_text("#!/bin/bash\necho 'ok    torch 2.9.1+rocm7.1, HIP 7.1.25424, 8 GPU(s) visible'\n")
+    py.chmod(0o755)
+    return str(py)
+
+
 @pytest.mark.parametrize("fault, expected", [
     ({}, None),
     ({"numa": "1"}, "FAIL  NUMA auto-balancing is '1'"),
@@ -245,7 +253,8 @@ def test_the_rocm_host_check_names_what_is_off(tmp_path, fault, expected):
     passes; each setting that is off is named (FAIL ends it with exit 1, WARN does not)."""
     _fake_host(tmp_path, **fault)
     env = {k: v for k, v in os.environ.items() if not k.endswith("VISIBLE_DEVICES")}
-    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path)},
+    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path),
+                                                     "PRIMUS_PYTHON": _stack_ok(tmp_path)},
                           capture_output=True, text=True, timeout=60)
     out = proc.stdout
     if expected is None:
@@ -258,9 +267,26 @@ def test_the_rocm_host_check_names_what_is_off(tmp_path, fault, expected):
 def test_the_rocm_host_check_names_an_inherited_visible_device_variable(tmp_path):
     _fake_host(tmp_path)
     proc = subprocess.run(["bash", HOST_CHECK], env={**os.environ, "PRIMUS_HOST_ROOT": str(tmp_path),
-                                                     "HIP_VISIBLE_DEVICES": "0"},
+                                                     "HIP_VISIBLE_DEVICES": "0", "PRIMUS_PYTHON": _stack_ok(tmp_path)},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "WARN  HIP_VISIBLE_DEVICES=0 is set" in proc.stdout, proc.stdout
+
+
+def test_the_rocm_host_check_asks_the_python_that_will_train(tmp_path):
+    """Issue 59 item 3: the host check ends with the Python stack (primus_megatron/stack_check.py) of
+    PRIMUS_PYTHON: this machine's CPU torch on an Instinct node is a FAIL naming the fix, exit 1."""
+    _fake_host(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("VISIBLE_DEVICES")}
+    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path),
+                                                     "PRIMUS_PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "FAIL  torch 2.13.0" in proc.stdout and "is not a ROCm build" in proc.stdout, \
+        proc.stdout + proc.stderr
+    assert "ok    megatron-core 0." in proc.stdout  # the stack check went on past torch
+    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path),
+                                                     "PRIMUS_PYTHON": str(tmp_path / "no-python")},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "FAIL  no " in proc.stdout and "PRIMUS_PYTHON" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("arch, reclaim", [("gfx942", True), ("gfx950", True), ("gfx90a", False)])
