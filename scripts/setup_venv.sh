@@ -70,6 +70,14 @@ src = os.path.join(sysconfig.get_config_var("BINDIR"), "python3-config")
 dst = os.path.join(os.path.dirname(sys.executable), "python3-config")
 if os.path.exists(src) and not os.path.lexists(dst):
     os.symlink(src, dst)'
+if [[ $TORCH == system ]]; then
+    # torch's console scripts stay with the interpreter PY; a torchrun here starts the ranks with this
+    # venv's python (megatron-core and the rest are only here), also inside a container given PATH
+    if [[ ${PRIMUS_SETUP_DRY_RUN:-0} == 1 ]]; then echo "+ $VENV/bin/torchrun: python -m torch.distributed.run"
+    else printf '#!/bin/sh\nexec "$(dirname "$0")/python" -m torch.distributed.run "$@"\n' >"$VENV/bin/torchrun"
+        chmod +x "$VENV/bin/torchrun"
+    fi
+fi
 if [[ $TORCH != pypi ]]; then
     run "$VENV/bin/python" -c 'import torch; print("make setup: torch", torch.__version__, "HIP", torch.version.hip)'
 fi

@@ -52,6 +52,7 @@ def test_system_takes_the_images_rocm_torch_and_installs_neither_torch_nor_trito
     assert "torch 2.9.1+rocm7.1 (ROCm/HIP 7.1.25424)" in out and "-m venv --system-site-packages" in out
     pins = next(line for line in out.splitlines() if "requirements-without-torch.txt:" in line)
     assert "megatron-core==0.16.1" in pins and "torch==" not in pins and "triton" not in pins, pins
+    assert "venv/bin/torchrun: python -m torch.distributed.run" in out  # ranks start with the venv's python
     rc, out = setup(tmp_path, "system", py=fake_python(tmp_path, ""), rocm_node=True)
     assert rc == 2 and "is not a ROCm build" in out, out
 
