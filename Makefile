@@ -1,4 +1,4 @@
-# One virtualenv (.venv) with pinned torch (CPU wheel) and megatron-core.
+# One virtualenv (.venv) with pinned torch (CPU wheel; a ROCm one with TORCH=..., docs/amd.md) and megatron-core.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -43,25 +43,15 @@ PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py te
 .PHONY: setup setup-py312 demo plan test test-under-load test-py311 test-py311-rest test-py311-megatron-lm test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \
 	gpu-projection clean clean-py312
 
-# Megatron-LM builds its dataset helpers with `python3-config` from PATH: give the venv the
-# interpreter's own (a pyenv shim would answer for the Python of the checkout's .python-version).
-define LINK_PYTHON_CONFIG
-import os, sys, sysconfig
-src = os.path.join(sysconfig.get_config_var("BINDIR"), "python3-config")
-dst = os.path.join(os.path.dirname(sys.executable), "python3-config")
-if os.path.exists(src) and not os.path.lexists(dst):
-    os.symlink(src, dst)
-endef
-export LINK_PYTHON_CONFIG
+# Where .venv's torch comes from (scripts/setup_venv.sh, docs/amd.md): auto (PyPI's pinned wheel; refused on
+# a ROCm node, where it sees no GPU), pypi, system (the torch of PY, e.g. a ROCm image's python3, through
+# --system-site-packages) or a package index URL (PyTorch's ROCm wheels). `make clean` first to change it.
+TORCH ?= auto
 
-$(STAMP): requirements.txt requirements-megatron-lm.txt setup.py
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	@echo "installing pinned requirements into $(VENV) (log: $(VENV)/install.log)"
-	@( $(BIN)/python -m pip install --upgrade pip && \
-	   $(BIN)/python -m pip install -r requirements.txt -r requirements-megatron-lm.txt && \
-	   $(BIN)/python -m pip install --no-deps --no-build-isolation -e . && \
-	   $(BIN)/python -c "$$LINK_PYTHON_CONFIG" ) > $(VENV)/install.log 2>&1 \
-	   || (tail -40 $(VENV)/install.log; exit 1)
+$(STAMP): requirements.txt requirements-megatron-lm.txt setup.py scripts/setup_venv.sh
+	@mkdir -p $(VENV) && echo "installing pinned requirements into $(VENV) (log: $(VENV)/install.log)"
+	@TORCH='$(TORCH)' scripts/setup_venv.sh $(PY) $(VENV) > $(VENV)/install.log 2>&1 \
+	   || { tail -40 $(VENV)/install.log; exit 1; }
 	touch $@
 
 setup: $(STAMP)

@@ -429,6 +429,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             desc += f" (needs pip extra '{entry.needs_extra}')"
         rows.append([name, _chunks_label(entry), entry.placement, entry.memory, desc])
     print(table(["name", "chunks/rank", "placement", "memory", "description"], rows))
+    print("memory: peak activation memory per rank, as a multiple of 1F1B's (p microbatches' worth at pipeline "
+          "size p), or as microbatches' worth at most (ceil(p/3)+1 is 4 of 1F1B's 8 at p=8); "
+          "'primus-pipeline compare --pp P -m M' gives yours")
     return 0
 
 

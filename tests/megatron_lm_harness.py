@@ -5,7 +5,7 @@ core_v0.16.1 for 0.16.1, core_v0.19.0 for 0.19.x). Its source is MEGATRON_LM_PAT
 checkout at that tag) if set, else the unmodified snapshot in ../shared/megatron-lm/
 beside the repository. It is
 copied or unpacked once per test session into a temporary folder, patched with
-that tag's patch from patches/ (`patch -p1`, as a user does), and every run there shares it (Megatron-LM
+that tag's patch from patches/ (by `patches/apply_patch.sh`, as a user does), and every run there shares it (Megatron-LM
 compiles its dataset helpers into that tree on the first run).
 
 `run(...)` runs `pretrain_gpt.py --cpu` on CPU ranks and parses Megatron-LM's own log
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SNAPSHOTS = os.path.join(os.path.dirname(ROOT), "shared", "megatron-lm")
 PATCHES = os.path.join(ROOT, "patches")
+APPLY_PATCH = os.path.join(PATCHES, "apply_patch.sh")  # picks the checkout's patch, applies it whole or not at all
 TE_STANDIN = os.path.join(ROOT, "tests", "te_standin")  # the `transformer_engine` of run(te=True) only
 
 
@@ -178,7 +179,10 @@ def prepare(workdir: str, tag: str = None) -> str:
             tar.extractall(workdir, filter="data")
         if not os.path.isdir(tree):
             raise MegatronLMUnavailable(f"{snapshot} did not unpack to {tree}")
-    subprocess.run(["patch", "-p1", "-s", "-i", patch], cwd=tree, check=True, timeout=60)
+    # as a user does: the checkout's own patch (by its tag or version), all hunks or none
+    done = subprocess.run(["bash", APPLY_PATCH, tree], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0 or os.path.basename(patch) not in done.stdout:
+        raise RuntimeError(f"{APPLY_PATCH} {tree} did not apply {patch}: {done.stdout}{done.stderr}")
     _python3_config(os.path.join(workdir, "bin"))
     _stack_dump_on_sigterm(os.path.join(workdir, "site"))
     open(os.path.join(tree, ".primus-patched"), "w").close()

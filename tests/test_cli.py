@@ -207,3 +207,24 @@ def test_simulate_json_with_offload_carries_what_the_text_report_says(capsys):
     assert f"max resident peak {got['max_resident_peak']:g}" in text
     assert "offload" not in json.loads(run(capsys, "simulate", "--schedule", "zb-h1", "--pp", "8", "-m", "24",
                                            "--json"))
+
+
+def test_list_states_v_half_and_v_min_memory_as_the_simulator_finds_it(capsys):
+    """`list`'s memory column for the V schedules, ceil(p/k)+1 microbatches' worth, is the simulated
+    peak at p=8 (compare's 'max peak memory') and bounds it at other sizes; the ratio its description
+    gives for p=8 is compare's 'memory vs 1f1b'."""
+    import math
+    import re
+
+    table = rows(run(capsys, "list"))
+    compared = rows(run(capsys, "compare", "--pp", "8", "--microbatches", "24", "--time-limit", "0.5"))
+    for name, k, at8 in (("v-half", 2, "0.62x"), ("v-min", 3, "0.50x")):
+        assert table[name][2] == f"ceil(p/{k})+1"
+        assert f"{at8} of 1F1B's at p=8" in " ".join(table[name][3:])
+        for p in (4, 8, 16):
+            peak = S.simulate(S.generate(name, p, 3 * p, costs=S.Costs()), S.Costs()).max_peak_memory
+            assert peak <= math.ceil(p / k) + 1 + 1e-9
+            if p == 8:
+                assert peak == math.ceil(p / k) + 1
+        row = compared[name]  # chunks, makespan, bubbles (sync, async), max peak memory, memory vs 1f1b
+        assert re.fullmatch(r"\d\.\d\dx", row[5]) and row[5] == at8 and float(row[4]) == math.ceil(8 / k) + 1

@@ -324,3 +324,20 @@ def test_batch_iterator_is_deterministic_and_resumes_exactly(splits):
     assert not any(torch.equal(a["tokens"], b["tokens"]) for a, b in zip(full, other))
     # The microbatch is exactly the dataset's samples (Megatron's sampler order, no reshuffling).
     assert torch.equal(full[0]["tokens"], torch.stack([train[2]["tokens"], train[3]["tokens"]]))
+
+
+@pytest.mark.parametrize("where, bundled", [("elsewhere", False), ("relative", True), ("absolute", True)])
+def test_a_missing_data_path_is_answered_with_what_it_expects(tmp_path, monkeypatch, where, bundled):
+    """Issue 59 item 6: a missing --data-path names the files it expects and how they are made; the
+    command that builds the bundled toy corpus is offered for that corpus's own prefix only."""
+    from primus_megatron.train.arguments import ConfigError, _check_data_path
+
+    monkeypatch.chdir(tmp_path)  # nothing built here
+    prefix = {"elsewhere": str(tmp_path / "my_corpus_text_document"), "relative": D.DEFAULT_CORPUS_PREFIX,
+              "absolute": str(tmp_path / D.DEFAULT_CORPUS_PREFIX)}[where]
+    with pytest.raises(ConfigError) as exc:
+        _check_data_path([prefix])
+    text = str(exc.value)
+    assert text.startswith(f"--data-path {prefix}: {prefix}.bin does not exist; ")
+    assert "PREFIX.bin and PREFIX.idx" in text and "tools/preprocess_data.py" in text
+    assert ("--build-corpus-dataset" in text) == bundled and ("--mock-data" in text) == (not bundled)

@@ -177,7 +177,7 @@ def test_patch_applies_to_megatron_lm_and_its_arguments_parse(tmp_path):
     import megatron_lm_harness as H
 
     try:
-        work = H.prepare(str(tmp_path))  # unpacked or copied, then `patch -p1` with patches/
+        work = H.prepare(str(tmp_path))  # unpacked or copied, then patches/apply_patch.sh
     except H.MegatronLMUnavailable as exc:
         pytest.fail(str(exc))
     python = os.environ.get("MEGATRON_LM_PYTHON", sys.executable)
@@ -289,3 +289,20 @@ def test_cpu_mode_turns_off_the_softmax_kernel_and_the_data_loader_workers_in_on
     args.num_workers, args.masked_softmax_fusion = 0, False  # what the user gave: nothing to say about either
     _cpu_args(args)
     assert capsys.readouterr().out == ""
+
+
+@pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
+def test_install_without_our_argument_group_is_a_half_applied_patch(fake_megatron_training, capsys, monkeypatch):
+    """pretrain_gpt.py calling install() but parsing without our extra_args_provider (a patch applied
+    hunk by hunk, one failing): refused in one sentence at validation, exit status 2, naming the cure."""
+    from primus_megatron import megatron_lm
+
+    args, _, initialize, seen = fake_megatron_training
+    monkeypatch.setenv("RANK", "0")
+    megatron_lm.install()
+    del args.pipeline_schedule
+    with pytest.raises(SystemExit) as exc:
+        initialize.validate_args(args)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and seen == [] and err.count("\n") == 1, err
+    assert "half-applied" in err and "patches/apply_patch.sh" in err

@@ -84,16 +84,18 @@ def fake_slurm(tmp_path):
     os.symlink(shutil.which("torchrun") or os.path.join(os.path.dirname(sys.executable), "torchrun"),
                rocm / "torchrun")
 
-    def run(*args, **env):
+    def run(*args, path_first=None, **env):
         if env.get("PRIMUS_ROCM") == "1" and "PRIMUS_VENV" not in env and "PRIMUS_LAUNCH_PREFIX" not in env:
             env["PRIMUS_VENV"] = str(rocm.parent)
-        full = _clean_env(PATH=f"{bindir}:{os.environ['PATH']}", SLURM_JOB_ID="42", SLURM_JOB_NODELIST="node[1-2]",
+        path = ":".join([str(bindir), *([path_first] if path_first else []), os.environ["PATH"]])
+        full = _clean_env(PATH=path, SLURM_JOB_ID="42", SLURM_JOB_NODELIST="node[1-2]",
                           SLURM_NNODES="2", SLURM_SUBMIT_DIR=str(submit), SLURM_CPUS_PER_TASK="16",
                           PRIMUS_DRY_RUN="1", **env)
         proc = subprocess.run(["bash", str(script), *args], cwd=submit, env=full, capture_output=True, text=True,
                               timeout=180)
         return proc.returncode, proc.stdout + proc.stderr
 
+    run.rocm_bin = str(rocm)
     return run
 
 
@@ -126,6 +128,7 @@ def test_a_non_rocm_torch_on_a_rocm_node_is_refused_before_launch(fake_slurm):
     rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_VENV=os.path.dirname(
         os.path.dirname(sys.executable)))
     assert rc != 0 and "built without ROCm" in out and "launch:" not in out, out
+    assert "make setup TORCH=system" in out  # how to build a venv with ROCm's torch instead
 
 
 def test_rocm_target_from_sysfs_and_scratch_reclaim_on_mi355(fake_slurm, tmp_path):
@@ -148,6 +151,24 @@ def test_launch_inside_a_container(fake_slurm):
     assert rc == 0, out
     launch = next(line for line in out.splitlines() if "launch:" in line)
     assert "--cpus-per-task 16 --mpi=none apptainer exec --rocm /img/rocm.sif torchrun --nnodes 2 " in launch, launch
+    if os.path.join(ROOT, ".venv", "bin") not in os.environ["PATH"].split(":"):
+        # make setup's .venv is not put first on the PATH the container inherits (issue 59 item 3)
+        assert f"python {ROOT}/.venv/bin/python" not in out, out
+
+
+def test_a_rocm_node_takes_a_rocm_torch_on_path_over_make_setups_default_venv(fake_slurm):
+    """Issue 59 item 3: make setup's .venv (without TORCH=...: PyPI's torch, no ROCm) would be first on
+    PATH by default; on a ROCm node the script takes a ROCm torch found on PATH outside it, and says so."""
+    default = os.path.join(ROOT, ".venv", "bin", "python")
+    cpu_default = os.path.exists(default) and subprocess.run(
+        [default, "-c", "import torch, sys; sys.exit(1 if torch.version.hip else 0)"], timeout=120).returncode == 0
+    rc, out = fake_slurm("--mock-data", SLURM_GPUS_PER_NODE="8", PRIMUS_ROCM="1", PRIMUS_VENV="",
+                         path_first=fake_slurm.rocm_bin)
+    assert rc == 0, out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    assert f"{fake_slurm.rocm_bin}/torchrun --nnodes 2 " in launch, launch
+    assert ("'s torch is not a ROCm build (make setup without TORCH=...): using "
+            f"{fake_slurm.rocm_bin}/python from PATH, whose torch has HIP 6.4.43482" in out) == cpu_default, out
 
 
 def test_launch_inside_a_pyxis_container(fake_slurm):
@@ -213,6 +234,14 @@ def _fake_host(root, *, numa="0", cmdline="BOOT_IMAGE=/vmlinuz root=/dev/sda1 io
             (fw / "mec_fw_version").write_text("0x000000b2\n")
 
 
+def _stack_ok(root):
+    """A PRIMUS_PYTHON whose stack check reports a ROCm stack (the host checks are what these tests look at)."""
+    py = root / "python-ok"
+    py.write_text("#!/bin/bash\necho 'ok    torch 2.9.1+rocm7.1, HIP 7.1.25424, 8 GPU(s) visible'\n")
+    py.chmod(0o755)
+    return str(py)
+
+
 @pytest.mark.parametrize("fault, expected", [
     ({}, None),
     ({"numa": "1"}, "FAIL  NUMA auto-balancing is '1'"),
@@ -224,7 +253,8 @@ def test_the_rocm_host_check_names_what_is_off(tmp_path, fault, expected):
     passes; each setting that is off is named (FAIL ends it with exit 1, WARN does not)."""
     _fake_host(tmp_path, **fault)
     env = {k: v for k, v in os.environ.items() if not k.endswith("VISIBLE_DEVICES")}
-    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path)},
+    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path),
+                                                     "PRIMUS_PYTHON": _stack_ok(tmp_path)},
                           capture_output=True, text=True, timeout=60)
     out = proc.stdout
     if expected is None:
@@ -237,9 +267,26 @@ def test_the_rocm_host_check_names_what_is_off(tmp_path, fault, expected):
 def test_the_rocm_host_check_names_an_inherited_visible_device_variable(tmp_path):
     _fake_host(tmp_path)
     proc = subprocess.run(["bash", HOST_CHECK], env={**os.environ, "PRIMUS_HOST_ROOT": str(tmp_path),
-                                                     "HIP_VISIBLE_DEVICES": "0"},
+                                                     "HIP_VISIBLE_DEVICES": "0", "PRIMUS_PYTHON": _stack_ok(tmp_path)},
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "WARN  HIP_VISIBLE_DEVICES=0 is set" in proc.stdout, proc.stdout
+
+
+def test_the_rocm_host_check_asks_the_python_that_will_train(tmp_path):
+    """Issue 59 item 3: the host check ends with the Python stack (primus_megatron/stack_check.py) of
+    PRIMUS_PYTHON: this machine's CPU torch on an Instinct node is a FAIL naming the fix, exit 1."""
+    _fake_host(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("VISIBLE_DEVICES")}
+    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path),
+                                                     "PRIMUS_PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1 and "FAIL  torch 2.13.0" in proc.stdout and "is not a ROCm build" in proc.stdout, \
+        proc.stdout + proc.stderr
+    assert "ok    megatron-core 0." in proc.stdout  # the stack check went on past torch
+    proc = subprocess.run(["bash", HOST_CHECK], env={**env, "PRIMUS_HOST_ROOT": str(tmp_path),
+                                                     "PRIMUS_PYTHON": str(tmp_path / "no-python")},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "FAIL  no " in proc.stdout and "PRIMUS_PYTHON" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("arch, reclaim", [("gfx942", True), ("gfx950", True), ("gfx90a", False)])
@@ -285,15 +332,41 @@ def test_cpu_mode_defaults_and_env_args(fake_slurm):
     assert "--pipeline-model-parallel-size 4 --pipeline-schedule zbv --cpu" in out
 
 
+def _checkout(root, version, script):
+    """A stand-in Megatron-LM checkout: its pretrain_gpt.py and megatron-core version (package_info.py)."""
+    (root / "megatron" / "core").mkdir(parents=True, exist_ok=True)
+    major, minor, patch = version.split(".")
+    (root / "megatron" / "core" / "package_info.py").write_text(
+        f"MAJOR = {major}\nMINOR = {minor}\nPATCH = {patch}\nPRE_RELEASE = ''\n")
+    (root / "pretrain_gpt.py").write_text(script)
+    return root / "pretrain_gpt.py"
+
+
+PATCHED = ("from primus_megatron import megatron_lm as primus_pipeline\n"
+           "if __name__ == '__main__':\n"
+           "    primus_pipeline.install()\n"
+           "    pretrain(extra_args_provider=primus_pipeline.extra_args_provider(None))\n")
+
+
+@pytest.mark.parametrize("version, tag", [("0.16.1", "core_v0.16.1"), ("0.19.1", "core_v0.19.0")])
+def test_an_unpatched_or_half_patched_megatron_lm_is_refused_with_its_own_patch(fake_slurm, tmp_path, version, tag):
+    """The refusal names the patch for the checkout's version; an import line without the plugin's
+    install call (what a failed hunk leaves) is no patch."""
+    checkout = tmp_path / "Megatron-LM"
+    _checkout(checkout, version, "from model_provider import model_provider\n")
+    rc, out = fake_slurm("--pipeline-schedule", "zbv", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
+    assert rc != 0 and "is not patched" in out and "apply_patch.sh" in out, out
+    assert f"megatron-lm-{tag}-pretrain_gpt.patch" in out and out.count(".patch") == 1, out
+    _checkout(checkout, version, "from primus_megatron import megatron_lm as primus_pipeline  # import only\n")
+    rc, out = fake_slurm("--pipeline-schedule", "zbv", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
+    assert rc != 0 and "half-patched" in out and f"megatron-lm-{tag}-pretrain_gpt.patch" in out, out
+    assert "launch:" not in out
+
+
 def test_megatron_lm_variant(fake_slurm, tmp_path):
     """MEGATRON_LM_PATH: Megatron-LM's own (patched) pretrain_gpt.py is launched instead of ours."""
     checkout = tmp_path / "Megatron-LM"
-    checkout.mkdir()
-    script = checkout / "pretrain_gpt.py"
-    script.write_text("from model_provider import model_provider\n")
-    rc, out = fake_slurm("--pipeline-schedule", "zbv", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
-    assert rc != 0 and "pretrain_gpt.py is not patched" in out and "patch -p1" in out
-    script.write_text("from primus_megatron import megatron_lm as primus_pipeline\n")
+    script = _checkout(checkout, "0.16.1", PATCHED)
     rc, out = fake_slurm("--pipeline-schedule", "zbv", "--mock-data", PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))
     assert rc == 0, out
     launch = next(line for line in out.splitlines() if "launch:" in line)
@@ -305,6 +378,9 @@ def test_megatron_lm_variant(fake_slurm, tmp_path):
     for part in ("--mock-data", "--tokenizer-type NullTokenizer", "--max-position-embeddings 64",
                  "--transformer-impl local", "--pipeline-schedule zbv"):
         assert part in launch, launch
+    _checkout(checkout, "0.19.1", "# Copyright (c) 2025, Advanced Micro Devices, Inc.\n" + PATCHED)
+    rc, out = fake_slurm(PRIMUS_CPU="1", MEGATRON_LM_PATH=str(checkout))  # AMD's fork, patched by hand
+    assert rc != 0 and "ROCm/Megatron-LM" in out and "launch:" not in out, out
     rc, out = fake_slurm(PRIMUS_CPU="1", MEGATRON_LM_PATH=str(tmp_path / "nowhere"))
     assert rc != 0 and "has no pretrain_gpt.py" in out
 

@@ -275,7 +275,7 @@ def _first_loss_token_counts(argv) -> list:
     (["--micro-batch-size", "4", "--global-batch-size", "6"], "--global-batch-size 6 must be divisible"),
     (["--pipeline-schedule", "zb-auto", "--pipeline-memory-limit", "0.5"], "memory limit"),
     (["--bf16", "--fp16"], "--bf16 and --fp16"),
-    (["--data-path", "/nonexistent/prefix"], "/nonexistent/prefix.bin does not exist"),
+    (["--data-path", "/nonexistent/prefix"], "/nonexistent/prefix.bin does not exist; --data-path takes the prefix of a Megatron indexed dataset"),
     (["--swiglu", "--hidden-size", "16"], "give --ffn-hidden-size"),
     (["--group-query-attention", "--num-query-groups", "3"], "--num-query-groups 3 must divide"),
     (["--normalization", "BatchNorm"], "--normalization: invalid choice"),

@@ -2,8 +2,9 @@
 # First-ROCm-run checklist, step 1 (examples/slurm/README.md): is this AMD Instinct node set up as
 # AMD's MI300X workload optimization guide asks, before anything of ours runs? Run it on each node
 # (`srun -N <nodes> --ntasks-per-node 1 bash examples/slurm/rocm_host_check.sh`). Prints one line per
-# check (ok / WARN / FAIL); exits 1 if any check fails. Needs nothing from ROCm's user space: the
-# amdgpu driver's files in /dev, /proc and /sys only. PRIMUS_HOST_ROOT prefixes every path (tests).
+# check (ok / WARN / FAIL); exits 1 if any check fails. The host checks need nothing from ROCm's user
+# space (the amdgpu driver's files in /dev, /proc and /sys only); the last ones ask the Python that will
+# train (PRIMUS_PYTHON). PRIMUS_HOST_ROOT prefixes every path (tests).
 set -u
 R=${PRIMUS_HOST_ROOT:-}
 failed=0
@@ -45,4 +46,15 @@ mec=$(cat "$R"/sys/class/drm/card*/device/fw_version/mec_fw_version 2>/dev/null 
 for v in HIP_VISIBLE_DEVICES ROCR_VISIBLE_DEVICES CUDA_VISIBLE_DEVICES GPU_DEVICE_ORDINAL; do
     [[ -n ${!v:-} ]] && warn "$v=${!v} is set: every rank sees only these devices (unset it unless you meant it)"
 done
+# the Python stack that will train (primus_megatron/stack_check.py): a ROCm torch seeing the GPUs,
+# NVIDIA's megatron-core at a version we support, TransformerEngine able to defer weight gradients.
+# PRIMUS_PYTHON names it (default: python3 on PATH); in a container, run this script through your launch
+# prefix so that the image's Python answers.
+PY=${PRIMUS_PYTHON:-python3}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+if command -v "$PY" >/dev/null 2>&1; then
+    PYTHONPATH=$REPO${PYTHONPATH:+:$PYTHONPATH} timeout 300 "$PY" -m primus_megatron.stack_check 2>&1 || failed=1
+else
+    fail "no $PY on PATH: set PRIMUS_PYTHON to the Python that will train (docs/amd.md)"
+fi
 exit $failed

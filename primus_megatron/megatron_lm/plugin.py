@@ -241,6 +241,12 @@ def _place_stages(plugin: Plugin, pp: int) -> None:
         _remap_stage_predicates(pp, spec.chunks, spec.placement)
 
 
+# install() without extra_args_provider(): what a patch whose hunks went in one by one can leave
+HALF_PATCHED = ("pretrain_gpt.py calls primus_megatron.megatron_lm.install() but its arguments lack our group "
+                "(--pipeline-schedule): the patch is half-applied; restore pretrain_gpt.py and apply it with "
+                "primus_megatron's patches/apply_patch.sh, which applies all of the checkout's patch or none")
+
+
 def _install_validate_args(plugin: Plugin) -> None:
     """Our checks, `auto`'s choice and --pipeline-balance around Megatron-LM's validate_args.
     Megatron-LM core_v0.16.1 validates in initialize_megatron (its own import of the name),
@@ -256,6 +262,8 @@ def _install_validate_args(plugin: Plugin) -> None:
     original_validate = next(m.validate_args for m in homes if getattr(m, "validate_args", None) is not None)
 
     def validate_args(args, defaults={}):
+        if not hasattr(args, "pipeline_schedule"):
+            _refuse(HALF_PATCHED)  # install() ran but the script's parser never got our group
         _attention_backend_from_env(args)
         spec = _spec_before_validation(args, plugin.cpu_mode)
         if spec is not None:

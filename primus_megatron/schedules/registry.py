@@ -25,7 +25,7 @@ class ScheduleInfo:
     generator: Generator
     placement: str
     chunks: int  # chunks per rank (the default where `variable_chunks`)
-    memory: str  # activation memory class vs 1F1B, e.g. "1x", "2x", "~1/2x"
+    memory: str  # peak activation memory vs 1F1B's, e.g. "1x", "2x", or microbatches' worth at pipeline size p: "ceil(p/3)+1"
     description: str
     aliases: tuple[str, ...] = ()
     variable_chunks: bool = False

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 
 from .. import options
 from ..options import PipelineSpec
+from .dataset_paths import missing_dataset
 
 
 class ConfigError(ValueError):
@@ -473,8 +474,7 @@ def _check_data_path(tokens: Sequence[str]) -> None:
     for prefix in prefixes:
         for ext in (".bin", ".idx"):
             if not os.path.exists(prefix + ext):
-                raise ConfigError(f"--data-path {prefix}: {prefix + ext} does not exist (build it with "
-                                  f"`python -m primus_megatron.train.data --build-corpus-dataset {prefix}`)")
+                raise ConfigError(missing_dataset(prefix, prefix + ext))
 
 
 def parse(argv: Optional[Sequence[str]] = None, world_size: Optional[int] = None) -> argparse.Namespace:

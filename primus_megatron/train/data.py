@@ -43,10 +43,10 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 import numpy
 import torch
 
+from .dataset_paths import DEFAULT_CORPUS_PREFIX, missing_dataset
 from .tokenizer import ByteTokenizer, build_tokenizer_from_args, padded_vocab_size
 
 CORPUS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "corpus")
-DEFAULT_CORPUS_PREFIX = os.path.join("out", "data", "corpus_text_document")
 BATCH_KEYS = ("tokens", "labels", "loss_mask", "attention_mask", "position_ids")
 
 # Megatron-LM's defaults for the data arguments build_datasets reads.
@@ -360,8 +360,7 @@ def _check_splits(config, sizes) -> None:
     for prefix in prefixes:
         for path in _paths(prefix)[:2]:
             if not os.path.isfile(path):
-                raise FileNotFoundError(f"--data-path {prefix}: {path} does not exist (build it with "
-                                        f"`python -m primus_megatron.train.data --build-corpus-dataset {prefix}`)")
+                raise FileNotFoundError(missing_dataset(prefix, path))
         n = len(IndexedDataset(prefix, mmap=False))
         for name, bookends, size in zip(("train", "valid", "test"), config.split_matrix, sizes):
             if bookends is None or size is None:
