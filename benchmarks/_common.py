@@ -7,7 +7,8 @@
   options start from its docstring and --markdown FILE / --no-markdown:
   `add_markdown_options`), `table(headers, rows)`, `section(command, *parts)`
   (the command that reproduces the numbers, `command_block`, then the parts a
-  blank line apart; `command_line(script, argv)` is that command as it was run)
+  blank line apart; `command_line(script, argv)` is that command as it was run;
+  `method(doc)`: the docstring's paragraphs past the title and usage)
   and `publish(args, title, text, name)`: print the section, then replace it in
   BENCHMARKS.md (`write_section`: that one `## ` section, every other as it is).
 * what a section says about its run: `taken()` (when, UTC) and `load()` (the
@@ -77,6 +78,11 @@ def table(headers, rows) -> str:
 def command_block(command: str) -> str:
     """Every section starts with the command that reproduces its numbers."""
     return f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n"
+
+
+def method(doc: str) -> str:
+    """A script's docstring past its title and usage paragraphs: how it measures, as its section says."""
+    return doc.split("\n\n", 2)[2].strip()
 
 
 def section(command: str, *parts: str) -> str:

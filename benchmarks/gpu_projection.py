@@ -41,12 +41,9 @@ import tempfile
 import time
 from typing import Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
+import _common as C  # noqa: E402  (puts the repository first on the import path)
+
 
 PROG = "gpu_projection"
 SECTION = "## Projected speed-up from a GPU's own costs"
@@ -306,7 +303,7 @@ def emulate_run(block: Block, name: str, pp: int, m: int, args) -> dict:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     t0 = time.time()
     try:
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.emulate_timeout, env=env)
+        done = subprocess.run(cmd, cwd=C.ROOT, capture_output=True, text=True, timeout=args.emulate_timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"did not finish in {args.emulate_timeout:g} s"}
     if done.returncode != 0:
