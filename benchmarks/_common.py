@@ -12,7 +12,8 @@
   and `publish(args, title, text, name)`: print the section, then replace it in
   BENCHMARKS.md (`write_section`: that one `## ` section, every other as it is).
 * what a section says about its run: `taken()` (when, UTC) and `load()` (the
-  load average), and `timed(fn)` for one timed call.
+  load average); `timed(fn)` for one timed call and `in_turn(variants, rep)`, the
+  order of interleaved repetitions.
 * `run_checked(cmd, timeout_s=...)`: a command (`primus-pipeline emulate`, a torchrun) run
   from the repository root, its output captured; a RuntimeError with its stderr if it fails.
 * small statistics helpers (median, spread) for interleaved repetitions.
@@ -192,8 +193,15 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
-def timed(fn: Callable[[], object]) -> float:
-    """Seconds one call of fn() takes (perf_counter: one clock for every process on Linux)."""
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    """(seconds one call of fn() takes, what it returned); perf_counter: one clock for all processes on Linux."""
     start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def in_turn(variants: list, rep: int) -> list:
+    """The variants in repetition `rep`'s order: each leads in turn, so that a drift of the shared machine's
+    speed within a repetition weighs on every variant alike (two variants: they alternate)."""
+    k = rep % len(variants)
+    return list(variants[k:]) + list(variants[:k])

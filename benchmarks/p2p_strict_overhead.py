@@ -34,7 +34,7 @@ def pingpong_body(rank: int, case: dict) -> dict:
     for label, n in SIZES.items():
         buf = torch.ones(n)
         for rep in range(case["reps"]):
-            for mode in (("plain", "strict") if rep % 2 == 0 else ("strict", "plain")):
+            for mode in C.in_turn(["plain", "strict"], rep):
                 link = links[mode]
                 dist.barrier()
                 start = time.perf_counter()
