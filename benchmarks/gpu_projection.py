@@ -89,7 +89,7 @@ def _positive(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__, _Parser, prog=PROG)
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--report", metavar="PATH", help="report.json written by benchmarks/gpu_bench.py")
     src.add_argument("--profile", metavar="PATH", action="append",
@@ -123,7 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --emulate-pps: measured steps per emulated run (default 2)")
     parser.add_argument("--emulate-timeout", type=_positive, default=1800.0, metavar="SECONDS",
                         help="with --emulate-pps: give up on one emulated run after this long (default 1800)")
-    C.add_markdown_options(parser)
     return parser
 
 

@@ -28,6 +28,11 @@ import runtime_throughput as R  # noqa: E402
 
 SECTION = "## W time with gradient-accumulation fusion (CPU, pp=2, one core per rank)"
 M = 8  # microbatches per step
+READING = (
+    "W accumulates through the kernel megatron's own fused backward calls (apex's on GPU, compat.cpu's on CPU) "
+    "with no weight-sized temporary; B + W against megatron's one backward shows what the split itself costs "
+    "(a second pass over the layers' closures, the GEMMs issued apart). Run-to-run spread on this shared 2-core "
+    "machine is about 5 %, so ratios within 0.95-1.05 are no measurable difference.")
 
 
 def _wire(model, config) -> None:
@@ -145,10 +150,7 @@ def main(argv=None) -> int:
         f"zb-h1's B and W ops on the same model and weights.",
         C.table(["precision", "stage", "megatron backward (ms)", "our B (ms)", "our W (ms)", "(B + W) / backward"],
                 rows),
-        "W accumulates through the kernel megatron's own fused backward calls (apex's on GPU, compat.cpu's on CPU) "
-        "with no weight-sized temporary; B + W against megatron's one backward shows what the split itself costs "
-        "(a second pass over the layers' closures, the GEMMs issued apart). Run-to-run spread on this shared 2-core "
-        "machine is about 5 %, so ratios within 0.95-1.05 are no measurable difference.")
+        READING)
     C.publish(args, SECTION, text, "wgrad_fusion")
     return 0
 
