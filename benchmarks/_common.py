@@ -3,21 +3,32 @@
 * `run_ranks(body, case, world)`: `runtime.local_ranks.run_ranks` with each rank
   pinned to one core (rank r -> the r-th core this process may use, modulo
   their number) and a 300 s collective timeout unless the case names one.
-* the one markdown writer every benchmark uses: `add_markdown_options(parser)`
-  (--markdown FILE, --no-markdown), `table(headers, rows)`, `command_block(command)`
-  (how a section starts: the command that reproduces its numbers) and
-  `publish(args, title, text, name)`: print the section, then replace it in
+* the one markdown writer every benchmark uses: `parser(doc)` (the script's
+  options start from its docstring and --markdown FILE / --no-markdown:
+  `add_markdown_options`), `table(headers, rows)`, `section(command, *parts)`
+  (the command that reproduces the numbers, `command_block`, then the parts a
+  blank line apart; `command_line(script, argv)` is that command as it was run;
+  `method(doc)`: the docstring's paragraphs past the title and usage)
+  and `publish(args, title, text, name)`: print the section, then replace it in
   BENCHMARKS.md (`write_section`: that one `## ` section, every other as it is).
+* what a section says about its run: `taken()` (when, UTC) and `load()` (the
+  load average); `timed(fn)` for one timed call and `in_turn(variants, rep)`, the
+  order of interleaved repetitions.
+* `run_checked(cmd, timeout_s=...)`: a command (`primus-pipeline emulate`, a torchrun) run
+  from the repository root, its output captured; a RuntimeError with its stderr if it fails.
 * small statistics helpers (median, spread) for interleaved repetitions.
 * `cpu_counters()` / `steal_share(before, after)`: how much CPU time the
   hypervisor took between two readings (a noisy virtual machine's excuse, measured).
 """
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
+import subprocess
 import sys
-from typing import Optional
+import time
+from typing import Callable, Optional
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -32,6 +43,22 @@ def run_ranks(body, case: dict, world: int, *, timeout_s: float, pin: bool = Tru
     os.environ.setdefault("PYTHONWARNINGS", "ignore")
     case = {"gloo_timeout": 300, **case}  # long benchmark runs: a generous collective timeout
     return local_ranks.run_ranks(body, case, world, timeout_s=timeout_s, pin=pin, sys_path=sys_path)
+
+
+def parser(doc: str, parser_class: type = argparse.ArgumentParser, **kwargs) -> argparse.ArgumentParser:
+    """A benchmark's parser: the first paragraph of its docstring as the description, the markdown options."""
+    made = parser_class(description=doc.split("\n\n")[0], **kwargs)
+    add_markdown_options(made)
+    return made
+
+
+def run_checked(cmd: list, *, timeout_s: float, env: Optional[dict] = None) -> subprocess.CompletedProcess:
+    """Run cmd from the repository root, its output captured as text; a RuntimeError naming it and the tail
+    of its stderr where it exits non-zero."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=timeout_s, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {proc.stderr[-1500:]}")
+    return proc
 
 
 def add_markdown_options(parser) -> None:
@@ -52,6 +79,16 @@ def table(headers, rows) -> str:
 def command_block(command: str) -> str:
     """Every section starts with the command that reproduces its numbers."""
     return f"Command (from the repository root, in the project's virtualenv):\n\n```\n{command}\n```\n"
+
+
+def method(doc: str) -> str:
+    """A script's docstring past its title and usage paragraphs: how it measures, as its section says."""
+    return doc.split("\n\n", 2)[2].strip()
+
+
+def section(command: str, *parts: str) -> str:
+    """A section's text: the command block, then each non-empty part, one blank line between them."""
+    return "\n\n".join([command_block(command).rstrip("\n"), *(p.strip("\n") for p in parts if p)]) + "\n"
 
 
 def publish(args, title: str, text: str, name: str) -> None:
@@ -131,7 +168,40 @@ def ms_cell(seconds, digits: int = 0) -> str:
     return f"{median(xs):.{digits}f} ({min(xs):.{digits}f}-{max(xs):.{digits}f})"
 
 
-def command_line(script: str, argv) -> str:
+def command_line(script: str, argv=None) -> str:
+    """The command that ran `script` with `argv` (default: this process's), without the markdown options:
+    where the section is written does not change its numbers."""
     import shlex
 
-    return "python " + shlex.join([script, *(sys.argv[1:] if argv is None else argv)])
+    args, kept = list(sys.argv[1:] if argv is None else argv), []
+    while args:
+        arg = args.pop(0)
+        if arg == "--markdown":
+            args[:1] = []  # and its value
+        elif arg != "--no-markdown" and not arg.startswith("--markdown="):
+            kept.append(arg)
+    return "python " + shlex.join([script, *kept])
+
+
+def taken() -> str:
+    """When a measurement was taken, as sections say it: 'YYYY-MM-DD HH:MM UTC'."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def load() -> float:
+    """The 1-minute load average: how busy the shared machine was while a benchmark ran."""
+    return os.getloadavg()[0]
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    """(seconds one call of fn() takes, what it returned); perf_counter: one clock for all processes on Linux."""
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def in_turn(variants: list, rep: int) -> list:
+    """The variants in repetition `rep`'s order: each leads in turn, so that a drift of the shared machine's
+    speed within a repetition weighs on every variant alike (two variants: they alternate)."""
+    k = rep % len(variants)
+    return list(variants[k:]) + list(variants[:k])

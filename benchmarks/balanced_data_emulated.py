@@ -24,19 +24,17 @@ Then our training script on CPU (examples/pretrain_gpt.py, torchrun 4 ranks: PP 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
 import re
 import statistics
-import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _common import ROOT, add_markdown_options, command_block, publish, table  # noqa: E402
+import _common as C  # noqa: E402
 
 TITLE = "## Balanced data across data-parallel pipelines (emulated)"
 LAYOUTS = ((2, 4), (4, 2))  # (dp, pp): 8 ranks each
@@ -167,10 +165,8 @@ def train_once(mode: str) -> tuple[float, list]:
     per replica)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4", "examples/pretrain_gpt.py",
            *TRAIN, "--pipeline-balance-data", mode]
-    env = dict(os.environ, PYTHONPATH=ROOT)  # this checkout's package, whatever the virtualenv installed
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, env=env)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}: {proc.stderr[-1500:]}")
+    env = dict(os.environ, PYTHONPATH=C.ROOT)  # this checkout's package, whatever the virtualenv installed
+    proc = C.run_checked(cmd, timeout_s=900, env=env)
     pattern = (r"iteration\s+(\d+)/.*?elapsed time per iteration \(ms\): ([\d.]+).*?samples/s: [\d.]+ \| "
                r"microbatches per replica: ([\d/]+)")
     found = [m for m in re.finditer(pattern, proc.stdout + proc.stderr) if int(m.group(1)) > TRAIN_SKIP]
@@ -182,9 +178,8 @@ def train_once(mode: str) -> tuple[float, list]:
 
 def training() -> dict:
     """The training script's samples/s per mode, runs alternating off, lb-mini, off, ..."""
-    subprocess.run([sys.executable, "-m", "primus_megatron.train.data", "--build-corpus-dataset",
-                    "out/data/corpus_text_document"], check=True, cwd=ROOT, capture_output=True,
-                   env=dict(os.environ, PYTHONPATH=ROOT))
+    C.run_checked([sys.executable, "-m", "primus_megatron.train.data", "--build-corpus-dataset",
+                   "out/data/corpus_text_document"], timeout_s=900, env=dict(os.environ, PYTHONPATH=C.ROOT))
     out = {mode: {"runs": [], "counts": []} for mode in TRAIN_MODES}
     for _ in range(TRAIN_ROUNDS):
         for mode in TRAIN_MODES:
@@ -279,12 +274,11 @@ def reading(found: dict, train: dict | None) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--steps", type=int, default=STEPS, help=f"timed steps (seeds) per row (default {STEPS})")
     parser.add_argument("--no-training", action="store_true", help="skip the training script's CPU runs")
     parser.add_argument("--json", help="also write the measured numbers to this file")
     parser.add_argument("--from-json", help="format the numbers a --json run wrote instead of measuring")
-    add_markdown_options(parser)
     args = parser.parse_args(argv)
     if args.from_json:
         with open(args.from_json, encoding="utf-8") as f:
@@ -298,13 +292,12 @@ def main(argv=None) -> int:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"rows": [[list(k), v] for k, v in found.items()], "took": took, "steps": args.steps,
                        "training": train}, f)
-    publish(args, TITLE, section(found, took, args.steps, train), "balanced_data_emulated")
+    C.publish(args, TITLE, section(found, took, args.steps, train), "balanced_data_emulated")
     return 0
 
 
 def section(found: dict, took: float, steps: int, train: dict | None) -> str:
     parts = [
-        command_block("python benchmarks/balanced_data_emulated.py"), "",
         f"{steps} steps per row (step k: seed k, the same batches in every row), each planned and checked once with "
         f"zero-time ops, then {REPEATS} timed passes over every row in turn, a step's time the least of its passes "
         f"(a stall of this shared host lands on one pass); 8 ranks on 2 shared cores, ops sleeping (emulated part "
@@ -318,25 +311,25 @@ def section(found: dict, took: float, steps: int, train: dict | None) -> str:
         "the heaviest replica's work (1 / (1 - its bubble) when it is the slowest); across x inside x the mean "
         "work = the simulated time, and the mean work is the same in every mode. `lb-mini+order`: each replica's "
         "microbatches in the best of `mb_order.seed_orders` (identity, heaviest first, lightest first, "
-        "mountain) for the runner's plan. megatron-1f1b: megatron-core's own 1F1B on the same chunks.", "",
-        table(["layout", "G", "schedule", "mode", "mb/replica", "samples/s", "simulated", "vs off",
+        "mountain) for the runner's plan. megatron-1f1b: megatron-core's own 1F1B on the same chunks.",
+        C.table(["layout", "G", "schedule", "mode", "mb/replica", "samples/s", "simulated", "vs off",
                "simulated vs off", "across", "inside"], rows_of(*LAYOUTS[0], found) + rows_of(*LAYOUTS[1], found)),
-        "",
         "How lb-mini's gain over off splits: simulated gain = (off's across / lb-mini's) x (off's inside / "
         "lb-mini's); the share is the across factor's part of the log gain, the rest is inside the pipeline "
-        "('-' where the gain is under 2%).", "",
-        table(["layout", "G", "schedule", "lb-mini vs off", "simulated", "from across", "from inside",
+        "('-' where the gain is under 2%).",
+        C.table(["layout", "G", "schedule", "lb-mini vs off", "simulated", "from across", "from inside",
                "across share", "+order vs off", "+order simulated"], shares(found)),
     ]
     if train:
-        parts += ["", "The training script on CPU (`examples/pretrain_gpt.py` under torchrun, 4 ranks: PP 2 x DP 2, "
+        parts += ["The training script on CPU (`examples/pretrain_gpt.py` under torchrun, 4 ranks: PP 2 x DP 2, "
                   f"{' '.join(TRAIN)}, `--pipeline-balance-data` off or lb-mini), {TRAIN_ROUNDS} rounds alternating "
                   f"the modes; samples/s = G x iterations / their logged times, iterations {TRAIN_SKIP + 1} on. "
                   "4 ranks time-share 2 cores with other work: the absolute numbers drift, the ordering is what "
-                  "counts.", "",
-                  table(["mode", "samples/s per run", "median", "vs off", "busiest replica's microbatches",
+                  "counts.",
+                  C.table(["mode", "samples/s per run", "median", "vs off", "busiest replica's microbatches",
                          "lightest replica's"], training_rows(train))]
-    return "\n".join(parts + ["", *reading(found, train)])
+    # the command without --json/--from-json: formatting saved numbers does not change them
+    return C.section("python benchmarks/balanced_data_emulated.py", *parts, "\n".join(reading(found, train)))
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ at CP=2 is 1/(the unit's ratio) as many units: at least twice.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -44,6 +43,7 @@ from typing import Optional
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import _common as C  # noqa: E402
+import runtime_throughput as RT  # noqa: E402  (its microbatches, loss and forward step: megatron's contract)
 
 SECTION = "## Context parallelism: profiled costs at CP=2 against CP=1"
 TE_STANDIN = os.path.join(C.ROOT, "tests", "te_standin")
@@ -96,35 +96,6 @@ def gpt_provider(config, model: dict, pre_process: bool = True, post_process: bo
                     vp_stage=vp_stage)
 
 
-def make_batches(model: dict, seed: int = 0) -> list:
-    """Whole-sequence microbatches; no attention mask (TE's causal attention builds its own)."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed)
-    s, b = model["seq"], model["mbs"]
-    out = []
-    for _ in range(model["m"]):
-        tokens = torch.randint(0, model["vocab"], (b, s + 1), generator=gen)
-        out.append({"tokens": tokens[:, :-1].contiguous(), "labels": tokens[:, 1:].contiguous(),
-                    "loss_mask": torch.ones(b, s), "position_ids": torch.arange(s).repeat(b, 1),
-                    "attention_mask": None})
-    return out
-
-
-def _loss(loss_mask, output_tensor):
-    import torch
-
-    mask = loss_mask.reshape(-1).float()
-    loss = torch.sum(output_tensor.float().reshape(-1) * mask)
-    return loss, mask.sum().to(torch.int), {"lm loss": loss.detach().view(1)}
-
-
-def forward_step(data_iterator, model) -> tuple:
-    batch = next(data_iterator)
-    output = model(batch["tokens"], batch["position_ids"], None, labels=batch["labels"])
-    return output, partial(_loss, batch["loss_mask"])
-
-
 def _init_parallel(cp: int, gloo_s: int) -> None:
     """Fresh megatron groups: pp=2 x cp, the rest data parallel."""
     from megatron.core import parallel_state as ps
@@ -175,7 +146,7 @@ def profile_one(model: dict, cp: int) -> dict:
     chunks = pm.build_model(partial(gpt_provider, config, model), schedule="zb-h1", num_layers=model["num_layers"])
     init_by_global_name_(chunks, seed=1234, std=0.02, num_layers=model["num_layers"])
     chunks = [Float16Module(config, c) for c in chunks]  # as Megatron-LM wraps a --bf16 model
-    batches = make_batches(model)
+    batches = RT.make_batches(model, model["m"], causal=False)
     if cp > 1:  # megatron-core 0.19 takes is_hybrid_cp (required); 0.16.1 has no such argument
         import inspect
 
@@ -191,7 +162,7 @@ def profile_one(model: dict, cp: int) -> dict:
         for _ in range(1 + steps):  # the first step warms up
             for c in chunks:
                 c.zero_grad(set_to_none=True)
-            runner(forward_step_func=forward_step, data_iterator=iter(batches), model=chunks[0],
+            runner(forward_step_func=RT.forward_step, data_iterator=iter(batches), model=chunks[0],
                    num_microbatches=model["m"], seq_length=model["seq"], micro_batch_size=model["mbs"],
                    decoder_seq_length=model["seq"], forward_only=False)
     costs, summary = runner.measured
@@ -207,7 +178,7 @@ def profile_body(rank: int, case: dict) -> dict:
     assert te.__file__.startswith(TE_STANDIN), te.__file__  # megatron must have found the stand-in
     out = {cp: [] for cp in CPS}
     for rep in range(case["reps"]):
-        for cp in (CPS if rep % 2 == 0 else CPS[::-1]):
+        for cp in C.in_turn(CPS, rep):
             _init_parallel(cp, case["gloo_timeout"])
             out[cp].append(profile_one(case["model"], cp))
     return out
@@ -301,23 +272,23 @@ def report(res: list, model: dict, reps: int, elapsed: float, command: str) -> s
     for cp in CPS:  # rank 2 is rank 0's pipeline peer at both CPs: the all-gathered costs agree
         assert [r["f"] for r in res[2][cp]] == [r["f"] for r in res[0][cp]]
     shape = ", ".join(f"{k} {v}" for k, v in model.items() if k not in ("m", "steps"))
-    lines = [C.command_block(command),
-             f"{time.strftime('%Y-%m-%d')}, zb-h1 at pp=2, {model['m']} microbatches, {model['steps']} profiled "
-             f"steps, {reps} repetition(s) per setting, {elapsed:.0f} s; 4 gloo ranks on {os.cpu_count()} cores "
-             f"(CP=1: pp=2 x dp=2, CP=2: pp=2 x cp=2). Model: {shape}; bf16; TE stand-in. Medians over the "
-             "repetitions; memory = the profile's units x unit_bytes.", "",
-             C.table(["quantity", "CP=1", "CP=2", "CP2/CP1"], measured_rows(prof)), "",
-             f"Planned at pp=2, m={model['m']} from each profile (simulated; peak activation memory per rank):", "",
-             C.table(["memory limit", "planner", "CP", "limit (units)", "chosen", "makespan ms", "bubble",
-                      "peak units", "peak MiB"], plan_rows(prof, model)), "", NOTES]
-    return "\n".join(lines)
+    return C.section(
+        command,
+        f"{time.strftime('%Y-%m-%d')}, zb-h1 at pp=2, {model['m']} microbatches, {model['steps']} profiled "
+        f"steps, {reps} repetition(s) per setting, {elapsed:.0f} s; 4 gloo ranks on {os.cpu_count()} cores "
+        f"(CP=1: pp=2 x dp=2, CP=2: pp=2 x cp=2). Model: {shape}; bf16; TE stand-in. Medians over the "
+        "repetitions; memory = the profile's units x unit_bytes.",
+        C.table(["quantity", "CP=1", "CP=2", "CP2/CP1"], measured_rows(prof)),
+        f"Planned at pp=2, m={model['m']} from each profile (simulated; peak activation memory per rank):",
+        C.table(["memory limit", "planner", "CP", "limit (units)", "chosen", "makespan ms", "bubble",
+                 "peak units", "peak MiB"], plan_rows(prof, model)),
+        NOTES)
 
 
 def main(argv: Optional[list] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller model and sequence, one repetition")
     parser.add_argument("--reps", type=int, default=None, help="repetitions per setting (default 2; --quick 1)")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     model = QUICK if args.quick else FULL
     reps = args.reps or (1 if args.quick else 2)

@@ -58,7 +58,7 @@ def run_table(names: list, table: dict, args) -> str:
             spec = {"step_s": step_s}
             if straggler is not None:
                 spec.update(straggler_rank=straggler, straggler_factor=args.straggler_factor)
-            load, t0 = os.getloadavg()[0], time.perf_counter()
+            load, t0 = C.load(), time.perf_counter()
             try:
                 results, _ = E.run(vs, setting.pp, setting.microbatches, elements=int(args.activation_kib * 256),
                                    steps=args.pv_steps, warmup=1, p2p_mode=args.p2p_mode,
@@ -80,7 +80,7 @@ def run_table(names: list, table: dict, args) -> str:
                              f"{r['cores_busy']:.2f}", f"{load:.1f}"])
     head = (__doc__.split("\n\n", 1)[1].strip() + "\n\n"
             f"Scale: {args.scale:g} ms per paper ms; optimizer step {args.optimizer_ms:g} paper ms; p2p {args.p2p_mode}; "
-            f"{args.pv_steps} measured steps after one warm-up; taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+            f"{args.pv_steps} measured steps after one warm-up; taken {C.taken()} "
             f"(2 cores shared with other work; load: 1-minute load average when the launch started).\n\n")
     return head + C.table(["setting", "straggler", "schedule", "iteration ms (measured)",
                            "simulated (no straggler)", "post-validation gain", "measured / simulated",

@@ -25,7 +25,6 @@ setting started (2 cores).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -99,7 +98,7 @@ def run_setting(name: str, setting, chunked: bool, args) -> dict:
 
     scale = args.scale / 1000.0
     keep = args.schedules.split(",") if args.schedules else None
-    t0, load = time.perf_counter(), os.getloadavg()[0]
+    t0, load = time.perf_counter(), C.load()
     overhead = None if args.op_overhead is None else args.op_overhead / 1000.0
     try:
         if overhead is None and (keep is None or "auto" in keep):  # auto chooses on this machine's host work per op
@@ -191,14 +190,14 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
                          "-" if host is None else f"{meas - host:+.4f}",
                          "" if ovh is None else f"{1e3 * ovh:.2f} / {1e3 * r['mean_op_time']:.1f}",
                          f"{1e3 * r['cpu_per_op']:.2f}", _own_host(r)])
-    lines = [C.command_block(C.command_line("benchmarks/emulated_scale.py", argv)), __doc__.split("\n\n", 2)[2].strip(),
-             "", f"Scale: {args.scale:g} ms of emulated time per paper ms; activations {args.activation_kib:g} KiB; "
-                 f"p2p {args.p2p_mode} (ours); {args.steps} measured step(s) after one warm-up; {elapsed / 60:.1f} min "
-                 f"on this machine (2 cores shared with other work; load average at the end "
-                 f"{os.getloadavg()[0]:.1f}), taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.", "",
+    parts = [C.method(__doc__),
+             f"Scale: {args.scale:g} ms of emulated time per paper ms; activations {args.activation_kib:g} KiB; "
+             f"p2p {args.p2p_mode} (ours); {args.steps} measured step(s) after one warm-up; {elapsed / 60:.1f} min "
+             f"on this machine (2 cores shared with other work; load average at the end {C.load():.1f}), taken "
+             f"{C.taken()}.",
              C.table(["setting", "load", "schedule", "measured", "simulated", "sim+host", "paper", "meas - sim",
                       "meas - sim+host", "overhead/op ms / mean op ms", "cpu/op ms",
-                      "own host/op ms / message ms"], rows), "",
+                      "own host/op ms / message ms"], rows),
              "sim+host: the simulator charged the launch's measured host costs (`emulation.host_costs`, medians over "
              "our schedules in that launch: every op costs its overhead plus the executor's work before the next op "
              "more, every message between ranks at least its measured time): "
@@ -207,14 +206,14 @@ def report(runs: dict, args, elapsed: float, argv) -> str:
              + ". What is left between it and the measured value is neither. auto chose with the host work per op "
              "measured first by a short zb-h1 launch: "
              + "; ".join(f"{n} {1e3 * r[2]['auto_overhead']:.2f} ms" for n, r in runs.items()
-                         if r[2].get("auto_overhead") is not None) + ".", ""]
+                         if r[2].get("auto_overhead") is not None) + "."]
     if failed:
-        lines += ["Settings whose launch failed: " + "; ".join(failed), ""]
-    lines += ["Memory per rank (KiB of a rank's own pages, max and all ranks together / resident with the fork "
-              "server's shared pages, max): " + "; ".join(f"{n} (pp={p}): {a} max, {t / 1024:.0f} MiB all / {b}"
-                                                         for n, p, a, t, b in mem), ""]
-    lines += targets(runs), "", interleaved_wins(runs)
-    return "\n".join(lines)
+        parts.append("Settings whose launch failed: " + "; ".join(failed))
+    parts.append("Memory per rank (KiB of a rank's own pages, max and all ranks together / resident with the fork "
+                 "server's shared pages, max): " + "; ".join(f"{n} (pp={p}): {a} max, {t / 1024:.0f} MiB all / {b}"
+                                                             for n, p, a, t, b in mem))
+    return C.section(C.command_line("benchmarks/emulated_scale.py", argv), *parts, targets(runs),
+                     interleaved_wins(runs))
 
 
 def _results(run) -> dict:
@@ -305,7 +304,7 @@ def interleaved_wins(runs: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--settings", choices=("quick", "all"), default="quick")
     parser.add_argument("--only", default=None, help="comma-separated setting names (t5-MODEL-pP-mM, t8-...)")
     parser.add_argument("--scale", type=float, default=1.0, help="ms of emulated time per paper ms (default 1)")
@@ -327,7 +326,6 @@ def main(argv=None) -> int:
     parser.add_argument("--p2p-timeout", type=float, default=None,
                         help="seconds a rank may wait for another before the launch fails, named (default: 60 + "
                              "twice the longest planned step + 1 per rank)")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     table = settings()
     if args.post_validation:
@@ -336,8 +334,8 @@ def main(argv=None) -> int:
         names = args.only.split(",") if args.only else list(PV_SETTINGS)
         t0 = time.perf_counter()
         text = run_table(names, table, args)
-        C.publish(args, PV_SECTION, C.command_block(C.command_line("benchmarks/emulated_scale.py", argv)) + "\n"
-                  + text + f"\n\n{(time.perf_counter() - t0) / 60:.1f} min.", "emulated_scale")
+        C.publish(args, PV_SECTION, C.section(C.command_line("benchmarks/emulated_scale.py", argv), text,
+                                              f"{(time.perf_counter() - t0) / 60:.1f} min."), "emulated_scale")
         return 0
     names = args.only.split(",") if args.only else list(QUICK)
     if args.settings == "all" and not args.only:  # the quick set first: a run cut short still has it

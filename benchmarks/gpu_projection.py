@@ -41,12 +41,9 @@ import tempfile
 import time
 from typing import Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
+import _common as C  # noqa: E402  (puts the repository first on the import path)
+
 
 PROG = "gpu_projection"
 SECTION = "## Projected speed-up from a GPU's own costs"
@@ -92,7 +89,7 @@ def _positive(text: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__, _Parser, prog=PROG)
     src = parser.add_mutually_exclusive_group(required=True)
     src.add_argument("--report", metavar="PATH", help="report.json written by benchmarks/gpu_bench.py")
     src.add_argument("--profile", metavar="PATH", action="append",
@@ -126,7 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --emulate-pps: measured steps per emulated run (default 2)")
     parser.add_argument("--emulate-timeout", type=_positive, default=1800.0, metavar="SECONDS",
                         help="with --emulate-pps: give up on one emulated run after this long (default 1800)")
-    C.add_markdown_options(parser)
     return parser
 
 
@@ -306,7 +302,7 @@ def emulate_run(block: Block, name: str, pp: int, m: int, args) -> dict:
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     t0 = time.time()
     try:
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.emulate_timeout, env=env)
+        done = subprocess.run(cmd, cwd=C.ROOT, capture_output=True, text=True, timeout=args.emulate_timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"did not finish in {args.emulate_timeout:g} s"}
     if done.returncode != 0:

@@ -12,7 +12,6 @@ every rank it grows with the op times and with pp, unlike the host work per op.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -60,10 +59,9 @@ def idle_body(rank: int, case: dict) -> dict:
 def main(argv=None) -> int:
     from primus_megatron.runtime import local_ranks
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--pp", default="2,4,8,16", help="rank counts, comma-separated")
     parser.add_argument("--seconds", type=float, default=3.0, help="how long each rank sleeps")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     rows = []
     for pp in (int(x) for x in args.pp.split(",")):
@@ -73,10 +71,10 @@ def main(argv=None) -> int:
                      f"{C.median([r['cpu_ms'] for r in ranks]):.1f}",
                      f"{sum(r['cpu_ms'] for r in ranks) / 1e3:.3f}"])
         print(C.table(HEADERS, rows), flush=True)
-    text = (C.command_block(C.command_line("benchmarks/idle_rank_cost.py", argv))
-            + f"\nTaken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} (2 cores; load average "
-              f"{os.getloadavg()[0]:.1f} when written); every rank asleep for {args.seconds:g} s.\n\n"
-            + C.table(HEADERS, rows) + "\n")
+    text = C.section(C.command_line("benchmarks/idle_rank_cost.py", argv),
+                     f"Taken {C.taken()} (2 cores; load average {C.load():.1f} when written); every rank asleep for "
+                     f"{args.seconds:g} s.",
+                     C.table(HEADERS, rows))
     C.publish(args, TITLE, text, "idle_rank_cost")
     return 0
 

@@ -17,7 +17,6 @@ on a GPU it overlaps with the device except where the device waits for the host.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -62,9 +61,8 @@ def cell(setting, chunked: bool, overhead: float) -> tuple:
 def main(argv=None) -> int:
     from emulated_scale import settings
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--overheads", default="0,1", help="host work per op, ms (comma-separated; default 0,1)")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     overheads = [float(x) for x in args.overheads.split(",")]
     t0 = time.process_time()
@@ -75,11 +73,10 @@ def main(argv=None) -> int:
             rows.append([name, str(setting.pp), str(setting.microbatches), f"{setting.comm:.3f}", f"{o:g}",
                          f"{inter[1]:.1f}", "; ".join(beaten[False]) or "none", "; ".join(beaten[True]) or "none"])
         print(name, file=sys.stderr, flush=True)
-    text = "\n".join([C.command_block(C.command_line("benchmarks/interleaved_wins.py", argv)),
-                      __doc__.split("\n\n", 2)[2].strip(), "",
-                      C.table(["setting", "pp", "m", "comm ms", "host ms/op", "interleaved's mem",
-                               "ours it beats, synchronous: by (our mem)", "ours it beats, post-validated"], rows), "",
-                      f"{(time.process_time() - t0) / 60:.1f} min of CPU."])
+    text = C.section(C.command_line("benchmarks/interleaved_wins.py", argv), C.method(__doc__),
+                     C.table(["setting", "pp", "m", "comm ms", "host ms/op", "interleaved's mem",
+                              "ours it beats, synchronous: by (our mem)", "ours it beats, post-validated"], rows),
+                     f"{(time.process_time() - t0) / 60:.1f} min of CPU.")
     C.publish(args, SECTION, text, "interleaved_wins")
     return 0
 

@@ -27,7 +27,6 @@ does something the plan does not model.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -154,16 +153,14 @@ def splits_body(rank: int, case: dict) -> dict:
     busy = {key: [] for key in times}
     load = []
     for rep in range(case["reps"]):
-        load.append(os.getloadavg()[0])
+        load.append(C.load())
         for m in ms:
-            labels = list(plans[m])
-            for label in labels[rep % len(labels):] + labels[:rep % len(labels)]:
+            for label in C.in_turn(list(plans[m]), rep):
                 name, split, _ = plans[m][label]
                 RT.zero_grads(model_for(name, split))
                 dist.barrier()
-                t0 = time.perf_counter()
-                _, runner = variant(name, split, m)
-                times[(label, m)].append(time.perf_counter() - t0)
+                seconds, (_, runner) = C.timed(lambda: variant(name, split, m))
+                times[(label, m)].append(seconds)
                 if getattr(runner, "last_step", None) is not None:
                     busy[(label, m)].append(sum(r.end - r.start for r in runner.last_step.timeline))
     plans_out = {m: {label: (name, balance.flags(split) or "even", sim) for label, (name, split, sim) in rows.items()}
@@ -204,12 +201,11 @@ def report_vocab(res: list, vocab: int, ms) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--reps", type=int, default=6, help="timed repetitions per variant (default 6)")
     parser.add_argument("--vocab", type=int, nargs="+", default=[1024, 8192], help="vocabulary sizes (default 1024 8192)")
     parser.add_argument("--microbatches", type=int, nargs="+", default=[4, 8, 16], help="m values (default 4 8 16)")
     parser.add_argument("--tiny", action="store_true", help="(debugging) a tiny model")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     if args.reps < 1 or any(v < 2 for v in args.vocab) or any(m < 2 for m in args.microbatches):
         parser.error("--reps must be >= 1, every --vocab and --microbatches >= 2")
@@ -231,9 +227,8 @@ def main(argv=None) -> int:
              f"median [25th-75th percentile]. `split`: megatron's options for the split run (`even`: none). The "
              f"reference (`(ref)`) is megatron's 1F1B on the faster of the even split and the split the simulator "
              f"picks for it. {time.monotonic() - started:.0f} s in all; 1-minute load average during the timed "
-             f"repetitions: median {C.median(loads):.1f} on 2 cores.\n")
-    text = "\n".join([C.command_block(C.command_line("benchmarks/layer_splits.py", argv)), __doc__.split("\n\n", 2)[2]
-                      .strip() + "\n", intro, *parts])
+             f"repetitions: median {C.median(loads):.1f} on 2 cores.")
+    text = C.section(C.command_line("benchmarks/layer_splits.py", argv), C.method(__doc__), intro, *parts)
     C.publish(args, SECTION, text, "layer_splits")
     return 0
 

@@ -25,21 +25,17 @@ instead (what it did first: it costs the interleaved and V schedules up to
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402  (puts the repository first on the import path)
 
 from primus_megatron.schedules import UNIT, Costs, generate, info, lower, names, simulate, validate  # noqa: E402
 from primus_megatron.schedules.rendezvous import run_p2p  # noqa: E402
 from primus_megatron.schedules.simulation import end_times  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
 
 SECTION = "## Lowered schedules under NCCL/RCCL queue semantics (simulated)"
 EXCLUDED = ("zb-optimal",)
@@ -64,9 +60,8 @@ def case(name: str, pp: int, costs: Costs) -> tuple[float, float, float]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="pp 4 and 8 only")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     sizes = (4, 8) if args.quick else (4, 8, 16)
     started = time.monotonic()
@@ -85,10 +80,8 @@ def main(argv=None) -> int:
     top = "; ".join(f"{n} pp={p} {c} {100 * g:+.2f}%" for g, n, p, c in worst[:3])
     header = ["schedule", "pp", "m", "costs", "op-level makespan", "lowered makespan", "gap",
               "gap, order from unit costs"]
-    body = (C.command_block(C.command_line("benchmarks/lowered_makespan.py", argv)) + "\n"
-            + __doc__.split("\n\n", 2)[2].strip() + "\n\n"
-            + C.table(header, rows) + "\n\n"
-            + f"Largest gaps: {top}. {time.monotonic() - started:.0f} s in all.\n")
+    body = C.section(C.command_line("benchmarks/lowered_makespan.py", argv), C.method(__doc__), C.table(header, rows),
+                     f"Largest gaps: {top}. {time.monotonic() - started:.0f} s in all.")
     C.publish(args, SECTION, body, "lowered_makespan")
     return 0
 

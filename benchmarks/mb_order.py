@@ -14,7 +14,6 @@ Unit F, B, W (1f1b: BW = B + W), no p2p latency, pp = 4, 24 steps (seeds) per ro
 """
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import statistics
@@ -22,7 +21,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _common import add_markdown_options, command_block, publish, table  # noqa: E402
+import _common as C  # noqa: E402
 
 TITLE = "## Microbatch order under packed variable-length data (simulated, pp 4)"
 TOKENS, MEDIAN, SIGMA, CAP = 8192, 1024, 1.2, 32768
@@ -73,16 +72,14 @@ def rows() -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_markdown_options(parser)
-    args = parser.parse_args(argv)
-    text = "\n".join([
-        command_block("python benchmarks/mb_order.py"), "",
+    args = C.parser(__doc__).parse_args(argv)
+    text = C.section(
+        C.command_line("benchmarks/mb_order.py", argv),
         "Simulated (no runtime). Per row, over 24 steps: the median spread of the factors (heaviest over "
         "lightest microbatch), the mean makespan of each fixed order and of the chosen one against the data's "
-        "own order (identity), the chosen order's best step, and in how many steps it beat identity.", "",
-        table(["S_eq", "schedule", "m", "factor spread", "heaviest first", "lightest first", "mountain",
-               "chosen (mean)", "chosen (best)", "steps improved"], rows()), "",
+        "own order (identity), the chosen order's best step, and in how many steps it beat identity.",
+        C.table(["S_eq", "schedule", "m", "factor spread", "heaviest first", "lightest first", "mountain",
+               "chosen (mean)", "chosen (best)", "steps improved"], rows()),
         "What it shows: where the microbatches' costs differ, the order matters, most for 1F1B (its warm-up "
         "and cool-down carry one microbatch's F and backward across every stage, with nothing to overlap "
         "them) and least for zbv (its W fill the gaps the heavy ones leave). Sorting either way helps 1F1B "
@@ -90,9 +87,8 @@ def main(argv=None) -> int:
         "light microbatches at both ends with the heaviest in the middle (mountain) is the best fixed order "
         "everywhere, and the swaps add up to 0.7%. With attention a smaller part of the cost (S_eq 24576) the factors spread less "
         "and the gains shrink with them. The chosen order is never slower than the data's own (identity is "
-        "a candidate and wins ties).",
-    ])
-    publish(args, TITLE, text, "mb_order")
+        "a candidate and wins ties).")
+    C.publish(args, TITLE, text, "mb_order")
     return 0
 
 

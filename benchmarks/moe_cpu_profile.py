@@ -26,7 +26,6 @@ simulator at pp=8: the bubble and peak memory of each schedule, the experts' W i
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import statistics
@@ -112,7 +111,7 @@ def profile_body(rank: int, case: dict) -> dict:
     out = {v: [] for v in VARIANTS}
     grouped = {}
     for rep in range(case["reps"]):
-        for variant in (VARIANTS if rep % 2 == 0 else VARIANTS[::-1]):
+        for variant in C.in_turn(VARIANTS, rep):
             scope = grouped_experts_in_b() if variant == VARIANTS[0] else contextlib.nullcontext()
             with scope:
                 torch.manual_seed(1234)
@@ -180,23 +179,21 @@ def report(res: list, reps: int, elapsed: float, command: str) -> str:
     for r in res[1:]:  # every rank measured its own stage; the all-gathered costs agree
         assert r["profiles"][VARIANTS[1]][0]["f"] == profiles[VARIANTS[1]][0]["f"]
     grouped = res[0]["grouped_layers"]
-    lines = [C.command_block(command),
-             f"{time.strftime('%Y-%m-%d')}, {reps} repetitions per variant, {elapsed:.0f} s. Model: "
-             + ", ".join(f"{k} {v}" for k, v in MODEL.items())
-             + f"; {grouped[VARIANTS[1]]} grouped expert layers on rank 0. Times in ms per microbatch "
-               "(medians); W share = W / (B + W); held for W in units of the stage's F activations.", "",
-             C.table(["variant", "stage", "F ms", "B ms", "W ms", "W share", "held for W"],
-                     measured_rows(profiles, pp)), "",
-             "Simulated from these measured costs (per-stage means, F-normalised) at pp=8: bubble / peak "
-             "memory (units of one rank's activations of one microbatch).", "",
-             C.table(["pp", "m", "schedule", VARIANTS[0], VARIANTS[1]], simulated_rows(profiles, pp))]
-    return "\n".join(lines)
+    return C.section(
+        command,
+        f"{time.strftime('%Y-%m-%d')}, {reps} repetitions per variant, {elapsed:.0f} s. Model: "
+        + ", ".join(f"{k} {v}" for k, v in MODEL.items())
+        + f"; {grouped[VARIANTS[1]]} grouped expert layers on rank 0. Times in ms per microbatch "
+          "(medians); W share = W / (B + W); held for W in units of the stage's F activations.",
+        C.table(["variant", "stage", "F ms", "B ms", "W ms", "W share", "held for W"], measured_rows(profiles, pp)),
+        "Simulated from these measured costs (per-stage means, F-normalised) at pp=8: bubble / peak "
+        "memory (units of one rank's activations of one microbatch).",
+        C.table(["pp", "m", "schedule", VARIANTS[0], VARIANTS[1]], simulated_rows(profiles, pp)))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--reps", type=int, default=5, help="repetitions per variant (default 5)")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     started = time.monotonic()
     res = C.run_ranks(profile_body, {"pp": 2, "model": MODEL, "reps": args.reps}, 2,

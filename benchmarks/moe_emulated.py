@@ -10,16 +10,14 @@ run a backward as one op (B + W), so where the experts' weight gradients sit doe
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import moe_layers as L  # noqa: E402
-from _common import ROOT, add_markdown_options, command_block, publish, table  # noqa: E402
+import _common as C  # noqa: E402
 
 PP, M, TIME_UNIT_MS, STEPS = 8, 32, 20, 2
 SCHEDULES = ("zb-h1", "zbv")
@@ -33,10 +31,7 @@ def emulate(schedule: str, costs, baselines: bool) -> dict:
             pipeline_costs, "--time-unit", str(TIME_UNIT_MS), "--steps", str(STEPS), "--format", "json"]
     if baselines:
         args += ["--baselines", BASELINES]
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=900, cwd=ROOT)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(args)} exited with {proc.returncode}: {proc.stderr[-1500:]}")
-    return json.loads(proc.stdout)
+    return json.loads(C.run_checked(args, timeout_s=900).stdout)
 
 
 def rows(found: dict) -> list:
@@ -75,23 +70,17 @@ def summary(found: dict) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_markdown_options(parser)
-    args = parser.parse_args(argv)
+    args = C.parser(__doc__).parse_args(argv)
     found: dict = {}
-    text = "\n".join([
-        command_block("python benchmarks/moe_emulated.py"),
-        "",
+    text = C.section(
+        C.command_line("benchmarks/moe_emulated.py", argv),
         f"pp={PP}, m={M}, 1 cost unit (an F) = {TIME_UNIT_MS} ms, median of {STEPS} steps after a warm-up; costs "
         "from `moe_layers.py` (experts' W in B or in W). Measured iteration time (emulated ms) and bubble, against "
         "the simulator's bubble (no host work); the measured bubble includes this machine's host work per op "
         "(about 0.6 ms of CPU per op, 8 ranks on 2 cores).",
-        "",
-        table(["layer", "experts' W in", "schedule", "iteration ms", "bubble", "simulated bubble"], rows(found)),
-        "",
-        *summary(found),
-    ])
-    publish(args, "## MoE layers on emulated devices (pp=8, the experts' W in B and in W)", text, "moe_emulated")
+        C.table(["layer", "experts' W in", "schedule", "iteration ms", "bubble", "simulated bubble"], rows(found)),
+        "\n".join(summary(found)))
+    C.publish(args, "## MoE layers on emulated devices (pp=8, the experts' W in B and in W)", text, "moe_emulated")
     return 0
 
 

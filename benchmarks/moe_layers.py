@@ -24,14 +24,13 @@ microbatch); 1F1B holds pp of them on its first rank.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _common import ROOT, add_markdown_options, command_block, publish, table  # noqa: E402
+import _common as C  # noqa: E402
 
 SEQ = 4096
 
@@ -150,30 +149,21 @@ def cost_rows() -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_markdown_options(parser)
-    args = parser.parse_args(argv)
-    text = "\n".join([
-        command_block("python benchmarks/moe_layers.py"),
-        "",
+    args = C.parser(__doc__).parse_args(argv)
+    text = C.section(
+        C.command_line("benchmarks/moe_layers.py", argv),
         f"Simulated, not measured: per-layer costs from FLOPs at sequence {SEQ} (the script's docstring has the "
         "formulas and the memory model). Per layer: forward MFLOPs per token, the routed experts' share of the "
         "weight-gradient FLOPs, B and W in F units and the share of an F's activations B keeps for W, with the "
         "routed experts' weight gradients in B (grouped experts before issue 38) and in W:",
-        "",
-        table(["layer", "experts' W in", "F MFLOP/token", "experts' share of W", "router's (always in B)", "B", "W",
-               "W share of memory"],
-              cost_rows()),
-        "",
+        C.table(["layer", "experts' W in", "F MFLOP/token", "experts' share of W", "router's (always in B)", "B", "W",
+                 "W share of memory"], cost_rows()),
         "Bubble / peak activation memory (mem_f units) of each schedule, experts' W in B -> in W (zb-auto@Kp: "
         "planned under a memory limit of K x pp):",
-        "",
-        table(["layer", "pp", "m", "schedule", "experts' W in B: bubble / peak", "in W: bubble / peak"], rows()),
-        "",
-        *summary(),
-    ])
-    publish(args, "## MoE layers: the experts' weight gradients in B and in W (simulated, pp 8 and 16)", text,
-            "moe_layers")
+        C.table(["layer", "pp", "m", "schedule", "experts' W in B: bubble / peak", "in W: bubble / peak"], rows()),
+        "\n".join(summary()))
+    C.publish(args, "## MoE layers: the experts' weight gradients in B and in W (simulated, pp 8 and 16)", text,
+              "moe_layers")
     return 0
 
 

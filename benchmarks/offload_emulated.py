@@ -18,7 +18,6 @@ plan. One warm-up step, one measured step per variant.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -32,6 +31,8 @@ from primus_megatron.schedules import offload as O  # noqa: E402
 from primus_megatron.schedules import paper_settings as P  # noqa: E402
 
 TITLE = "## Activation offload on emulated devices (measured, the paper's settings)"
+HEADERS = ["setting", "GB/s", "variant", "ms measured", "ms simulated", "GB measured", "GB simulated",
+           "F ops offloaded"]
 
 
 def _setting(text: str):
@@ -103,10 +104,10 @@ def measured_peak(summary: dict, sched, costs) -> float:
     return peak
 
 
-def main() -> int:
+def main(argv=None) -> int:
     from primus_megatron import emulation as E
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--settings", default="1.5B:8:24", help="model:pp:microbatches, comma-separated")
     parser.add_argument("--links", default="25,50", help="host link GB/s per direction, comma-separated")
     parser.add_argument("--elements", type=int, default=1024, help="fp32 elements of an emulated activation")
@@ -115,8 +116,7 @@ def main() -> int:
                              "launch of its own")
     parser.add_argument("--scale", type=float, default=1.0,
                         help="ms of emulated time per paper ms (default 1); times are reported in emulated ms")
-    C.add_markdown_options(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
     began = time.time()
     for text in args.settings.split(","):
@@ -140,18 +140,17 @@ def main() -> int:
                              f"{1e3 * res['makespan']:.0f}", f"{sim.makespan * args.scale:.0f}",
                              gb(measured_peak(res, v.schedule, costs)), gb(sim.max_peak_memory),
                              sim.plan.count])
-            print(C.table(["setting", "GB/s", "variant", "ms measured", "ms simulated", "GB measured",
-                           "GB simulated", "F ops offloaded"], rows), flush=True)
-    text = (C.command_block(f"python benchmarks/offload_emulated.py --settings {args.settings} --links {args.links}"
-                              + (f" --scale {args.scale:g}" if args.scale != 1.0 else "")
-                              + (f" --variants '{args.variants}'" if args.variants else ""))
-            + f"\nMeasured on emulated devices at {args.scale:g} ms per paper ms ({time.time() - began:.0f} s on this machine, 2 cores shared with "
-              f"other work, load average {os.getloadavg()[0]:.0f} when written, taken "
-              f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}); `auto` under a memory "
-              f"limit of V-Min's simulated peak without offload. Memory: the largest rank's peak of resident "
-              f"activations along the measured op and copy times (module doc).\n\n"
-            + C.table(["setting", "GB/s", "variant", "ms measured", "ms simulated", "GB measured", "GB simulated",
-                       "F ops offloaded"], rows) + "\n")
+            print(C.table(HEADERS, rows), flush=True)
+    # the command with its defaults spelled out: the section names the settings and links it measured
+    text = C.section(
+        f"python benchmarks/offload_emulated.py --settings {args.settings} --links {args.links}"
+        + (f" --scale {args.scale:g}" if args.scale != 1.0 else "")
+        + (f" --variants '{args.variants}'" if args.variants else ""),
+        f"Measured on emulated devices at {args.scale:g} ms per paper ms ({time.time() - began:.0f} s on this "
+        f"machine, 2 cores shared with other work, load average {C.load():.0f} when written, taken {C.taken()}); "
+        "`auto` under a memory limit of V-Min's simulated peak without offload. Memory: the largest rank's peak of "
+        "resident activations along the measured op and copy times (module doc).",
+        C.table(HEADERS, rows))
     C.publish(args, TITLE, text, "offload_emulated")
     return 0
 

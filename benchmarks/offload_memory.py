@@ -24,7 +24,6 @@ next ops as on GPU. error: the worst rank's |measured - simulated| / simulated.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -110,28 +109,28 @@ def rows(per_rank: list, schedules, modes) -> list:
     return out
 
 
-def main() -> int:
+def main(argv=None) -> int:
     from primus_megatron import schedules as S
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--schedules", default=",".join(n for n in S.names() if n != "zb-optimal"))
     parser.add_argument("-m", type=int, default=8, help="microbatches (default 8)")
-    C.add_markdown_options(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     schedules = args.schedules.split(",")
     began = time.time()
     per_rank = run(schedules, m=args.m)
     head = ["schedule", "offload", "F ops offloaded", "W shares offloaded", "bandwidth (units)",
             "measured MiB (rank 0/1/2/3)", "simulated MiB", "worst error"]
     worst = max(float(r[-1].rstrip("%")) for r in rows(per_rank, schedules, MODES))
-    text = (C.command_block("python benchmarks/offload_memory.py")
-            + f"\nModel: {MODEL['num_layers']} layers, hidden {MODEL['hidden']}, {MODEL['heads']} heads, sequence "
-              f"{MODEL['seq']}, micro-batch {MODEL['mbs']}, fp32; pp=4, {args.m} microbatches; auto's memory limit "
-              f"{AUTO_LIMIT:g} of the largest simulated peak without offload. Peak resident activation bytes per rank "
-              f"(allocator events at op boundaries, `runtime/resident.py`) against the simulator's for the plan "
-              f"that ran; worst error over every cell: {worst:.1f}%. {time.time() - began:.0f} s on this machine, "
-              f"taken {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.\n\n"
-            + C.table(head, rows(per_rank, schedules, MODES)) + "\n")
+    text = C.section(
+        C.command_line("benchmarks/offload_memory.py", argv),
+        f"Model: {MODEL['num_layers']} layers, hidden {MODEL['hidden']}, {MODEL['heads']} heads, sequence "
+        f"{MODEL['seq']}, micro-batch {MODEL['mbs']}, fp32; pp=4, {args.m} microbatches; auto's memory limit "
+        f"{AUTO_LIMIT:g} of the largest simulated peak without offload. Peak resident activation bytes per rank "
+        f"(allocator events at op boundaries, `runtime/resident.py`) against the simulator's for the plan "
+        f"that ran; worst error over every cell: {worst:.1f}%. {time.time() - began:.0f} s on this machine, "
+        f"taken {C.taken()}.",
+        C.table(head, rows(per_rank, schedules, MODES)))
     C.publish(args, TITLE, text, "offload_memory")
     return 0
 

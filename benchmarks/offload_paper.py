@@ -19,7 +19,6 @@ layers): per-device peaks without offload and with that `auto`, at 25 and 50 GB/
 """
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import sys
@@ -124,31 +123,30 @@ def table2(links: tuple = (25.0, 50.0), microbatches: int = 128) -> list:
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    C.add_markdown_options(parser)
-    args = parser.parse_args()
+def main(argv=None) -> int:
+    args = C.parser(__doc__).parse_args(argv)
     rows, notes = table1()
     cell = "{}: ms / GB, off -> auto".format
     head = ["setting", "link GB/s", cell("zb-h1"), cell("zbv"), "zbv target (auto <= V-Min's GB, within 2% of zbv off)",
             cell("v-half"), cell("v-min")]
     t2 = table2()
-    text = (C.command_block("python benchmarks/offload_paper.py")
-            + "\nSimulated (`schedules.offload`), not measured. Cells: iteration time (ms, with the optimizer's "
-              "barrier) / largest per-device peak of resident activations (GB), without offload -> with `auto` "
-              "at its least memory within 2% of the time without offload. Activations: the paper's M_B = "
-              f"sb(34h + 5as) per layer, s = {SEQ}, b = {MBS}; W's share M_W = 32sbh, resident from B to W "
-              "unless offloaded (`auto` chooses among F's activations and W shares).\n\n"
-            + C.table(head, rows) + "\n\n"
-            + ("Where zbv misses the target, from the simulator:\n\n" + "\n".join(f"* {n}" for n in notes) + "\n\n"
-               if notes else "")
-            + "28.3B, 128 microbatches, pp 8-32 at a 25 and a 50 GB/s link (each rank's costs its share of the 62 "
-              "layers, per-layer costs from Table 8's pp=32 profile): per-device peak of resident activations (GB) "
-              "without offload -> with `auto` (least memory within 2%), auto's time against the time without "
-              "offload, and the floor: every F's activations and every W share offloaded with copies that take no "
-              "time.\n\n"
-            + C.table(["pp", "layers per rank", *(f"{n} GB, {link:g} GB/s" for link in (25, 50)
-                                                  for n in ("zbv", "v-half", "v-min"))], t2) + "\n")
+    text = C.section(
+        C.command_line("benchmarks/offload_paper.py", argv),
+        "Simulated (`schedules.offload`), not measured. Cells: iteration time (ms, with the optimizer's "
+        "barrier) / largest per-device peak of resident activations (GB), without offload -> with `auto` "
+        "at its least memory within 2% of the time without offload. Activations: the paper's M_B = "
+        f"sb(34h + 5as) per layer, s = {SEQ}, b = {MBS}; W's share M_W = 32sbh, resident from B to W "
+        "unless offloaded (`auto` chooses among F's activations and W shares).",
+        C.table(head, rows),
+        "Where zbv misses the target, from the simulator:" if notes else "",
+        "\n".join(f"* {n}" for n in notes),
+        "28.3B, 128 microbatches, pp 8-32 at a 25 and a 50 GB/s link (each rank's costs its share of the 62 "
+        "layers, per-layer costs from Table 8's pp=32 profile): per-device peak of resident activations (GB) "
+        "without offload -> with `auto` (least memory within 2%), auto's time against the time without "
+        "offload, and the floor: every F's activations and every W share offloaded with copies that take no "
+        "time.",
+        C.table(["pp", "layers per rank", *(f"{n} GB, {link:g} GB/s" for link in (25, 50)
+                                            for n in ("zbv", "v-half", "v-min"))], t2))
     C.publish(args, TITLE, text, "offload_paper")
     return 0
 

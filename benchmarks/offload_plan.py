@@ -17,10 +17,8 @@ import argparse
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-from _common import write_section  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
 
 from primus_megatron.schedules import Costs, generate, names  # noqa: E402
 from primus_megatron.schedules import offload  # noqa: E402
@@ -53,16 +51,14 @@ def main() -> int:
     args = parser.parse_args()
     head = ["schedule", "makespan (off)", "peak (off)"] + [f"{mode} @ {bw:g}" for bw in BANDWIDTHS
                                                            for mode in ("all", "auto")]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows()]
     body = ("`python benchmarks/offload_plan.py` (pp=4, 16 microbatches, F=B=W=1, mem-b -0.63 / mem-w -0.37). "
             "Cells: makespan / max resident peak memory (activation units: one rank's activations of one "
             "microbatch). `all` offloads every F and every W share (what B keeps for W); `auto` with no limit is "
             "the fastest plan, then the least "
-            "memory.\n\n" + "\n".join(lines))
+            "memory.\n\n" + C.table(head, rows()))
     print(body)
     if not args.no_write:
-        write_section(os.path.join(os.path.dirname(HERE), "BENCHMARKS.md"), SECTION, body)
+        C.write_section(os.path.join(C.ROOT, "BENCHMARKS.md"), SECTION, body)
     return 0
 
 

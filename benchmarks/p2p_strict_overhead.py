@@ -12,7 +12,6 @@ queue's thread reaches them. The modes alternate within a repetition.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -35,7 +34,7 @@ def pingpong_body(rank: int, case: dict) -> dict:
     for label, n in SIZES.items():
         buf = torch.ones(n)
         for rep in range(case["reps"]):
-            for mode in (("plain", "strict") if rep % 2 == 0 else ("strict", "plain")):
+            for mode in C.in_turn(["plain", "strict"], rep):
                 link = links[mode]
                 dist.barrier()
                 start = time.perf_counter()
@@ -51,9 +50,8 @@ def pingpong_body(rank: int, case: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     case = {"pp": 2, "reps": 4 if args.quick else 10, "trips": 50 if args.quick else 200}
     res = C.run_ranks(pingpong_body, case, 2, timeout_s=900)[0]
@@ -63,15 +61,15 @@ def main(argv=None) -> int:
         ratios = [s / p for p, s in zip(res[(label, "plain")], res[(label, "strict")])]
         rows.append([label, f"{1e6 * plain:.0f}", f"{1e6 * strict:.0f}", f"{1e6 * (strict - plain):+.0f}",
                      C.ratio_cell(ratios)])
-    command = "python " + " ".join(["benchmarks/p2p_strict_overhead.py", *(argv or sys.argv[1:])])
-    text = (C.command_block(command) + "\n"
-            + C.table(["message", "plain gloo, µs one way", "strict, µs one way", "difference, µs",
-                       "strict / plain (median [25th-75th])"], rows)
-            + f"\n\nOne way = half a round trip, median of {case['reps']} repetitions of {case['trips']} round trips "
+    text = C.section(
+        C.command_line("benchmarks/p2p_strict_overhead.py", argv),
+        C.table(["message", "plain gloo, µs one way", "strict, µs one way", "difference, µs",
+                 "strict / plain (median [25th-75th])"], rows),
+        f"One way = half a round trip, median of {case['reps']} repetitions of {case['trips']} round trips "
               f"(modes alternating); difference = strict - plain, per message. Load average while it ran: "
-              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores. A pipeline step posts about 2 messages per "
+              f"{C.load():.1f} on {os.cpu_count()} cores. A pipeline step posts about 2 messages per "
               f"microbatch and stage boundary, so a CPU step changes by about that difference per message; on "
-              f"the GPU the strict mode is not used (NCCL/RCCL order the ops themselves).\n")
+              f"the GPU the strict mode is not used (NCCL/RCCL order the ops themselves).")
     C.publish(args, SECTION, text, "p2p_strict_overhead")
     return 0
 

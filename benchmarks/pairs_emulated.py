@@ -23,7 +23,6 @@ same processes on the same chunks:
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -32,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import moe_layers as L  # noqa: E402
-from _common import add_markdown_options, command_block, publish, table  # noqa: E402
+import _common as C  # noqa: E402
 from pairs_simulated import with_a2a  # noqa: E402
 
 TITLE = "## Overlapped F&B pairs (emulated)"
@@ -88,7 +87,7 @@ def launch(pp: int, m: int, x: float, unit_ms: float, rounds: int, labels: tuple
     mean_op = sum(r["mean_op"] for r in rows.values()) / len(rows)
     spread = max(max(t for t, _, _ in runs) / min(t for t, _, _ in runs) for runs in found.values())
     return {"rows": rows, "host_per_op": overhead, "message": hop, "mean_op": mean_op, "spread": spread,
-            "wall": time.monotonic() - t0, "load": os.getloadavg()[0]}
+            "wall": time.monotonic() - t0, "load": C.load()}
 
 
 def table_rows(runs: dict) -> list:
@@ -170,8 +169,7 @@ def long_reading(run: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_markdown_options(parser)
+    parser = C.parser(__doc__)
     parser.add_argument("--pp", default=",".join(str(pp) for pp, _ in SETTINGS),
                         help="pipeline sizes, comma-separated (default 8,16; m as in SETTINGS, else 4p)")
     parser.add_argument("--unit-ms", type=float, default=UNIT_MS, help=f"ms per cost unit (default {UNIT_MS:g})")
@@ -188,8 +186,8 @@ def main(argv=None) -> int:
     if not args.no_long:
         long = launch(LONG["pp"], LONG["m"], LONG["x"], LONG["unit_ms"], 1, LONG["labels"])
         print(f"long ops: {long['wall']:.0f} s", file=sys.stderr, flush=True)
-    text = "\n".join([
-        command_block("python benchmarks/pairs_emulated.py"), "",
+    text = C.section(
+        C.command_line("benchmarks/pairs_emulated.py", argv),
         f"Measured on emulated devices ({LAYER.name} MoE costs of `pairs_simulated.py`, experts' W in W, "
         f"all-to-all x F's compute added to F and B; 1 cost unit = {args.unit_ms:g} ms; pp 16 at m = 2p, as 16 "
         f"ranks at m = 4p are too heavy for this machine's 2 shared cores (host work 30-46% of an op); per (pp, x) "
@@ -199,13 +197,12 @@ def main(argv=None) -> int:
         "against the simulation with the least measured host work per op and message of our runtime's rows "
         "charged; `host ms/op`: the row's own (our runtime's rows; megatron's and torch's runtimes are not timed "
         "per op); peak activation memory simulated, in one rank's layers of one microbatch; `vs combined`: "
-        "against megatron's combined 1F1B, measured and simulated.", "",
-        table(["pp", "m", "all-to-all / F compute", "schedule", "pairs", "measured ms", "simulated ms", "meas/sim",
-               "meas/sim+host", "host ms/op", "peak memory", "vs combined (measured)", "vs combined (simulated)"],
-              table_rows(runs)), "",
-        *reading(runs), *([long_reading(long)] if long else []),
-    ])
-    publish(args, TITLE, text, "pairs_emulated")
+        "against megatron's combined 1F1B, measured and simulated.",
+        C.table(["pp", "m", "all-to-all / F compute", "schedule", "pairs", "measured ms", "simulated ms", "meas/sim",
+                 "meas/sim+host", "host ms/op", "peak memory", "vs combined (measured)", "vs combined (simulated)"],
+                table_rows(runs)),
+        "\n".join([*reading(runs), *([long_reading(long)] if long else [])]))
+    C.publish(args, TITLE, text, "pairs_emulated")
     return 0
 
 

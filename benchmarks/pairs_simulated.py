@@ -18,14 +18,13 @@ forward many of its pairs would wait on themselves, so it is 12-20% slower than 
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import moe_layers as L  # noqa: E402
-from _common import add_markdown_options, command_block, publish, table  # noqa: E402
+import _common as C  # noqa: E402
 
 TITLE = "## Overlapped F&B pairs against the expert all-to-all (simulated, pp 8 and 16)"
 COMBINED = "megatron-combined-1f1b"
@@ -111,23 +110,20 @@ def reading(found: list) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_markdown_options(parser)
-    args = parser.parse_args(argv)
+    args = C.parser(__doc__).parse_args(argv)
     found = rows()
-    text = "\n".join([
-        command_block("python benchmarks/pairs_simulated.py"), "",
+    text = C.section(
+        C.command_line("benchmarks/pairs_simulated.py", argv),
         "Simulated (no runtime): makespan in F-compute units; `vs combined 1F1B`: against megatron's combined "
         "1F1B (`megatron-combined-1f1b`: its order, one warm-up forward more than interleaved 1F1B's, with every "
         "steady-state F&B step as one pair); `interleaved-1f1b` with pairs: its F-then-B neighbours paired "
         "(`schedules/pairing.py`), what stood for megatron's before its order was written down; peak activation "
         "memory per rank in microbatches of a rank's layers. m = 4p. Measured on emulated devices: section "
-        "\"Overlapped F&B pairs (emulated)\".", "",
-        table(["layer", "pp", "all-to-all / F compute", "schedule", "pairs", "makespan", "vs combined 1F1B",
-               "peak memory"], [r[:-1] for r in found]), "",
-        reading(found),
-    ])
-    publish(args, TITLE, text, "pairs_simulated")
+        "\"Overlapped F&B pairs (emulated)\".",
+        C.table(["layer", "pp", "all-to-all / F compute", "schedule", "pairs", "makespan", "vs combined 1F1B",
+                 "peak memory"], [r[:-1] for r in found]),
+        reading(found))
+    C.publish(args, TITLE, text, "pairs_simulated")
     return 0
 
 

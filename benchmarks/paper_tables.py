@@ -22,7 +22,6 @@ table, not from REFERENCE.md).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -84,22 +83,19 @@ def report(argv=None) -> str:
         key = (s.model, s.pp, s.microbatches)
         rows8.append([s.model, s.pp, s.microbatches] + [cell(o, q) for o, q in zip(table8_row(s), P.TABLE8[key])])
     elapsed = time.perf_counter() - t0
-    lines = [C.command_block(C.command_line("benchmarks/paper_tables.py", argv)), __doc__.split("\n\n", 2)[2].strip(),
-             "",
-             f"### Table 5 (ours / paper; M_W/M_B is the weight gradient's share of a layer's activations)\n",
-             C.table(["model", "p", "m", "M_W/M_B", *P.TABLE5_COLUMNS], rows5), "",
-             "### Table 8: ZB-V (ours / paper)\n",
-             C.table(["model", "p", "m", *P.TABLE8_COLUMNS], rows8), "",
-             f"(!) marks a cell of ours above the paper's + 0.002: only 1F1B-I, where our `interleaved-1f1b` is "
-             f"Megatron's order and the paper's script times its own interleaved order (the acceptance bar of issue "
-             f"29 is ZB-1p / ZB-2p). {elapsed:.0f} s on this machine."]
-    return "\n".join(lines)
+    return C.section(
+        C.command_line("benchmarks/paper_tables.py", argv), C.method(__doc__),
+        "### Table 5 (ours / paper; M_W/M_B is the weight gradient's share of a layer's activations)",
+        C.table(["model", "p", "m", "M_W/M_B", *P.TABLE5_COLUMNS], rows5),
+        "### Table 8: ZB-V (ours / paper)",
+        C.table(["model", "p", "m", *P.TABLE8_COLUMNS], rows8),
+        f"(!) marks a cell of ours above the paper's + 0.002: only 1F1B-I, where our `interleaved-1f1b` is "
+        "Megatron's order and the paper's script times its own interleaved order (the acceptance bar of issue "
+        f"29 is ZB-1p / ZB-2p). {elapsed:.0f} s on this machine.")
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    C.add_markdown_options(parser)
-    args = parser.parse_args(argv)
+    args = C.parser(__doc__).parse_args(argv)
     C.publish(args, SECTION, report(argv), "paper_tables")
     return 0
 

@@ -19,7 +19,6 @@ fails to run (an exception), whatever the times.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import queue
 import sys
@@ -152,10 +151,9 @@ def table(rows: list, pp: int, m: int) -> tuple[str, list]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="pp=32 x 256 only, one run per schedule")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per (schedule, size) (default 900; quick 300)")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
 
     from primus_megatron import schedules as S
@@ -183,26 +181,25 @@ def main(argv=None) -> int:
     elapsed = time.monotonic() - started
     steal = C.steal_share(counters, C.cpu_counters())
     steal_note = "" if steal is None else f" (the hypervisor took {100 * steal:.0f}% of its CPU time meanwhile)"
-    command = C.command_line("benchmarks/planner_speed.py", argv)
     runs_note = ("one run each" if args.quick else
                  "median (min-max) of 3 runs; at pp=64 a case whose first run took over 10 s is run once")
     summary = []
     for (pp, m), slow in all_slow.items():
         summary.append(f"over {SLOW_S:g} s at pp={pp}, m={m}: " + ("; ".join(slow) if slow else "none"))
-    body = (C.command_block(command) + "\n"
-            f"CPU time (`time.process_time`: the wall time on an idle machine, the planner being single-threaded) "
-            f"of `schedules.generate(name, pp, m, validate=False)` and of `schedules.validate(schedule, "
-            f"costs=..., memory_limit=...)` (completeness, dependency order, memory, lowering to batches of "
-            f"send/recv, NCCL/RCCL hang check), every registered schedule but zb-optimal, default (unit) costs and "
-            f"memory limit, and at pp=32 `zb-auto` under the paper's 28.3B costs and memory model at limits p and "
-            f"2p, planned for a barrier and for post-validation; each case in a fresh process, {runs_note}; `ops` = "
-            f"compute ops in the schedule. "
-            f"{elapsed:.0f} s in all on a shared 2-core machine{steal_note}. The planner is "
-            f"single-threaded pure Python, so its times scale with single-core CPython speed: here "
-            f"`python -m timeit \"{YARDSTICK}\"` takes {yardstick:.1f} ms; run it on your machine to scale "
-            f"the tables.\n\n"
-            + "\n\n".join(sections) + "\n\n" + "\n".join(f"- {line}" for line in summary)
-            + "\n\n" + WHERE_TIME_GOES)
+    body = C.section(
+        C.command_line("benchmarks/planner_speed.py", argv),
+        f"CPU time (`time.process_time`: the wall time on an idle machine, the planner being single-threaded) "
+        f"of `schedules.generate(name, pp, m, validate=False)` and of `schedules.validate(schedule, "
+        f"costs=..., memory_limit=...)` (completeness, dependency order, memory, lowering to batches of "
+        f"send/recv, NCCL/RCCL hang check), every registered schedule but zb-optimal, default (unit) costs and "
+        f"memory limit, and at pp=32 `zb-auto` under the paper's 28.3B costs and memory model at limits p and "
+        f"2p, planned for a barrier and for post-validation; each case in a fresh process, {runs_note}; `ops` = "
+        f"compute ops in the schedule. "
+        f"{elapsed:.0f} s in all on a shared 2-core machine{steal_note}. The planner is "
+        f"single-threaded pure Python, so its times scale with single-core CPython speed: here "
+        f"`python -m timeit \"{YARDSTICK}\"` takes {yardstick:.1f} ms; run it on your machine to scale "
+        f"the tables.",
+        *sections, "\n".join(f"- {line}" for line in summary), WHERE_TIME_GOES)
     C.publish(args, SECTION, body, "planner_speed")
     return 0
 

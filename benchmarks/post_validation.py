@@ -31,7 +31,6 @@ and from equal costs.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -92,7 +91,7 @@ def pv_body(rank: int, case: dict) -> list:
     out = []
     configs = case["configs"]
     for rnd in range(case["rounds"]):
-        order = configs[rnd % len(configs):] + configs[:rnd % len(configs)]
+        order = C.in_turn(configs, rnd)
         for config in order:
             args, spec = parse_run(argv_for(config, case["iters"]), world_size=PP)
             records = []
@@ -230,11 +229,10 @@ def report(results: list, opts: dict, elapsed: float, command: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="one round of 8 iterations per configuration")
     parser.add_argument("--rounds", type=int, default=None, help="rounds over the configurations (default 3; quick 1)")
     parser.add_argument("--iters", type=int, default=None, help="iterations per run (default 14; quick 8)")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     opts = {"rounds": args.rounds or (1 if args.quick else 3), "iters": args.iters or (8 if args.quick else 14),
             "skip": 2}

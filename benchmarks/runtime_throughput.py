@@ -36,7 +36,6 @@ tested (tests/test_runtime_parity.py, tests/test_production_matrix.py).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -97,26 +96,27 @@ def build(model: dict, schedule: str, pp: int):
     return chunks_
 
 
-def make_batches(model: dict, count: int, seed: int = 0) -> list:
+def make_batches(model: dict, count: int, seed: int = 0, *, causal: bool = True) -> list:
+    """Whole-sequence microbatches; `causal=False`: no attention mask (TE's causal attention builds its own)."""
     import torch
 
     gen = torch.Generator().manual_seed(seed)
     s, b = model["seq"], model["mbs"]
-    causal = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1).view(1, 1, s, s)
+    mask = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1).view(1, 1, s, s) if causal else None
     out = []
     for _ in range(count):
         tokens = torch.randint(0, model["vocab"], (b, s + 1), generator=gen)
         out.append({"tokens": tokens[:, :-1].contiguous(), "labels": tokens[:, 1:].contiguous(),
                     "loss_mask": torch.ones(b, s), "position_ids": torch.arange(s).repeat(b, 1),
-                    "attention_mask": causal})
+                    "attention_mask": mask})
     return out
 
 
 def loss_func(loss_mask, output_tensor):
     import torch
 
-    losses = output_tensor.float().view(-1)
-    mask = loss_mask.view(-1).float()
+    losses = output_tensor.float().reshape(-1)
+    mask = loss_mask.reshape(-1).float()
     loss = torch.sum(losses * mask)
     num_tokens = mask.sum().to(torch.int)
     return loss, num_tokens, {"lm loss": torch.cat([loss.detach().view(1), num_tokens.float().view(1)])}
@@ -307,19 +307,16 @@ def throughput_body(rank: int, case: dict) -> dict:
     names = list(variants)
     load = []
     for rep in range(case["reps"]):
-        load.append(os.getloadavg()[0])
-        order = names[rep % len(names):] + names[:rep % len(names)]
+        load.append(C.load())
         for m in ms:
-            jobs = [(name, variants[name]) for name in order]
+            jobs = [(name, variants[name]) for name in C.in_turn(names, rep)]
             if m in case["extra_ms"]:
                 jobs.append(("torch-zbv (megatron linear)", partial(run_torch, impl=megatron_linear)))
             for name, fn in jobs:
                 zero_grads(models.get(name, loop_model))
                 dist.barrier()
-                t0 = time.perf_counter()
-                fn(m)
-                t1 = time.perf_counter()
-                (times if (name, m) in times else extra)[(name, m)].append(t1 - t0)
+                seconds, _ = C.timed(lambda: fn(m))
+                (times if (name, m) in times else extra)[(name, m)].append(seconds)
                 runner = runners.get(name)
                 if runner is not None and runner.last_step is not None:
                     busy[(name, m)].append(sum(r.end - r.start for r in runner.last_step.timeline))
@@ -559,10 +556,9 @@ def report(res: list, mem: dict, opts: dict, elapsed: float, command: str) -> st
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="3 repetitions, m in {4, 8}")
     parser.add_argument("--reps", type=int, default=None, help="timed repetitions per variant (default 20; quick 3)")
-    C.add_markdown_options(parser)
     parser.add_argument("--skip-memory", action="store_true", help="(debugging) skip part (d)")
     parser.add_argument("--tiny", action="store_true", help="(debugging) a tiny model")
     args = parser.parse_args(argv)

@@ -20,7 +20,6 @@ memory <= theirs. Exit status 1 if any pairing or reference check fails.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -28,15 +27,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402  (puts the repository first on the import path)
 
 from primus_megatron.schedules import (  # noqa: E402
     B, BW, F, LOOP, V, W, Costs, Op, Schedule, ScheduleError, generate, names, owner_of, simulate, validate,
 )
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
 
 SECTION = "## Schedule quality (simulated)"
 EXCLUDED = ("zb-optimal",)
@@ -228,9 +224,8 @@ def run(grid: list[tuple[int, int, float]]) -> tuple[str, str, bool]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="smaller grid: pp in {4, 8}, microbatches in {2p, 3p}")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
 
     pps, factors = ((4, 8), (2, 3)) if args.quick else ((4, 8, 16), (2, 3, 4, 8))
@@ -238,12 +233,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     t0 = time.time()
     body, summary, ok = run(grid)
     elapsed = time.time() - t0
-    header = (C.command_block(C.command_line("benchmarks/schedule_quality.py", argv)) + "\n"
-              f"Equal costs f = b = w = 1 per rank and microbatch (a 2-chunk op costs 1/2), comm = p2p latency per "
-              f"message; memory in units of one microbatch's activations on one rank (1F1B peaks at pp). "
-              f"sync bubble = 1 - busy / (pp x makespan); async bubble uses the longest per-rank span instead "
-              f"(post-validation, no end-of-step barrier). Grid of {len(grid)} cells, {elapsed:.0f} s on this machine.\n")
-    C.publish(args, SECTION, header + "\n" + body, "schedule_quality")
+    text = C.section(
+        C.command_line("benchmarks/schedule_quality.py", argv),
+        f"Equal costs f = b = w = 1 per rank and microbatch (a 2-chunk op costs 1/2), comm = p2p latency per "
+        "message; memory in units of one microbatch's activations on one rank (1F1B peaks at pp). "
+        "sync bubble = 1 - busy / (pp x makespan); async bubble uses the longest per-rank span instead "
+        f"(post-validation, no end-of-step barrier). Grid of {len(grid)} cells, {elapsed:.0f} s on this machine.",
+        body)
+    C.publish(args, SECTION, text, "schedule_quality")
     return 0 if ok else 1
 
 

@@ -19,19 +19,15 @@ at most --tensor-tolerance, on both ranks. Exit status 1 if any schedule fails.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import os
 import sys
 import time
 from typing import Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402  (puts the repository first on the import path)
 
 SECTION = "## Soak"
 _LEAKED: list = []
@@ -211,7 +207,7 @@ def table(rows: list) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--quick", action="store_true", help="60 iterations per schedule (windows of 15)")
     parser.add_argument("--iterations", type=int, default=None, help="iterations per schedule (default 300)")
     parser.add_argument("--schedules", default=None, help="comma-separated names (default: every registered one)")
@@ -224,7 +220,6 @@ def main(argv=None) -> int:
                         help="allowed growth of the live tensor count between the windows (default 0)")
     parser.add_argument("--inject-leak", action="store_true",
                         help="keep one small tensor per iteration alive, to see the check fail (implies --no-markdown)")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
 
     from primus_megatron import schedules as S
@@ -248,17 +243,19 @@ def main(argv=None) -> int:
     results = run(names, opts, timeout_s=60 + 2.0 * iterations * len(names))
     rows = [(name, judge(results[name], opts)) for name in names]
     elapsed = time.monotonic() - started
-    body = (C.command_block(C.command_line("benchmarks/soak.py", argv)) + "\n"
-            f"pp={WORLD} CPU ranks (gloo), a {NUM_LAYERS}-layer GPT (hidden {HIDDEN}, {MICROBATCHES} "
-            f"microbatches of {MICRO_BATCH} x {SEQ} tokens), megatron DDP and Adam, {iterations} iterations per "
-            f"schedule in the same two processes, {elapsed:.0f} s on this machine. After every iteration: "
-            f"deferred weight gradients left in the store and p2p sends still pending (both must be 0). "
-            f"Growth = mean of the last {opts['window']} iterations minus the mean of the first "
-            f"{opts['window']} after {opts['warmup']} warm-up iterations, worst of the two ranks; live tensors "
-            f"created since the loop began counted (gc) every {opts['sample_every']} iterations. The RSS "
-            f"growth of the first schedule run in the processes includes the allocator's warm-up. A schedule passes "
-            f"with RSS growth <= {opts['rss_tolerance_mib']:g} MiB and tensor-count growth <= "
-            f"{opts['tensor_tolerance']:g}.\n\n" + table(rows))
+    body = C.section(
+        C.command_line("benchmarks/soak.py", argv),
+        f"pp={WORLD} CPU ranks (gloo), a {NUM_LAYERS}-layer GPT (hidden {HIDDEN}, {MICROBATCHES} "
+        f"microbatches of {MICRO_BATCH} x {SEQ} tokens), megatron DDP and Adam, {iterations} iterations per "
+        f"schedule in the same two processes, {elapsed:.0f} s on this machine. After every iteration: "
+        f"deferred weight gradients left in the store and p2p sends still pending (both must be 0). "
+        f"Growth = mean of the last {opts['window']} iterations minus the mean of the first "
+        f"{opts['window']} after {opts['warmup']} warm-up iterations, worst of the two ranks; live tensors "
+        f"created since the loop began counted (gc) every {opts['sample_every']} iterations. The RSS "
+        f"growth of the first schedule run in the processes includes the allocator's warm-up. A schedule passes "
+        f"with RSS growth <= {opts['rss_tolerance_mib']:g} MiB and tensor-count growth <= "
+        f"{opts['tensor_tolerance']:g}.",
+        table(rows))
     C.publish(args, SECTION, body, "soak")
     print(f"soak: {elapsed:.0f} s")
     return 0 if all(r["ok"] for _, r in rows) else 1

@@ -36,7 +36,6 @@ optimum next to both generators' bubbles.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import importlib.util
 import io
@@ -46,13 +45,10 @@ import sys
 import time
 from typing import Optional
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402  (puts the repository first on the import path)
 
 from primus_megatron.schedules import B, F, V, W, Costs, Op, Schedule, generate, simulate, validate  # noqa: E402
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import _common as C  # noqa: E402
 
 SECTION = "## V schedules against sail-sg's generators (simulated)"
 PACKAGE = "megatron.core.pipeline_parallel.zerobubble.scheduler"
@@ -188,13 +184,12 @@ def _revision(root: str) -> str:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--sail-sg", required=True, metavar="DIR",
                         help="a checkout of github.com/sail-sg/zero-bubble-pipeline-parallelism (outside this repo)")
     parser.add_argument("--quick", action="store_true", help="pp 4 and 8 only")
     parser.add_argument("--ilp-time-limit", type=float, default=300.0, metavar="SECONDS",
                         help="time limit of each integer program of the second table (default 300; 0 skips it)")
-    C.add_markdown_options(parser)
     args = parser.parse_args(argv)
     if not os.path.isdir(args.sail_sg):
         parser.exit(2, f"--sail-sg: {args.sail_sg} is not a directory\n")
@@ -203,14 +198,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     grid = [(pp, m, cost) for pp in pps for m in (2 * pp, 3 * pp, 4 * pp) for cost in COSTS]
     started = time.perf_counter()
     rows, stats = run(mods, grid)
-    command = "python benchmarks/v_schedules_vs_sailsg.py --sail-sg /path/to/zero-bubble-pipeline-parallelism" + (
-        " --quick" if args.quick else "")
     best = {n: max(g) for n, g in stats["gains"].items()}
     ilp = []
     if args.ilp_time_limit > 0:
         ilp = ilp_rows(mods, [(3, 4, cost) for cost in COSTS[1:]], args.ilp_time_limit)
-    text = "\n".join([
-        C.command_block(command),
+    text = C.section(
+        # the command with the checkout's path left for the reader to fill in
+        "python benchmarks/v_schedules_vs_sailsg.py --sail-sg /path/to/zero-bubble-pipeline-parallelism"
+        + (" --quick" if args.quick else ""),
         f"sail-sg at commit `{_revision(args.sail_sg)}`; grid pp in {{{', '.join(map(str, pps))}}} x m in "
         f"{{2pp, 3pp, 4pp}} x per-chunk costs (F, B, W, comm); {time.perf_counter() - started:.0f} s. Each cell: "
         "sync bubble ours / theirs (bubble reduction) [peak activation memory ours / theirs, in units of one "
@@ -218,25 +213,18 @@ def main(argv: Optional[list[str]] = None) -> int:
         "memory, the issue's target for V-Half and V-Min where costs are unequal or comm > 0. Last column: async "
         "bubble (no optimizer barrier) of our zbv planned for post-validation / of their ZB-V order, 4 digits "
         "[peak memory ours / theirs]. How the generators are run and the costs converted: the script's docstring.",
-        "",
         C.table(["pp", "m", "costs (F, B, W, comm)", "zbv", "v-half", "v-min", "zbv async (post-validation)"], rows),
-        "",
-        f"- no worse than sail-sg (bubble and memory): {stats['no_worse']}/{stats['cases']} cells",
-        f"- zbv planned for post-validation, async bubble no worse than their ZB-V's (bubble and memory): "
-        f"{stats['async_no_worse']}/{stats['async_cases']} cells",
-        f"- at least 20% less bubble than their V-Half / V-Min where costs are unequal or comm > 0: "
-        f"{stats['target_met']}/{stats['target_cases']} cells",
+        f"- no worse than sail-sg (bubble and memory): {stats['no_worse']}/{stats['cases']} cells\n"
+        "- zbv planned for post-validation, async bubble no worse than their ZB-V's (bubble and memory): "
+        f"{stats['async_no_worse']}/{stats['async_cases']} cells\n"
+        "- at least 20% less bubble than their V-Half / V-Min where costs are unequal or comm > 0: "
+        f"{stats['target_met']}/{stats['target_cases']} cells\n"
         f"- largest reduction: zbv {best['zbv']:.0%}, v-half {best['v-half']:.0%}, v-min {best['v-min']:.0%}",
-        "",
-    ] + ([
-        f"### How far from the optimum (ILP, {args.ilp_time_limit:g} s per case)",
-        "",
-        "Sync bubbles at the memory bound shown (the smaller of the two peaks); `ILP`: the shortest order the "
-        "integer program finds there, with its proof status.",
-        "",
-        C.table(["pp", "m", "costs (F, B, W, comm)", "schedule", "memory", "sail-sg", "ours", "ILP", "solve (s)"], ilp),
-        "",
-    ] if ilp else []))
+        *([f"### How far from the optimum (ILP, {args.ilp_time_limit:g} s per case)",
+           "Sync bubbles at the memory bound shown (the smaller of the two peaks); `ILP`: the shortest order the "
+           "integer program finds there, with its proof status.",
+           C.table(["pp", "m", "costs (F, B, W, comm)", "schedule", "memory", "sail-sg", "ours", "ILP", "solve (s)"],
+                   ilp)] if ilp else []))
     C.publish(args, SECTION, text, "v_schedules_vs_sailsg")
     return 0 if stats["no_worse"] == stats["cases"] else 1
 

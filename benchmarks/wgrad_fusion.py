@@ -16,7 +16,6 @@ the W GEMMs issued on their own cost.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -29,6 +28,11 @@ import runtime_throughput as R  # noqa: E402
 
 SECTION = "## W time with gradient-accumulation fusion (CPU, pp=2, one core per rank)"
 M = 8  # microbatches per step
+READING = (
+    "W accumulates through the kernel megatron's own fused backward calls (apex's on GPU, compat.cpu's on CPU) "
+    "with no weight-sized temporary; B + W against megatron's one backward shows what the split itself costs "
+    "(a second pass over the layers' closures, the GEMMs issued apart). Run-to-run spread on this shared 2-core "
+    "machine is about 5 %, so ratios within 0.95-1.05 are no measurable difference.")
 
 
 def _wire(model, config) -> None:
@@ -123,9 +127,8 @@ def body(rank: int, case: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = C.parser(__doc__)
     parser.add_argument("--reps", type=int, default=7)
-    C.add_markdown_options(parser)
     parser.add_argument("--no-write", action="store_true", help="the same as --no-markdown (older name)")
     args = parser.parse_args(argv)
     if args.reps < 1:
@@ -137,19 +140,17 @@ def main(argv=None) -> int:
         for rank, res in enumerate(per_rank):
             rows.append(["bf16" if bf16 else "fp32", rank, f"{1e3 * res['megatron']:.2f}", f"{1e3 * res['B']:.2f}",
                          f"{1e3 * res['W']:.2f}", f"{(res['B'] + res['W']) / res['megatron']:.3f}"])
-    table = C.table(["precision", "stage", "megatron backward (ms)", "our B (ms)", "our W (ms)", "(B + W) / backward"],
-                    rows)
-    text = (C.command_block(C.command_line("benchmarks/wgrad_fusion.py", argv)) + "\n"
-            f"Run on {time.strftime('%Y-%m-%d')}. "
-            f"{R.MODEL['num_layers']}-layer GPT, hidden {R.MODEL['hidden']}, sequence {R.MODEL['seq']}, micro "
-            f"batch {R.MODEL['mbs']}, {M} microbatches, megatron DDP with overlapped aligned gradient reduce and "
-            f"gradient-accumulation fusion (compat.cpu's kernel), pp=2 ranks pinned one per core. Per microbatch "
-            f"and stage, median of {args.reps} interleaved repetitions: megatron-core 1F1B's `backward_step`, our "
-            f"zb-h1's B and W ops on the same model and weights.\n\n{table}\n\nW accumulates through the kernel "
-            f"megatron's own fused backward calls (apex's on GPU, compat.cpu's on CPU) with no weight-sized "
-            f"temporary; B + W against megatron's one backward shows what the split itself costs (a second pass "
-            f"over the layers' closures, the GEMMs issued apart). Run-to-run spread on this shared 2-core machine "
-            f"is about 5 %, so ratios within 0.95-1.05 are no measurable difference.\n")
+    text = C.section(
+        C.command_line("benchmarks/wgrad_fusion.py", argv),
+        f"Run on {time.strftime('%Y-%m-%d')}. "
+        f"{R.MODEL['num_layers']}-layer GPT, hidden {R.MODEL['hidden']}, sequence {R.MODEL['seq']}, micro "
+        f"batch {R.MODEL['mbs']}, {M} microbatches, megatron DDP with overlapped aligned gradient reduce and "
+        f"gradient-accumulation fusion (compat.cpu's kernel), pp=2 ranks pinned one per core. Per microbatch "
+        f"and stage, median of {args.reps} interleaved repetitions: megatron-core 1F1B's `backward_step`, our "
+        f"zb-h1's B and W ops on the same model and weights.",
+        C.table(["precision", "stage", "megatron backward (ms)", "our B (ms)", "our W (ms)", "(B + W) / backward"],
+                rows),
+        READING)
     C.publish(args, SECTION, text, "wgrad_fusion")
     return 0
 
