@@ -10,7 +10,8 @@
   blank line apart; `command_line(script, argv)` is that command as it was run;
   `method(doc)`: the docstring's paragraphs past the title and usage)
   and `publish(args, title, text, name)`: print the section, then replace it in
-  BENCHMARKS.md (`write_section`: that one `## ` section, every other as it is).
+  the script's page under docs/benchmarks/ (`PAGES`; `write_section`: that one `## ` section, every
+  other as it is). BENCHMARKS.md is the front page, written by hand from those pages.
 * what a section says about its run: `taken()` (when, UTC) and `load()` (the
   load average); `timed(fn)` for one timed call and `in_turn(variants, rep)`, the
   order of interleaved repetitions.
@@ -61,10 +62,55 @@ def run_checked(cmd: list, *, timeout_s: float, env: Optional[dict] = None) -> s
     return proc
 
 
+# The page of docs/benchmarks/ each script's sections belong to (BENCHMARKS.md, the front page, links them).
+PAGES = {
+    "balanced_data_emulated.py": "balanced-data",
+    "cp_profile.py": "runtime-cpu",
+    "dummy_grad_memory.py": "runtime-cpu",
+    "emulated_post_validation.py": "post-validation",
+    "emulated_scale.py": "emulated",
+    "gpu_projection.py": "projection",
+    "idle_rank_cost.py": "emulated",
+    "interleaved_wins.py": "schedule-quality",
+    "layer_splits.py": "runtime-cpu",
+    "lowered_makespan.py": "schedule-quality",
+    "mb_order.py": "balanced-data",
+    "moe_cpu_profile.py": "moe-and-pairs",
+    "moe_emulated.py": "moe-and-pairs",
+    "moe_layers.py": "moe-and-pairs",
+    "offload_emulated.py": "offload",
+    "offload_memory.py": "offload",
+    "offload_paper.py": "offload",
+    "offload_plan.py": "offload",
+    "p2p_strict_overhead.py": "runtime-cpu",
+    "pairs_emulated.py": "moe-and-pairs",
+    "pairs_simulated.py": "moe-and-pairs",
+    "paper_tables.py": "schedule-quality",
+    "planner_speed.py": "planner",
+    "post_validation.py": "post-validation",
+    "runtime_throughput.py": "runtime-cpu",
+    "schedule_quality.py": "schedule-quality",
+    "soak.py": "runtime-cpu",
+    "v_schedules_vs_sailsg.py": "schedule-quality",
+    "w_host_cost.py": "runtime-cpu",
+    "wgrad_fusion.py": "runtime-cpu",
+}
+
+
+def default_page() -> Optional[str]:
+    """The running script's page (`PAGES`), or None for a script without one."""
+    script = os.path.basename(getattr(sys.modules.get("__main__"), "__file__", None) or "")
+    page = PAGES.get(script)
+    return os.path.join(ROOT, "docs", "benchmarks", f"{page}.md") if page else None
+
+
 def add_markdown_options(parser) -> None:
-    """Where a benchmark writes its section: --markdown FILE, or --no-markdown to print only."""
-    parser.add_argument("--markdown", default=os.path.join(ROOT, "BENCHMARKS.md"),
-                        help="file whose section this benchmark replaces (default: BENCHMARKS.md)")
+    """Where a benchmark writes its section: --markdown FILE (default: its docs/benchmarks page), or
+    --no-markdown to print only."""
+    page = default_page()
+    shown = os.path.relpath(page, ROOT) if page else "none: give one"
+    parser.add_argument("--markdown", default=page,
+                        help=f"file whose section this benchmark replaces (default: {shown})")
     parser.add_argument("--no-markdown", action="store_true", help="print only; do not touch the markdown file")
 
 
@@ -94,6 +140,9 @@ def section(command: str, *parts: str) -> str:
 def publish(args, title: str, text: str, name: str) -> None:
     """Print the section's text; unless --no-markdown, replace section `title` of args.markdown with it."""
     print(text)
+    if not args.no_markdown and args.markdown is None:
+        raise SystemExit(f"{name}: error: --markdown: this script has no page under docs/benchmarks/ (PAGES in "
+                         f"benchmarks/_common.py); give the page's path, or --no-markdown")
     if not args.no_markdown:
         write_section(args.markdown, title, text)
         print(f"{name}: wrote the '{title}' section of {args.markdown}", flush=True)

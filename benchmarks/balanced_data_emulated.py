@@ -1,6 +1,6 @@
 """Balanced data across data-parallel pipelines on emulated devices (issue 40 item 5).
 
-    python benchmarks/balanced_data_emulated.py     # prints the section and replaces it in BENCHMARKS.md
+    python benchmarks/balanced_data_emulated.py     # prints the section and replaces it in docs/benchmarks/balanced-data.md
     python benchmarks/balanced_data_emulated.py --no-training --json out/bal.json   # emulated part only
     python benchmarks/balanced_data_emulated.py --from-json out/bal.json            # the section from saved numbers
 

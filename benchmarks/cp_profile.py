@@ -1,6 +1,6 @@
 """Context parallelism: the profiled costs at CP=2 against CP=1, and what `zb-auto` and `auto` plan from them.
 
-    python benchmarks/cp_profile.py            # prints the section and replaces it in BENCHMARKS.md
+    python benchmarks/cp_profile.py            # prints the section and replaces it in docs/benchmarks/runtime-cpu.md
     python benchmarks/cp_profile.py --quick    # a smaller model and sequence (the full run: 35 s on 2 cores)
 
 The model: megatron-core's GPTModel on its TransformerEngine spec (causal attention, no dropout;

@@ -206,8 +206,8 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=8, help="sequence x micro batch of each microbatch")
     p.add_argument("--before", default="fa0dc23", help="revision measured as 'before' (git archive of it)")
     p.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--markdown", default=os.path.join(ROOT, "BENCHMARKS.md"),
-                   help="file whose section this benchmark replaces (default: BENCHMARKS.md)")
+    p.add_argument("--markdown", default=os.path.join(ROOT, "docs", "benchmarks", "runtime-cpu.md"),
+                   help="file whose section this benchmark replaces (default: docs/benchmarks/runtime-cpu.md)")
     p.add_argument("--no-markdown", action="store_true", help="print only; do not touch the markdown file")
     args = p.parse_args()
     if args.measure:  # in a subprocess whose PYTHONPATH names the tree measured: _common would put ours first

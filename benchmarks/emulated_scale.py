@@ -1,6 +1,6 @@
 """The real runtime at pp 8-32 on emulated devices, against our simulator and the Zero Bubble paper.
 
-    nice -n 10 python benchmarks/emulated_scale.py                 # the quick set; writes BENCHMARKS.md's section
+    nice -n 10 python benchmarks/emulated_scale.py                 # the quick set; writes docs/benchmarks/emulated.md's section
     nice -n 10 python benchmarks/emulated_scale.py --settings all  # every Table 5 and Table 8 setting
     python benchmarks/emulated_scale.py --no-markdown --only t5-1.5B-p8-m32
     python benchmarks/emulated_scale.py --estimate --settings all  # planned emulated time of a run, no ranks

@@ -1,6 +1,6 @@
 """Projected pipeline step time at pp 8-32 from the costs one GPU measured (simulated on CPU).
 
-    python benchmarks/gpu_projection.py --report out/gpu_bench/report.json     # writes BENCHMARKS.md's section
+    python benchmarks/gpu_projection.py --report out/gpu_bench/report.json     # writes docs/benchmarks/projection.md's section
     python benchmarks/gpu_projection.py --profile dense.profile.json --no-markdown --json proj.json
     python benchmarks/gpu_projection.py --report R --no-markdown --emulate-pps 8 --time-unit 10000
 

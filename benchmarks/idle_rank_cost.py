@@ -1,6 +1,6 @@
 """What an idle emulated rank costs the machine: threads, wake-ups and CPU while it waits.
 
-    python benchmarks/idle_rank_cost.py                  # pp 2, 4, 8, 16; writes BENCHMARKS.md's section
+    python benchmarks/idle_rank_cost.py                  # pp 2, 4, 8, 16; writes docs/benchmarks/emulated.md's section
     python benchmarks/idle_rank_cost.py --pp 4,32 --no-markdown
 
 Each rank is started as `primus-pipeline emulate` starts its ranks (`runtime.local_ranks`: a gloo

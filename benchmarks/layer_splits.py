@@ -1,7 +1,7 @@
 """Layer splits on CPU: every zero-bubble schedule on the even split and on the split
 `--pipeline-balance` picks, against megatron-core's 1F1B on its best even or uneven split.
 
-    python benchmarks/layer_splits.py --reps 6      # writes BENCHMARKS.md's layer-split section
+    python benchmarks/layer_splits.py --reps 6      # writes docs/benchmarks/runtime-cpu.md's layer-split section
 
 pp=2 gloo ranks, each pinned to its own core (one thread each); the model of
 `runtime_throughput.py`, once per vocabulary (by default 1024, and 8192, where the

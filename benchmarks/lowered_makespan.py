@@ -1,6 +1,6 @@
 """Lowered makespan: what NCCL/RCCL's queue semantics cost a lowered schedule, simulated.
 
-    python benchmarks/lowered_makespan.py            # pp 4 / 8 / 16, m = 2p, writes BENCHMARKS.md
+    python benchmarks/lowered_makespan.py            # pp 4 / 8 / 16, m = 2p, writes docs/benchmarks/schedule-quality.md
     python benchmarks/lowered_makespan.py --quick    # pp 4 and 8 only
 
 For every registered schedule except zb-optimal (an integer program, small

@@ -1,6 +1,6 @@
 """Microbatch order under packed variable-length data (issue 40 item 3), simulated.
 
-    python benchmarks/mb_order.py     # prints the section and replaces it in BENCHMARKS.md
+    python benchmarks/mb_order.py     # prints the section and replaces it in docs/benchmarks/balanced-data.md
 
 Each step packs a stream of sequences into m microbatches of T = 8192 tokens (a sequence that
 does not fit is split, its rest opening the next microbatch). Sequence lengths are log-normal

@@ -1,7 +1,7 @@
 """A small MoE GPT with grouped experts profiled on CPU: F, B and W per stage with the experts'
 weight gradients in B (before issue 38) and in W, and what those measured costs give at pp=8.
 
-    python benchmarks/moe_cpu_profile.py            # prints the section and replaces it in BENCHMARKS.md
+    python benchmarks/moe_cpu_profile.py            # prints the section and replaces it in docs/benchmarks/moe-and-pairs.md
 
 The model: megatron-core's GPTModel on its TransformerEngine spec with grouped experts
 (TEGroupedMLP over TE's GroupedLinear, `--moe-grouped-gemm`), Qwen3-MoE's shape in small:

@@ -2,7 +2,7 @@
 `moe_layers.py`'s FLOP-derived costs say, the routed experts' weight gradients in B (grouped experts
 before issue 38) and in W, against megatron's 1F1B and interleaved 1F1B run in the same processes.
 
-    python benchmarks/moe_emulated.py            # prints the section and replaces it in BENCHMARKS.md
+    python benchmarks/moe_emulated.py            # prints the section and replaces it in docs/benchmarks/moe-and-pairs.md
 
 Each row is one `primus-pipeline emulate` launch (8 gloo ranks on this machine's cores, ops sleeping
 their emulated time, strict NCCL-order p2p), the median of its measured steps; megatron's schedules

@@ -1,7 +1,7 @@
 """MoE layers' costs from their FLOPs, and what the experts' weight gradients in W (not B) buy:
 simulated bubble and peak activation memory of every schedule at pp 8 and 16 (issue 38).
 
-    python benchmarks/moe_layers.py            # prints the section and replaces it in BENCHMARKS.md
+    python benchmarks/moe_layers.py            # prints the section and replaces it in docs/benchmarks/moe-and-pairs.md
 
 Per token and layer (forward FLOPs, 2 per multiply-add; s the sequence, causal attention):
 * linear layers L: 2 x in x out each (attention projections, the router, each of the top-k routed

@@ -1,6 +1,6 @@
 """Measured device-resident activation memory against the simulator's, with and without offload (CPU, pp=4).
 
-    python benchmarks/offload_memory.py                 # prints the table and writes its BENCHMARKS.md section
+    python benchmarks/offload_memory.py                 # prints the table and writes its section of docs/benchmarks/offload.md
     python benchmarks/offload_memory.py --no-markdown
 
 Four gloo ranks (one core each where there are four) run a small GPTModel under every schedule

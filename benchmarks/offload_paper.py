@@ -1,6 +1,6 @@
 """Activation offload at the Zero Bubble paper's settings (pp 8-32), simulated: time against memory.
 
-    python benchmarks/offload_paper.py            # prints the tables and writes their BENCHMARKS.md section
+    python benchmarks/offload_paper.py            # prints the tables and writes their section of docs/benchmarks/offload.md
     python benchmarks/offload_paper.py --no-markdown
 
 Costs: the paper's profiled F, B, W and p2p times (ms, A100; `schedules.paper_settings`: Table 5's

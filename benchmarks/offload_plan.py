@@ -1,6 +1,6 @@
 """Activation offload in the planner: iteration time against resident activation memory (simulated).
 
-    python benchmarks/offload_plan.py            # prints the table and writes its BENCHMARKS.md section
+    python benchmarks/offload_plan.py            # prints the table and writes its section of docs/benchmarks/offload.md
     python benchmarks/offload_plan.py --no-write
 
 Every schedule at pp=4, 16 microbatches, the Zero Bubble paper's memory model (B frees all but the
@@ -58,7 +58,7 @@ def main() -> int:
             "memory.\n\n" + C.table(head, rows()))
     print(body)
     if not args.no_write:
-        C.write_section(os.path.join(C.ROOT, "BENCHMARKS.md"), SECTION, body)
+        C.write_section(C.default_page(), SECTION, body)
     return 0
 
 

@@ -3,7 +3,7 @@ ranks, each pinned to a core) through runtime.p2p.P2P in `plain` mode (posted to
 is) and `strict` mode (runtime/strict_p2p.py: the process group's ordered queue, served by a
 thread, hands each op to gloo when it reaches the head), for activation-sized messages.
 
-    python benchmarks/p2p_strict_overhead.py            # writes BENCHMARKS.md's section
+    python benchmarks/p2p_strict_overhead.py            # writes docs/benchmarks/runtime-cpu.md's section
     python benchmarks/p2p_strict_overhead.py --quick --no-markdown
 
 Strict mode needs no acknowledgement message (a gloo send completes only once the receive is

@@ -1,6 +1,6 @@
 """Overlapped F&B pairs on emulated devices, measured against the simulator (issue 39 item 6).
 
-    python benchmarks/pairs_emulated.py     # prints the section and replaces it in BENCHMARKS.md
+    python benchmarks/pairs_emulated.py     # prints the section and replaces it in docs/benchmarks/moe-and-pairs.md
 
 The MoE costs of benchmarks/pairs_simulated.py (moe_layers.py's Qwen3-30B-A3B-like layer, FLOP-derived
 F/B/W with the experts' weight gradients in W, F = 1) with an all-to-all of x = 0.5 and 1.0 times F's

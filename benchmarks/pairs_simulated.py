@@ -1,7 +1,7 @@
 """Overlapped F&B pairs against an expert-parallel all-to-all, simulated (issue 39; measured on emulated
 devices: benchmarks/pairs_emulated.py).
 
-    python benchmarks/pairs_simulated.py     # prints the section and replaces it in BENCHMARKS.md
+    python benchmarks/pairs_simulated.py     # prints the section and replaces it in docs/benchmarks/moe-and-pairs.md
 
 The MoE layers of benchmarks/moe_layers.py (FLOP-derived F/B/W, experts' weight gradients in W) with
 an all-to-all of x times F's compute added to each F and each B (dispatch and combine, forward and

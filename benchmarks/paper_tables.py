@@ -1,6 +1,6 @@
 """The Zero Bubble paper's bubble tables, reproduced by our simulator.
 
-    python benchmarks/paper_tables.py                 # writes BENCHMARKS.md's section
+    python benchmarks/paper_tables.py                 # writes docs/benchmarks/schedule-quality.md's section
     python benchmarks/paper_tables.py --no-markdown   # prints only
 
 Table 5 (one chunk per rank) and Table 8 (ZB-V) of Qi et al. (ICLR 2024; arXiv v2), from the

@@ -1,7 +1,7 @@
 """Post-validation optimizer step on CPU: iteration time and per-rank idle at the
 iteration boundary with and without --optimizer-post-validation.
 
-    python benchmarks/post_validation.py            # writes BENCHMARKS.md's post-validation section
+    python benchmarks/post_validation.py            # writes docs/benchmarks/post-validation.md's post-validation section
     python benchmarks/post_validation.py --quick    # one round of shorter runs
 
 pp=2 gloo ranks, each pinned to its own core, train examples/pretrain_gpt.py's

@@ -1,7 +1,7 @@
 """Runtime benchmark on CPU: iteration time and activation memory of our schedules
 against megatron-core's own 1F1B and torch.distributed.pipelining's ZBV.
 
-    python benchmarks/runtime_throughput.py            # writes BENCHMARKS.md's runtime section
+    python benchmarks/runtime_throughput.py            # writes docs/benchmarks/runtime-cpu.md's runtime section
     python benchmarks/runtime_throughput.py --quick    # fewer repetitions, m in {4, 8}
 
 pp=2 gloo ranks, each pinned to its own core (one thread each). One

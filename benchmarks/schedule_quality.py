@@ -1,6 +1,6 @@
 """Schedule quality benchmark: our schedules vs torch.distributed.pipelining's orders.
 
-    python benchmarks/schedule_quality.py            # full grid, writes BENCHMARKS.md
+    python benchmarks/schedule_quality.py            # full grid, writes docs/benchmarks/schedule-quality.md
     python benchmarks/schedule_quality.py --quick    # smaller grid
 
 Grid: pp in {4, 8, 16} x microbatches in {2p, 3p, 4p, 8p} x comm in {0, 0.1},

@@ -1,6 +1,6 @@
 """Soak test: every schedule for hundreds of training iterations on CPU, watching for leaks.
 
-    python benchmarks/soak.py            # 300 iterations per schedule, writes BENCHMARKS.md's "## Soak"
+    python benchmarks/soak.py            # 300 iterations per schedule, writes docs/benchmarks/runtime-cpu.md's "## Soak"
     python benchmarks/soak.py --quick    # 60 iterations per schedule
 
 Two gloo ranks (pp=2) train a tiny GPT (4 layers, hidden 32, 4 microbatches of

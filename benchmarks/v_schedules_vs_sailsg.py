@@ -1,7 +1,7 @@
 """Our V schedules against the Zero Bubble authors' own generators (sail-sg).
 
     git clone https://github.com/sail-sg/zero-bubble-pipeline-parallelism /tmp/zb   # outside this repo
-    python benchmarks/v_schedules_vs_sailsg.py --sail-sg /tmp/zb            # full grid, writes BENCHMARKS.md
+    python benchmarks/v_schedules_vs_sailsg.py --sail-sg /tmp/zb            # full grid, writes docs/benchmarks/schedule-quality.md
     python benchmarks/v_schedules_vs_sailsg.py --sail-sg /tmp/zb --quick    # pp 4 and 8 only
 
 sail-sg's generators are loaded from their checkout as they are (three files of

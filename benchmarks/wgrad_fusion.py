@@ -1,6 +1,6 @@
 """W-time with gradient-accumulation fusion vs megatron's own backward (CPU).
 
-    python benchmarks/wgrad_fusion.py            # writes BENCHMARKS.md's section
+    python benchmarks/wgrad_fusion.py            # writes docs/benchmarks/runtime-cpu.md's section
     python benchmarks/wgrad_fusion.py --reps 3   # fewer repetitions
 
 pp=2 gloo ranks pinned one per core, the model of runtime_throughput.py,

@@ -39,7 +39,9 @@ def test_the_parser_takes_the_first_paragraph_and_the_markdown_options():
     parser = C.parser(DOC)
     assert parser.description == "Title line of a benchmark."
     args = parser.parse_args(["--no-markdown"])
-    assert args.no_markdown and args.markdown.endswith("BENCHMARKS.md")
+    assert args.no_markdown and args.markdown is None  # pytest is no benchmark script: no page of its own
+    with pytest.raises(SystemExit, match="--markdown: this script has no page under docs/benchmarks/"):
+        C.publish(parser.parse_args([]), "## T", "text", "x")
     assert C.method(DOC) == "How it measures, first paragraph.\n\nSecond paragraph."
 
 
@@ -70,3 +72,17 @@ def test_a_section_is_replaced_and_the_others_kept(tmp_path):
     C.write_section(path, "## Three", "added")
     with open(path, encoding="utf-8") as f:
         assert f.read() == "# Benchmarks\n\n## One\n\nnew\n\n## Two\n\nkept\n\n## Three\n\nadded\n"
+
+
+def test_every_script_that_writes_a_section_has_its_page():
+    """BENCHMARKS.md is the front page: a script writes its section into its docs/benchmarks page
+    (`PAGES`), never into BENCHMARKS.md, and every page it names exists."""
+    import glob
+    import os
+
+    writers = {os.path.basename(f) for f in glob.glob(os.path.join(C.ROOT, "benchmarks", "*.py"))
+               if os.path.basename(f) != "_common.py"
+               and any(w in open(f, encoding="utf-8").read() for w in ("publish(", "write_section(", "--markdown"))}
+    assert writers and writers <= set(C.PAGES), sorted(writers - set(C.PAGES))
+    for script, page in C.PAGES.items():
+        assert os.path.exists(os.path.join(C.ROOT, "docs", "benchmarks", f"{page}.md")), (script, page)
