@@ -108,8 +108,65 @@ def installed_te_version() -> Optional[str]:
         return None
 
 
+# FP8 recipes (megatron's --fp8-recipe) whose training with W ops our CPU reproduction of a TransformerEngine
+# release covers, as (TE major.minor, recipe): tests/te_standin reproduces TE v2.11 (c188b533) for the per-tensor
+# recipes (E4M3 and HYBRID; the FNUZ formats of an emulated gfx942) in Linear and LayerNormLinear, and the
+# production matrix trains them bitwise as megatron's own 1F1B (tests/test_production_matrix.py, n-fp8-*).
+# Not a GPU verification: that is FP8_VERIFIED_TE_VERSIONS.
+FP8_CPU_REPRODUCED: frozenset[tuple[str, str]] = frozenset({("2.11", "delayed"), ("2.11", "tensorwise")})
+
+# Why each recipe the reproduction does not cover is refused (megatron-core 0.16.1 --fp8-recipe choices)
+FP8_RECIPES_NOT_REPRODUCED = {
+    "blockwise": "its 1x128 and 128x128 block scales",
+    "mxfp8": "its E8M0 scales per 32-element block",
+    "custom": "the quantizers of its --fp8-quantizer-factory",
+}
+
+
+def _te_minor(version: Optional[str]) -> Optional[str]:
+    """"2.11.0+c188b53" -> "2.11"."""
+    parts = (version or "").split(".")
+    return ".".join(parts[:2]) if len(parts) >= 2 else None
+
+
+def fp8_recipe_of(s: "Setting") -> str:
+    """megatron's --fp8-recipe (its default, delayed, when unset)."""
+    return str(s.get("fp8_recipe") or "delayed")
+
+
+def fp8_with_w_basis(recipe: str) -> Optional[str]:
+    """Why FP8 with W ops is accepted for the installed TE: "gpu" (a GPU run verified this version on this
+    platform), "cpu" (the CPU reproduction covers this version and recipe), or None (refused)."""
+    version = installed_te_version()
+    if (version, te_platform()) in FP8_VERIFIED_TE_VERSIONS:
+        return "gpu"
+    return "cpu" if (_te_minor(version), recipe) in FP8_CPU_REPRODUCED else None
+
+
+def _with_w_over_te(value: Any, s: Setting) -> bool:
+    return bool(value) and s.splits_backward and s.uses_te is not False
+
+
+def _fp8_recipe_not_reproduced(recipe: str) -> Callable[[Any, Setting], bool]:
+    def refuses(value: Any, s: Setting) -> bool:
+        return _with_w_over_te(value, s) and fp8_recipe_of(s) == recipe and fp8_with_w_basis(recipe) is None
+    return refuses
+
+
+def _fp8_version_not_reproduced(value: Any, s: Setting) -> bool:
+    return _with_w_over_te(value, s) and fp8_with_w_basis(fp8_recipe_of(s)) is None
+
+
+def _fp8_not_reproduced_with(field: str) -> Callable[[Any, Setting], bool]:
+    """FP8 with W ops where `field` is on and a GPU has not verified this TE: the CPU reproduction lacks it."""
+    def refuses(value: Any, s: Setting) -> bool:
+        return _with_w_over_te(value, s) and bool(s.get("fp8")) and bool(s.get(field)) \
+            and fp8_with_w_basis(fp8_recipe_of(s)) != "gpu"
+    return refuses
+
+
 def _low_precision_with_w(value: Any, s: Setting) -> bool:
-    return bool(value) and s.splits_backward and s.uses_te is not False \
+    return _with_w_over_te(value, s) \
         and (installed_te_version(), te_platform()) not in FP8_VERIFIED_TE_VERSIONS
 
 
@@ -123,9 +180,30 @@ def _userbuffers_backward(value: Any, s: Setting) -> bool:
 LOW_PRECISION_WHY = ("deferred weight gradients under low precision are not yet verified on a GPU for this "
                      "TransformerEngine (primus_megatron/unsupported.py FP8_VERIFIED_TE_VERSIONS lists the verified ones); "
                      "use a schedule without W ops (1f1b, interleaved-1f1b)")
+_NO_W = "use a schedule without W ops (1f1b, interleaved-1f1b)"
+_FP8_NOT_REPRODUCED = ("our CPU reproduction of TransformerEngine (tests/te_standin) does not reproduce {what}, so deferred "
+                       "weight gradients under it are neither reproduced nor verified on a GPU (primus_megatron/"
+                       "unsupported.py FP8_VERIFIED_TE_VERSIONS); {fix}")
+FP8_RULES: tuple[Rule, ...] = (
+    *(Rule("fp8", _fp8_recipe_not_reproduced(recipe), _FP8_NOT_REPRODUCED.format(
+        what=f"the {recipe} FP8 recipe ({why})", fix=f"use --fp8-recipe delayed or tensorwise, or {_NO_W[4:]}"),
+        flag="--fp8-format") for recipe, why in FP8_RECIPES_NOT_REPRODUCED.items()),
+    Rule("fp8", _fp8_version_not_reproduced,
+         "deferred weight gradients under FP8 are not yet verified on a GPU for this TransformerEngine "
+         "(primus_megatron/unsupported.py FP8_VERIFIED_TE_VERSIONS) and reproduced on CPU only for TransformerEngine "
+         "2.11 with the delayed and tensorwise recipes (FP8_CPU_REPRODUCED); install TransformerEngine 2.11 or " + _NO_W,
+         flag="--fp8-format"),
+    Rule("moe_grouped_gemm", _fp8_not_reproduced_with("moe_grouped_gemm"), _FP8_NOT_REPRODUCED.format(
+        what="FP8 in the grouped experts' GroupedLinear", fix="train the experts as SequentialMLP (no "
+        "--moe-grouped-gemm), or " + _NO_W)),
+    *(Rule(field, _fp8_not_reproduced_with(field), _FP8_NOT_REPRODUCED.format(what=what, fix=f"drop it, or {_NO_W}"))
+      for field, what in (("fp8_dot_product_attention", "FP8 attention"),
+                          ("fp8_multi_head_attention", "FP8 attention"),
+                          ("fp8_param", "FP8 parameters (fp8_model_init)"))),
+)
 
 RULES: tuple[Rule, ...] = (
-    Rule("fp8", _low_precision_with_w, LOW_PRECISION_WHY, flag="--fp8-format"),
+    *FP8_RULES,
     Rule("fp4", _low_precision_with_w, LOW_PRECISION_WHY, flag="--fp4-format"),
     Rule("tp_comm_overlap", _userbuffers_backward,
          "TransformerEngine's userbuffers overlap of the backward either refuses a delayed weight gradient (bulk "
@@ -267,3 +345,32 @@ def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: 
         return None
 
     return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te, get, offload, pairs))
+
+
+_FP8_BASIS_LOGGED: set = set()
+
+
+def fp8_basis_note(recipe: str) -> Optional[str]:
+    """The start-up line for FP8 with W ops over TE layers: which (version, platform) pairs a GPU has verified
+    and, unless this one is among them, that this run rests on the CPU reproduction (None when refused)."""
+    basis = fp8_with_w_basis(recipe)
+    if basis is None:
+        return None
+    verified = ", ".join(f"{v} on {p}" for v, p in sorted(FP8_VERIFIED_TE_VERSIONS)) or "none yet"
+    here = f"TransformerEngine {installed_te_version()} on {te_platform()}"
+    if basis == "gpu":
+        return f"FP8 with deferred weight gradients: {here} was verified on a GPU (verified: {verified})"
+    return (f"FP8 with deferred weight gradients: verified on a GPU for {verified}; {here} with the {recipe} recipe "
+            f"rests on the CPU reproduction of TransformerEngine 2.11 (tests/te_standin, primus_megatron/"
+            f"unsupported.py FP8_CPU_REPRODUCED), not on a GPU run")
+
+
+def log_fp8_basis_once(recipe: str) -> None:
+    """Logs fp8_basis_note once per process and recipe (primus_megatron logger, INFO)."""
+    note = fp8_basis_note(recipe)
+    if note is None or recipe in _FP8_BASIS_LOGGED:
+        return
+    _FP8_BASIS_LOGGED.add(recipe)
+    import logging
+
+    logging.getLogger("primus_megatron").info(note)

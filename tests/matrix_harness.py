@@ -112,6 +112,8 @@ def transformer_config(spec: dict, *, tp: int, pp: int, vp, reference: bool = Fa
                          expert_model_parallel_size=1 if reference else moe["ep"])
     if spec.get("cp", 1) > 1 and not reference:
         overrides["context_parallel_size"] = spec["cp"]
+    if spec.get("fp8"):  # megatron's --fp8-format / --fp8-recipe (TE layers: the stand-in's FP8)
+        overrides.update(fp8=spec["fp8"]["format"], fp8_recipe=spec["fp8"]["recipe"])
     return ref.tiny_gpt_config(spec["num_layers"], tensor_model_parallel_size=1 if reference else tp,
                                pipeline_model_parallel_size=1 if reference else pp,
                                virtual_pipeline_model_parallel_size=vp,
@@ -359,6 +361,33 @@ def count_grad_reduces(model) -> dict:
 
 # -- one case on every rank ------------------------------------------------------------------------
 
+def fp8_device(spec: dict):
+    """The stand-in answering as an FP8 device (a Hopper) for an FP8 row; a no-op otherwise."""
+    if not spec.get("fp8"):
+        return contextlib.nullcontext()
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager, emulate_fp8_device
+
+    FP8GlobalStateManager.reset()  # a previous case's amax buffers and autocast keys
+    return emulate_fp8_device(spec["fp8"].get("platform", "sm90"))
+
+
+def record_fp8_state(model, ep_rank: int) -> dict:
+    """Every TE module's delayed-scaling state, by its weight's global name: (forward amax history,
+    forward scale, backward amax history, backward scale). Empty without FP8 or with current scaling
+    (whose scales are each tensor's own amax, recomputed at every cast)."""
+    out = {}
+    for c in model:
+        inner = ref.unwrap(c)
+        for mod_name, mod in inner.named_modules():
+            meta = getattr(mod, "fp8_meta", None) or {}
+            fwd, bwd = meta.get("scaling_fwd"), meta.get("scaling_bwd")
+            if not hasattr(fwd, "amax_history") or getattr(mod, "weight", None) is None:
+                continue
+            name = ref.global_param_name(inner, f"{mod_name}.weight" if mod_name else "weight")
+            out[name] = tuple(t.detach().clone() for t in (fwd.amax_history, fwd.scale, bwd.amax_history, bwd.scale))
+    return out
+
+
 def _clear_megatron_state() -> None:
     """Global megatron state a previous case may have left."""
     try:
@@ -517,7 +546,9 @@ def run_case(spec: dict, schedule: str) -> dict:
         record = {"losses": ref.losses_from_store(store), "core_attention_calls": attention_calls[0],
                   "combined_pairs": pairs[0],
                   "grad_reduces": dict(reduces),
-                  "grads": record_grads(model, owned, distributed, tp_rank, ep_rank)}
+                  "grads": record_grads(model, owned, distributed, tp_rank, ep_rank),
+                  "fp8_state": record_fp8_state(model, ep_rank),
+                  "fp8_modules": sum(bool(getattr(m, "fp8", False)) for c in model for m in c.modules())}
         if post_validation and it > 0:
             # the previous step was validated (rolled back, or clipped and redone) inside this call,
             # after this step's prefix: its outcome and parameters are known now
@@ -701,7 +732,7 @@ def world_body(rank: int, world_case: dict) -> int:
         # ours installed in this process
         oracle = ref.megatron_own_linear() if case["schedule"] in ORACLES else contextlib.nullcontext()
         try:
-            with oracle as oracle_linear, _virtual_pipeline(case["schedule"]):
+            with oracle as oracle_linear, _virtual_pipeline(case["schedule"]), fp8_device(case["spec"]):
                 result = run_case(case["spec"], case["schedule"])
             result["oracle_linear"] = oracle_linear
             result["seconds"] = time.perf_counter() - started

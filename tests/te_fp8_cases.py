@@ -219,3 +219,32 @@ def gemm(rank: int, case: dict) -> dict:
         want = db @ da.t() if layout == "TN" else (db @ da if layout == "NN" else db.t() @ da)
         rec[layout] = (out, want)
     return rec
+
+
+def attention_under_fp8(rank: int, case: dict) -> dict:
+    """DotProductAttention in bf16 without an autocast, under FP8 autocasts of the per-tensor recipes
+    (fp8_dpa / fp8_mha off), and with fp8_dpa or fp8_mha on; megatron-core's TEDelayedScaling keyword."""
+    import transformer_engine.pytorch as te
+    from transformer_engine.common.recipe import DelayedScaling
+    from transformer_engine.pytorch.quantization import emulate_fp8_device
+
+    torch.manual_seed(5)
+    q, k, v = (torch.randn(16, 2, 4, 8, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    attn = te.DotProductAttention(4, 8, attn_mask_type="causal")
+
+    def run(recipe=None) -> tuple:
+        for x in (q, k, v):
+            x.grad = None
+        with emulate_fp8_device(), te.fp8_autocast(enabled=recipe is not None, fp8_recipe=recipe):
+            out = attn(q, k, v)
+        out.float().square().sum().backward()
+        return (out.detach().clone(), *(x.grad.clone() for x in (q, k, v)))
+
+    rec = {"plain": run(), **{f"{name}_{fmt}": run(_recipe(name, fmt)) for name, fmt in RECIPES},
+           "fp8_enabled_inside": None}
+    rec["fp8_enabled_inside"] = attn.fp8  # set by the last (FP8) call
+    rec["raised"] = record_raised({
+        "fp8_dpa": lambda: run(DelayedScaling(fp8_dpa=True)), "fp8_mha": lambda: run(DelayedScaling(fp8_mha=True))})
+    # megatron-core 0.16.1 TEDelayedScaling passes override_linear_precision; TE's pydantic recipe drops it
+    rec["override_linear_precision"] = repr(DelayedScaling(override_linear_precision=(False, False, False)))
+    return rec

@@ -549,9 +549,14 @@ def test_megatron_lm_fp8_with_w_is_accepted_for_a_verified_transformer_engine(mo
 
     args = megatron_lm_args(pipeline_schedule="zbv", fp8="hybrid", transformer_impl="transformer_engine")
     assert "not yet verified" in check_schedule_args(args)
+    # TE 2.11 with the recipes the CPU stand-in reproduces (issue 54): accepted, other recipes refused by name
     monkeypatch.setattr(unsupported, "installed_te_version", lambda: "2.11.0")
+    assert check_schedule_args(args) is None
+    assert "the blockwise FP8 recipe" in check_schedule_args(
+        megatron_lm_args(pipeline_schedule="zbv", fp8="hybrid", fp8_recipe="blockwise", transformer_impl="transformer_engine"))
+    monkeypatch.setattr(unsupported, "installed_te_version", lambda: "2.12.0")
     assert "not yet verified" in check_schedule_args(args)
-    monkeypatch.setattr(unsupported, "FP8_VERIFIED_TE_VERSIONS", frozenset({("2.11.0", "cuda")}))
+    monkeypatch.setattr(unsupported, "FP8_VERIFIED_TE_VERSIONS", frozenset({("2.12.0", "cuda")}))
     monkeypatch.setattr(unsupported, "te_platform", lambda: "cuda")
     assert check_schedule_args(args) is None
     assert unsupported.FP8_VERIFIED_TE_VERSIONS  # (the monkeypatch: today's set is empty, see below)
@@ -559,7 +564,7 @@ def test_megatron_lm_fp8_with_w_is_accepted_for_a_verified_transformer_engine(mo
     monkeypatch.setattr(unsupported, "te_platform", lambda: "rocm-gfx942")
     assert "not yet verified" in check_schedule_args(args)
     # and on ROCm by GPU target: MI300's FNUZ FP8 formats are not MI355's OCP ones
-    monkeypatch.setattr(unsupported, "FP8_VERIFIED_TE_VERSIONS", frozenset({("2.11.0", "rocm-gfx950")}))
+    monkeypatch.setattr(unsupported, "FP8_VERIFIED_TE_VERSIONS", frozenset({("2.12.0", "rocm-gfx950")}))
     assert "not yet verified" in check_schedule_args(args)
     monkeypatch.setattr(unsupported, "te_platform", lambda: "rocm-gfx950")
     assert check_schedule_args(args) is None

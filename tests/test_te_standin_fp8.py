@@ -160,3 +160,19 @@ def test_refusals_are_te_sentences():
     assert rec["features_not_multiple_of_16"] == ("AssertionError", message.format([16, 24]))
     assert rec["unknown_platform"][0] == "ValueError" and "sm80" in rec["unknown_platform"][1]
     assert rec["gemm_missing_transpose"] == ("RuntimeError", "Input A is missing column-wise usage")
+
+
+def test_attention_under_fp8_autocast_runs_in_the_inputs_precision():
+    """TE v2.11's DotProductAttention under an FP8 autocast whose recipe has fp8_dpa and fp8_mha off attends in
+    high precision (the stand-in's attention module cites the lines): outputs and input gradients are bitwise
+    those without an autocast, for each per-tensor recipe and format; FP8 attention itself is refused by name.
+    Also megatron-core's TEDelayedScaling keyword TE 2.0 dropped is ignored, as TE's pydantic recipe ignores it."""
+    rec = _run(cases.attention_under_fp8)
+    assert rec["fp8_enabled_inside"] is True
+    for name, fmt in cases.RECIPES:
+        got = rec[f"{name}_{fmt}"]
+        assert all(torch.equal(a, b) for a, b in zip(got, rec["plain"])), f"{name} {fmt}"
+    for knob in ("fp8_dpa", "fp8_mha"):
+        assert rec["raised"][knob] == ("NotImplementedError", "the TransformerEngine stand-in's DotProductAttention "
+                                       "does not reproduce FP8 attention (the recipe's fp8_dpa / fp8_mha)")
+    assert rec["override_linear_precision"].startswith("recipe_type=DelayedScaling, margin=0, format=HYBRID")

@@ -319,7 +319,7 @@ def uses_transformer_engine(chunks: list) -> bool:
 def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: str = "off",
                         forward_only: bool = False) -> None:
     from ..compat.primus_engines import conflict
-    from ..unsupported import refusal_for
+    from ..unsupported import log_fp8_basis_once, refusal_for
 
     clash = conflict()  # AMD Primus patches in its before_train phase, after Megatron-LM's validate_args
     if clash:
@@ -334,6 +334,8 @@ def _refuse_unsupported(config: Any, chunks: list, sched: S.Schedule, offload: s
                           pairs=sched.has_pairs or forward_only)
     if problem:  # named as Megatron-LM's option; the config field is the same name with underscores
         raise UnsupportedSetting(problem)
+    if getattr(config, "fp8", None) and sched.splits_backward and uses_te:
+        log_fp8_basis_once(str(getattr(config, "fp8_recipe", None) or "delayed"))
 
 
 def is_multi_module(pg_collection: Any = None, p2p_communicator: Any = None) -> bool:

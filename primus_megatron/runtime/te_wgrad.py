@@ -509,6 +509,22 @@ def _route(layer: torch.nn.Module, name: str) -> None:
         if isinstance(p, torch.nn.Parameter):
             # DDP hooks a marked parameter on the layer (run by our W) instead of on its accumulator
             p.skip_backward_post_hook = pname in deferred
+            if pname in deferred and pname in _bias_names(layer) and not hasattr(p, "_primus_fp8_bias_hook"):
+                p._primus_fp8_bias_hook = p.register_post_accumulate_grad_hook(_fp8_bias_into_main_grad(layer))
+
+
+def _fp8_bias_into_main_grad(layer: torch.nn.Module) -> Callable:
+    """Under FP8 TE computes the bias gradient in B, not in the deferred GEMM (v2.11 linear.py:861, bias
+    fused only without FP8), and autograd adds it to the bias's .grad there. Its DDP hook sits on the layer
+    and runs in W, so a second B before the first W would sum two microbatches in the bf16 .grad where
+    megatron's own schedule adds each to the fp32 main_grad in its B: move it there now, as that hook does;
+    W's layer hook then adds a zero placeholder and registers the bias ready (_run_layer_hooks)."""
+    def hook(p: torch.Tensor) -> None:
+        if getattr(layer, "fp8", False) and p.grad is not None and getattr(p, "main_grad", None) is not None \
+                and not getattr(p, "grad_added_to_main_grad", False):
+            p.main_grad.add_(p.grad.data)
+            p.grad = None
+    return hook
 
 
 def _bias_in_gemm(layer: torch.nn.Module) -> bool:

@@ -5,7 +5,11 @@ predicates megatron-core uses (``Recipe`` 86-117, ``DelayedScaling`` 120-220,
 305-384, ``NVFP4BlockScaling`` 386-481, ``CustomRecipe`` 483-520), with ``QParams`` / ``MMParams``
 (47-83) and the ``__repr__`` of the per-tensor recipes (part of TE's autocast key). Building a
 recipe works on CPU as in TE; the per-tensor ones run on the emulated FP8 device, the others are
-refused (quantization.py)."""
+refused (quantization.py). TE declares the recipes as pydantic dataclasses (line 11), whose
+``__init__`` ignores keyword arguments it has no field for (pydantic's default ``extra='ignore'``):
+megatron-core 0.16.1's ``TEDelayedScaling`` passes ``override_linear_precision``, a field TE 2.0
+removed (``extensions/transformer_engine.py`` 2217-2224), and real TE 2.11 drops it silently;
+``_ignore_extra`` does the same here."""
 from __future__ import annotations
 
 import os
@@ -62,6 +66,23 @@ class Recipe:
         return isinstance(self, CustomRecipe)
 
 
+def _ignore_extra(cls):
+    """A recipe dataclass whose constructor drops unknown keyword arguments, as pydantic's does."""
+    import dataclasses
+    import functools
+
+    init = cls.__init__
+    names = {f.name for f in dataclasses.fields(cls)}
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **{k: v for k, v in kwargs.items() if k in names})
+
+    cls.__init__ = __init__
+    return cls
+
+
+@_ignore_extra
 @dataclass()
 class DelayedScaling(Recipe):
     margin: int = 0
@@ -83,6 +104,7 @@ class DelayedScaling(Recipe):
                 f"reduce_amax={self.reduce_amax}, fp8_dpa={self.fp8_dpa}, fp8_mha={self.fp8_mha}")
 
 
+@_ignore_extra
 @dataclass()
 class Float8CurrentScaling(Recipe):
     """TE lines 223-262."""
@@ -106,6 +128,7 @@ class Float8CurrentScaling(Recipe):
                 f"fp8_quant_bwd_grad={self.fp8_quant_bwd_grad}, fp8_dpa={self.fp8_dpa}, fp8_mha={self.fp8_mha}")
 
 
+@_ignore_extra
 @dataclass()
 class MXFP8BlockScaling(Recipe):
     margin: int = 0
@@ -114,6 +137,7 @@ class MXFP8BlockScaling(Recipe):
     fp8_mha: bool = False
 
 
+@_ignore_extra
 @dataclass()
 class Float8BlockScaling(Recipe):
     fp8_format: Format = Format.E4M3
@@ -124,6 +148,7 @@ class Float8BlockScaling(Recipe):
     fp8_mha: bool = False
 
 
+@_ignore_extra
 @dataclass()
 class NVFP4BlockScaling(Recipe):
     fp4_format: Format = Format.E2M1
@@ -132,6 +157,7 @@ class NVFP4BlockScaling(Recipe):
     fp8_mha: bool = False
 
 
+@_ignore_extra
 @dataclass()
 class CustomRecipe(Recipe):
     qfactory: Callable[..., Any] = None

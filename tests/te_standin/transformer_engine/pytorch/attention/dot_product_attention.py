@@ -9,7 +9,8 @@ baddbmm (423), the full mask of ``dot_product_attention/utils.py`` ``get_full_ma
 (the same function up to rounding). Supported here: ``qkv_format`` sbhd/bshd, mask types
 ``no_mask``/``causal``/``padding``/``padding_causal`` (and ``arbitrary`` with a given mask), GQA,
 ``no_bias``/``post_scale_bias``; anything else (sliding windows, alibi, learnable softmax
-offsets, FP8 attention, KV caching) raises NotImplementedError.
+offsets, FP8 attention (a recipe's ``fp8_dpa`` / ``fp8_mha``; under an FP8 autocast without them it
+attends in the inputs' precision, as TE does), KV caching) raises NotImplementedError.
 
 ``qkv_format="thd"`` (packed sequences, megatron-core's ``PackedSeqParams``): first TE's checks
 (lines 1106-1117, AssertionError with TE's messages: 3D inputs, a ``padding*`` mask type,
@@ -190,14 +191,33 @@ class DotProductAttention(TransformerEngineBaseModule):
             raise _not_reproduced(f"core_attention_bias_type={core_attention_bias_type!r}")
         if inference_params is not None or checkpoint_core_attention or fp8_output:
             raise _not_reproduced("KV caching, checkpointed core attention or FP8 output")
-        if self.fp8 or self.fp8_calibration:
-            raise _not_reproduced("FP8 attention")
+        self._fp8_attention_check()
         if qkv_format == "thd":
             return self._forward_thd(query_layer, key_layer, value_layer, attention_mask, attn_mask_type,
                                      cu_seqlens_q, cu_seqlens_kv, cu_seqlens_q_padded, cu_seqlens_kv_padded,
                                      max_seqlen_q, max_seqlen_kv, core_attention_bias_type, pad_between_seqs)
         return self._attend(query_layer, key_layer, value_layer, qkv_format, attention_mask, attn_mask_type,
                             core_attention_bias_type, core_attention_bias)
+
+    def _fp8_attention_check(self) -> None:
+        """Under an FP8 autocast TE's DotProductAttention runs FP8 only where the recipe asks for it
+        (TE v2.11 dot_product_attention.py: init_fp8_metadata 680-682 takes fp8 from the autocast,
+        1019-1038 the FP8 checks, which only set fp8_output = False unless fp8_dpa; fp8_mha forces
+        fp8_dpa, 1020-1026; every backend is handed fp8 = self.fp8 and recipe.fp8_dpa, 1436-1569):
+        with fp8_dpa and fp8_mha off it attends in the inputs' precision, as here. FP8 attention itself
+        (fp8_dpa / fp8_mha) is not reproduced. Not reproduced either, and without effect on any value:
+        the attention's own delayed-scaling buffers TE registers (base.py 1058-1067), whose amaxes
+        stay 0 when nothing is cast, so their reduction and update change nothing (the fused update
+        keeps a quantizer that cast nothing)."""
+        from ..quantization import FP8GlobalStateManager
+
+        self.fp8 = FP8GlobalStateManager.is_fp8_enabled()
+        self.fp8_calibration = FP8GlobalStateManager.is_fp8_calibration()
+        if self.fp8_calibration:
+            raise _not_reproduced("FP8 calibration")
+        recipe = FP8GlobalStateManager.get_fp8_recipe() if self.fp8 else None
+        if recipe is not None and (getattr(recipe, "fp8_dpa", False) or getattr(recipe, "fp8_mha", False)):
+            raise _not_reproduced("FP8 attention (the recipe's fp8_dpa / fp8_mha)")
 
     def _attend(self, q, k, v, qkv_format, attention_mask, attn_mask_type, core_attention_bias_type,
                 core_attention_bias) -> torch.Tensor:
@@ -320,8 +340,9 @@ class DotProductAttention(TransformerEngineBaseModule):
             raise _not_reproduced("qkv_format='thd' under context parallelism")
         if "padding" in attn_mask_type:
             raise AssertionError("Padding mask not supported with context parallelism!")
-        if checkpoint_core_attention or fp8_output or self.fp8 or self.fp8_calibration:
-            raise _not_reproduced("checkpointed core attention or FP8 attention")
+        self._fp8_attention_check()
+        if checkpoint_core_attention or fp8_output:
+            raise _not_reproduced("checkpointed core attention or FP8 output")
         out = attention_with_cp(
             q, k, v, qkv_format=qkv_format, attn_mask_type=attn_mask_type, attn_bias_type=core_attention_bias_type,
             attn_bias=core_attention_bias, window_size=window_size, cp_group=self.cp_group,
