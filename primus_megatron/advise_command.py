@@ -23,6 +23,9 @@ from .schedules.errors import ScheduleError
 from .schedules.registry import info, names
 
 GIB = float(2 ** 30)
+# What torch reports as a device's total memory, GiB (the H200 lent on 2026-11-27: about 139 GiB); a
+# profile of another device names no memory here and gets no such note.
+DEVICE_MEMORY_GIB = {"NVIDIA H200": 139.8}
 
 
 class UsageError(ScheduleError):
@@ -183,7 +186,8 @@ def build_report(args: argparse.Namespace, shape: model_shape.ModelShape, m: int
             "schedules": ranked_rows, "not_ranked": [r for r in rows if "step_s" not in r]
             + [{"name": n, "note": "the integer program (zb-optimal) solves small cases only: primus-pipeline "
                                    "compare runs it"} for n in names() if n not in advise.candidates()],
-            "recommended": [r["name"] for r in ties]}
+            "recommended": [r["name"] for r in ties],
+            "device_memory_gib": DEVICE_MEMORY_GIB.get(profile.meta.get("device"))}
 
 
 def _shape_text(model: dict) -> str:
@@ -194,6 +198,22 @@ def _shape_text(model: dict) -> str:
     return (f"{model['preset'] or 'model'}: {model['num_layers']} layers, hidden {model['hidden']}, {model['heads']} "
             f"heads ({attention}), {kind}, vocabulary {model['vocab']}; sequence {model['seq']} x micro-batch "
             f"{model['micro_batch']}")
+
+
+def _over_device_memory(report: dict) -> Optional[str]:
+    """A note when, without --memory-gib, ranked schedules' activations alone exceed the profiled device's memory."""
+    memory = report["device_memory_gib"]
+    if memory is None or report["memory_limit_gib"] is not None:
+        return None
+    over = [r["name"] for r in report["schedules"] if r["peak_activation_gib"] > memory]
+    if not over:
+        return None
+    device = report["profile"]["device"]
+    if len(over) == len(report["schedules"]):
+        return (f"note: no schedule's activations fit one {device} ({memory:g} GiB) at this shape: raise "
+                f"--tensor-model-parallel-size or pp, recompute activations or lower the micro-batch size first")
+    return (f"note: {', '.join(over)} hold more activations than one {device} has ({memory:g} GiB): give "
+            f"--memory-gib (the memory left after weights and optimizer state) to rank only what fits")
 
 
 def text(report: dict) -> str:
@@ -215,6 +235,9 @@ def text(report: dict) -> str:
                                                                                True, False, False])]
     out.append(f"\npeak act GiB: the largest rank's activations (peak (mb): in microbatches of a rank's layer "
                f"share); weights, gradients and optimizer state come on top.")
+    over = _over_device_memory(report)
+    if over:
+        out.append(over)
     best = report["recommended"]
     if best:
         out.append(f"within the model's error ({report['tie_percent']:g}% of the fastest step): "

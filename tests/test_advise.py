@@ -221,3 +221,19 @@ def test_advise_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONPATH": ROOT})
     assert out.returncode == 0, out.stderr
+
+
+def test_activations_over_the_profiled_gpu_s_memory_are_named(capsys):
+    """Without --memory-gib, the schedules whose activations alone exceed one H200 (the shipped profiles'
+    device) are named, so that zb-h2 at 600 GiB is not read as advice; with a budget, nothing is said."""
+    code = cli.main(["advise", "--model", "llama3-70b", "--pp", "8", "-m", "32"])
+    out = capsys.readouterr().out
+    assert code == 0
+    note = next(line for line in out.splitlines() if line.startswith("note: "))
+    report = advice(capsys, "--model", "llama3-70b", "--pp", "8", "-m", "32")
+    over = [r["name"] for r in report["schedules"] if r["peak_activation_gib"] > report["device_memory_gib"]]
+    fits = [r["name"] for r in report["schedules"] if r["name"] not in over]
+    assert "zb-h2" in over and fits, report["schedules"]
+    assert all(n in note for n in over) and not any(f"{n}," in note or note.endswith(n) for n in fits), note
+    code = cli.main(["advise", "--model", "llama3-70b", "--pp", "8", "-m", "32", "--memory-gib", "120"])
+    assert code == 0 and "note: " not in capsys.readouterr().out
