@@ -70,7 +70,8 @@ def _held(before: dict, te_cache: dict) -> tuple[int, int]:
     return ours, theirs
 
 
-def _init() -> None:
+def init_one_process() -> None:
+    """A world of one gloo rank with megatron's parallel state (tp = pp = 1), CPU mode, one thread."""
     import datetime
 
     import torch
@@ -179,7 +180,7 @@ def _te_linear(vocab: int, hidden: int, tokens: int) -> tuple[int, int]:
 
 
 def measure(vocab: int, hidden: int, tokens: int) -> dict:
-    _init()
+    init_one_process()
     ours_m, _ = _megatron_linear(vocab, hidden, tokens)
     ours_t, te_own = _te_linear(vocab, hidden, tokens)
     return {"megatron": ours_m, "te": ours_t, "te_own": te_own}

@@ -12,28 +12,13 @@ expert), so the time is host work: what a GPU's W op of small expert GEMMs spend
 from __future__ import annotations
 
 import argparse
-import datetime
 import statistics
 import time
 
 from _common import add_markdown_options, command_block, command_line, publish, table
+from dummy_grad_memory import init_one_process
 
 TITLE = "## W op host cost at 128 experts (CPU, one process)"
-
-
-def _init() -> None:
-    import torch
-    import torch.distributed as dist
-    from megatron.core import parallel_state
-
-    from primus_megatron.compat import cpu
-
-    cpu.enable()
-    torch.set_num_threads(1)
-    timeout = datetime.timedelta(seconds=120)
-    store = dist.TCPStore("127.0.0.1", 0, 1, is_master=True, timeout=timeout)  # a world of one: its own store
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=timeout)
-    parallel_state.initialize_model_parallel(1, 1)
 
 
 def _experts(n: int, hidden: int, ffn: int, fused: bool) -> list:
@@ -100,7 +85,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     from primus_megatron.runtime import linear_hooks
 
-    _init()
+    init_one_process()
     linear_hooks.install()
     rows = []
     for fused in (True, False):
