@@ -292,7 +292,9 @@ def _selected_cases(request) -> set:
     chosen = set()
     for item in request.session.items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        case = params.get("case") or ((params["config"], H.MEGATRON) if "config" in params else None)
+        case = params.get("case") or ((params["config"], H.MEGATRON) if isinstance(params.get("config"), str)
+                                      else None)
+        case = case if isinstance(case, tuple) else None  # an empty parameter set's placeholder is no case
         several = params.get("cases", ())  # `cases`: a test of several
         for c in ([case] if case is not None else []) + list(several if isinstance(several, list) else ()):
             if item.module is request.module:
@@ -669,7 +671,14 @@ def _fp8_state_by_name(per_rank, it: int) -> dict:
     return out
 
 
-@pytest.mark.parametrize("case", [c for c in OUR_CASES if c[0] in FP8_ROWS], ids=_ids)
+def _rows_or_none(items: list) -> list:
+    """A parameter list that PRIMUS_TEST_MATRIX_ROWS may leave empty (the second CI leg has no FP8 row):
+    pytest would collect an empty one as a skipped placeholder; this placeholder is deselected instead
+    (tests/conftest.py), as the rows the filter leaves out are."""
+    return items or [pytest.param(None, id="no-row-selected", marks=pytest.mark.no_row_selected)]
+
+
+@pytest.mark.parametrize("case", _rows_or_none([c for c in OUR_CASES if c[0] in FP8_ROWS]), ids=_ids)
 def test_fp8_scaling_state_equals_megatrons_own_1f1b(worlds, case):
     """Delayed scaling's amax histories and scales of every TE module, forward and backward, after every
     step: bitwise megatron's 1F1B (each microbatch's forward amaxes reduced at its autocast exit, its
@@ -685,7 +694,7 @@ def test_fp8_scaling_state_equals_megatrons_own_1f1b(worlds, case):
                 assert torch.equal(a, b), f"{config} / {schedule} iteration {it}: {name} {what} {a} vs {b}"
 
 
-@pytest.mark.parametrize("config", FP8_ROWS)
+@pytest.mark.parametrize("config", _rows_or_none(FP8_ROWS))
 def test_fp8_rows_train_in_fp8(worlds, config):
     """The FP8 rows' TE layers ran FP8 GEMMs: delayed scaling recorded non-zero amaxes and moved its scales
     off their initial 1 in both directions, and the losses are not the bf16 run's (FP8 rounds more)."""
