@@ -15,15 +15,18 @@ STAMP312 := $(VENV312)/.installed-stamp
 # What the second leg runs: every megatron-core difference (test_megatron_core_compat.py), the
 # deferred-W units, parity with megatron's own schedules, the production configurations, training and
 # checkpoints, megatron's optimizers' checkpoints on CPU, post-validation, and Megatron-LM
-# core_v0.19.0's own loop (with local and with TransformerEngine layers, and with context parallelism:
+# core_v0.19.0's own loop (with local and with TransformerEngine layers, the latter also in FP8, and with context parallelism:
 # its model builder and DDP wrapping differ from core_v0.16.1's); with our schedules limited to one of each kind (1f1b, zb-h1, zbv:
 # tests/schedule_subset.py), since the schedules themselves do not depend on megatron-core.
 PY312_SCHEDULES ?= 1f1b,zb-h1,zbv
 # ... less what reads no megatron-core: our training CLI's argument refusals and its demo picture; and
 # Megatron-LM's router options under zb-h1 (expert bias, capacity: megatron-core's router, which our
-# runtime does not touch; the MoE model itself, grouped and sequential experts, stays).
+# runtime does not touch; the MoE model itself, grouped and sequential experts, stays); and our FP8 B/W split
+# broken on purpose (tests/fp8_breakages.py: our runtime and the TE stand-in, no megatron-core; the FP8
+# comparison that catches it runs on both legs).
 PY312_DESELECT ?= test_bad_arguments_exit_2_with_one_sentence or test_demo_picture_shows_plan_over_measurement \
-	or test_moe_variants_train_exactly_as_megatron[expert-bias] or test_moe_variants_train_exactly_as_megatron[capacity]
+	or test_moe_variants_train_exactly_as_megatron[expert-bias] or test_moe_variants_train_exactly_as_megatron[capacity] \
+	or test_a_broken_fp8_split_is_caught
 # The production matrix's rows on that leg: one per megatron-core feature the runtime touches (overlapped
 # DDP reduce, distributed optimizer with overlapped gathers, post-validation, fused accumulation with tied
 # embeddings, TP + SP, MoE and its combined F&B step, TE grouped experts, the Llama and DeepSeek blocks,
@@ -37,7 +40,8 @@ COMMA := ,
 SPACE := $(EMPTY) $(EMPTY)
 PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py tests/test_runtime_parity.py \
 	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
-	tests/test_post_validation.py tests/test_megatron_lm_e2e.py tests/test_megatron_lm_te.py tests/test_megatron_lm_moe.py \
+	tests/test_post_validation.py tests/test_megatron_lm_e2e.py tests/test_megatron_lm_te.py tests/test_megatron_lm_fp8.py \
+	tests/test_megatron_lm_moe.py \
 	tests/test_megatron_lm_architectures.py tests/test_megatron_lm_context_parallel.py tests/test_te_wgrad.py
 
 .PHONY: setup setup-py312 demo plan test test-under-load test-py311 test-py311-rest test-py311-megatron-lm test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \

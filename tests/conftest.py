@@ -71,6 +71,15 @@ def megatron_lm_tree(tmp_path_factory):
         pytest.fail(str(exc))
 
 
+@pytest.fixture(scope="session")
+def megatron_lm_te_pp2(megatron_lm_tree, tmp_path_factory):
+    """pretrain_gpt.py with TE layers at pp=2 from one start shared by the session's test modules
+    (megatron_lm_harness.TEPipelineRuns): called with a schedule (None: megatron's own) and an FP8 recipe."""
+    import megatron_lm_harness as H
+
+    return H.TEPipelineRuns(megatron_lm_tree, str(tmp_path_factory.mktemp("megatron-lm-te")))
+
+
 # -- unexpected skips fail the session (tests/expected_skips.py) ----------------------------------
 
 _SKIPS: list = []  # (node id, reason) of every skip in this session

@@ -11,7 +11,10 @@ own code, with the modules it imports already loaded. As under torchrun, the fir
 non-zero ends the others (SIGTERM, which the tests' sitecustomize turns into a stack dump, then
 SIGKILL 10 s later) and the launch exits with that rank's status.
 
-Requests come one JSON object a line on stdin: {"argv": [...], "nproc": n, "env": {...}, "log": path}.
+Requests come one JSON object a line on stdin: {"argv": [...], "nproc": n, "env": {...}, "log": path},
+and optionally "setup": {"path": dir, "module": name, "call": function, "args": [...]}, a test-only
+function each rank calls after its environment is set and before pretrain_gpt.py runs (e.g.
+tests/fp8_breakages.py breaking the runtime on purpose in that launch alone).
 Replies, one JSON object a line on the descriptor that was stdout: {"pid": launcher pid} at once,
 then {"code": exit status} when the launch has ended (negative: killed by that signal).
 """
@@ -38,7 +41,15 @@ def _agent_store():
     return rendezvous_store()
 
 
-def _rank(rank: int, nproc: int, port: int, argv: list, env: dict) -> None:
+def _setup(setup: dict) -> None:
+    """A request's test-only setup, in the rank (forked: nothing reaches the import-once process)."""
+    import importlib
+
+    sys.path.insert(0, setup["path"])
+    getattr(importlib.import_module(setup["module"]), setup["call"])(*setup.get("args", []))
+
+
+def _rank(rank: int, nproc: int, port: int, argv: list, env: dict, setup: dict = None) -> None:
     """One rank: torchrun's environment, pretrain_gpt.py as __main__, then the interpreter's own
     exit steps (atexit) and the exit status a plain `python pretrain_gpt.py` would have."""
     os.environ.clear()
@@ -51,6 +62,8 @@ def _rank(rank: int, nproc: int, port: int, argv: list, env: dict) -> None:
     sys.argv = ["pretrain_gpt.py", *argv]
     code = 0
     try:
+        if setup:
+            _setup(setup)
         runpy.run_path("pretrain_gpt.py", run_name="__main__")
     except SystemExit as exc:
         if isinstance(exc.code, str):
@@ -80,7 +93,7 @@ def _launch(request: dict) -> None:
     for rank in range(nproc):
         pid = os.fork()
         if pid == 0:
-            _rank(rank, nproc, port, request["argv"], request["env"])
+            _rank(rank, nproc, port, request["argv"], request["env"], request.get("setup"))
         ranks[pid] = rank
 
     def kill_rest(*_):

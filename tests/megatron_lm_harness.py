@@ -37,6 +37,8 @@ SNAPSHOTS = os.path.join(os.path.dirname(ROOT), "shared", "megatron-lm")
 PATCHES = os.path.join(ROOT, "patches")
 APPLY_PATCH = os.path.join(PATCHES, "apply_patch.sh")  # picks the checkout's patch, applies it whole or not at all
 TE_STANDIN = os.path.join(ROOT, "tests", "te_standin")  # the `transformer_engine` of run(te=True) only
+# the stand-in's switch to answer as an FP8 device (te_standin/.../pytorch/quantization.py), for run(fp8_device=...)
+TE_STANDIN_FP8_ENV = "TE_STANDIN_EMULATE_FP8_DEVICE"
 
 
 def matching_tag(version: str = None) -> str:
@@ -191,7 +193,7 @@ def prepare(workdir: str, tag: str = None) -> str:
 
 def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
         expect_ok: bool = True, launcher: str = None, te: bool = False, gpus: int = 0,
-        megatron_defaults: bool = False) -> Result:
+        megatron_defaults: bool = False, fp8_device: str = None, rank_setup: tuple = None) -> Result:
     """pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log. The ranks are forked
     from this tree's import-once process, or started by torchrun (`launcher="torchrun"` or
     PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`.
@@ -201,26 +203,41 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     PYTHONPATH; those runs have an import-once process of their own).
 
     `megatron_defaults`: TINY without the options CPU mode sets itself (--no-persist-layer-norm,
-    --num-workers 0): Megatron-LM's defaults, which a user's dry run keeps."""
+    --num-workers 0): Megatron-LM's defaults, which a user's dry run keeps.
+
+    `fp8_device` (with `te`): the TE stand-in answers as that FP8 device ("sm90": a Hopper; "gfx942": an
+    MI300 with the FNUZ formats) in every rank, so Megatron-LM's --fp8-format runs; without it the
+    stand-in answers as a CPU does (no FP8), whatever this process's environment says.
+
+    `rank_setup`: (module in tests/, function, *args), called by every rank before pretrain_gpt.py runs
+    (a test that breaks the runtime on purpose: tests/fp8_breakages.py); forked ranks only."""
     bindir, sitedir = (os.path.join(os.path.dirname(tree), d) for d in ("bin", "site"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "TORCHELASTIC_"))}
     env.update(PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), env.get("PATH", "")]),
                PYTHONPATH=os.pathsep.join([*([TE_STANDIN] if te else []), ROOT, sitedir,
                                            env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                OMP_NUM_THREADS="1", CUDA_DEVICE_MAX_CONNECTIONS="1", PYTHONWARNINGS="ignore")
+    env.pop(TE_STANDIN_FP8_ENV, None)
+    if fp8_device:
+        assert te, "fp8_device emulates an FP8 device in the TE stand-in: run(te=True)"
+        env[TE_STANDIN_FP8_ENV] = fp8_device
     tiny = [*TINY[:TINY.index("--transformer-impl")], "--transformer-impl", "transformer_engine",
             *TINY[TINY.index("--transformer-impl") + 2:]] if te else TINY
     if megatron_defaults:
         tiny = [a for a in tiny if a != "--no-persist-layer-norm"]
         tiny = tiny[:tiny.index("--num-workers")] + tiny[tiny.index("--num-workers") + 2:]
     argv = [*(["--cpu"] if cpu_flag else []), *tiny, *args]
-    launcher = launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" else "fork")
+    launcher = launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" and not rank_setup
+                            else "fork")
+    assert not rank_setup or launcher == "fork", "rank_setup runs in forked ranks only"
     if launcher == "nodes":  # the GPU check on fewer GPUs than ranks: benchmarks/rank_launch.py
         code, out = _nodes(tree, nproc, argv, env, timeout, gpus)
     elif launcher == "torchrun":
         code, out = _torchrun(tree, nproc, argv, env, timeout)
     else:
-        code, out = _forked(tree, nproc, argv, env, timeout)
+        setup = rank_setup and {"path": os.path.join(ROOT, "tests"), "module": rank_setup[0], "call": rank_setup[1],
+                                "args": list(rank_setup[2:])}
+        code, out = _forked(tree, nproc, argv, env, timeout, setup)
     if code is None:
         raise AssertionError(f"pretrain_gpt.py {' '.join(args)} did not finish in {timeout:g} s:\n{tail(out)}")
     result = parse(out)
@@ -297,14 +314,16 @@ class _Forks:
 _FORKS: dict = {}
 
 
-def _forked(tree: str, nproc: int, argv: list, env: dict, timeout: float):
-    """(exit status or None on time-out, output) of a run forked from the tree's import-once process."""
+def _forked(tree: str, nproc: int, argv: list, env: dict, timeout: float, setup: dict = None):
+    """(exit status or None on time-out, output) of a run forked from the tree's import-once process
+    (`setup`: megatron_lm_forks.py's test-only call in each rank)."""
     key = (tree, env["PYTHONPATH"])  # what the process imported depends on its path (the TE stand-in)
     forks = _FORKS.get(key)
     if forks is None or forks.proc.poll() is not None:
         forks = _FORKS[key] = _Forks(tree, env)
     log = os.path.join(os.path.dirname(tree), "run.log")
-    forks.proc.stdin.write((json.dumps({"argv": argv, "nproc": nproc, "env": env, "log": log}) + "\n").encode())
+    request = {"argv": argv, "nproc": nproc, "env": env, "log": log, **({"setup": setup} if setup else {})}
+    forks.proc.stdin.write((json.dumps(request) + "\n").encode())
     forks.proc.stdin.flush()
     deadline = time.monotonic() + timeout + 120  # + the imports, when this is the process's first run
     started = forks.reply(deadline)
@@ -373,3 +392,50 @@ def tail(text: str, n: int = 80) -> str:
     logged = [line.strip()[:160] for line in lines if _ITER.search(line) or _VALID.search(line)][-2:]
     return "\n".join(lines[-n:] + (["--- first error lines ---"] + errors if errors else [])
                      + ["--- last iteration lines logged ---"] + (logged or ["(none)"]))
+
+
+class TEPipelineRuns:
+    """pretrain_gpt.py with TE layers (the stand-in) at pp=2 from one shared start, for every test module
+    that compares schedules on it (test_megatron_lm_te.py in bf16, test_megatron_lm_fp8.py in FP8), so a
+    session saves the start and runs megatron's own bf16 1F1B once. Every run loads the start with
+    --finetune: Megatron-LM seeds each pipeline rank's initialisation, so V placements would start from
+    other weights. bf16 as examples/slurm/pretrain_gpt.sbatch's default GPU run; 4 microbatches, ITERS
+    iterations, the validation and test losses at the end."""
+
+    ITERS = 3
+    ARGS = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", str(ITERS),
+            "--eval-interval", str(ITERS), "--bf16"]
+    FIXED = ["--pipeline-profile-steps", "0"]  # equal-cost plans: the numbers cannot depend on a measured plan
+    FP8_DEVICE = "sm90"  # the stand-in answers as a Hopper: the OCP float8 formats
+
+    def __init__(self, tree: str, work: str) -> None:
+        self.tree, self.work = tree, work
+        self._start = None
+        self._runs: dict = {}
+
+    def start(self) -> str:
+        """One iteration of megatron's own schedule with TE layers in bf16, saved (no FP8 state in it:
+        an FP8 run starts with TE's initial scales, whatever schedule it runs)."""
+        if self._start is None:
+            path = os.path.join(self.work, "start")
+            run(self.tree, 2, [*self.ARGS[:4], "--train-iters", "1", "--eval-interval", "1000", "--save", path,
+                               "--save-interval", "1", "--bf16"], te=True)
+            self._start = path
+        return self._start
+
+    def args(self, schedule: str = None, fp8_recipe: str = None) -> list:
+        return [*self.ARGS, "--load", self.start(), "--finetune",
+                *(["--pipeline-schedule", schedule, *self.FIXED] if schedule else []),
+                *(["--fp8-format", "hybrid", "--fp8-recipe", fp8_recipe] if fp8_recipe else [])]
+
+    def __call__(self, schedule: str = None, fp8_recipe: str = None, rank_setup: tuple = None) -> Result:
+        """Megatron's own 1F1B (`schedule` None) or ours, in bf16 or `--fp8-format hybrid` with
+        `fp8_recipe`; cached unless `rank_setup` (megatron_lm_forks.py's test-only call) changes the run."""
+        key = (schedule, fp8_recipe)
+        if rank_setup is None and key in self._runs:
+            return self._runs[key]
+        result = run(self.tree, 2, self.args(schedule, fp8_recipe), te=True,
+                     fp8_device=self.FP8_DEVICE if fp8_recipe else None, rank_setup=rank_setup)
+        if rank_setup is None:
+            self._runs[key] = result
+        return result

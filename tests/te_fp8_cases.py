@@ -174,7 +174,7 @@ def weight_cache(rank: int, case: dict) -> dict:
 
 def refusals(rank: int, case: dict) -> dict:
     import transformer_engine.pytorch as te
-    from transformer_engine.common.recipe import Float8BlockScaling, MXFP8BlockScaling
+    from transformer_engine.common.recipe import DelayedScaling, Float8BlockScaling, MXFP8BlockScaling
     from transformer_engine.pytorch.cpp_extensions import general_gemm
     from transformer_engine.pytorch.quantization import emulate_fp8_device
     from transformer_engine.pytorch.tensor.float8_tensor import Float8Quantizer
@@ -189,7 +189,24 @@ def refusals(rank: int, case: dict) -> dict:
         a, b = q(torch.ones(16, 32)), q(torch.ones(16, 32))
         general_gemm(a, b, layout="NT")
 
-    attempts = {"blockwise": lambda: fp8_layer((16, 32), Float8BlockScaling()),
+    def fp8_layer_by_environment(platform):
+        """No emulate_fp8_device(): the switch a test sets in the processes it starts (Megatron-LM's ranks)."""
+        import os
+
+        from transformer_engine.pytorch.quantization import EMULATE_ENV
+
+        if platform is not None:
+            os.environ[EMULATE_ENV] = platform
+        try:
+            with te.autocast(recipe=DelayedScaling()):
+                te.Linear(32, 16, params_dtype=torch.float32, device="cpu")(torch.zeros(16, 32))
+        finally:
+            os.environ.pop(EMULATE_ENV, None)
+
+    attempts = {"no_fp8_device": lambda: fp8_layer_by_environment(None),
+                "environment_sm90": lambda: fp8_layer_by_environment("sm90"),
+                "environment_sm80": lambda: fp8_layer_by_environment("sm80"),
+                "blockwise": lambda: fp8_layer((16, 32), Float8BlockScaling()),
                 "mxfp8": lambda: fp8_layer((16, 32), MXFP8BlockScaling()),
                 "rows_not_multiple_of_8": lambda: fp8_layer((12, 32)),
                 "features_not_multiple_of_16": lambda: fp8_layer((16, 24), features=(24, 16)),

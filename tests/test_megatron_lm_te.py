@@ -38,41 +38,26 @@ import megatron_lm_harness as H
 
 pytestmark = pytest.mark.megatron_lm
 
-ITERS = 3
+ITERS = H.TEPipelineRuns.ITERS
 # bf16 as examples/slurm/pretrain_gpt.sbatch's default GPU run (Megatron-LM, TE layers, zbv): in bf16 the
-# order in which microbatches' gradients reach main_grad shows in the printed numbers
-BF16 = ["--bf16"]
-PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", str(ITERS),
-       "--eval-interval", str(ITERS), *BF16]  # 4 microbatches
+# order in which microbatches' gradients reach main_grad shows in the printed numbers. The pp=2 runs are the
+# session's (conftest megatron_lm_te_pp2: one shared start, megatron's own run shared with the FP8 tests).
 DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "--train-iters", str(ITERS),
           "--eval-interval", str(ITERS), "--untie-embeddings-and-output-weights", "--overlap-grad-reduce",
-          "--use-distributed-optimizer", "--overlap-param-gather", *BF16]  # 4 microbatches per data-parallel rank
+          "--use-distributed-optimizer", "--overlap-param-gather", "--bf16"]  # 4 microbatches per data-parallel rank
 PP2_SCHEDULES = ["zb-h1", "zbv", "v-min"]
-FIXED = ["--pipeline-profile-steps", "0"]  # equal-cost plans: the numbers cannot depend on a measured plan
+FIXED = H.TEPipelineRuns.FIXED
 
 
 @pytest.fixture(scope="module")
-def runs(megatron_lm_tree, tmp_path_factory):
-    tree, work = megatron_lm_tree, tmp_path_factory.mktemp("megatron-lm-te")
-
-    @functools.lru_cache(maxsize=None)
-    def start() -> str:
-        """One iteration of Megatron's own schedule with TE layers, saved: every pp=2 run loads it."""
-        path = str(work / "start")
-        H.run(tree, 2, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "1",
-                        "--eval-interval", "1000", "--save", path, "--save-interval", "1", *BF16], te=True)
-        return path
-
-    @functools.lru_cache(maxsize=None)
-    def pp2(schedule):
-        args = PP2 + ["--load", start(), "--finetune"]
-        return H.run(tree, 2, args + (["--pipeline-schedule", schedule, *FIXED] if schedule else []), te=True)
+def runs(megatron_lm_tree, megatron_lm_te_pp2):
+    tree = megatron_lm_tree
 
     @functools.lru_cache(maxsize=None)
     def dp2pp2(schedule):
         return H.run(tree, 4, DP2PP2 + (["--pipeline-schedule", schedule, *FIXED] if schedule else []), te=True)
 
-    return pp2, dp2pp2
+    return megatron_lm_te_pp2, dp2pp2
 
 
 _arg = H.arg

@@ -159,6 +159,12 @@ def test_refusals_are_te_sentences():
     assert rec["rows_not_multiple_of_8"] == ("AssertionError", message.format([12, 32]))
     assert rec["features_not_multiple_of_16"] == ("AssertionError", message.format([16, 24]))
     assert rec["unknown_platform"][0] == "ValueError" and "sm80" in rec["unknown_platform"][1]
+    # a process a test starts: the environment switch, read when TE checks (not at import)
+    assert rec["no_fp8_device"] == ("AssertionError", "Device compute capability 8.9 or higher required for FP8 "
+                                    "execution.")
+    assert rec["environment_sm90"] is None
+    assert rec["environment_sm80"][0] == "ValueError"
+    assert "TE_STANDIN_EMULATE_FP8_DEVICE" in rec["environment_sm80"][1] and "sm80" in rec["environment_sm80"][1]
     assert rec["gemm_missing_transpose"] == ("RuntimeError", "Input A is missing column-wise usage")
 
 

@@ -25,7 +25,8 @@ time), each module citing the TE file and lines it follows:
 There is no FP8 device on CPU: the stand-in answers as TE does on a device without FP8 support
 (``fp8_autocast(enabled=True)`` fails TE's own assertion). For tests,
 ``pytorch.quantization.emulate_fp8_device(platform)`` makes it answer as an FP8 device (a Hopper,
-or gfx942 with the FNUZ formats), and FP8 is then real for the per-tensor recipes (delayed and
+or gfx942 with the FNUZ formats; in processes a test starts, such as Megatron-LM's ranks, the
+environment variable ``TE_STANDIN_EMULATE_FP8_DEVICE=sm90|gfx942``), and FP8 is then real for the per-tensor recipes (delayed and
 current scaling, E4M3 and HYBRID) in Linear and LayerNormLinear: float8 casts with TE's scales
 and amax bookkeeping, the quantized weight cached across microbatches, the GEMMs on float8 data
 (``pytorch/quantization.py``, ``tensor/``, ``module/_gemms.py``, ``cpp_extensions/gemm.py``).

@@ -8,7 +8,8 @@ the autocast contexts (``fp8_autocast`` 766-797, ``autocast`` 800-862), the supp
 
 A CPU has no FP8 GEMMs: the support checks answer as TE does on a device below compute
 capability 8.9 (line 53), so ``autocast(enabled=True)`` fails TE's own assertion in
-``check_recipe_support`` (90-100). ``emulate_fp8_device()`` (stand-in only, for tests) makes
+``check_recipe_support`` (90-100). ``emulate_fp8_device()`` (stand-in only, for tests; or
+``TE_STANDIN_EMULATE_FP8_DEVICE`` in the environment of a process a test starts) makes
 them answer as on an FP8 device, Hopper (``"sm90"``: OCP float8_e4m3fn / float8_e5m2, TN-only
 FP8 GEMMs) or MI300 (``"gfx942"``: the FNUZ formats float8_e4m3fnuz / float8_e5m2fnuz, E4M3's
 maximum 240, as ROCm's TE fork picks them: ROCm/TransformerEngine ``common/recipe/__init__.py``
@@ -40,6 +41,20 @@ from transformer_engine.common.recipe import (  # noqa: F401
 _NO_FP8 = "Device compute capability 8.9 or higher required for FP8 execution."  # TE line 53
 _EMULATED = {"fp8": False, "platform": None}
 _PLATFORMS = ("sm90", "gfx942")
+# Stand-in only: the same switch for a process a test starts (Megatron-LM's pretrain_gpt.py ranks,
+# tests/megatron_lm_harness.run(fp8_device=...)), which no context manager of the test reaches. Read at
+# every check, not at import: the harness's import-once process imports TE before a rank's environment is set.
+EMULATE_ENV = "TE_STANDIN_EMULATE_FP8_DEVICE"
+
+
+def _emulated_platform() -> Optional[str]:
+    """The FP8 device emulated now: emulate_fp8_device()'s, else EMULATE_ENV's, else None (a CPU)."""
+    if _EMULATED["fp8"]:
+        return _EMULATED["platform"]
+    platform = os.environ.get(EMULATE_ENV) or None
+    if platform is not None and platform not in _PLATFORMS:
+        raise ValueError(f"{EMULATE_ENV} must be one of {_PLATFORMS}, not {platform!r}")
+    return platform
 
 
 @contextmanager
@@ -58,7 +73,7 @@ def emulate_fp8_device(platform: str = "sm90"):
 
 def is_fp8_fnuz() -> bool:
     """ROCm TE's ``is_fp8_fnuz()``: the emulated device is gfx942 (MI300)."""
-    return _EMULATED["platform"] == "gfx942"
+    return _emulated_platform() == "gfx942"
 
 
 def _forward_format(fp8_recipe: Recipe, fprop_tensor: bool) -> bool:
@@ -82,7 +97,7 @@ def get_fp8_max(fp8_recipe: Recipe, fprop_tensor: bool = True) -> float:
 
 
 def check_fp8_support() -> Tuple[bool, str]:
-    return (True, "") if _EMULATED["fp8"] else (False, _NO_FP8)
+    return (True, "") if _emulated_platform() else (False, _NO_FP8)
 
 
 def check_mxfp8_support() -> Tuple[bool, str]:
@@ -94,7 +109,7 @@ def check_nvfp4_support() -> Tuple[bool, str]:
 
 
 def check_fp8_block_scaling_support() -> Tuple[bool, str]:
-    if _EMULATED["platform"] == "sm90":  # TE 83-84: a Hopper with CUDA >= 12.9 has it (refused in RecipeState)
+    if _emulated_platform() == "sm90":  # TE 83-84: a Hopper with CUDA >= 12.9 has it (refused in RecipeState)
         return True, ""
     if is_fp8_fnuz():  # ROCm's fork: not on ROCm
         return False, "FP8 block scaled gemm not yet supported for ROCm"
