@@ -85,11 +85,15 @@ DEMO_ARGS = --cpu --pipeline-model-parallel-size 4 --pipeline-schedule $(SCHEDUL
 	--disable-bias-linear
 
 # With at least 4 cores each rank gets its own (pinned); with fewer they time-share, and the
-# picture and the log say so and add the executed order replayed from each op's CPU time.
+# picture and the log say so and show the executed order replayed from each op's CPU time.
+DEMO_CMD = OMP_NUM_THREADS=1 PRIMUS_PIN_RANKS=$(shell [ $$(nproc) -ge 4 ] && echo 1 || echo 0) \
+	$(BIN)/torchrun --standalone --nproc-per-node 4 examples/pretrain_gpt.py $(DEMO_ARGS)
+
+# the command is shown in lines a terminal shows whole (and a shell takes as they are)
 demo: $(STAMP)
 	$(BIN)/python -m primus_megatron.train.data --build-corpus-dataset out/data/corpus_text_document
-	OMP_NUM_THREADS=1 PRIMUS_PIN_RANKS=$$( [ $$(nproc) -ge 4 ] && echo 1 || echo 0 ) \
-	$(BIN)/torchrun --standalone --nproc-per-node 4 examples/pretrain_gpt.py $(DEMO_ARGS)
+	@echo '$(DEMO_CMD)' | fold -s -w 98 | sed -e 's/ *$$//' -e '$$!s/$$/ \\/'
+	@$(DEMO_CMD)
 
 # The planner alone: every schedule compared at pp=8, 24 microbatches (table + picture).
 plan: $(STAMP)

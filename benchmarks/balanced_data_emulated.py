@@ -167,7 +167,7 @@ def train_once(mode: str) -> tuple[float, list]:
            *TRAIN, "--pipeline-balance-data", mode]
     env = dict(os.environ, PYTHONPATH=C.ROOT)  # this checkout's package, whatever the virtualenv installed
     proc = C.run_checked(cmd, timeout_s=900, env=env)
-    pattern = (r"iteration\s+(\d+)/.*?elapsed time per iteration \(ms\): ([\d.]+).*?samples/s: [\d.]+ \| "
+    pattern = (r"iteration\s+(\d+)/\d+ \| ([\d.]+) ms \|.*?samples/s: [\d.]+ \| "
                r"microbatches per replica: ([\d/]+)")
     found = [m for m in re.finditer(pattern, proc.stdout + proc.stderr) if int(m.group(1)) > TRAIN_SKIP]
     if not found:

@@ -17,8 +17,9 @@ import math
 import shlex
 from typing import Any, Optional
 
-from .cli import _int_at_least, _num, _positive, table
+from .cli import _int_at_least, _num, _positive, table, warn_few_microbatches
 from .schedules import advise, gpu_profiles, model_shape
+from .schedules.balance import stage_costs
 from .schedules.errors import ScheduleError
 from .schedules.registry import info, names
 
@@ -152,6 +153,12 @@ def run(args: argparse.Namespace) -> int:
     limit = None if args.memory_gib is None else args.memory_gib * GIB / unit_bytes
     ranked = advise.rank(args.pp, m, derived.costs, shape.num_layers, memory_limit=limit, tie_percent=args.tie)
     report = build_report(args, shape, m, profile, derived, ranked, limit, unit_bytes)
+    fastest = next((r.choice for r in ranked if r.choice.best is not None), None)
+    if fastest is not None:  # its own costs: the derived per-layer costs over its best layer split
+        chunks = info(fastest.name).chunks
+        warn_few_microbatches(fastest.name, args.pp, m, stage_costs(derived.costs, fastest.best.split, args.pp, chunks),
+                              chunks=chunks, label=f"even the fastest schedule ({fastest.name})",
+                              fix="raise --microbatches (or --global-batch-size) to pp or more")
     print(json.dumps(report, indent=1) if args.json else text(report))
     return 0
 

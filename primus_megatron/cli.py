@@ -451,6 +451,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                         memory_limit=None if offloading else args.memory_limit, chunks=args.chunks,
                         post_validation=args.post_validation)
     result = simulate(schedule, costs)
+    warn_few_microbatches(schedule.name, args.pp, args.microbatches, costs, chunks=schedule.chunks_per_rank)
     moved = _offload_result(schedule, costs, args) if offloading else None
     outputs: list[tuple[str, bytes | str]] = []
     if args.plot:
@@ -485,6 +486,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     _write_outputs(outputs)
     print(text)
     return 0
+
+
+def warn_few_microbatches(name: str, pp: int, microbatches: int, costs: Any, *, chunks: Optional[int] = None,
+                          label: Optional[str] = None, fix: str = "raise --microbatches to --pp or more") -> None:
+    """Fewer microbatches than pipeline ranks: the bubble it costs, once, on stderr (stdout may be JSON)."""
+    from .schedules.few_microbatches import few_microbatches
+
+    text = few_microbatches(name, pp, microbatches, costs=costs, chunks=chunks, fix=fix, label=label)
+    if text:
+        print(f"{PROG}: warning: {text}", file=sys.stderr)
 
 
 def _best_mb_order(costs, args: argparse.Namespace) -> tuple[Any, tuple, str]:
@@ -625,6 +636,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         drawn.append(shown)
     if not results:
         raise ScheduleError(f"no registered schedule can be built for these arguments ({failures[0]})")
+    fastest = min(results, key=lambda r: r.makespan).schedule
+    warn_few_microbatches(fastest.name, args.pp, args.microbatches, costs_for(registry.info(fastest.name)),
+                          chunks=fastest.chunks_per_rank, label=f"even the fastest schedule here ({fastest.name})")
     gaps, gap_note = _optimum_gaps(args, results, costs_for)
     for row in rows:
         if "makespan" in row and gaps:

@@ -410,13 +410,20 @@ def check_deferred_wgrad_args(args: argparse.Namespace, spec: PipelineSpec,
     """Options that cannot combine with the schedule's deferred weight gradients (or its
     placement), with what to do instead, and a TransformerEngine that cannot defer them; None
     if fine. A schedule without W ops never touches TE's weight-gradient store: any TE runs it."""
-    from .unsupported import refusal_for  # below the runtime: the table depends on arguments only
+    from .unsupported import first_refusal  # below the runtime: the table depends on arguments only
 
-    problem = refusal_for(args, schedule=spec.name, splits_backward=spec.splits_backward,
-                          v_placement=spec.placement == V, uses_te=uses_te(args), offload=spec.offload)
+    problem = first_refusal(deferred_wgrad_setting(args, spec))
     if problem or not spec.splits_backward or te_support is None or not uses_te(args):
         return problem
     return te_support(spec.name)
+
+
+def deferred_wgrad_setting(args: argparse.Namespace, spec: PipelineSpec):
+    """The refusal table's Setting (primus_megatron/unsupported.py) of the arguments under `spec`."""
+    from .unsupported import setting_of
+
+    return setting_of(args, schedule=spec.name, splits_backward=spec.splits_backward, v_placement=spec.placement == V,
+                      uses_te=uses_te(args), offload=spec.offload)
 
 
 def uses_te(args: argparse.Namespace) -> bool:
@@ -492,6 +499,21 @@ def num_microbatches(args: argparse.Namespace) -> Optional[int]:
     if not gbs or not mbs or not dp or gbs % (mbs * dp):
         return None  # not known yet (or refused by the caller's own batch check)
     return gbs // (mbs * dp)
+
+
+def few_microbatches_warning(args: argparse.Namespace, spec: Optional[PipelineSpec]) -> Optional[str]:
+    """Fewer microbatches per step than pipeline ranks, under the spec's schedule (megatron's own without
+    one: 1F1B, interleaved with a virtual pipeline size): the bubble it costs, in one sentence, or None."""
+    from .schedules.few_microbatches import few_microbatches
+
+    pp, m = getattr(args, "pipeline_model_parallel_size", None) or 1, num_microbatches(args)
+    if m is None or pp < 2:
+        return None
+    vp = getattr(args, "virtual_pipeline_model_parallel_size", None) or 1
+    name, chunks = (spec.name, spec.chunks) if spec is not None else ("interleaved-1f1b", vp) if vp > 1 else ("1f1b", 1)
+    return few_microbatches(name, pp, m, costs=spec.costs if spec is not None else None, chunks=chunks,
+                            fix="raise --global-batch-size or lower --micro-batch-size (microbatches per step: global "
+                                "batch / (micro batch x data-parallel size))")
 
 
 def spec_for_run(args: argparse.Namespace) -> tuple[Optional[str], Optional[PipelineSpec]]:

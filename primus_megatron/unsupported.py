@@ -318,17 +318,26 @@ OFFLOAD_RULES = (
 )
 
 
-def first_refusal(setting: Setting) -> Optional[str]:
-    """One sentence naming the first refused option, or None."""
+def refusals(setting: Setting) -> list[tuple[Rule, str]]:
+    """Every refused option, in the table's order: (its rule, one sentence naming it)."""
+    out = []
     for rule in RULES + (OFFLOAD_RULES if setting.offload != "off" else ()):
         value = setting.get(rule.field)
         if value is not None and rule.refuses(value, setting):
             shown = "" if value is True else f" {','.join(value) if isinstance(value, (list, tuple)) else value}"
             if rule.offload:
-                return f"{rule.option}{shown} cannot be used with --pipeline-offload {setting.offload}: {rule.why}"
-            return (f"{rule.option}{shown} cannot be used with --pipeline-schedule {setting.schedule}: {rule.why} "
-                    f"(or drop --pipeline-schedule for megatron's own schedule)")
-    return None
+                out.append((rule, f"{rule.option}{shown} cannot be used with --pipeline-offload {setting.offload}: "
+                                  f"{rule.why}"))
+            else:
+                out.append((rule, f"{rule.option}{shown} cannot be used with --pipeline-schedule {setting.schedule}: "
+                                  f"{rule.why} (or drop --pipeline-schedule for megatron's own schedule)"))
+    return out
+
+
+def first_refusal(setting: Setting) -> Optional[str]:
+    """One sentence naming the first refused option, or None."""
+    found = refusals(setting)
+    return found[0][1] if found else None
 
 
 def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: bool,
@@ -337,6 +346,13 @@ def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: 
     """`first_refusal` over an object with the fields as attributes (a TransformerConfig or
     Megatron-LM's argument namespace); a field `obj` lacks is looked up in `also` (e.g. the
     model chunks' DistributedDataParallelConfig), in order."""
+    return first_refusal(setting_of(obj, schedule=schedule, splits_backward=splits_backward, v_placement=v_placement,
+                                    uses_te=uses_te, also=also, offload=offload, pairs=pairs))
+
+
+def setting_of(obj: Any, *, schedule: str, splits_backward: bool, v_placement: bool, uses_te: Optional[bool],
+               also: tuple = (), offload: str = "off", pairs: Optional[bool] = None) -> Setting:
+    """The Setting of an object with the fields as attributes (see `refusal_for`)."""
     def get(name: str) -> Any:
         for source in (obj, *also):
             value = getattr(source, name, None)
@@ -344,7 +360,13 @@ def refusal_for(obj: Any, *, schedule: str, splits_backward: bool, v_placement: 
                 return value
         return None
 
-    return first_refusal(Setting(schedule, splits_backward, v_placement, uses_te, get, offload, pairs))
+    return Setting(schedule, splits_backward, v_placement, uses_te, get, offload, pairs)
+
+
+def depends_on_installed_te(rule: Rule) -> bool:
+    """Whether the rule's answer depends on the TransformerEngine installed where it is evaluated (its version
+    and platform): a CPU dry run judges it for its own TransformerEngine, not the cluster's."""
+    return rule in FP8_RULES or (rule.field == "fp4" and not rule.offload)
 
 
 _FP8_BASIS_LOGGED: set = set()

@@ -71,7 +71,7 @@ TINY = ["--transformer-impl", "local", "--no-persist-layer-norm", "--mock-data",
 # --num-workers 0: Megatron-LM's default (2 persistent DataLoader workers per iterator, 6 per rank)
 # forks workers from ranks that already run gloo threads, and shuts them down at interpreter exit;
 # two CI runs failed there (a first-stage rank silent for 120 s before its first send; a rank
-# aborting while exiting). CPU mode now sets it itself (megatron_lm/plugin.py, said in its log line;
+# aborting while exiting). CPU mode now sets it itself (megatron_lm/cpu_mode.py, said in its log line;
 # run(megatron_defaults=True) leaves it to that); given here for the GPU check's runs too.
 
 # searched, not matched: another rank's memory report may precede it on the same line

@@ -228,3 +228,29 @@ def test_list_states_v_half_and_v_min_memory_as_the_simulator_finds_it(capsys):
                 assert peak == math.ceil(p / k) + 1
         row = compared[name]  # chunks, makespan, bubbles (sync, async), max peak memory, memory vs 1f1b
         assert re.fullmatch(r"\d\.\d\dx", row[5]) and row[5] == at8 and float(row[4]) == math.ceil(8 / k) + 1
+
+
+def test_fewer_microbatches_than_pipeline_ranks_warn_once_with_the_bubble_they_cost(capsys):
+    """simulate, compare and advise: one line on stderr (stdout stays the table or JSON) with the simulator's
+    bubble at this count and at pp microbatches; none at m = pp."""
+    def warning(*argv: str) -> list:
+        assert cli.main(list(argv)) == 0
+        out = capsys.readouterr()
+        if "--json" in argv:
+            json.loads(out.out)
+        return [line for line in out.err.splitlines() if line.strip()], out.out
+
+    idle = [S.simulate(S.generate("zbv", 4, m)).bubble_sync for m in (2, 4)]
+    said, _ = warning("simulate", "--schedule", "zbv", "--pp", "4", "-m", "2")
+    assert said == [f"primus-pipeline: warning: 2 microbatches per step on 4 pipeline ranks: zbv leaves the ranks "
+                    f"idle {100 * idle[0]:.0f}% of each step (simulated bubble; {100 * idle[1]:.0f}% with 4, as many "
+                    f"microbatches as ranks); raise --microbatches to --pp or more"], said
+    assert idle[0] > idle[1] and warning("simulate", "--schedule", "zbv", "--pp", "4", "-m", "4")[0] == []
+    said, out = warning("compare", "--pp", "4", "-m", "2", "--json")
+    fastest = min((r for r in json.loads(out)["schedules"] if "makespan" in r), key=lambda r: r["makespan"])
+    assert len(said) == 1 and f"even the fastest schedule here ({fastest['name']}) leaves the ranks idle " \
+        f"{100 * fastest['bubble_sync']:.0f}% of each step" in said[0], said
+    said, out = warning("advise", "--model", "llama3-8b", "--pp", "8", "--microbatches", "4", "--json")
+    first = json.loads(out)["schedules"][0]["name"]
+    assert len(said) == 1 and f"4 microbatches per step on 8 pipeline ranks: even the fastest schedule ({first})" \
+        in said[0], said

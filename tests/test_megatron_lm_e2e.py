@@ -241,7 +241,7 @@ def test_a_bf16_dry_run_through_torchrun_keeps_megatron_defaults(tree):
     layer norm) trains under zb-h1 as megatron's own 1F1B does. zb-h1 places stages as 1F1B does, so
     Megatron-LM initialises the same weights: no shared checkpoint. CPU mode turns off the softmax
     kernel (CUDA only: the first bf16 forward died importing it) and the DataLoader workers
-    (plugin._WORKERS_WHY), in one log line."""
+    (megatron_lm/cpu_mode.py WORKERS_WHY), in one log line."""
     args = PP2 + ["--bf16"]
     own = H.run(tree, 2, args + ["--distributed-backend", "gloo"], cpu_flag=False, megatron_defaults=True)
     ours = H.run(tree, 2, args + ["--pipeline-schedule", "zb-h1"], launcher="torchrun", megatron_defaults=True)
@@ -255,3 +255,28 @@ def test_a_bf16_dry_run_through_torchrun_keeps_megatron_defaults(tree):
     losses = [float(ours.losses[i]) for i in range(1, ITERS + 1)]
     assert all(math.isfinite(x) for x in losses) and losses[-1] < losses[0], losses
     assert ours.numbers() == own.numbers()
+
+
+def test_a_dry_run_says_what_the_gpu_run_would_refuse_and_trains_on(tree):
+    """Issue 59: `pretrain_gpt.py --cpu` of a command line the GPU run refuses under zbv (TransformerEngine
+    layers, Megatron-LM's default, with the blockwise FP8 recipe and TP communication overlap) and of one
+    microbatch per step on 2 pipeline ranks. The dry run says each refusal once, on one line, switches both
+    off (they need a GPU), warns once of the bubble one microbatch costs, and trains: no traceback."""
+    said = "dry run (--cpu): the GPU run would refuse this command line: "
+    result = H.run(tree, 2, ["--pipeline-model-parallel-size", "2", "--global-batch-size", "2", "--train-iters", "2",
+                             "--eval-interval", "2", "--pipeline-schedule", "zbv", *FIXED_ZBV, "--transformer-impl",
+                             "transformer_engine", "--fp8-format", "hybrid", "--fp8-recipe", "blockwise",
+                             "--tp-comm-overlap"])
+    lines = result.log.splitlines()
+    refused = [line[len(said):] for line in lines if line.startswith(said)]
+    assert [r.split(" cannot be used with --pipeline-schedule zbv: ")[0] for r in refused] == [
+        "--fp8-format hybrid", "--tp-comm-overlap"], H.tail(result.log)
+    assert "blockwise FP8 recipe" in refused[0]
+    warned = [line for line in lines if line.startswith("warning: ")]
+    assert len(warned) == 1 and warned[0].startswith("warning: 1 microbatch per step on 2 pipeline ranks: zbv leaves "
+                                                     "the ranks idle"), warned
+    for name, value in (("transformer_impl", "local"), ("fp8", "None"), ("tp_comm_overlap", "False")):
+        assert _arg(result, name) == value, name
+    losses = [float(result.losses[i]) for i in (1, 2)]
+    assert all(math.isfinite(x) for x in losses), losses
+    assert "Traceback" not in result.log

@@ -473,6 +473,115 @@ def test_megatron_lm_validate_args_accepts_a_good_configuration(megatron_lm_inst
     assert args.num_virtual_stages_per_pipeline_rank == 2 and calls == ["zbv"]
 
 
+# -- the CPU dry run predicts the GPU run's refusals (issue 59) -------------------------------------
+
+# What CPU mode turns off (megatron_lm/cpu_mode.py) and our table refuses with TE layers under zbv
+GPU_ONLY = dict(pipeline_schedule="zbv", transformer_impl="transformer_engine", fp8="hybrid", fp8_recipe="blockwise",
+                tp_comm_overlap=True, cuda_graph_impl="local")
+DRY_RUN_SAYS = "dry run (--cpu): the GPU run would refuse this command line: "
+
+
+def _validate_args_argv(**values) -> argparse.Namespace:
+    return megatron_lm_args(**{"num_virtual_stages_per_pipeline_rank": None,
+                               "num_layers_per_virtual_pipeline_stage": None, "global_batch_size": 8,
+                               "micro_batch_size": 1, **values})
+
+
+def _said(out: str) -> list:
+    return [line[len(DRY_RUN_SAYS):] for line in out.splitlines() if line.startswith(DRY_RUN_SAYS)]
+
+
+def test_a_cpu_dry_run_says_what_the_gpu_run_would_refuse_and_goes_on(megatron_lm_installed, capsys, monkeypatch):
+    """The GPU run of TE layers with FP8's blockwise recipe, TP communication overlap and CUDA graphs under
+    zbv stops at its first refusal; `--cpu` turns all three off (they need a GPU), so judged after that switch
+    it would pass them all. It judges the command line as the GPU run sees it first: one line per refused
+    option, the first the GPU run's own sentence, then the switch, and Megatron-LM's validation goes on."""
+    import primus_megatron.megatron_lm.plugin as plugin
+    from primus_megatron.unsupported import installed_te_version
+
+    initialize, calls = megatron_lm_installed
+    prog = os.path.basename(sys.argv[0]) + ": error: "
+    with pytest.raises(SystemExit) as exc:  # the GPU run
+        initialize.validate_args(_validate_args_argv(**GPU_ONLY), {})
+    assert exc.value.code == 2
+    gpu = _one_line(capsys.readouterr().err, prog)[len(prog):]
+    monkeypatch.setattr(plugin._PLUGIN, "cpu_mode", True)
+    args = _validate_args_argv(**GPU_ONLY)
+    assert initialize.validate_args(args, {}) is args and calls == ["zbv", "zbv"]  # validated, not refused
+    out = capsys.readouterr()
+    said = _said(out.out)
+    options = ["--fp8-format hybrid", "--tp-comm-overlap", "--cuda-graph-impl local"]  # the table's order
+    assert len(said) == 3 and all(line.startswith(f"{o} cannot be used with --pipeline-schedule zbv: ")
+                                  for o, line in zip(options, said)), said
+    assert said[0].startswith(gpu) and "blockwise FP8 recipe" in said[0]
+    here = installed_te_version()  # the FP8 rules depend on the TransformerEngine installed where they are judged
+    assert (f"TransformerEngine installed here, {here};" if here else "no TransformerEngine installed here") in said[0]
+    switched = [line for line in out.out.splitlines() if line.startswith("CPU mode: ")]
+    assert len(switched) == 1 and all(f in switched[0] for f in (
+        "--transformer-impl local", "no --fp8-format", "no --tp-comm-overlap", "--cuda-graph-impl none")), switched
+    assert (args.transformer_impl, args.fp8, args.tp_comm_overlap, args.cuda_graph_impl) == ("local", None, False,
+                                                                                            "none")
+    assert out.err == ""
+
+
+def test_a_cpu_dry_run_refuses_what_cpu_mode_leaves_on_as_the_gpu_run_does(megatron_lm_installed, capsys,
+                                                                            monkeypatch):
+    """--tp-comm-overlap is said (CPU mode turns it off); full recompute with W ops is refused on CPU too:
+    the dry run ends there with the GPU run's sentence and status 2, not said twice."""
+    import primus_megatron.megatron_lm.plugin as plugin
+
+    initialize, _ = megatron_lm_installed
+    monkeypatch.setattr(plugin._PLUGIN, "cpu_mode", True)
+    with pytest.raises(SystemExit) as exc:
+        initialize.validate_args(_validate_args_argv(pipeline_schedule="zbv", transformer_impl="transformer_engine",
+                                                     tp_comm_overlap=True, recompute_granularity="full"), {})
+    assert exc.value.code == 2
+    out = capsys.readouterr()
+    said = _said(out.out)
+    assert len(said) == 1 and said[0].startswith("--tp-comm-overlap cannot be used"), said
+    assert "--recompute-granularity full cannot be used with --pipeline-schedule zbv" in _one_line(
+        out.err, os.path.basename(sys.argv[0]) + ": error: ")
+
+
+@pytest.mark.parametrize("schedule, own", [("zbv", None), (None, "1f1b")])
+def test_megatron_lm_warns_once_when_a_step_has_fewer_microbatches_than_pipeline_ranks(schedule, own,
+                                                                                      megatron_lm_installed, capsys):
+    """2 microbatches per step on 4 pipeline ranks: one line with the simulator's bubble at 2 and at 4 (the
+    warning is the same under megatron's own 1F1B); none at 4 microbatches."""
+    initialize, _ = megatron_lm_installed
+    name = schedule or own
+    idle = [S.simulate(S.generate(name, 4, m)).bubble_sync for m in (2, 4)]
+    initialize.validate_args(_validate_args_argv(pipeline_schedule=schedule, global_batch_size=2), {})
+    warned = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: ")]
+    assert warned == [f"warning: 2 microbatches per step on 4 pipeline ranks: {name} leaves the ranks idle "
+                      f"{100 * idle[0]:.0f}% of each step (simulated bubble; {100 * idle[1]:.0f}% with 4, as many "
+                      f"microbatches as ranks); raise --global-batch-size or lower --micro-batch-size (microbatches "
+                      f"per step: global batch / (micro batch x data-parallel size))"], warned
+    assert idle[0] > idle[1]
+    initialize.validate_args(_validate_args_argv(pipeline_schedule=schedule, global_batch_size=4), {})
+    assert "warning: " not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", [n for n, c in CASES.items() if c["argv"]])
+def test_the_cpu_dry_run_of_pretrain_gpt_refuses_what_its_gpu_run_refuses(name, tmp_path):
+    """examples/pretrain_gpt.py builds megatron-core's local layers on GPUs too, and checks every option before
+    anything starts, --cpu or not: the dry run's sentence is the GPU run's, for every refusal of the table."""
+    from primus_megatron.train.arguments import ConfigError, parse_run
+
+    data = tmp_path / "text_document"
+    for ext in (".bin", ".idx"):
+        open(str(data) + ext, "wb").close()
+    argv = ["--data-path", str(data), "--num-layers", "8", "--pipeline-model-parallel-size", "4", "--micro-batch-size",
+            "1", "--global-batch-size", "8", *CASES[name]["argv"]]
+
+    def refusal(*cpu: str) -> str:
+        with pytest.raises(ConfigError) as exc:
+            parse_run([*cpu, *argv], world_size=WORLD)
+        return str(exc.value)
+
+    assert refusal("--cpu") == refusal()
+
+
 # -- what is accepted next to each refusal ---------------------------------------------------------
 
 def _parse(argv, world=WORLD):

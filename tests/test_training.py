@@ -147,30 +147,63 @@ def test_timeline_picture_and_trace_are_written(every_schedule):
     assert {"F", "B", "W"} <= kinds
 
 
+def _logged_panels(log: str) -> list:
+    """The log's line per picture panel (after 'schedule of iteration N, one line per panel ...'), each
+    with its continued lines joined."""
+    lines = log.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("schedule of iteration "))
+    panels = []
+    for line in lines[start + 1:]:
+        if line.startswith("    "):
+            panels[-1] += " " + line.strip()
+        elif line.startswith("  "):
+            panels.append(line.strip())
+        else:
+            return panels
+    return panels
+
+
 @pytest.mark.parametrize("one_core", [True, False], ids=["ranks-share-a-core", "a-core-each"])
 def test_demo_picture_shows_plan_over_measurement(dataset, tmp_path, one_core):
-    """The picture of the executed iteration has the plan simulated from the run's
-    measured op costs above the measured timeline, one time axis in ms, both
-    bubble figures, and a time-sharing note exactly when ranks share cores; then, between
-    the two, the executed order replayed from each op's CPU time, which no wait for a
-    core can lengthen: it ends no later than the measured timeline."""
+    """The picture of the executed iteration: the plan simulated from the run's op times, what ran (where
+    ranks time-share a core, replayed from each op's CPU time, which no wait for a core can lengthen: it
+    ends no later than the wall clock) and 1F1B from the same op times, on one time axis in ms, each
+    title one bubble figure; where ranks time-share a core, the wall clock below on an axis of its own
+    with a note saying why. The log says the same numbers, one panel per line, in lines of at most 100
+    columns. A step of 1 microbatch on 2 pipeline ranks warns once of its bubble."""
     import re
 
     if not one_core and len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs 2 cores for one core per rank")
     picture = str(tmp_path / "demo.svg")
-    run = model_args(dataset, 2, "--train-iters", "2", "--pipeline-schedule", "zbv", "--timeline", picture)
-    H.run_ranks({"body": H.train_body, "pp": 2, "runs": [run], "one_core": one_core}, 2, timeout_s=600)
+    runs = [model_args(dataset, 2, "--train-iters", "2", "--pipeline-schedule", "zbv", "--timeline", picture)]
+    if one_core:  # one more short run on the same ranks: one microbatch per step
+        runs.append(model_args(dataset, 2, "--train-iters", "1", "--global-batch-size", "2", "--pipeline-schedule",
+                               "zbv"))
+    logs = [r["log"] for r in H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs, "one_core": one_core,
+                                           "capture_log": True}, 2, timeout_s=600)[0]]
     svg = open(picture, encoding="utf-8").read()
-    titles = re.findall(r">([^<>]*bubble sync [0-9.]+ / async [0-9.]+[^<>]*)<", svg)
-    assert len(titles) == (3 if one_core else 2), titles
-    assert titles[0].startswith("planned (the schedule simulated from this run") and "measured" in titles[-1], titles
-    assert "time (ms)" in svg
-    assert ("2 rank processes time-share 1 core:" in svg) == one_core
+    titles = re.findall(r">([^<>]*: [0-9]+ ms, bubble [0-9.]+%[^<>]*)<", svg)
+    what = "op CPU times" if one_core else "op times"
+    assert len(titles) == (4 if one_core else 3), titles
+    assert titles[0].startswith(f"zbv as planned from this run's {what}: "), titles
+    assert titles[1].startswith("zbv as it ran" + (", each op taking the CPU time it used" if one_core else ":"))
+    assert titles[2].startswith(f"1F1B (megatron's) from the same {what}: "), titles
+    ms = [float(re.search(r": ([0-9]+) ms, bubble", t).group(1)) for t in titles]
+    gain = float(re.search(r"zbv's plan ([0-9.]+)x as fast$", titles[2]).group(1))
+    assert gain == pytest.approx(ms[2] / ms[0], rel=0.02), (gain, ms)  # whole ms in the titles
+    assert all(t.count("bubble") == 1 for t in titles)
+    assert ("time (ms), an axis of its own" in svg) == one_core
+    assert ("gaps are mostly the operating system switching between ranks" in svg) == one_core
     if one_core:
-        assert titles[1].startswith("replayed (the order this run executed, each op taking the CPU time it used"), titles
-        replayed, measured = (float(re.search(r"makespan ([0-9.]+)", t).group(1)) for t in titles[1:])
-        assert 0 < replayed <= measured, titles
+        assert titles[3].startswith("as it ran on the wall clock, 2 ranks time-sharing 1 core: "), titles
+        assert 0 < ms[1] <= ms[3], titles
+    assert _logged_panels(logs[0]) == titles and f"picture: {picture}" in logs[0]
+    long = [line for line in logs[0].splitlines() if len(line) > 100 and " " in line.strip()]
+    assert not long, long
+    warned = [line for line in "".join(logs).splitlines() if line.startswith("warning: ")]
+    assert len(warned) == int(one_core) and all(w.startswith("warning: 1 microbatch per step on 2 pipeline ranks: "
+                                                             "zbv leaves the ranks idle") for w in warned), warned
 
 
 def test_checkpoint_saved_under_one_schedule_resumes_under_another(dataset, tmp_path):

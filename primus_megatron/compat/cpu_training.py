@@ -40,7 +40,8 @@ without ``training``) stays scoped as before. Megatron-LM still needs its
 start-up dependencies (triton, pybind11, ...; see requirements-megatron-lm.txt);
 ``megatron_lm.install()`` in CPU mode also sets ``--distributed-backend gloo``,
 ``--transformer-impl local``, ``--no-persist-layer-norm``, ``--no-rope-fusion`` with rope,
-``--no-masked-softmax-fusion`` with 16-bit inputs and ``--num-workers 0`` (megatron_lm/plugin.py).
+``--no-masked-softmax-fusion`` with 16-bit inputs, ``--num-workers 0``, and no FP8, userbuffers overlap
+or CUDA graphs (megatron_lm/cpu_mode.py, which first says what of these the GPU run would refuse).
 """
 from __future__ import annotations
 

@@ -25,9 +25,10 @@ With `--pipeline-schedule NAME` on the command line (added by
 
 With `--cpu` (or `--distributed-backend gloo` without CUDA) it first turns on CPU
 mode (`compat.cpu.enable(training=True)`; gloo, local layers unless a TransformerEngine
-that runs on CPU is installed, no persistent layer norm, no CUDA fusions, no DataLoader
-workers: `_cpu_args`), so the same command line
-dry-runs on CPU processes; with
+that runs on CPU is installed, no FP8, userbuffers or CUDA graphs, no persistent layer norm,
+no CUDA fusions, no DataLoader workers: megatron_lm/cpu_mode.py), so the same command line
+dry-runs on CPU processes, after saying which of our refusals the GPU run of it would hit
+that the switch to CPU hides; with
 `--optimizer-post-validation` Megatron-LM's optimizer steps are post-validated
 (megatron_lm/post_validation.py). Options that do not fit end the run before any
 process group exists: one sentence on rank 0, exit status 2.
@@ -41,7 +42,7 @@ import functools
 from typing import Any, Callable, Optional, Union
 
 from .. import schedules as S
-from ..options import PipelineSpec
+from ..options import PipelineSpec, few_microbatches_warning
 from .args import spec_of
 
 
@@ -276,11 +277,20 @@ def _install_validate_args(plugin: Plugin) -> None:
         problem, spec = checked(args, spec)  # with data_parallel_size known: the whole check
         _refuse(problem)
         plugin.use(spec)
+        _say0(few_microbatches_warning(args, spec), "warning: ")
         return result
 
     for module in homes:
         if getattr(module, "validate_args", None) is original_validate:
             module.validate_args = validate_args
+
+
+def _say0(text: Optional[str], prefix: str = "") -> None:
+    """One line on rank 0 (Megatron-LM's RANK: no process group exists yet), if there is one."""
+    import os
+
+    if text and os.environ.get("RANK", "0") == "0":
+        print(prefix + text, flush=True)
 
 
 def _attention_backend_from_env(args) -> None:
@@ -312,7 +322,10 @@ def _spec_before_validation(args, cpu_mode: bool) -> Optional[PipelineSpec]:
     if getattr(args, "optimizer_post_validation", False) and spec is None:
         _refuse("--optimizer-post-validation needs --pipeline-schedule (our executor validates the step "
                 "during the next step's first forwards); add one, e.g. --pipeline-schedule zb-h1")
-    if cpu_mode:
+    if cpu_mode:  # first what the GPU run of these arguments would refuse, then the switch to CPU
+        from .cpu_mode import say_cluster_refusals
+
+        say_cluster_refusals(args, spec)
         _cpu_args(args)
     _refuse(_split_precheck(args, spec))  # before Megatron-LM's own assertions on the layer split
     if spec is not None and spec.chunks > 1 and args.num_virtual_stages_per_pipeline_rank is None \
@@ -425,73 +438,11 @@ def _install_stage_builder(plugin: Plugin) -> None:
 
 
 def _cpu_args(args) -> None:
-    """CPU mode (a dry run of a GPU command line): gloo instead of NCCL, megatron's local
-    layers instead of TransformerEngine's unless the installed TransformerEngine runs on CPU (the
-    tests' stand-in, tests/te_standin; a real TE needs CUDA), no persistent layer norm (apex), no
-    fused RoPE or masked softmax (CUDA kernels), DataLoader batches loaded in the rank; said once."""
-    import os
+    """CPU mode's arguments (megatron_lm/cpu_mode.py), said once; what it cannot run refused."""
+    from . import cpu_mode
 
-    settings = [("distributed_backend", "gloo"), ("no_persist_layer_norm", True)]
-    from ..compat.cpu import transformer_engine_runs_on_cpu
-
-    te_on_cpu = getattr(args, "transformer_impl", None) == "transformer_engine" and transformer_engine_runs_on_cpu()
-    if not te_on_cpu:
-        settings.insert(1, ("transformer_impl", "local"))
-    if getattr(args, "position_embedding_type", None) in ("rope", "yarn", "mrope") \
-            or getattr(args, "use_rotary_position_embeddings", False):  # the legacy flag: rope, set in validate_args
-        # Megatron-LM's default --rope-fusion is TE's fused kernel (megatron-core asks for TE >= 1.4
-        # in TransformerConfig.__post_init__): the unfused RoPE runs on CPU
-        settings.append(("apply_rope_fusion", False))
-    if getattr(args, "fp16", False) or getattr(args, "bf16", False):
-        # on by default: with 16-bit inputs megatron's softmax imports apex's scaled_masked_softmax_cuda
-        # at the first forward (fusions/fused_softmax.py); in fp32 the unfused softmax runs anyway
-        settings.append(("masked_softmax_fusion", False))
-    if getattr(args, "multi_latent_attention", False) and not te_on_cpu:
-        _refuse("--multi-latent-attention needs TransformerEngine attention: megatron-core's local "
-                "DotProductAttention has no separate key and value head sizes (k_channels, v_channels), so with "
-                "--cpu it runs only with a TransformerEngine that runs on CPU (--transformer-impl transformer_engine)")
-    said = []
-    changed = _set_args(args, settings)
-    if changed:
-        said.append(f"{', '.join(changed)} (TransformerEngine, apex, NCCL and CUDA kernels do not run on CPU)")
-    workers = getattr(args, "num_workers", 0)
-    if _set_args(args, [("num_workers", 0)]):  # Megatron-LM's default is 2
-        said.append(f"--num-workers 0 (was {workers}: {_WORKERS_WHY})")
-    args.cpu = True
-    if said and os.environ.get("RANK", "0") == "0":
-        print(f"CPU mode: {'; '.join(said)}", flush=True)
-
-
-# Megatron-LM forks its DataLoader workers (2 per iterator, persistent) when it builds the iterators,
-# from a rank whose gloo groups already run threads: fork copies only the calling thread, so a lock
-# another thread held at that moment is never released in the worker, which then waits forever (a
-# first-stage rank silent on its first batch); the persistent workers are shut down only at interpreter
-# exit, where a rank aborted once: both in CI runs (commit 0302a7a, tests/megatron_lm_harness.py). Spawned or
-# forkserver workers would be safe but re-import torch and megatron-core in each of a rank's 6
-# workers, and on CPU workers compete with the ranks for the same cores; the batches are the same
-# either way (the sampler decides them, not the workers).
-_WORKERS_WHY = ("DataLoader workers forked from a rank that already runs gloo's threads can hang on a lock held "
-                "at the fork; the rank loads the same batches itself")
-
-
-def _set_args(args, settings: list) -> list:
-    """Set each (name, value) in Megatron-LM's arguments; the options of those that changed."""
-    changed = []
-    for name, value in settings:
-        if getattr(args, name, value) != value:
-            changed.append(_flag(name, value))
-        setattr(args, name, value)
-    return changed
-
-
-_NO_FLAGS = {"apply_rope_fusion": "--no-rope-fusion", "masked_softmax_fusion": "--no-masked-softmax-fusion"}
-
-
-def _flag(name: str, value) -> str:
-    """Megatron-LM's option that sets `name` to `value`: --no-rope-fusion for apply_rope_fusion=False."""
-    if value is False and name in _NO_FLAGS:
-        return _NO_FLAGS[name]
-    return f"--{name.replace('_', '-')}" + ("" if value is True else f" {value}")
+    _refuse(cpu_mode.problem(args))
+    cpu_mode.apply(args)
 
 
 def _microbatches(args, what: str) -> tuple[int, int]:

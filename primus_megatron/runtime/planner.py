@@ -143,12 +143,12 @@ class Planner:
             self._cache = {key: old}
             self._offload_plans.clear()
             self._with_offload(key, *old)  # the offload plan of the order that keeps running
-            self.log(f"kept the running {name} plan after measuring costs at step {step}: a "
+            self.log(f"kept the running {name} plan after measuring costs at step {step}:\n  a "
                      f"re-plan simulates {1e3 * period(after):.1f} ms at peak activation "
                      f"{max(after.peak_memory):.2f} units against {1e3 * period(before):.1f} ms at "
                      f"{max(before.peak_memory):.2f}")
             return
-        self.log(f"re-planned {name} from the measured costs at step {step}: simulated "
+        self.log(f"re-planned {name} from the measured costs at step {step}:\n  simulated "
                  f"iteration {1e3 * period(before):.1f} ms -> {1e3 * period(after):.1f} ms, peak activation "
                  f"{max(before.peak_memory):.2f} -> {max(after.peak_memory):.2f} units")
 

@@ -62,9 +62,10 @@ class ProfilingWindow:
         if self.profile_out and dist.get_rank() == 0 and config is not None:
             write_profile(self.profile_out, costs, sched, config, self.log)
         ms = lambda xs: ", ".join(f"{1e3 * x:.2f}" for x in xs)  # noqa: E731
-        self.log(f"measured per-stage costs (ms) over {self.profile.steps} steps: F [{ms(summary['f'])}] "
-                 f"B [{ms(summary['b'])}] W [{ms(summary['w'])}] p2p {1e3 * summary['comm']:.3f}; one microbatch's "
-                 f"activations on a rank: {summary['unit_bytes'] / 2**20:.2f} MiB")
+        # one line per kind: a terminal shows each whole at the pipeline sizes a dry run has
+        self.log(f"measured per-stage costs (ms) over {self.profile.steps} steps:\n  F [{ms(summary['f'])}]\n"
+                 f"  B [{ms(summary['b'])}]\n  W [{ms(summary['w'])}]\n  p2p {1e3 * summary['comm']:.3f}; one "
+                 f"microbatch's activations on a rank: {summary['unit_bytes'] / 2**20:.2f} MiB")
         return costs
 
 

@@ -11,6 +11,7 @@ CLI import without it.
 """
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 from dataclasses import dataclass
@@ -157,9 +158,22 @@ def _title(p: Panel) -> str:
     return "   ".join([parts[0] + ":"] + parts[1:])
 
 
+@dataclass(frozen=True)
+class Labels:
+    """What the picture says besides the ops: `notes`, a line drawn on the panel of that name; `titles`,
+    a panel's whole title instead of its name and statistics; `own_axis`, the panels drawn last, each
+    on a time axis of its own (e.g. a wall clock many times longer than the plan above it);
+    `legend_note`, a line added to the legend's title."""
+
+    notes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    titles: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    own_axis: frozenset = frozenset()
+    legend_note: Optional[str] = None
+
+
 def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optional[str] = None,
                     dpi: int = 110, time_unit: Optional[str] = None,
-                    notes: Optional[Mapping[str, str]] = None) -> bytes:
+                    notes: Optional[Mapping[str, str]] = None, labels: Optional[Labels] = None) -> bytes:
     """The picture as bytes in `fmt` ('png' or 'svg'); see `plot_timeline`."""
     import matplotlib
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
@@ -167,34 +181,46 @@ def render_timeline(results_or_timelines: Any, fmt: str = "png", *, title: Optio
 
     if fmt not in PLOT_FORMATS.values():
         raise ScheduleError(f"plot format must be one of {', '.join(PLOT_FORMATS.values())}, got {fmt!r}")
+    labels = labels or Labels()
+    if notes:
+        labels = dataclasses.replace(labels, notes={**labels.notes, **notes})
     ps = panels(results_or_timelines)
+    ps = [p for p in ps if p.name not in labels.own_axis] + [p for p in ps if p.name in labels.own_axis]
     # SVG keeps its text as text (searchable, smaller) instead of glyph outlines
     with matplotlib.rc_context({"hatch.linewidth": 0.6, "svg.fonttype": "none"}):
-        return _render(ps, fmt, title, dpi, Figure, Patch, time_unit, dict(notes or {}))
+        return _render(ps, fmt, title, dpi, Figure, Patch, time_unit, labels)
 
 
 def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: Any, Patch: Any,
-            time_unit: Optional[str], notes: dict) -> bytes:
+            time_unit: Optional[str], labels: Labels) -> bytes:
     sizes = [max(1, len(p.timeline)) for p in ps]
+    alone = [p.name in labels.own_axis for p in ps]
     row_in, head_in = 0.26, 0.55
-    height = sum(n * row_in + head_in for n in sizes) + 1.3 + (0.3 if title else 0.0)
+    height = sum(n * row_in + head_in for n in sizes) + 1.3 + (0.3 if title else 0.0) + 0.3 * sum(alone)
     fig = Figure(figsize=(16.0, height), dpi=dpi, layout="constrained")
     simulated = all(p.simulated for p in ps)
-    shared = simulated or time_unit is not None  # same time unit: one shared axis
-    axes = fig.subplots(len(ps), 1, sharex=shared, squeeze=False, gridspec_kw={"height_ratios": [n + 2.1 for n in sizes]})[:, 0]
-    xmax = max((p.makespan for p in ps), default=1.0) or 1.0
+    shared = simulated or time_unit is not None  # same time unit: one shared axis (own_axis panels aside)
+    axes = fig.subplots(len(ps), 1, squeeze=False, gridspec_kw={"height_ratios": [n + 2.1 for n in sizes]})[:, 0]
+    group = [ax for ax, a in zip(axes, alone) if not a]
+    xmax = max((p.makespan for p, a in zip(ps, alone) if not a), default=1.0) or 1.0
     kinds_seen: list[str] = []
     max_chunk = 0
     boxes = []  # (ax, x, width, y, mb, text colour)
-    for ax, p in zip(axes, ps):
-        max_chunk = max(max_chunk, _draw_panel(ax, p, kinds_seen, boxes, notes.get(p.name)))
-        ax.set_xlim(0, (xmax if shared else (p.makespan or 1.0)) * 1.005)
+    for ax, p, a in zip(axes, ps, alone):
+        max_chunk = max(max_chunk, _draw_panel(ax, p, kinds_seen, boxes, labels.notes.get(p.name),
+                                               labels.titles.get(p.name)))
+        ax.set_xlim(0, (xmax if shared and not a else (p.makespan or 1.0)) * 1.005)
+        if shared and not a and ax is not group[-1]:
+            ax.tick_params(axis="x", labelbottom=False)  # the group's one scale, under its last panel
     if time_unit is not None:
         xlabel = f"time ({time_unit})"
     else:
         xlabel = "time (cost units: one rank's forward of one microbatch = 1)" if simulated else "time"
-    axes[-1].set_xlabel(xlabel, fontsize=9)
-    _legend(fig, Patch, kinds_seen, max_chunk, any(p.peak_memory is not None for p in ps))
+    for ax, a in zip(axes, alone):
+        if a or ax is (group[-1] if shared and group else axes[-1]):
+            ax.set_xlabel(xlabel + (", an axis of its own" if a else ""), fontsize=9)
+    with_memory = any(p.peak_memory is not None and p.name not in labels.titles for p in ps)
+    _legend(fig, Patch, kinds_seen, max_chunk, with_memory, labels.legend_note)
     if title:
         fig.suptitle(title, fontsize=12)
     _label_boxes(fig, axes, boxes)
@@ -203,7 +229,8 @@ def _render(ps: list[Panel], fmt: str, title: Optional[str], dpi: int, Figure: A
     return buf.getvalue()
 
 
-def _draw_panel(ax: Any, p: Panel, kinds_seen: list, boxes: list, note: Optional[str]) -> int:
+def _draw_panel(ax: Any, p: Panel, kinds_seen: list, boxes: list, note: Optional[str],
+                title: Optional[str] = None) -> int:
     """One schedule's rows: ops as bars grouped by (rank, kind, chunk); returns its highest chunk.
     Records the kinds drawn in `kinds_seen` and the boxes to label in `boxes`."""
     pp = max(1, len(p.timeline))
@@ -250,7 +277,7 @@ def _draw_panel(ax: Any, p: Panel, kinds_seen: list, boxes: list, note: Optional
     for r in range(pp + 1):
         ax.axhline(r - 0.5, color="#dddddd", linewidth=0.6, zorder=0)
     ax.axvline(p.makespan, color="#444444", linewidth=0.8, linestyle=(0, (3, 3)), zorder=0)
-    ax.set_title(_title(p), loc="left", fontsize=10)
+    ax.set_title(title or _title(p), loc="left", fontsize=10)
     if note:  # e.g. why a measured timeline cannot show the schedule's own bubbles
         ax.text(0.995, 1.02, note, transform=ax.transAxes, ha="right", va="bottom", fontsize=8.5,
                 style="italic", color="#8b0000", wrap=True)
@@ -277,7 +304,8 @@ def _face(kind: str, chunk: int) -> tuple[float, float, float]:
     return _lighten(KIND_COLOURS.get(kind, OTHER_COLOUR), 0.55 if chunk else 0.0)
 
 
-def _legend(fig: Any, Patch: Any, kinds_seen: list, max_chunk: int, with_memory: bool) -> None:
+def _legend(fig: Any, Patch: Any, kinds_seen: list, max_chunk: int, with_memory: bool,
+            note: Optional[str] = None) -> None:
     handles = [Patch(facecolor=KIND_COLOURS.get(k, OTHER_COLOUR), edgecolor="white", label=KIND_LABELS.get(k, k))
                for k in sorted(kinds_seen, key=lambda k: list(KIND_COLOURS).index(k) if k in KIND_COLOURS else 9)]
     if max_chunk:
@@ -290,6 +318,8 @@ def _legend(fig: Any, Patch: Any, kinds_seen: list, max_chunk: int, with_memory:
     legend_title = "number in a box = microbatch; dashed line = makespan"
     if with_memory:
         legend_title += "; memory in units of one microbatch's activations on one rank"
+    if note:
+        legend_title += "\n" + note
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 8), fontsize=9,
                title=legend_title, title_fontsize=9, frameon=False)
 
@@ -313,13 +343,15 @@ def _label_boxes(fig: Any, axes: Any, boxes: list) -> None:
 
 
 def plot_timeline(results_or_timelines: Any, path: str | os.PathLike, *, title: Optional[str] = None,
-                  time_unit: Optional[str] = None, notes: Optional[Mapping[str, str]] = None) -> None:
+                  time_unit: Optional[str] = None, notes: Optional[Mapping[str, str]] = None,
+                  labels: Optional[Labels] = None) -> None:
     """Draw one subplot per schedule (one row per rank, ops as boxes coloured by
     kind, chunk 1 lighter and hatched, idle time empty) and write `path`
     (.png or .svg, atomically). Accepts a SimResult, a timeline (simulated or
     measured), a `{name: either}` mapping or a list of them. `time_unit`: every
     panel is in that unit (e.g. a plan simulated from measured milliseconds next
     to the measurement): one shared time axis. `notes`: a line of text drawn on
-    the panel of that name."""
+    the panel of that name; `labels`: titles, notes and axes of named panels (`Labels`)."""
     fmt = plot_format(path)
-    atomic_write(path, render_timeline(results_or_timelines, fmt, title=title, time_unit=time_unit, notes=notes))
+    atomic_write(path, render_timeline(results_or_timelines, fmt, title=title, time_unit=time_unit, notes=notes,
+                                       labels=labels))

@@ -47,25 +47,24 @@ def p2p_latency(timeline: list[list]) -> float:
     return max(0.0, min(gaps)) if gaps else 0.0
 
 
-def replayed(timeline: list[list[ExecutedOp]], *, stage_medians: bool = False) -> Optional[list[list]]:
+def replayed(timeline: list[list[ExecutedOp]]) -> Optional[list[list]]:
     """Each rank's executed ops, in their order, each taking its CPU time, messages the measured
-    latency (`p2p_latency`); in the timeline's unit, from 0. None where an op has no CPU time.
-    `stage_medians`: each op takes the median CPU time of its kind at its stage instead, which is
-    the executed schedule simulated from this iteration's per-stage costs (its plan)."""
-    import statistics
-
+    latency (`p2p_latency`); in the timeline's unit, from 0. None where an op has no CPU time."""
     from ..schedules.replay import replay
 
     work = [[r for r in tl if r.op.kind in _WORK] for tl in timeline]
     if not any(work) or any(r.cpu is None for tl in work for r in tl):
         return None
-    times: dict = {}
-    for tl in work:
-        for r in tl:
-            times.setdefault((r.op.kind, r.stage), []).append(r.cpu)
-    took = (lambda r: statistics.median(times[(r.op.kind, r.stage)])) if stage_medians else (lambda r: r.cpu)
     num_stages = 1 + max(r.stage for tl in work for r in tl)
-    return replay([[(r.op, r.stage, took(r)) for r in tl] for tl in work], num_stages, p2p_latency(timeline))
+    return replay([[(r.op, r.stage, r.cpu) for r in tl] for tl in work], num_stages, p2p_latency(timeline))
+
+
+def as_it_ran(timeline: list[list[ExecutedOp]], time_sharing: Optional[tuple[int, int]]) -> tuple[list[list], bool]:
+    """The executed iteration as the log and the picture show it, and whether it is replayed: where ranks
+    time-share cores (`time_sharing`: (ranks, cores)) the executed order replayed from each op's CPU time
+    (the wall clock there is mostly the operating system switching between ranks), else as measured."""
+    again = replayed(timeline) if time_sharing else None
+    return (again, True) if again is not None else (timeline, False)
 
 
 def bubble(timeline: list[list]) -> float:
@@ -76,26 +75,3 @@ def bubble(timeline: list[list]) -> float:
     start, end = min(r.start for r in spans), max(r.end for r in spans)
     busy = sum(r.end - r.start for r in spans)
     return max(0.0, 1.0 - busy / (len(timeline) * (end - start))) if end > start else 0.0
-
-
-def log_field(time_sharing: Optional[tuple[int, int]], timeline: Optional[list[list[ExecutedOp]]]) -> str:
-    """The log line's replayed bubble and the bubble of its plan under the same per-stage CPU
-    times, where ranks time-share cores (else empty): the measured bubble there is the operating
-    system's switching, these two the schedule's."""
-    if not timeline or not time_sharing:
-        return ""
-    again = replayed(timeline)
-    if again is None:
-        return ""
-    return (f"bubble (replayed from op CPU times): {bubble(again):.3f}, "
-            f"planned from them: {bubble(replayed(timeline, stage_medians=True)):.3f}")
-
-
-def panels(time_sharing: Optional[tuple[int, int]]) -> str:
-    """What the timeline picture's panels are, for the log (`time_sharing`: (ranks, cores) where
-    ranks time-share cores)."""
-    if time_sharing:
-        return ("the upper panel is the plan simulated from this run's op CPU times, the middle one the order "
-                "that ran replayed from each op's CPU time (one core per rank), the lower what ran on the wall "
-                "clock, time-sharing cores")
-    return "the upper panel is the plan simulated from this run's measured op costs, the lower what ran"

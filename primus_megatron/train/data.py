@@ -483,9 +483,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"up to date: {prefix}.bin / {prefix}.idx ({result['documents']} documents, "
               f"{result['tokens']} tokens)")
     else:
-        print(f"wrote {result['bin']} ({result['bin_bytes']} bytes), {result['idx']} ({result['idx_bytes']} bytes), "
-              f"{result['meta']}: {result['documents']} documents, {result['tokens']} tokens "
-              f"({result['dtype']}, ByteTokenizer, eod appended)")
+        print(f"wrote {result['documents']} documents, {result['tokens']} tokens ({result['dtype']}, ByteTokenizer, "
+              f"eod appended):\n  {result['bin']} ({result['bin_bytes']} bytes)\n  {result['idx']} "
+              f"({result['idx_bytes']} bytes)\n  {result['meta']}")
     print(f"use it with: --data-path {prefix} --tokenizer-type ByteTokenizer")
     return 0
 

@@ -14,12 +14,12 @@ from typing import Callable, Optional
 import torch
 import torch.distributed as dist
 
-from ..options import PipelineSpec
+from ..options import PipelineSpec, few_microbatches_warning
 from ..runtime.collectives import collective_device
 from .forward_step import NonFiniteLoss, TrainingSteps
-from .setup import cpu_time_sharing, initialize, log0, model_parallel_groups
+from .setup import cpu_time_sharing, initialize, log0, model_parallel_groups, wrapped
 from . import cpu_replay
-from .timeline import gather_timeline, measured_bubble, write_timeline
+from .timeline import BUBBLE_MEANING, gather_timeline, write_timeline
 
 
 @dataclass
@@ -61,23 +61,21 @@ def configure_hooks(args, model, optimizer) -> None:
     config.finalize_model_grads_func = finalize_model_grads
 
 
-def _format_log(iteration, args, elapsed_ms, lr, losses, loss_scale, grad_norm, skipped, tokens_per_s,
-                bubble, extra: str, wall_clock: bool = False) -> str:
-    parts = [f" iteration {iteration:8d}/{args.train_iters:8d}",
-             f"consumed samples: {iteration * args.global_batch_size:12d}",
-             f"elapsed time per iteration (ms): {elapsed_ms:.1f}",
-             f"learning rate: {lr:.6E}",
-             f"global batch size: {args.global_batch_size:5d}"]
+def _format_log(iteration: int, args, elapsed_ms: float, lr: float, losses: dict, loss_scale: float,
+                grad_norm: Optional[float], skipped: int, bubble: Optional[float], extra: str) -> str:
+    """One iteration in Megatron-LM's `name: value |` fields, short enough for a terminal (about 100
+    columns): the loss scale and the skipped steps only where they can move (fp16, a skipped step)."""
+    width = len(str(args.train_iters))
+    parts = [f" iteration {iteration:{width}d}/{args.train_iters}", f"{elapsed_ms:.0f} ms", f"lr: {lr:.2E}"]
     parts += [f"{k}: {v:.6E}" for k, v in losses.items()]
-    parts += [f"loss scale: {loss_scale:.1f}",
-              f"grad norm: {grad_norm:.3f}" if grad_norm is not None else "grad norm: n/a",
-              f"number of skipped iterations: {skipped:3d}",
-              f"tokens/s: {tokens_per_s:.0f}"]
+    parts.append(f"grad norm: {grad_norm:.3f}" if grad_norm is not None else "grad norm: n/a")
+    if args.fp16 or skipped:
+        parts += [f"loss scale: {loss_scale:.1f}", f"skipped iterations: {skipped}"]
     if bubble is not None:
-        parts.append(f"bubble (measured{', wall clock' if wall_clock else ''}): {bubble:.3f}")
+        parts.append(f"bubble: {100 * bubble:.1f}%")
     if extra:
         parts.append(extra)
-    return " | ".join(parts) + " |"
+    return " | ".join(parts)
 
 
 def train(args: argparse.Namespace, spec: Optional[PipelineSpec], *, probe: Optional[Probe] = None,
@@ -148,7 +146,6 @@ class _Run:
         self.history, self.evals, self.norms = [], [], []
         self.skipped_total = 0
         self.waiting: list = []  # iterations whose optimizer outcome is not known yet (post-validation)
-        self.planned = None
         self.timeline_written = None
         self.done = 0
 
@@ -190,17 +187,31 @@ class _Run:
             self.balanced = BalancedBatches(train_data, args, dp_rank, dp_size, start_sample=consumed, order=order)
         if self.spec is not None:
             self._log_plan()
+        warning = few_microbatches_warning(args, self.spec) if self.balanced is None else None  # packed: counts vary
+        if warning:
+            log0(wrapped(f"warning: {warning}"))
 
     def _log_plan(self) -> None:
+        """The plan before any op ran, and what the iteration lines' bubble is."""
         from .. import schedules as S
 
-        plan = self.fbf.plan(self.args.pipeline_model_parallel_size, self.args.num_microbatches)[0]
+        args, spec = self.args, self.spec
+        plan = self.fbf.plan(args.pipeline_model_parallel_size, args.num_microbatches)[0]
         sim = S.simulate(plan)
-        self.planned = (sim.bubble_sync, max(sim.peak_memory))
-        log0(f"pipeline schedule {plan.name}: pp={plan.pp}, {plan.microbatches} microbatches, "
-             f"{plan.chunks_per_rank} chunk(s)/rank ({plan.placement} placement); simulated bubble "
-             f"{sim.bubble_sync:.3f} (sync) / {sim.bubble_async:.3f} (async), peak activation "
-             f"{max(sim.peak_memory):g} microbatch(es) of a rank's layers")
+        costs = "--pipeline-costs" if spec.costs is not None else "equal F, B and W costs"
+        idle = sim.bubble_async if spec.post_validation else sim.bubble_sync
+        log0(f"pipeline schedule {plan.name}: pp={plan.pp}, {plan.microbatches} microbatches, {plan.chunks_per_rank} "
+             f"chunk(s) per rank ({plan.placement} placement)")
+        log0(wrapped(f"  simulated with {costs}: bubble {100 * idle:.1f}%, peak memory {max(sim.peak_memory):g} "
+                     f"microbatches' activations"))
+        if self.time_sharing:
+            ranks, cores = self.time_sharing
+            measured = (f"in the order each iteration ran, each op taking the CPU time it used ({ranks} ranks "
+                        f"time-share {cores} core{'s' * (cores != 1)} here: on the wall clock the idle time would "
+                        f"mostly be the operating system switching between them)")
+        else:
+            measured = "as each iteration ran (measured)"
+        log0(wrapped(f"bubble in the iteration lines: the share of the ranks' time idle, {measured}"))
 
     def _step(self, iteration: int):
         """One forward-backward step and the optimizer step; (loss dicts, the step's outcome)."""
@@ -289,22 +300,16 @@ class _Run:
             self.skipped_total += 1
         self.norms.append(grad_norm)
         if done % args.log_interval == 0 or done == args.train_iters:
-            bubble = measured_bubble(timeline) if timeline else None
-            planned = self.planned
-            # ranks time-sharing cores: the replay and its plan from CPU times replace the plan's bubble
-            # under the profiled wall-clock costs, which the time sharing distorts
-            bubbles = (cpu_replay.log_field(self.time_sharing, timeline)
-                       or (f"planned bubble: {planned[0]:.3f}" if planned else ""))
-            extra = " | ".join(filter(None, [bubbles, f"planned peak act: {planned[1]:g} mb" if planned else ""]))
-            tokens = args.global_batch_size * args.seq_length / elapsed
+            # the iteration as it ran: where ranks time-share cores, replayed from each op's CPU time (the
+            # picture's panel of that name: the same figure for the last iteration)
+            bubble = cpu_replay.bubble(cpu_replay.as_it_ran(timeline, self.time_sharing)[0]) if timeline else None
+            extra = ""
             if self.balanced is not None and done - 1 in self.balanced.summaries:  # packed: the tokens trained
                 counts, trained = self.balanced.summaries[done - 1]
-                tokens = trained / elapsed
-                extra = " | ".join(filter(None, [extra, f"samples/s: {args.global_batch_size / elapsed:.1f}",
-                                                 f"microbatches per replica: {'/'.join(map(str, counts))}"]))
+                extra = (f"tokens/s: {trained / elapsed:.0f} | samples/s: {args.global_batch_size / elapsed:.1f} | "
+                         f"microbatches per replica: {'/'.join(map(str, counts))}")
             log0(_format_log(done, args, elapsed * 1e3, self.optimizer.param_groups[0]["lr"], losses,
-                             self.optimizer.get_loss_scale().item(), grad_norm, self.skipped_total, tokens, bubble,
-                             extra, wall_clock=bool(self.time_sharing)))
+                             self.optimizer.get_loss_scale().item(), grad_norm, self.skipped_total, bubble, extra))
 
     def _holds_stage(self, stage: int) -> bool:
         from megatron.core import parallel_state as ps
@@ -328,12 +333,15 @@ class _Run:
             log0(f"post-validation: {optimizer.stats['steps']} steps, {optimizer.stats['optimistic']} taken "
                  f"optimistically, {optimizer.stats['rollbacks']} rolled back, {optimizer.stats['redone']} redone")
         if self.timeline_written:
-            picture, trace = self.timeline_written
-            log0(f"schedule of iteration {self.done}: {picture} (picture) and {trace} (Chrome trace: open it in "
-                 f"chrome://tracing or ui.perfetto.dev)")
-            log0("reading it: one row per pipeline rank, boxes are ops (F forward, B input gradient, W weight "
-                 "gradient; the number is the microbatch, hatched boxes the rank's second chunk), white space is "
-                 f"idle time; {cpu_replay.panels(self.time_sharing)}")
+            drawn = self.timeline_written
+            log0(f"schedule of iteration {self.done}, one line per panel of its picture:")
+            for line in drawn.panels:
+                log0(wrapped(f"  {line}"))
+            log0(wrapped(f"{BUBBLE_MEANING}; in the picture, one row per pipeline rank, boxes are ops (F forward, "
+                         f"B input gradient, W weight gradient), the number in a box its microbatch, hatched boxes "
+                         f"the rank's second chunk, white space idle time"))
+            log0(wrapped(f"picture: {drawn.picture}"))
+            log0(wrapped(f"Chrome trace: {drawn.trace} (chrome://tracing or ui.perfetto.dev)"))
         return self._result()
 
     def _result(self) -> dict:

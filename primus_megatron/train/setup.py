@@ -16,6 +16,19 @@ def log0(*parts) -> None:
         print(*parts, flush=True)
 
 
+LOG_WIDTH = 100  # columns: a terminal shows the run's prose lines whole
+
+
+def wrapped(text: str, indent: str = "  ") -> str:
+    """`text` in lines of LOG_WIDTH columns at most (a word longer than that, e.g. a path, on a line of its
+    own), the continued lines indented by `indent`."""
+    import textwrap
+
+    lead = text[:len(text) - len(text.lstrip(" "))]  # an indented text's continuation lines go deeper
+    return textwrap.fill(text, LOG_WIDTH, subsequent_indent=lead + indent, break_long_words=False,
+                         break_on_hyphens=False)
+
+
 def initialize(args: argparse.Namespace) -> Optional[tuple[int, int]]:
     """Process groups, CPU mode, seeds. Returns `cpu_time_sharing`'s answer (read before
     any pinning), or None."""
@@ -44,7 +57,7 @@ def initialize(args: argparse.Namespace) -> Optional[tuple[int, int]]:
     torch.manual_seed(args.seed)  # same on every rank: dropout masks follow the data, not the placement
     model_parallel_cuda_manual_seed(args.seed)
     for note in notes:
-        log0(f"note: {note}")
+        log0(wrapped(f"note: {note}"))
     return time_sharing
 
 
@@ -90,7 +103,7 @@ def cpu_time_sharing(ranks_here: int) -> Optional[tuple[int, int]]:
 
 
 def time_sharing_note(ranks: int, cores: int) -> str:
-    return (f"{ranks} rank processes share {cores} core{'s' * (cores != 1)} here, so measured op times and gaps are mostly the "
-            f"operating system switching between ranks, not the schedule's bubbles; each op's CPU time is measured "
-            f"too, and the executed order replayed from it (the log's replayed bubble, the picture's replayed "
-            f"timeline) is what one core per rank would show")
+    return (f"{ranks} rank processes share {cores} core{'s' * (cores != 1)} here, so on the wall clock op times and "
+            f"gaps are mostly the operating system switching between ranks, not the schedule's bubbles; each op's "
+            f"CPU time is measured too, and the order each iteration ran is replayed from those times (what one "
+            f"core per rank would show)")
