@@ -175,8 +175,9 @@ def main() -> None:
     sys.path.insert(0, os.getcwd())
     import pretrain_gpt  # noqa: F401  (the imports, once: what this process is for)
 
-    _import_what_runs_import()
-    _cache_field_docstrings()
+    if "megatron.training" in sys.modules:  # Megatron-LM's pretrain_gpt.py (the tests' stand-in imports none)
+        _import_what_runs_import()
+        _cache_field_docstrings()
 
     for line in sys.stdin:
         request = json.loads(line)
