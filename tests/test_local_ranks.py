@@ -147,7 +147,7 @@ def probe_dir(tmp_path_factory):
     path = tmp_path_factory.mktemp("sys_path")
     (path / "probe_module_for_sys_path.py").write_text("VALUE = 1\n")
     yield path
-    path_launcher.close_all()
+    path_launcher.close((str(path),))
 
 
 def test_ranks_launched_with_a_sys_path_import_from_it_first(probe_dir):
@@ -198,6 +198,24 @@ def test_launches_with_a_sys_path_fork_from_one_server_and_a_busy_one_is_not_wai
     server = first[0]["parent"]
     assert server != os.getpid() and [r["parent"] for r in again] == [server, server]
     assert all(r["first"] == str(probe_dir) for r in first + again)
+
+
+def _transformer_engine_at_start(rank: int, case: dict) -> str:
+    import sys
+
+    module = sys.modules.get("transformer_engine")  # imported by megatron-core before this body ran, or not
+    return getattr(module, "__file__", "")
+
+
+def test_ranks_launched_with_the_te_stand_in_first_start_with_megatron_core_importing_it():
+    """What `sys_path` is for: megatron-core, imported before the ranks' code runs (in their fork
+    server), found the TransformerEngine stand-in there (multiprocessing ignores the path it hands a
+    fork server: local_ranks.start_fork_server)."""
+    import os
+
+    standin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "te_standin")
+    files = local_ranks.run_ranks(_transformer_engine_at_start, {"pp": 1}, 1, timeout_s=600, sys_path=[standin])
+    assert files[0].startswith(os.path.join(standin, "transformer_engine")), files
 
 
 def test_two_launches_started_at_once_both_get_their_rendezvous():

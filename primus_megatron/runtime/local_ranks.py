@@ -68,6 +68,29 @@ def _context(fresh: bool = False):
     return ctx
 
 
+def start_fork_server(first_on_path: Sequence[str] = ()) -> None:
+    """Start the fork server (`_context`) if it is not running, with `first_on_path` first on its
+    import path when it imports rank_preload, and one OpenMP thread (read when torch loads).
+    multiprocessing hands the server this process's sys.path, which Python 3.11 and 3.12 ignore
+    (forkserver.main leaves its sys_path unused): the directories go by PYTHONPATH, for the
+    server's start only."""
+    from multiprocessing import forkserver
+
+    _context()  # the preload
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "OMP_NUM_THREADS")}
+        os.environ["PYTHONPATH"] = os.pathsep.join([*first_on_path, *filter(None, [saved["PYTHONPATH"]])])
+        os.environ["OMP_NUM_THREADS"] = "1"
+        try:
+            forkserver.ensure_running()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
 def _worker(rank: int, world: int, port: int, payload: bytes, out, pin: bool, env: dict,
             fault_path: str, sys_path: tuple) -> None:
     """One rank. `payload`: the pickled (body, case), unpickled once the import path is set (body's

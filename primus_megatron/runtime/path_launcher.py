@@ -111,6 +111,7 @@ def _serve(conn) -> None:
         os.environ.clear()
         os.environ.update(env)
         try:
+            local_ranks.start_fork_server(sys_path)  # at the first launch: it imports with the path first
             reply = ("ok", local_ranks.run_payload(payload, world, timeout_s=timeout_s, pin=pin, sys_path=sys_path))
         except Exception as exc:  # RuntimeError / TimeoutError naming the ranks: the caller raises it
             reply = ("error", exc)
@@ -126,6 +127,14 @@ def _register_exit_hook() -> None:
     if not _REGISTERED:
         atexit.register(close_all)
         _REGISTERED.append(True)
+
+
+def close(sys_path: tuple) -> None:
+    """End `sys_path`'s launcher, if there is one (as at exit)."""
+    with _LOCK:
+        launcher = _LAUNCHERS.pop(tuple(sys_path), None)
+    if launcher is not None:
+        launcher.close()
 
 
 def close_all() -> None:
