@@ -9,7 +9,10 @@ environment torchrun gives a rank (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZ
 TORCHELASTIC_RUN_ID, ...) and runs pretrain_gpt.py as __main__ with runpy: the same file and its
 own code, with the modules it imports already loaded. As under torchrun, the first rank that exits
 non-zero ends the others (SIGTERM, which the tests' sitecustomize turns into a stack dump, then
-SIGKILL 10 s later) and the launch exits with that rank's status.
+SIGKILL 10 s later) and the launch exits with that rank's status. Before its first request it also
+imports what runs import later (the plugin's runtime) and reads Megatron-LM's argument help texts
+once (`_cache_field_docstrings`): with Megatron-LM's index cache (megatron_lm_harness._data_cache) a
+2-rank run's CPU went from 5.5 s to 2.5 s (2026-11-29).
 
 Requests come one JSON object a line on stdin: {"argv": [...], "nproc": n, "env": {...}, "log": path},
 and optionally "setup": {"path": dir, "module": name, "call": function, "args": [...]}, a test-only
@@ -47,6 +50,68 @@ def _setup(setup: dict) -> None:
 
     sys.path.insert(0, setup["path"])
     getattr(importlib.import_module(setup["module"]), setup["call"])(*setup.get("args", []))
+
+
+# What a run imports after pretrain_gpt's own imports (the plugin when it installs and builds its
+# runner; Megatron-LM's tokenizer, checkpointing and schedule modules, imported where used): about
+# 0.5 s of CPU per rank. Only imports, as runtime/rank_preload.py; none that a run's options decide
+# (the TransformerEngine stand-in is on the path of a process of its own). Megatron's are optional:
+# the tags differ in what they have.
+_RUN_IMPORTS = ("primus_megatron.compat.cpu", "primus_megatron.compat.cpu_training",
+                "primus_megatron.compat.cpu_combined", "primus_megatron.compat.checkpoint_writer",
+                "primus_megatron.compat.attention_env", "primus_megatron.compat.primus_engines",
+                "primus_megatron.megatron_lm.post_validation", "primus_megatron.optim",
+                "primus_megatron.runtime.forward_backward", "primus_megatron.runtime.te_wgrad",
+                "primus_megatron.runtime.loss_handover", "primus_megatron.runtime.profiler",
+                "primus_megatron.runtime.local_ranks", "primus_megatron.unsupported")
+_MEGATRON_RUN_IMPORTS = ("megatron.core.tokenizers.text.models",
+                         "megatron.core.dist_checkpointing.strategies.state_dict_saver",
+                         "megatron.core.models.gpt.fine_grained_callables",
+                         "megatron.core.pipeline_parallel.bridge_communicator",
+                         "megatron.core.pipeline_parallel.multimodule_communicator")
+
+
+def _import_what_runs_import() -> None:
+    import importlib
+
+    for name in _RUN_IMPORTS:
+        importlib.import_module(name)
+    for name in _MEGATRON_RUN_IMPORTS:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    from primus_megatron.schedules import registry
+
+    registry.names()  # imports the built-in schedules' modules (each registers itself)
+
+
+def _cache_field_docstrings() -> None:
+    """Megatron-LM builds part of its argument parser from its config dataclasses (TransformerConfig
+    and others), reading each field's docstring, the help text, out of the class's source with inspect
+    and ast (argument_utils.ArgumentGroupFactory._get_field_docstrings, core_v0.16.1 and core_v0.19.0);
+    a rank parses its arguments three times (in-process restart's wrapper, fault tolerance's setup,
+    initialize_megatron), about 40% of a tiny run's time per rank under cProfile. The docstrings depend on the
+    source alone: read once here, the forked ranks inherit them. The parser and the arguments are
+    Megatron-LM's own (a copy of the cached dict per call, as the original returns a new one)."""
+    try:
+        from megatron.training.argument_utils import ArgumentGroupFactory
+    except ImportError:  # a Megatron-LM without config-built arguments
+        return
+    original = ArgumentGroupFactory._get_field_docstrings
+    cache: dict = {}
+
+    def cached(self, src_cfg_class):
+        if src_cfg_class not in cache:
+            cache[src_cfg_class] = original(self, src_cfg_class)
+        return dict(cache[src_cfg_class])
+
+    ArgumentGroupFactory._get_field_docstrings = cached
+    import argparse
+
+    from megatron.training.arguments import add_megatron_arguments
+
+    add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))  # fills the cache
 
 
 def _rank(rank: int, nproc: int, port: int, argv: list, env: dict, setup: dict = None) -> None:
@@ -122,6 +187,10 @@ def main() -> None:
     os.dup2(2, 1)  # what pretrain_gpt's imports print must not reach the replies
     sys.path.insert(0, os.getcwd())
     import pretrain_gpt  # noqa: F401  (the imports, once: what this process is for)
+
+    if "megatron.training" in sys.modules:  # Megatron-LM's pretrain_gpt.py (the tests' stand-in imports none)
+        _import_what_runs_import()
+        _cache_field_docstrings()
 
     for line in sys.stdin:
         request = json.loads(line)

@@ -226,7 +226,7 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     if megatron_defaults:
         tiny = [a for a in tiny if a != "--no-persist-layer-norm"]
         tiny = tiny[:tiny.index("--num-workers")] + tiny[tiny.index("--num-workers") + 2:]
-    argv = [*(["--cpu"] if cpu_flag else []), *tiny, *args]
+    argv = [*(["--cpu"] if cpu_flag else []), *tiny, *_data_cache(tree, args), *args]
     launcher = launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" and not rank_setup
                             else "fork")
     assert not rank_setup or launcher == "fork", "rank_setup runs in forked ranks only"
@@ -245,6 +245,16 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
         raise AssertionError(f"pretrain_gpt.py {' '.join(args)} exited with {code}:\n{tail(out)}")
     result.returncode = code
     return result
+
+
+def _data_cache(tree: str, args: list) -> list:
+    """Megatron-LM's index cache (--data-cache-path) beside the tree, unless the run names its own: the
+    mock data's document, sample and shuffle indices (about 2 million samples a split, built by every
+    rank that reads data, a tenth of a tiny run's CPU) are built once per configuration and loaded by
+    later runs, as a user's repeated runs load them. The same indices either way."""
+    if "--data-cache-path" in args:
+        return []
+    return ["--data-cache-path", os.path.join(os.path.dirname(tree), "data-cache")]
 
 
 def _torchrun(tree: str, nproc: int, argv: list, env: dict, timeout: float):

@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from primus_megatron.runtime import local_ranks
+from primus_megatron.runtime import local_ranks, path_launcher
 
 
 def _identity_body(rank: int, case: dict) -> dict:
@@ -141,14 +141,81 @@ def _imported_from(rank: int, case: dict) -> dict:
     return {"file": probe_module_for_sys_path.__file__, "first": sys.path[0]}
 
 
-def test_ranks_launched_with_a_sys_path_import_from_it_first(tmp_path):
-    """Directories in `sys_path` come first on the ranks' import path, in fresh processes (a
+@pytest.fixture(scope="module")
+def probe_dir(tmp_path_factory):
+    """A directory for `sys_path` with a module found only there; its launcher ends with the module."""
+    path = tmp_path_factory.mktemp("sys_path")
+    (path / "probe_module_for_sys_path.py").write_text("VALUE = 1\n")
+    yield path
+    path_launcher.close((str(path),))
+
+
+def test_ranks_launched_with_a_sys_path_import_from_it_first(probe_dir):
+    """Directories in `sys_path` come first on the ranks' import path, from their start (a
     TransformerEngine stand-in must be there before megatron-core is imported)."""
-    (tmp_path / "probe_module_for_sys_path.py").write_text("VALUE = 1\n")
-    results = local_ranks.run_ranks(_imported_from, {"pp": 2}, 2, timeout_s=300,
-                                    sys_path=[str(tmp_path)])
+    results = local_ranks.run_ranks(_imported_from, {"pp": 2}, 2, timeout_s=300, sys_path=[str(probe_dir)])
     for r in results:
-        assert r["first"] == str(tmp_path) and r["file"].startswith(str(tmp_path))
+        assert r["first"] == str(probe_dir) and r["file"].startswith(str(probe_dir))
+
+
+def _parent_when_released(rank: int, case: dict) -> dict:
+    """The rank's parent process, once the test creates case['release'] (after case['started'] is written)."""
+    import os
+
+    import probe_module_for_sys_path  # noqa: F401  (the path is first here too)
+
+    if "started" in case:
+        open(case["started"], "w").close()
+        deadline = time.monotonic() + 600
+        while not os.path.exists(case["release"]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return {"parent": os.getppid(), "first": __import__("sys").path[0]}
+
+
+def test_launches_with_a_sys_path_fork_from_one_server_and_a_busy_one_is_not_waited_for(probe_dir, tmp_path):
+    """path_launcher: launches with the same `sys_path` fork their ranks from one server started with
+    the path first (one import of torch and megatron-core, not one per rank); a launch while that
+    launcher is busy with another thread's spawns its ranks fresh from this process instead of waiting.
+    Which launch holds the launcher is fixed by the first one's rank waiting for a file."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = [str(probe_dir)]
+    started, release = str(tmp_path / "started"), str(tmp_path / "release")
+    with ThreadPoolExecutor(1) as pool:
+        held = pool.submit(local_ranks.run_ranks, _parent_when_released, {"pp": 1, "started": started,
+                                                                          "release": release}, 1,
+                           timeout_s=600, sys_path=path)
+        deadline = time.monotonic() + 600
+        while not os.path.exists(started) and not held.done() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.path.exists(started), held.exception() if held.done() else "the held launch did not start"
+        fresh = local_ranks.run_ranks(_parent_when_released, {"pp": 1}, 1, timeout_s=600, sys_path=path)
+        open(release, "w").close()
+        first = held.result()
+    again = local_ranks.run_ranks(_parent_when_released, {"pp": 2}, 2, timeout_s=600, sys_path=path)
+    assert fresh[0]["parent"] == os.getpid() and fresh[0]["first"] == str(probe_dir)
+    server = first[0]["parent"]
+    assert server != os.getpid() and [r["parent"] for r in again] == [server, server]
+    assert all(r["first"] == str(probe_dir) for r in first + again)
+
+
+def _transformer_engine_at_start(rank: int, case: dict) -> str:
+    import sys
+
+    module = sys.modules.get("transformer_engine")  # imported by megatron-core before this body ran, or not
+    return getattr(module, "__file__", "")
+
+
+def test_ranks_launched_with_the_te_stand_in_first_start_with_megatron_core_importing_it():
+    """What `sys_path` is for: megatron-core, imported before the ranks' code runs (in their fork
+    server), found the TransformerEngine stand-in there (multiprocessing ignores the path it hands a
+    fork server: local_ranks.start_fork_server)."""
+    import os
+
+    standin = os.path.join(os.path.dirname(os.path.abspath(__file__)), "te_standin")
+    files = local_ranks.run_ranks(_transformer_engine_at_start, {"pp": 1}, 1, timeout_s=600, sys_path=[standin])
+    assert files[0].startswith(os.path.join(standin, "transformer_engine")), files
 
 
 def test_two_launches_started_at_once_both_get_their_rendezvous():

@@ -17,8 +17,9 @@ captured output).
 
 `sys_path` puts directories first on the ranks' import path before they import anything
 (a test's TransformerEngine stand-in, whose presence megatron-core decides at import):
-such ranks are spawned fresh, not forked from the fork server, whose imports were made
-without those directories.
+such ranks are not forked from the fork server, whose imports were made without those
+directories, but from one of their own in a launcher process started with them first
+(`path_launcher`; spawned fresh when that launcher is busy with another thread's launch).
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ import threading
 import time
 import traceback
 from typing import Any, Callable, Sequence
+
+from . import path_launcher
 
 
 def rendezvous_store(world: int = 1):
@@ -65,13 +68,39 @@ def _context(fresh: bool = False):
     return ctx
 
 
-def _worker(rank: int, world: int, port: int, body: Callable, case: dict, out, pin: bool, env: dict,
+def start_fork_server(first_on_path: Sequence[str] = ()) -> None:
+    """Start the fork server (`_context`) if it is not running, with `first_on_path` first on its
+    import path when it imports rank_preload, and one OpenMP thread (read when torch loads).
+    multiprocessing hands the server this process's sys.path, which Python 3.11 and 3.12 ignore
+    (forkserver.main leaves its sys_path unused): the directories go by PYTHONPATH, for the
+    server's start only."""
+    from multiprocessing import forkserver
+
+    _context()  # the preload
+    with _ENV_LOCK:
+        saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "OMP_NUM_THREADS")}
+        os.environ["PYTHONPATH"] = os.pathsep.join([*first_on_path, *filter(None, [saved["PYTHONPATH"]])])
+        os.environ["OMP_NUM_THREADS"] = "1"
+        try:
+            forkserver.ensure_running()
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+def _worker(rank: int, world: int, port: int, payload: bytes, out, pin: bool, env: dict,
             fault_path: str, sys_path: tuple) -> None:
+    """One rank. `payload`: the pickled (body, case), unpickled once the import path is set (body's
+    module may be in a `sys_path` directory, or import what must find one there first)."""
     fault = None
     try:
         sys.path[:0] = [p for p in sys_path if p not in sys.path]
         os.environ.clear()
         os.environ.update(env)
+        import pickle
         import warnings
 
         # a crash in native code (gloo, a kernel) still names its Python frames, every thread's
@@ -87,6 +116,7 @@ def _worker(rank: int, world: int, port: int, body: Callable, case: dict, out, p
 
         from primus_megatron.compat import cpu
 
+        body, case = pickle.loads(payload)
         cpu.enable()
         torch.set_num_threads(1)
         torch.set_num_interop_threads(1)
@@ -120,7 +150,24 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
     (forked from the fork server, `_context`) that take this process's environment.
     `pin`: one core per rank, for timing. `sys_path`: directories first on the ranks' import
     path (module doc)."""
-    ctx = _context(fresh=bool(sys_path))
+    import pickle
+
+    import torch
+
+    payload = pickle.dumps((body, case))
+    sys_path = tuple(sys_path)
+    raw = path_launcher.launch(sys_path, payload, world, timeout_s, pin) if sys_path else None
+    if raw is None:  # no directories first, or their launcher is busy with another thread's launch
+        raw = run_payload(payload, world, timeout_s=timeout_s, pin=pin, sys_path=sys_path,
+                          ctx=_context(fresh=bool(sys_path)))
+    return [torch.load(io.BytesIO(r), weights_only=False) for r in raw]
+
+
+def run_payload(payload: bytes, world: int, *, timeout_s: float, pin: bool, sys_path: tuple = (), ctx=None) -> list:
+    """`run_ranks` for a pickled (body, case), its ranks started by `ctx` (default: forked from the
+    fork server): each rank's result as the bytes torch.save wrote, read back by the caller (a
+    launcher need not import what they hold)."""
+    ctx = ctx or _context()
     out = ctx.Queue()
     procs: list = []
     # The rendezvous store, hosted here on a port the kernel picks and held until the ranks are
@@ -129,7 +176,7 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
     store = rendezvous_store(world)
     with tempfile.TemporaryDirectory(prefix="primus-ranks-") as faults:
         try:
-            procs = _start(ctx, world, store.port, body, case, out, pin, faults, tuple(sys_path))
+            procs = _start(ctx, world, store.port, payload, out, pin, faults, sys_path)
             results, errors = _collect(procs, out, world, timeout_s, faults)
         finally:
             for p in procs:
@@ -145,12 +192,11 @@ def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeo
 _ENV_LOCK = threading.Lock()  # launches from several threads: one at a time sets the ranks' environment
 
 
-def _start(ctx, world: int, port: int, body: Callable, case: dict, out, pin: bool, faults: str,
-           sys_path: tuple) -> list:
+def _start(ctx, world: int, port: int, payload: bytes, out, pin: bool, faults: str, sys_path: tuple) -> list:
     """The rank processes, started. They take this environment (not the fork server's, started at
     the first launch) with one OpenMP thread; spawned ones (`sys_path`) also this interpreter's
-    import path at the moment they start, with `sys_path` first: they import `body`'s module while
-    unpickling their arguments, before their own code runs."""
+    import path at the moment they start, with `sys_path` first: they import this module's package
+    (torch, megatron-core) while unpickling their arguments, before their own code runs."""
     with _ENV_LOCK:
         saved_omp, saved_path = os.environ.get("OMP_NUM_THREADS"), list(sys.path)
         os.environ["OMP_NUM_THREADS"] = "1"  # read by OpenMP when torch loads (in the fork server, first launch)
@@ -159,7 +205,7 @@ def _start(ctx, world: int, port: int, body: Callable, case: dict, out, pin: boo
         try:
             env = dict(os.environ)
             for r in range(world):  # not daemonic: megatron's checkpoint writer starts processes of its own
-                p = ctx.Process(target=_worker, args=(r, world, port, body, case, out, pin, env,
+                p = ctx.Process(target=_worker, args=(r, world, port, payload, out, pin, env,
                                                       os.path.join(faults, f"rank{r}.fault"), sys_path))
                 p.start()
                 started.append(p)
@@ -180,8 +226,6 @@ def _collect(procs: list, out, world: int, timeout_s: float, faults: str) -> tup
     """({rank: result}, [(rank, error text)]): every rank's report, a rank that died without one
     named with its exit status and fault file, until all reported, one failed (10 s more for
     the others) or `timeout_s` (TimeoutError naming the ranks that did not finish)."""
-    import torch
-
     results, errors = {}, []
     deadline = time.monotonic() + timeout_s
     while len(results) + len(errors) < world:
@@ -199,7 +243,7 @@ def _collect(procs: list, out, world: int, timeout_s: float, faults: str) -> tup
             raise TimeoutError(f"ranks {sorted(set(range(world)) - set(results))} did not finish in "
                                f"{timeout_s:g} s") from None
         if status == "ok":
-            results[rank] = torch.load(io.BytesIO(value), weights_only=False)
+            results[rank] = value
         else:
             errors.append((rank, value))
             deadline = min(deadline, time.monotonic() + 10)  # let the other ranks report their side
@@ -210,8 +254,6 @@ def _silent_deaths(procs: list, reported: set, out, results: dict, errors: list)
     """Ranks whose process has ended without reporting. What such a process posted just
     before it ended is read first (its queue is flushed before it exits), so a rank that
     finished is never counted as dead."""
-    import torch
-
     ended = [r for r, p in enumerate(procs) if r not in reported and p.exitcode is not None]
     if not ended:
         return []
@@ -221,7 +263,7 @@ def _silent_deaths(procs: list, reported: set, out, results: dict, errors: list)
         except queue.Empty:
             break
         if status == "ok":
-            results[rank] = torch.load(io.BytesIO(value), weights_only=False)
+            results[rank] = value
         else:
             errors.append((rank, value))
     return [r for r in ended if r not in results and all(r != e for e, _ in errors)]
