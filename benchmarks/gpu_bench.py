@@ -116,6 +116,22 @@ def _fp8_device(case: dict):
     return emulate_fp8_device("sm90")
 
 
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the part's process group (a launch dumps its ranks' stacks on it), then SIGKILL to
+    whatever of the group is left."""
+    import signal
+
+    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def part_process(args: list, log: str, timeout_s: float, *, ok=(0,), env: Optional[dict] = None) -> Optional[str]:
     """Run one part's process (the checkout and benchmarks/ on its path, `env` or this process's
     environment), output to `log`; None, or why it ended otherwise (`ok`: the exit statuses that are not
@@ -123,10 +139,13 @@ def part_process(args: list, log: str, timeout_s: float, *, ok=(0,), env: Option
     env = dict(os.environ if env is None else env)
     env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     with open(log, "w") as out:
+        # a session of its own: a part that runs past its time is stopped with every process it started
+        # (a pytest part's test processes, a launch's ranks), which would otherwise hold the GPU
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            code = subprocess.run(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=timeout_s).returncode
+            code = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
+            _stop_group(proc)
             return f"ran past its {timeout_s:.0f} s (log: {log})"
     if code in ok:
         return None

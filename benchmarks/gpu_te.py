@@ -24,11 +24,14 @@ fails or hangs ends alone, the report is rewritten after each, so a short lease 
    FP8 (delayed, tensorwise) and at the Qwen3-30B-A3B-like block with TE's GroupedLinear experts in bf16,
    and their profiles (`primus-pipeline emulate --profile`, `make gpu-projection`);
 5. `megatron-lm`: gpu_check.py's Megatron-LM part: Megatron-LM's own pretrain_gpt.py with TE layers
-   (`--transformer-impl transformer_engine`) in bf16 and FP8 under zb-h1, zbv and dualpipev against its
-   own 1F1B, the two ranks as one-GPU nodes of their own.
+   (`--transformer-impl transformer_engine`) in bf16 and FP8 under zbv (`--megatron-lm-schedules`)
+   against its own 1F1B, the two ranks as one-GPU nodes of their own.
+
+A part may take what is left of the deadline, but at most PART_CAP_S of it, so a hang leaves time to
+the parts after it; one that runs past it is stopped with every process it started.
 
 `--cpu-dry-run` runs the same parts through the same launches on CPU with tests/te_standin in place of
-the bundle, at toy sizes, fast (the suite runs it: tests/test_gpu_te_kit.py): the import part runs the
+the bundle, at toy sizes, fast (the suite runs it: tests/test_gpu_te_dry_run.py): the import part runs the
 stand-in's Linear, conformance and layers skip themselves (no real TE, no GPU), the split measures one
 chunk with FP8 emulated, and the Megatron-LM part starts gpu_check.py without its Megatron-LM runs.
 Output in --out: report.md, report.json, the parts' logs, and the TE profiles (`<case>.profile.json`).
@@ -60,6 +63,8 @@ MEGATRON_LM_TREE = "Megatron-LM-core_v0.19.0"
 TE_CASES = {"gpu": [("dense", "bf16"), ("dense", "fp8-delayed"), ("dense", "fp8-tensorwise"), ("moe", "bf16")],
             "dry": [("dense", "fp8-delayed")]}
 PYTEST_PARTS = {"conformance": "tests/test_te_standin_conformance.py", "layers": "tests/test_gpu_te.py"}
+# the most a part may take on the GPU (seconds), so one that hangs leaves time to the next; the last takes what is left
+PART_CAP_S = {"import": 90, "conformance": 150, "layers": 180, "split": 150}
 
 
 # -- the bundle ----------------------------------------------------------------------------------
@@ -325,8 +330,9 @@ def parse(argv) -> argparse.Namespace:
     parser.add_argument("--bundle", help="the TE bundle (default: $PRIMUS_TE_BUNDLE, .te-bundle/gpu-te-*.tar.xz, "
                                          "or the one `make gpu-te-bundle` built here)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default all)")
-    parser.add_argument("--megatron-lm-schedules", default="zb-h1,zbv,dualpipev",
-                        help="the Megatron-LM part's schedules (default zb-h1,zbv,dualpipev)")
+    parser.add_argument("--megatron-lm-schedules", default="zbv",
+                        help="the Megatron-LM part's schedules, each against megatron's 1F1B in bf16 and FP8 "
+                             "(default zbv: each is two launches of pretrain_gpt.py)")
     parser.add_argument("--deadline-min", type=float, default=8.0,
                         help="minutes for the whole run, unpacking included (default 8)")
     parser.add_argument("--out", default=os.path.join(ROOT, "out", "gpu_te"))
@@ -376,6 +382,7 @@ def main(argv=None) -> int:
         def run_one(part: str, left: float) -> Optional[str]:
             where = os.path.join(args.out, part)
             os.makedirs(where, exist_ok=True)
+            left = min(left, PART_CAP_S.get(part, left))
             if part in PYTEST_PARTS:
                 data[part], why = _run_pytest(part, opts, where, left)
             else:

@@ -16,7 +16,8 @@ so a failure late redoes nothing before it (downloads and the cut stay):
    shared), as torch's CppExtension would (C++17, -O3, hidden visibility, the extension's name); one
    object per file, so an interrupted build compiles only what is missing;
 5. link: `transformer_engine_torch.cpython-312-x86_64-linux-gnu.so` against torch's libc10, libtorch,
-   libtorch_cpu and libtorch_python, stripped;
+   libtorch_cpu and libtorch_python, its references to glibc kept to glibc 2.28's (`GLIBC_COMPAT_C`),
+   stripped;
 6. exports: the dynamic symbols torch's and the CUDA wheels' libraries and libpython3.12 define, and
    the pybind11 internals id torch was built with (for the content test, tests/test_gpu_te_bundle.py);
 7. pack: `site/` (TE's Python files without its JAX part, the three distributions' metadata TE's
@@ -307,15 +308,42 @@ def compile_all(work: Work, jobs: int) -> dict:
     return {"sources": len(files), "flags": CXXFLAGS, "compiler": _first_line(["g++", "--version"])}
 
 
+# The binding is compiled here (Debian 12: glibc 2.36, GCC 12) for a GPU image that may be older: its
+# references to glibc are kept to what glibc 2.28 (manylinux_2_28) defines. dlopen, dlsym and dlclose
+# are bound to their GLIBC_2.2.5 versions (glibc 2.34 moved them into libc under a new version) and
+# libstdc++'s inline "is the process single-threaded" test, which reads glibc 2.32's
+# __libc_single_threaded, always answers no (atomic reference counts: right in any process).
+GLIBC_COMPAT_C = """
+__asm__(".symver dlopen_v2_2_5, dlopen@GLIBC_2.2.5");
+__asm__(".symver dlsym_v2_2_5, dlsym@GLIBC_2.2.5");
+__asm__(".symver dlclose_v2_2_5, dlclose@GLIBC_2.2.5");
+extern void *dlopen_v2_2_5(const char *file, int mode);
+extern void *dlsym_v2_2_5(void *handle, const char *name);
+extern int dlclose_v2_2_5(void *handle);
+__attribute__((visibility("hidden"))) void *__wrap_dlopen(const char *file, int mode) { return dlopen_v2_2_5(file, mode); }
+__attribute__((visibility("hidden"))) void *__wrap_dlsym(void *handle, const char *name) { return dlsym_v2_2_5(handle, name); }
+__attribute__((visibility("hidden"))) int __wrap_dlclose(void *handle) { return dlclose_v2_2_5(handle); }
+__attribute__((visibility("hidden"))) char __wrap___libc_single_threaded = 0;
+"""
+WRAPPED = ("dlopen", "dlsym", "dlclose", "__libc_single_threaded")
+
+
 def link(work: Work) -> dict:
     objects = sorted(_object(work, s) for s in sources(work))
+    compat = work.path("glibc_compat.c")
+    with open(compat, "w") as f:
+        f.write(GLIBC_COMPAT_C)
+    subprocess.run(["gcc", "-O2", "-fPIC", "-c", compat, "-o", compat[:-2] + ".o"], check=True)
     out = work.path(BINDING)
-    subprocess.run(["nice", "-n", "19", "g++", "-shared", "-Wl,-O1", "-o", out + ".tmp", *objects,
+    # torch's CppExtension libraries (c10, torch, torch_cpu, torch_python); libdl named for a glibc before
+    # 2.34, where dlopen lives there
+    subprocess.run(["nice", "-n", "19", "g++", "-shared", "-Wl,-O1", "-o", out + ".tmp", *objects, compat[:-2] + ".o",
+                    "-Wl,--wrap=" + ",--wrap=".join(WRAPPED), "-Wl,--no-as-needed", "-l:libdl.so.2",
                     f"-L{work.path('torchlib', 'torch', 'lib')}", "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"],
                    check=True)
     subprocess.run(["strip", "--strip-unneeded", out + ".tmp"], check=True)
     os.replace(out + ".tmp", out)
-    return {"bytes": os.path.getsize(out), "sha256": sha256(out)}
+    return {"bytes": os.path.getsize(out), "sha256": sha256(out), "glibc_wrapped": list(WRAPPED)}
 
 
 def _first_line(cmd: list) -> str:
@@ -466,7 +494,7 @@ def main(argv=None) -> int:
         parser.error(f"--jobs takes 1 or 2 (the machine is shared), got {args.jobs}")
     if not os.path.isfile(args.megatron_lm):
         parser.error(f"--megatron-lm names no file: {args.megatron_lm} (a Megatron-LM core_v0.19.0 .tar.gz)")
-    missing = [tool for tool in ("g++", "nm", "strip", "tar", "xz", "nice") if not shutil.which(tool)]
+    missing = [tool for tool in ("g++", "gcc", "nm", "strip", "readelf", "tar", "xz", "nice") if not shutil.which(tool)]
     if missing:
         parser.error(f"the build needs {', '.join(missing)} on PATH")
     try:

@@ -195,6 +195,10 @@ def _run(variant: dict, full, batches) -> dict:
         fbf = pm.get_forward_backward_func(sched, p2p_timeout_s=120)
     for chunk in model:
         ref.copy_weights_by_layer_number(full, chunk)  # the fp32 weights, rounded to the chunk's dtype
+    if config.bf16:  # as Megatron-LM wraps a bf16 model: inputs and the last stage's output cast
+        from megatron.core.transformer.module import Float16Module
+
+        model = [Float16Module(config, c) for c in model]
     if ddp:
         for chunk in model:
             if sched != "megatron-1f1b":
