@@ -199,7 +199,8 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
         timer.settle(sample)
     med = {k: statistics.median(v) for k, v in times.items()}
     result = {"block": block["label"], "attention": attention, "kind": kind, "repeats": repeats,
-              "layers": "te" if attention == "te" else "local", "precision": f"fp8-{fp8}" if fp8 else ("bf16" if gpu else "fp32"),
+              "layers": "te" if attention == "te" else "local",
+              "precision": f"fp8-{fp8}" if fp8 else ("bf16" if gpu else "fp32"),
               "deferred_closures": deferred,
               # TE layers whose last forward ran in FP8 (TE sets `fp8` on each forward)
               "fp8_modules": sum(bool(getattr(m, "fp8", False)) for m in model.modules()),

@@ -4,7 +4,7 @@ machine (`make gpu-te-bundle`, benchmarks/gpu_te_bundle.py) and runs, in order, 
     python benchmarks/gpu_te.py --bundle PATH        # on the GPU machine: out/gpu_te/report.{md,json}
     python benchmarks/gpu_te.py --cpu-dry-run        # the same launch path on CPU, TE's stand-in in its place
 
-The bundle is unpacked into a temporary directory (tar and xz, seconds; no pip, no package index): its
+The bundle is unpacked into a temporary directory (Python's tarfile, seconds; no pip, no package index): its
 `site/` goes first on PYTHONPATH (TE 2.11.0 with its core library cut to sm_90, the binding compiled
 against torch 2.11.0+cu130, pydantic, einops, megatron-core 0.19.2), the core's directory on
 LD_LIBRARY_PATH, and its Megatron-LM core_v0.19.0 tree is MEGATRON_LM_PATH. Parts, each in processes
@@ -70,9 +70,13 @@ PART_CAP_S = {"import": 90, "conformance": 150, "layers": 180, "split": 150}
 # -- the bundle ----------------------------------------------------------------------------------
 
 def unpack(bundle: str, into: str) -> dict:
-    """The bundle unpacked into `into` (GNU tar, xz); the environment its parts run in."""
+    """The bundle unpacked into `into`; the environment its parts run in. Python's tarfile, not the tar
+    command: an image may lack xz; the zeroed GPU code comes back as holes either way (sparse members)."""
+    import tarfile
+
     started = time.monotonic()
-    subprocess.run(["tar", "-xJf", bundle, "-C", into], check=True)
+    with tarfile.open(bundle, "r:xz") as tar:
+        tar.extractall(into, filter="data")
     site = os.path.join(into, "site")
     with open(os.path.join(into, "manifest.json")) as f:
         manifest = json.load(f)

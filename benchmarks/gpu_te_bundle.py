@@ -320,10 +320,11 @@ __asm__(".symver dlclose_v2_2_5, dlclose@GLIBC_2.2.5");
 extern void *dlopen_v2_2_5(const char *file, int mode);
 extern void *dlsym_v2_2_5(void *handle, const char *name);
 extern int dlclose_v2_2_5(void *handle);
-__attribute__((visibility("hidden"))) void *__wrap_dlopen(const char *file, int mode) { return dlopen_v2_2_5(file, mode); }
-__attribute__((visibility("hidden"))) void *__wrap_dlsym(void *handle, const char *name) { return dlsym_v2_2_5(handle, name); }
-__attribute__((visibility("hidden"))) int __wrap_dlclose(void *handle) { return dlclose_v2_2_5(handle); }
-__attribute__((visibility("hidden"))) char __wrap___libc_single_threaded = 0;
+#define HIDDEN __attribute__((visibility("hidden")))
+HIDDEN void *__wrap_dlopen(const char *file, int mode) { return dlopen_v2_2_5(file, mode); }
+HIDDEN void *__wrap_dlsym(void *handle, const char *name) { return dlsym_v2_2_5(handle, name); }
+HIDDEN int __wrap_dlclose(void *handle) { return dlclose_v2_2_5(handle); }
+HIDDEN char __wrap___libc_single_threaded = 0;
 """
 WRAPPED = ("dlopen", "dlsym", "dlclose", "__libc_single_threaded")
 
@@ -411,6 +412,10 @@ def stage(work: Work, megatron_lm: str) -> str:
           lambda n: n.startswith(("transformer_engine/common/include/", "transformer_engine_cu13-")))
     os.makedirs(os.path.join(site, os.path.dirname(CORE)), exist_ok=True)
     shutil.copy2(work.path("core", CORE), os.path.join(site, CORE))
+    # the zeroed GPU code made holes: tar stores a sparse file as its data alone, and the GPU machine's
+    # unpacking writes only that (util-linux's fallocate; without it the archive holds the zeros, xz'd)
+    if shutil.which("fallocate"):
+        subprocess.run(["fallocate", "--dig-holes", os.path.join(site, CORE)], check=True)
     shutil.copy2(work.path(BINDING), os.path.join(site, BINDING))
     _binding_metadata(site)
     for dist in SITE_WHEELS:
@@ -434,9 +439,9 @@ def pack(work: Work, megatron_lm: str, records: dict, out: str, manifest_path: s
     with open(os.path.join(root, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     # GNU tar keeps the zeroed GPU code as holes (none of its bytes stored), xz -9 the rest
-    tar = subprocess.Popen(["tar", "--sparse", "--hole-detection=raw", "--format=gnu", "--sort=name", "--owner=0",
-                            "--group=0", "--numeric-owner", "--mtime=@0", "-cf", "-", "-C", root, *sorted(os.listdir(root))],
-                           stdout=subprocess.PIPE)
+    tar = subprocess.Popen(["tar", "--sparse", "--format=gnu", "--sort=name", "--owner=0",
+                            "--group=0", "--numeric-owner", "--mtime=@0", "-cf", "-", "-C", root,
+                            *sorted(os.listdir(root))], stdout=subprocess.PIPE)
     with open(out + ".tmp", "wb") as f:
         xz = subprocess.run(["nice", "-n", "19", "xz", "-9", "-T1", "-c"], stdin=tar.stdout, stdout=f)
     if tar.wait() != 0 or xz.returncode != 0:
@@ -480,7 +485,8 @@ class _Parser(argparse.ArgumentParser):
 def main(argv=None) -> int:
     parser = _Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache", default=os.environ.get("PRIMUS_TE_BUNDLE_CACHE") or default_cache(),
-                        help="where downloads, steps and the bundle are kept (default ~/.cache/primus_megatron/te-bundle)")
+                        help="where downloads, steps and the bundle are kept "
+                             "(default ~/.cache/primus_megatron/te-bundle)")
     parser.add_argument("--jobs", type=int, default=1, help="compiler processes at once (default 1; at most 2)")
     parser.add_argument("--megatron-lm", default=os.environ.get("MEGATRON_LM_TARBALL", MEGATRON_LM),
                         help="the Megatron-LM core_v0.19.0 snapshot (.tar.gz) whose pretrain_gpt.py travels")

@@ -38,6 +38,7 @@ import expected_skips
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import fatbin  # noqa: E402
+import gpu_te  # noqa: E402
 import gpu_te_bundle as B  # noqa: E402
 
 BUNDLE, MANIFEST = B.bundle_paths()
@@ -72,9 +73,9 @@ def work() -> B.Work:
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory) -> str:
-    """The bundle unpacked as the GPU machine unpacks it (GNU tar: the zeroed GPU code comes back as holes)."""
+    """The bundle unpacked as `make gpu-te` unpacks it on the GPU machine (gpu_te.unpack)."""
     where = str(tmp_path_factory.mktemp("te-bundle"))
-    subprocess.run(["tar", "-xJf", BUNDLE, "-C", where], check=True, timeout=300)
+    gpu_te.unpack(BUNDLE, where)
     return where
 
 
@@ -182,7 +183,7 @@ def test_tes_own_import_checks_pass_on_the_unpacked_tree(tree):
     asserts: metapackage from a wheel, core and binding installed, one version), on this tree alone."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NVTE_FRAMEWORK")}
     env.update(PYTHONPATH=_site(tree), NVTE_PROJECT_BUILDING="1", PYTHONNOUSERSITE="1")
-    done = subprocess.run([sys.executable, "-c", TE_CHECKS,
+    done = subprocess.run([sys.executable, "-S", "-c", TE_CHECKS,  # -S: nothing but the tree and the stdlib
                            _site(tree, "transformer_engine", "common", "__init__.py")],
                           env=env, capture_output=True, text=True, timeout=120, cwd=tree)
     assert done.returncode == 0, done.stderr[-2000:]
