@@ -45,7 +45,7 @@ PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py te
 	tests/test_megatron_lm_architectures.py tests/test_megatron_lm_context_parallel.py tests/test_te_wgrad.py
 
 .PHONY: setup setup-py312 demo plan test test-under-load test-py311 test-py311-rest test-py311-megatron-lm test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \
-	gpu-projection clean clean-py312
+	gpu-projection gpu-te-bundle gpu-te gpu-te-dry-run clean clean-py312 clean-gpu-te-bundle
 
 # Where .venv's torch comes from (scripts/setup_venv.sh, docs/amd.md): auto (PyPI's pinned wheel; refused on
 # a ROCm node, where it sees no GPU), pypi, system (the torch of PY, e.g. a ROCm image's python3, through
@@ -172,6 +172,24 @@ gpu-bench: $(GPU_DEPS)
 # The same on CPU (gloo, toy shapes), as the test suite runs it (tests/test_gpu_bench.py).
 gpu-bench-dry-run: $(STAMP)
 	$(BIN)/python benchmarks/gpu_bench.py --cpu-dry-run $(GPU_BENCH_ARGS)
+
+# TransformerEngine for one Hopper GPU machine without package access (docs/transformer-engine.md):
+# `make gpu-te-bundle` (here, with PyPI) downloads TE 2.11.0 and what it needs (requirements-gpu-te.txt),
+# cuts TE's core library to sm_90, compiles its torch binding against torch 2.11.0+cu130 and packs one
+# file under 60 MiB into $(CACHE312)/te-bundle (resumable; `make clean-gpu-te-bundle` removes it, downloads
+# too); `make gpu-te` (there) unpacks it and runs TE's checks and measurements, report in out/gpu_te/.
+gpu-te-bundle: $(STAMP)
+	$(BIN)/python benchmarks/gpu_te_bundle.py --cache $(CACHE312)/te-bundle $(GPU_TE_BUNDLE_ARGS)
+
+gpu-te: $(GPU_DEPS)
+	$(GPU_RUN) benchmarks/gpu_te.py $(GPU_TE_ARGS)
+
+# The same on CPU with TE's stand-in in place of the bundle (tests/test_gpu_te_dry_run.py).
+gpu-te-dry-run: $(STAMP)
+	$(BIN)/python benchmarks/gpu_te.py --cpu-dry-run $(GPU_TE_ARGS)
+
+clean-gpu-te-bundle:
+	rm -rf $(CACHE312)/te-bundle
 
 # Projected step-time ratios at pp 8-32 from a GPU benchmark's report (CPU; REPORT=out/gpu_bench/report.json).
 REPORT ?= out/gpu_bench/report.json

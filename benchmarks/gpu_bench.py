@@ -46,7 +46,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -98,20 +98,54 @@ def split_process(case_file: str) -> int:
         with open(case["progress"], "a") as f:
             f.write(json.dumps(row) + "\n")
 
-    gpu_split.run(case, device, emit)
+    with _fp8_device(case):
+        gpu_split.run(case, device, emit)
     dist.destroy_process_group()
     return 0
 
 
-def _subprocess(args: list, log: str, timeout_s: float, *, ok=(0,)) -> Optional[str]:
-    """Run one part's process (the checkout and benchmarks/ on its path), output to `log`; None, or
-    why it ended otherwise (`ok`: the exit statuses that are not a failure of the part)."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    with open(log, "w") as out:
+def _fp8_device(case: dict):
+    """The CPU dry run's FP8 cases (make gpu-te --cpu-dry-run): TE's stand-in answering as a Hopper
+    (tests/te_standin); nothing otherwise."""
+    import contextlib
+
+    if not case.get("emulate_fp8"):
+        return contextlib.nullcontext()
+    from transformer_engine.pytorch.quantization import emulate_fp8_device
+
+    return emulate_fp8_device("sm90")
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the part's process group (a launch dumps its ranks' stacks on it), then SIGKILL to
+    whatever of the group is left."""
+    import signal
+
+    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
         try:
-            code = subprocess.run(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=timeout_s).returncode
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait_s)
         except subprocess.TimeoutExpired:
+            pass
+
+
+def part_process(args: list, log: str, timeout_s: float, *, ok=(0,), env: Optional[dict] = None) -> Optional[str]:
+    """Run one part's process (the checkout and benchmarks/ on its path, `env` or this process's
+    environment), output to `log`; None, or why it ended otherwise (`ok`: the exit statuses that are not
+    a failure of the part). Also gpu_te.py's."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    with open(log, "w") as out:
+        # a session of its own: a part that runs past its time is stopped with every process it started
+        # (a pytest part's test processes, a launch's ranks), which would otherwise hold the GPU
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _stop_group(proc)
             return f"ran past its {timeout_s:.0f} s (log: {log})"
     if code in ok:
         return None
@@ -121,13 +155,16 @@ def _subprocess(args: list, log: str, timeout_s: float, *, ok=(0,)) -> Optional[
     return f"exit status {code}: {(errors[-1] if errors else lines[-1] if lines else 'no output')[:600]} (log: {log})"
 
 
-def _run_split(case: dict, where: str, timeout_s: float) -> tuple[list, Optional[str]]:
+def run_split(case: dict, where: str, timeout_s: float, env: Optional[dict] = None) -> tuple[list, Optional[str]]:
+    """The split part's process on `case`; the rows it measured before it ended, and why it ended otherwise.
+    Also gpu_te.py's (TE layers)."""
     os.makedirs(where, exist_ok=True)
     case_file, progress, log = (os.path.join(where, n) for n in ("case.json", "progress.jsonl", "log.txt"))
     with open(case_file, "w") as f:
         json.dump({**case, "progress": progress}, f)
     open(progress, "w").close()
-    why = _subprocess([sys.executable, os.path.abspath(__file__), "--split-process", case_file], log, timeout_s)
+    why = part_process([sys.executable, os.path.abspath(__file__), "--split-process", case_file], log, timeout_s,
+                       env=env)
     with open(progress) as f:
         return [json.loads(line) for line in f if line.strip()], why
 
@@ -167,7 +204,7 @@ def _run_check(opts: dict, where: str, timeout_s: float) -> tuple[dict, Optional
         args += ["--cpu-dry-run", "--no-megatron-lm"]
     os.makedirs(where, exist_ok=True)
     # status 1: a configuration failed, which its report says
-    why = _subprocess(args, os.path.join(where, "console.txt"), timeout_s + 30, ok=(0, 1))
+    why = part_process(args, os.path.join(where, "console.txt"), timeout_s + 30, ok=(0, 1))
     report = os.path.join(where, "report.json")
     data = {}
     if os.path.isfile(report):
@@ -198,7 +235,7 @@ def derive(data: dict, opts: dict) -> None:
             json.dump(profile, f, indent=2)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """A failure in one table cell: its first line and, for a traceback, the error it ends with."""
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     errors = [ln for ln in lines[1:] if "Error" in ln.split(":", 1)[0] or ln.startswith(("AssertionError", "KeyError"))]
@@ -221,7 +258,7 @@ def _mib(x) -> str:
     return "-" if x is None else f"{x / 2**20:.1f}"
 
 
-def _split_rows(data: dict) -> list:
+def split_rows(data: dict) -> list:
     rows = []
     for r in data["split"]:
         kept = "-" if r["kept_for_w"] is None else f"{r['kept_for_w']:.2f}"
@@ -232,7 +269,7 @@ def _split_rows(data: dict) -> list:
     return rows
 
 
-def _profile_rows(data: dict) -> list:
+def profile_rows(data: dict) -> list:
     def fbw(d: dict) -> str:
         return "/".join(f"{1e3 * d[k]:.2f}" for k in "fbw")
 
@@ -331,16 +368,13 @@ def report_markdown(data: dict) -> str:
     lines = [f"# GPU benchmark ({data['when']}{', CPU dry run' if data['dry_run'] else ''})", "",
              f"Device: {gpus}; torch {env['torch']} (CUDA {env['cuda']}, HIP {env['hip']}), NCCL/RCCL "
              f"{env.get('nccl')}, megatron-core {env['megatron_core']}, TransformerEngine "
-             f"{env['transformer_engine']}, apex {env['apex']}, Python {env['python']}.", "",
-             table(["part", "status", "wall s"],
-                   [[part, st["status"] + (": " + _one_line(st["why"]) if st.get("why") else ""), st.get("wall_s", "-")]
-                    for part, st in data["parts"].items()])]
+             f"{env['transformer_engine']}, apex {env['apex']}, Python {env['python']}.", "", parts_table(data)]
     if data.get("split"):
         lines += ["", "## Split backward against megatron's fused backward (one chunk = 2 layers, medians)", "",
-                  table(SPLIT_HEADERS, _split_rows(data))]
+                  table(SPLIT_HEADERS, split_rows(data))]
     if data.get("profiles"):
         lines += ["", "## Profiles (`primus-pipeline emulate --profile`, `balance --profile`)", "",
-                  table(PROFILE_HEADERS, _profile_rows(data))]
+                  table(PROFILE_HEADERS, profile_rows(data))]
     if data.get("gap"):
         lines += ["", "## Host and GPU gaps per op, pp=2 (medians over the timed steps)", "",
                   table(GAP_HEADERS, _gap_rows(data))]
@@ -365,13 +399,52 @@ def report_markdown(data: dict) -> str:
     return "\n".join(lines)
 
 
-def write_report(data: dict, out: str) -> str:
+def parts_table(data: dict) -> str:
+    """Each part's status (and why it stopped, in one line) and wall time."""
+    from _common import table
+
+    return table(["part", "status", "wall s"],
+                 [[part, st["status"] + (": " + one_line(st["why"]) if st.get("why") else ""), st.get("wall_s", "-")]
+                  for part, st in data["parts"].items()])
+
+
+def write_report(data: dict, out: str, markdown: Callable[[dict], str] = report_markdown) -> str:
+    """report.json and report.md (`markdown` of the data) in `out`, rewritten whole after each part."""
     with open(os.path.join(out, "report.json"), "w") as f:
         json.dump(data, f, indent=1, default=str)
-    text = report_markdown(data)
+    text = markdown(data)
     with open(os.path.join(out, "report.md"), "w") as f:
         f.write(text)
     return text
+
+
+def _children_cpu() -> float:
+    """CPU seconds the finished child processes used (the parts' processes)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_parts(name: str, data: dict, parts: list, deadline: float, run_one: Callable[[str, float], Optional[str]],
+              write: Callable[[], object]) -> None:
+    """Each part in turn (`run_one(part, seconds left)` returns None or why it stopped), the report
+    rewritten after each; a part not begun 5 s before `deadline` (time.monotonic) is reported not run.
+    Also gpu_te.py's."""
+    for part in parts:
+        data["parts"][part] = {"status": "pending"}
+    write()
+    for part in parts:
+        left = deadline - time.monotonic()
+        if left <= 5:
+            data["parts"][part] = {"status": "not run", "why": "the --deadline-min passed before it began"}
+            continue
+        t0, cpu0 = time.monotonic(), _children_cpu()
+        print(f"{name}: {part} (up to {left:.0f} s)", flush=True)
+        why = run_one(part, left)
+        data["parts"][part] = {"status": "ok" if why is None else "stopped", "why": why,
+                               "wall_s": round(time.monotonic() - t0, 1), "cpu_s": round(_children_cpu() - cpu0, 1)}
+        write()
 
 
 # -- main ----------------------------------------------------------------------------------------
@@ -466,30 +539,20 @@ def main(argv=None) -> int:
             "options": {k: v for k, v in opts.items() if k != "out"},
             "parts": {p: {"status": "not run", "why": "not asked for (--parts)"} for p in PARTS},
             "split": [], "gap": [], "offload": [], "offload-check": [], "check": {}}
-    for part in PARTS:
-        if part in args.parts_list:
-            data["parts"][part] = {"status": "pending"}
-    write_report(data, args.out)
-    for part in args.parts_list:
-        left = deadline - time.monotonic()
-        if left <= 5:
-            data["parts"][part] = {"status": "not run", "why": "the --deadline-min passed before it began"}
-            continue
-        t0 = time.monotonic()
-        print(f"gpu_bench: {part} (up to {left:.0f} s)", flush=True)
+
+    def run_one(part: str, left: float) -> Optional[str]:
         where = os.path.join(args.out, part)
         if part == "split":
-            case = {**opts, "gpu": gpu}
-            data["split"], why = _run_split(case, where, left)
+            data["split"], why = run_split({**opts, "gpu": gpu}, where, left)
             derive(data, opts)
             opts["offload_costs"] = data["pipeline_costs"].get("dense")  # offload plans from measured costs
         elif part in ("gap", "offload", "offload-check"):
             data[part], why = _run_pipeline_part(part, opts, where, left)
         else:
             data["check"], why = _run_check(opts, where, left)
-        data["parts"][part] = {"status": "ok" if why is None else "stopped", "why": why,
-                               "wall_s": round(time.monotonic() - t0, 1)}
-        write_report(data, args.out)
+        return why
+
+    run_parts("gpu_bench", data, args.parts_list, deadline, run_one, lambda: write_report(data, args.out))
     text = write_report(data, args.out)
     print(text)
     failed = [p for p, st in data["parts"].items() if p in args.parts_list and st["status"] != "ok"]

@@ -8,7 +8,10 @@
   TransformerEngine), the all-to-all token dispatcher at expert-parallel size 1, the aux-loss router.
 
 Both in bf16, two layers per chunk, through `get_gpt_layer_local_spec` (megatron's
-ColumnParallelLinear / RowParallelLinear, which our hooks split). The core attention is megatron's
+ColumnParallelLinear / RowParallelLinear, which our hooks split), or with `attention="te"` through
+`get_gpt_layer_with_transformer_engine_spec` (TE's layers, attention and norms; the MoE block's
+experts as TE's `GroupedLinear`, `TEGroupedMLP`), optionally in FP8 (`fp8="delayed"` or
+`"tensorwise"`: megatron's `--fp8-format hybrid` with that recipe; `make gpu-te`). The core attention is megatron's
 own `DotProductAttention` (`attention="local"`: unfused, it keeps a [heads, s, s] probability matrix
 per layer) or `SdpaAttention` below (`attention="sdpa"`), torch's fused scaled-dot-product kernel in
 its place: a fused attention, as TransformerEngine's would be, so the time and memory around the
@@ -45,8 +48,10 @@ def blocks(dry_run: bool) -> dict:
     return DRY_BLOCKS if dry_run else BLOCKS
 
 
-def transformer_config(block: dict, *, num_layers: int, pp: int = 1, chunks: int = 1, gpu: bool):
-    """megatron-core's TransformerConfig for `block` (bf16 on a GPU, fp32 on CPU)."""
+def transformer_config(block: dict, *, num_layers: int, pp: int = 1, chunks: int = 1, gpu: bool, te: bool = False,
+                       fp8: Optional[str] = None):
+    """megatron-core's TransformerConfig for `block` (bf16 on a GPU, fp32 on CPU); with `te`, TE's grouped
+    experts; with `fp8` (a recipe), megatron's FP8 (hybrid format) around the TE layers."""
     import torch
     import torch.nn.functional as F
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -54,11 +59,13 @@ def transformer_config(block: dict, *, num_layers: int, pp: int = 1, chunks: int
     from primus_megatron.compat.attention_env import config_fields
 
     dtype = torch.bfloat16 if gpu else torch.float32
-    moe = {}
+    extra = {}
     if block.get("experts"):
-        moe = dict(num_moe_experts=block["experts"], moe_router_topk=block["topk"],
+        extra = dict(num_moe_experts=block["experts"], moe_router_topk=block["topk"],
                    moe_ffn_hidden_size=block["expert_ffn"], moe_token_dispatcher_type="alltoall",
-                   moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3, moe_grouped_gemm=False)
+                   moe_router_load_balancing_type="aux_loss", moe_aux_loss_coeff=1e-3, moe_grouped_gemm=te)
+    if fp8:
+        extra.update(fp8="hybrid", fp8_recipe=fp8)
     return TransformerConfig(
         num_layers=num_layers, hidden_size=block["hidden"], num_attention_heads=block["heads"],
         num_query_groups=block["groups"], kv_channels=block["kv_channels"], ffn_hidden_size=block["ffn"],
@@ -69,7 +76,7 @@ def transformer_config(block: dict, *, num_layers: int, pp: int = 1, chunks: int
         gradient_accumulation_fusion=False, bias_dropout_fusion=False, masked_softmax_fusion=False,
         bias_activation_fusion=False, apply_rope_fusion=False, persist_layer_norm=False,
         pipeline_model_parallel_size=pp, virtual_pipeline_model_parallel_size=chunks if chunks > 1 else None,
-        deallocate_pipeline_outputs=True, **moe,
+        deallocate_pipeline_outputs=True, **extra,
         **config_fields())  # AMD's images set NVTE_*_ATTN, which megatron's default auto asserts against
 
 
@@ -115,15 +122,20 @@ def sdpa_attention():
 
 
 def layer_spec(block: dict, attention: str):
-    """megatron's local layer spec for `block`, its core attention swapped for SdpaAttention when asked."""
-    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    """megatron's local layer spec for `block`, its core attention swapped for SdpaAttention when asked;
+    TE's layer spec for `attention="te"`."""
+    from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
+                                                          get_gpt_layer_with_transformer_engine_spec)
 
+    if attention == "te":
+        return get_gpt_layer_with_transformer_engine_spec(num_experts=block.get("experts"), moe_grouped_gemm=True,
+                                                          qk_layernorm=block["qk_norm"])
     spec = get_gpt_layer_local_spec(num_experts=block.get("experts"), moe_grouped_gemm=False,
                                     qk_layernorm=block["qk_norm"], normalization="RMSNorm")
     if attention == "local":
         return spec
     if attention != "sdpa":
-        raise ValueError(f"attention must be local or sdpa, got {attention!r}")
+        raise ValueError(f"attention must be local, sdpa or te, got {attention!r}")
     attn = spec.submodules.self_attention
     attn_sub = replace(attn.submodules, core_attention=sdpa_attention())
     return replace(spec, submodules=replace(spec.submodules, self_attention=replace(attn, submodules=attn_sub)))

@@ -77,7 +77,29 @@ def _allocated(device) -> int:
     return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
 
 
-def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: int, warmup: int) -> dict:
+def _models(block: dict, attention: str, kind: str, device, fp8: Optional[str]):
+    """(the chunk our split runs, the chunk megatron's fused backward runs): one module for megatron's
+    layers (our hooks come and go); for TE's, a copy left TE's own beside one routed to our store."""
+    from primus_megatron.runtime import te_wgrad
+
+    te = attention == "te"
+    config = G.transformer_config(block, num_layers=G.LAYERS_PER_CHUNK, gpu=device.type == "cuda", te=te, fp8=fp8)
+
+    def build():
+        made = G.provider(config, block, attention, pre_process=kind == "first", post_process=kind == "last").to(device)
+        G.init_weights_([made], seed=7, num_layers=block["model_layers"])  # by parameter name: equal builds
+        return made
+
+    model = build()
+    if not te:
+        return config, model, model
+    fused = build()  # TE's modules hold process groups: built again, not deep-copied
+    te_wgrad.enable(model)
+    return config, model, fused
+
+
+def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: int, warmup: int,
+                  fp8: Optional[str] = None) -> dict:
     """Times (seconds, medians) and held memory (bytes) of one chunk kind; see the module doc."""
     import torch
 
@@ -86,9 +108,7 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
     from primus_megatron.runtime.wgrad_store import get_store
 
     gpu = device.type == "cuda"
-    config = G.transformer_config(block, num_layers=G.LAYERS_PER_CHUNK, gpu=gpu)
-    model = G.provider(config, block, attention, pre_process=kind == "first", post_process=kind == "last").to(device)
-    G.init_weights_([model], seed=7, num_layers=block["model_layers"])
+    config, model, fused_model = _models(block, attention, kind, device, fp8)
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     batch = G.make_batches(block, 1, device)[0]
     s, b, h = block["seq"], block["mbs"], block["hidden"]
@@ -105,12 +125,12 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
     store = get_store()
     timer = _Timer(device)
 
-    def forward():
+    def forward(m=model):
         x = None
         if kind != "first":
             x = x0.detach().requires_grad_(True)
-            model.set_input_tensor(x)
-        out = model(batch["tokens"], batch["position_ids"], None, labels=batch["labels"] if kind == "last" else None)
+            m.set_input_tensor(x)
+        out = m(batch["tokens"], batch["position_ids"], None, labels=batch["labels"] if kind == "last" else None)
         if kind == "last":
             out = out.float().sum() / out.numel()
         return x, out
@@ -125,13 +145,13 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
         n = out.numel() * out.element_size() if kind != "last" else 0
         return n + (x.grad.numel() * x.grad.element_size() if x is not None and x.grad is not None else 0)
 
-    def let_go(x) -> None:
+    def let_go(x, m=model) -> None:
         """Nothing of a round outlives it: the chunk keeps its input tensor (set_input_tensor) and
         with it the input's gradient until the next forward, which would count against the next
         round's baseline."""
         if x is not None:
             x.grad = None
-            model.set_input_tensor(None)
+            m.set_input_tensor(None)
 
     times: dict = {}
     memory: dict = {"after_f": [], "after_b": [], "after_w": [], "closures": []}
@@ -170,23 +190,27 @@ def measure_chunk(block: dict, attention: str, kind: str, *, device, repeats: in
         linear_hooks.uninstall()
         try:
             with store.step(splitting=False):
-                x, out = timer.run(forward, {}, "F")
+                x, out = timer.run(lambda: forward(fused_model), {}, "F")
                 timer.run(lambda: backward(out), sample, "BW")
-                let_go(x)
+                let_go(x, fused_model)
                 del out, x
         finally:
             linear_hooks.install()
         timer.settle(sample)
     med = {k: statistics.median(v) for k, v in times.items()}
     result = {"block": block["label"], "attention": attention, "kind": kind, "repeats": repeats,
+              "layers": "te" if attention == "te" else "local",
+              "precision": f"fp8-{fp8}" if fp8 else ("bf16" if gpu else "fp32"),
               "deferred_closures": deferred,
+              # TE layers whose last forward ran in FP8 (TE sets `fp8` on each forward)
+              "fp8_modules": sum(bool(getattr(m, "fp8", False)) for m in model.modules()),
               **{f"t_{k.lower()}": med[k] for k in ("F", "B", "W", "BW")},
               **{f"host_{k.lower()}": med["host_" + k] for k in ("F", "B", "W", "BW")},
               **{f"mem_{k}": int(statistics.median(v)) for k, v in memory.items() if v}}
     result["split_over_fused"] = (result["t_b"] + result["t_w"]) / result["t_bw"]
     result["w_share"] = result["t_w"] / (result["t_b"] + result["t_w"])
     result["kept_for_w"] = result["mem_after_b"] / result["mem_after_f"] if result["mem_after_f"] else None
-    del model, batch, x0, grad_out
+    del model, fused_model, batch, x0, grad_out
     gc.collect()
     if gpu:
         torch.cuda.empty_cache()
@@ -233,15 +257,28 @@ def pipeline_costs(profile: dict) -> str:
             f"mem-b={-(1 - kept):.3f},mem-w={-kept:.3f}")
 
 
+def cases(opts: dict) -> list:
+    """(block name, attention, FP8 recipe or None, chunk kinds) to measure: `opts["te_cases"]` ((block,
+    precision) pairs: TE's layers, make gpu-te) or every block x its attentions (megatron's layers);
+    all three chunk kinds for a block's first attention, the mid chunk for another (its layer cost is
+    what it changes), `opts["kinds"]` where given."""
+    out = []
+    if opts.get("te_cases"):
+        for name, precision in opts["te_cases"]:
+            out.append((name, "te", None if precision == "bf16" else precision.removeprefix("fp8-"), KINDS))
+    else:
+        for name in opts["blocks"]:
+            attentions = G.blocks(opts["dry_run"])[name]["attentions"]
+            out += [(name, a, None, KINDS if a == attentions[0] else ("mid",)) for a in attentions]
+    return [(n, a, f, tuple(k for k in kinds if k in opts.get("kinds", KINDS))) for n, a, f, kinds in out]
+
+
 def run(opts: dict, device, emit: Callable[[dict], None]) -> None:
-    """Every block x attention x chunk kind; `emit` gets each row as it is measured (the report
-    keeps what finished when a deadline or a failure ends the part)."""
-    for name in opts["blocks"]:
+    """Every case (`cases`) and chunk kind; `emit` gets each row as it is measured (the report keeps what
+    finished when a deadline or a failure ends the part)."""
+    for name, attention, fp8, kinds in cases(opts):
         block = G.blocks(opts["dry_run"])[name]
-        for attention in block["attentions"]:
-            for kind in KINDS:
-                if attention != block["attentions"][0] and kind != "mid":
-                    continue  # another core attention: its layer cost is what it changes
-                row = measure_chunk(block, attention, kind, device=device, repeats=opts["repeats"],
-                                    warmup=opts["warmup"])
-                emit({"part": "split", "block_name": name, **row})
+        for kind in kinds:
+            row = measure_chunk(block, attention, kind, device=device, repeats=opts["repeats"],
+                                warmup=opts["warmup"], fp8=fp8)
+            emit({"part": "split", "block_name": name, **row})

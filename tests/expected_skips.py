@@ -63,12 +63,30 @@ def _no_real_te_on_cuda() -> bool:
     return not _real_te_installed() or _no_cuda()
 
 
+def _no_fp8_gpu() -> bool:
+    """No GPU that TE runs FP8 on (compute capability 8.9 or newer, CUDA) with a real TE."""
+    import torch
+
+    if _no_real_te_on_cuda() or torch.version.hip:
+        return True
+    return torch.cuda.get_device_capability(0) < (8, 9)
+
+
 def _slurm_unavailable() -> bool:
     if os.environ.get("PRIMUS_SKIP_SLURM") == "1":
         return True
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return True
     return not (shutil.which("slurmd") or os.path.exists("/usr/sbin/slurmd")) and not shutil.which("apt-get")
+
+
+def _no_te_bundle() -> bool:
+    """No TransformerEngine bundle built on this machine (`make gpu-te-bundle` puts one in its cache)."""
+    import glob
+
+    cache = os.environ.get("PRIMUS_TE_BUNDLE_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "primus_megatron", "te-bundle")
+    return not glob.glob(os.path.join(cache, "gpu-te-*.tar.xz"))
 
 
 def _no_sailsg_checkout() -> bool:
@@ -83,9 +101,12 @@ CONDITIONS: dict[str, tuple[str, Callable[[], bool]]] = {
     "real-te": ("a real TransformerEngine is installed (the CPU stand-in cannot load)", _real_te_installed),
     "no-cuda": ("no CUDA (or HIP) device", _no_cuda),
     "no-real-te": ("no real TransformerEngine that runs here (none installed, or no GPU for it)", _no_real_te_on_cuda),
+    "no-cuda-fp8": ("no CUDA GPU with FP8 (compute capability 8.9+) and a real TransformerEngine", _no_fp8_gpu),
     "megatron-core<0.19": ("the installed megatron-core is older than 0.19 (leg 1: 0.16.1)",
                            lambda: _megatron_core_older_than(0, 19)),
     "no-slurm": ("PRIMUS_SKIP_SLURM=1, not root, or neither SLURM nor apt-get", _slurm_unavailable),
+    "no-te-bundle": ("no TransformerEngine bundle built here (`make gpu-te-bundle` builds one into "
+                     "~/.cache/primus_megatron/te-bundle)", _no_te_bundle),
     "no-sailsg": ("PRIMUS_SAILSG_CHECKOUT does not name a checkout of sail-sg/zero-bubble-pipeline-parallelism",
                   _no_sailsg_checkout),
 }

@@ -1,19 +1,21 @@
-"""TransformerEngine on GPU: megatron's TE layer spec, pp=2, our zb-h1 and zbv
-against megatron's own 1F1B, every loss and every gradient.
+"""TransformerEngine on GPU: megatron's TE layer spec, pp=2, our zb-h1, zbv and dualpipev
+against megatron's own 1F1B, every loss and every gradient, in fp32, bf16 and FP8.
 
 Skipped unless CUDA and a real TransformerEngine are present (the CPU tests in
-test_te_wgrad.py use a stand-in of TE's weight-gradient API instead). Two
-ranks are spawned: with two or more GPUs, one GPU each over NCCL; with one GPU,
-both ranks share it over gloo (NCCL refuses two ranks on one device), and
-point-to-point transfers of CUDA tensors go through host copies, since gloo
-sends host memory only.
+test_te_wgrad.py use a stand-in of TE's weight-gradient API instead; `make gpu-te` runs
+this file on a GPU machine from the TE bundle). Two ranks are spawned: with two or more
+GPUs, one GPU each over NCCL; with one GPU, both ranks share it over gloo (NCCL refuses
+two ranks on one device), and point-to-point transfers of CUDA tensors go through host
+copies, since gloo sends host memory only.
 
-Variants: plain model (the executor routes the TE layers itself), and each
-chunk routed with te_wgrad.enable() then wrapped in megatron's
-DistributedDataParallel (overlapped reduce, delay_wgrad_compute=True; two
-steps, the second reducing from DDP's hooks), with gradient-accumulation
-fusion when apex's fused_weight_gradient_mlp_cuda is importable (megatron's
-own output layer needs it).
+Variants: in fp32, the plain model (the executor routes the TE layers itself) and each
+chunk routed with te_wgrad.enable() then wrapped in megatron's DistributedDataParallel
+(overlapped reduce, delay_wgrad_compute=True; two steps, the second reducing from DDP's
+hooks), with gradient-accumulation fusion when apex's fused_weight_gradient_mlp_cuda is
+importable (megatron's own output layer needs it); in bf16, and in FP8 (megatron's
+`--fp8-format hybrid` with the `delayed` and `tensorwise` recipes the stand-in reproduces,
+bf16 around it), the DDP variant, against megatron's 1F1B of the same precision under the
+same DDP. FP8 variants are skipped on a GPU without FP8 (compute capability below 8.9).
 """
 from __future__ import annotations
 
@@ -37,16 +39,29 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and HAVE_TE and r
                                     "install on the CPU machines; tests/test_te_wgrad.py covers the logic with a stand-in)"))
 
 WORLD = 2
-NUM_LAYERS, MICROBATCHES = 4, 4
-RTOL, ATOL = 1e-4, 1e-6  # same kernels on the same inputs; room for reduction-order differences only
+NUM_LAYERS, MICROBATCHES = 4, 4  # dualpipev needs at least 2 pp microbatches
+# fp32: same kernels on the same inputs, room for reduction-order differences only; bf16 and FP8 (whose
+# values are bf16 around the FP8 GEMMs): torch's default tolerances for bfloat16 (two ulps: 2^-6 relative)
+TOLERANCES = {"fp32": (1e-4, 1e-6), "bf16": (1.6e-2, 1e-5), "fp8-delayed": (1.6e-2, 1e-5),
+              "fp8-tensorwise": (1.6e-2, 1e-5)}
+OURS = ("zb-h1", "zbv", "dualpipev")
 
-VARIANTS = [
-    {"schedule": "megatron-1f1b"},
-    {"schedule": "zb-h1"},
-    {"schedule": "zbv"},
-    {"schedule": "zb-h1", "ddp": True},
-    {"schedule": "zbv", "ddp": True},
-]
+VARIANTS = [{"schedule": "megatron-1f1b", "precision": "fp32"}]
+VARIANTS += [{"schedule": s, "precision": "fp32"} for s in OURS]
+VARIANTS += [{"schedule": s, "precision": "fp32", "ddp": True} for s in OURS]
+for _precision in ("bf16", "fp8-delayed", "fp8-tensorwise"):
+    VARIANTS += [{"schedule": s, "precision": _precision, "ddp": True} for s in ("megatron-1f1b", *OURS)]
+
+
+def _reference(variant: dict) -> int:
+    """The index of megatron's 1F1B run a variant is compared with: its precision's (fp32: the plain one)."""
+    return next(i for i, v in enumerate(VARIANTS) if v["schedule"] == "megatron-1f1b"
+                and v["precision"] == variant["precision"])
+
+
+def _id(i: int) -> str:
+    v = VARIANTS[i]
+    return "-".join([v["schedule"], v["precision"]] + (["ddp"] if v.get("ddp") else []))
 
 
 class _HostStagedWork:
@@ -118,14 +133,17 @@ def _worker(rank: int, port: int, out) -> None:
         os._exit(0)
 
 
-def _config(pp: int, vp=None, fuse: bool = False):
+def _config(pp: int, vp=None, fuse: bool = False, precision: str = "fp32"):
     from megatron.core.transformer.transformer_config import TransformerConfig
 
+    low = precision != "fp32"  # bf16, and bf16 around FP8's GEMMs
+    dtype = torch.bfloat16 if low else torch.float32
+    fp8 = dict(fp8="hybrid", fp8_recipe=precision.removeprefix("fp8-")) if precision.startswith("fp8") else {}
     return TransformerConfig(num_layers=NUM_LAYERS, hidden_size=64, num_attention_heads=4, ffn_hidden_size=256,
-                             hidden_dropout=0.0, attention_dropout=0.0, params_dtype=torch.float32,
-                             pipeline_dtype=torch.float32, bf16=False, fp16=False,
+                             hidden_dropout=0.0, attention_dropout=0.0, params_dtype=dtype,
+                             pipeline_dtype=dtype, bf16=low, fp16=False,
                              gradient_accumulation_fusion=fuse, bias_dropout_fusion=False,
-                             pipeline_model_parallel_size=pp, virtual_pipeline_model_parallel_size=vp)
+                             pipeline_model_parallel_size=pp, virtual_pipeline_model_parallel_size=vp, **fp8)
 
 
 def _gpt(config, *, pre_process, post_process, vp_stage=None):
@@ -155,27 +173,39 @@ def _run(variant: dict, full, batches) -> dict:
 
     from primus_megatron.runtime import te_wgrad
 
-    sched, ddp = variant["schedule"], variant.get("ddp", False)
+    sched, ddp, precision = variant["schedule"], variant.get("ddp", False), variant["precision"]
+    if precision.startswith("fp8"):
+        from transformer_engine.pytorch.quantization import check_fp8_support
+
+        available, why = check_fp8_support()
+        if not available:
+            return {"unavailable": f"FP8: {why}"}
     fuse = ddp and _fusion_available()
     pp = ps.get_pipeline_model_parallel_world_size()
     if sched == "megatron-1f1b":
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
-        config = _config(pp)
+        config = _config(pp, fuse=fuse, precision=precision)
         model = [_gpt(config, pre_process=ps.is_pipeline_first_stage(), post_process=ps.is_pipeline_last_stage())]
         fbf = get_forward_backward_func()
     else:
         chunks = pm.schedules.registry.resolve_chunks(pm.schedules.info(sched), None)
-        config = _config(pp, chunks if chunks > 1 else None, fuse)
+        config = _config(pp, chunks if chunks > 1 else None, fuse, precision)
         model = pm.build_model(partial(_gpt, config), schedule=sched)
         fbf = pm.get_forward_backward_func(sched, p2p_timeout_s=120)
     for chunk in model:
-        ref.copy_weights_by_layer_number(full, chunk)
+        ref.copy_weights_by_layer_number(full, chunk)  # the fp32 weights, rounded to the chunk's dtype
+    if config.bf16:  # as Megatron-LM wraps a bf16 model: inputs and the last stage's output cast
+        from megatron.core.transformer.module import Float16Module
+
+        model = [Float16Module(config, c) for c in model]
     if ddp:
         for chunk in model:
-            te_wgrad.enable(chunk)  # before DDP, which then hooks the TE layers instead of their parameters
-        ddp_config = DistributedDataParallelConfig(overlap_grad_reduce=True, delay_wgrad_compute=True,
-                                                   grad_reduce_in_fp32=True)
+            if sched != "megatron-1f1b":
+                te_wgrad.enable(chunk)  # before DDP, which then hooks the TE layers instead of their parameters
+        # megatron's own 1F1B runs TE's undelayed layers: DDP hooks their parameters as usual
+        ddp_config = DistributedDataParallelConfig(overlap_grad_reduce=True, grad_reduce_in_fp32=True,
+                                                   delay_wgrad_compute=sched != "megatron-1f1b")
         model = [DistributedDataParallel(config, ddp_config, c, disable_bucketing=i > 0) for i, c in enumerate(model)]
         config.no_sync_func = [c.no_sync for c in model] if len(model) > 1 else model[0].no_sync
     steps = []
@@ -264,25 +294,30 @@ def gpu_results():
     return [results[r] for r in range(WORLD)]
 
 
-@pytest.mark.parametrize("index", range(1, len(VARIANTS)),
-                         ids=lambda i: VARIANTS[i]["schedule"] + ("-ddp" if VARIANTS[i].get("ddp") else ""))
+@pytest.mark.parametrize("index", [i for i, v in enumerate(VARIANTS) if v["schedule"] != "megatron-1f1b"], ids=_id)
 def test_te_gpt_matches_megatrons_1f1b(gpu_results, index):
     runs = [r["runs"][index] for r in gpu_results]
-    refs = [r["runs"][0] for r in gpu_results]
+    refs = [r["runs"][_reference(VARIANTS[index])] for r in gpu_results]
     where = f"{gpu_results[0]['backend']}, TE {gpu_results[0]['runs'][-1]['te_version']}"
+    if "unavailable" in runs[0]:
+        pytest.skip(expected_skips.reason("no-cuda-fp8", f"{where}: {runs[0]['unavailable']}"))
     for rank, res in enumerate(runs + refs):
         assert "error" not in res, f"rank {rank % WORLD} ({where}): {res['error']}"
+    rtol, atol = TOLERANCES[VARIANTS[index]["precision"]]
     ref_losses = [x for r in refs for x in r["steps"][0]["losses"]]
     ref_grads = ref.merge_grads([r["steps"][0]["grads"] for r in refs])
     assert len(ref_losses) == MICROBATCHES and ref_grads
     for step in range(len(runs[0]["steps"])):
+        ref_step = min(step, len(refs[0]["steps"]) - 1)  # the fp32 DDP runs' second step against the plain reference
+        ref_losses = [x for r in refs for x in r["steps"][ref_step]["losses"]]
+        ref_grads = ref.merge_grads([r["steps"][ref_step]["grads"] for r in refs])
         losses = [x for r in runs for x in r["steps"][step]["losses"]]
         grads = ref.merge_grads([r["steps"][step]["grads"] for r in runs])
-        torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=RTOL, atol=ATOL,
+        torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=rtol, atol=atol,
                                    msg=lambda m: f"step {step} losses ({where}): {m}")
         assert set(grads) == set(ref_grads), f"gradient names differ: {sorted(set(grads) ^ set(ref_grads))[:6]}"
         for name, g in ref_grads.items():
-            torch.testing.assert_close(grads[name], g, rtol=RTOL, atol=ATOL,
+            torch.testing.assert_close(grads[name], g, rtol=rtol, atol=atol,
                                        msg=lambda m: f"step {step} grad {name} ({where}): {m}")
     for res in runs:  # every TE linear layer routed; one deferred GEMM per layer per microbatch, all run in W
         assert res["te_layers"] > 0 and res["routed"] == res["te_layers"], res
