@@ -317,9 +317,10 @@ def test_a_rank_that_waits_too_long_is_named_at_the_users_pp(capsys):
     parts = re.split(r"; (?=rank \d: )", err[err.index(head) + len(head):])
     ranks = [int(re.match(r"rank (\d): ", p).group(1)) for p in parts]
     assert ranks == sorted(set(ranks)) and set(ranks) <= {0, 1, 2}, err
-    for r, part in zip(ranks, parts):
-        assert part.startswith(f"rank {r}: PipelineTimeout: pipeline rank {r} (global {r}) waited 1 s (limit 1 s) "
-                               f"in op "), part
+    for r, part in zip(ranks, parts):  # how long past the limit a wait is noticed depends on the machine's load
+        m = re.match(rf"rank {r}: PipelineTimeout: pipeline rank {r} \(global {r}\) waited ([0-9.]+) s "
+                     rf"\(limit 1 s\) in op ", part)
+        assert m and float(m.group(1)) >= 1, part
     waiting = [m for r, part in zip(ranks, parts) if r > 0 for m in [re.search(
         rf"in op F(\d) \(microbatch (\d), chunk 0, stage {r}\) for the receive of activation mb(\d) stage "
         rf"{r - 1}->{r} from pipeline rank {r - 1} \(global {r - 1}\)", part)] if m and len(set(m.groups())) == 1]
