@@ -30,8 +30,10 @@ if __name__ == "__main__":
              "imported_once": helper_module.PID != os.getpid(), "port_held": held}) + "\\n").encode())
     if what in ("fail", "hang"):
         open(f"pid-{rank}", "w").write(str(os.getpid()))
-    if what == "fail" and rank == 1:
-        time.sleep(1)  # the others have started and written their pids
+    if what == "fail" and rank == 1:  # once the others have started and written their pids
+        world = int(os.environ["WORLD_SIZE"])
+        while not all(os.path.exists(f"pid-{r}") for r in range(world)):
+            time.sleep(0.1)
         raise SystemExit(3)
     if what in ("fail", "hang"):
         time.sleep(600)
@@ -92,7 +94,7 @@ def test_a_failing_rank_ends_the_others_and_gives_the_run_its_status(tree):
     result = H.run(tree, 3, ["--do", "fail"], cpu_flag=False, expect_ok=False, timeout=120)
     assert result.returncode == 3, result.log
     assert "rank 1 exited with 3" in result.log
-    assert time.monotonic() - started < 60  # not the 600 s the others sleep
+    assert time.monotonic() - started < 300  # not the 600 s the others sleep (a busy machine starts ranks late)
     pids = [int(open(os.path.join(tree, f"pid-{r}")).read()) for r in (0, 2)]
     assert not any(_alive(p) for p in pids)
     with pytest.raises(AssertionError, match="exited with 3"):
@@ -100,11 +102,20 @@ def test_a_failing_rank_ends_the_others_and_gives_the_run_its_status(tree):
 
 
 def test_a_run_past_its_time_limit_is_killed_whole(tree):
-    started = time.monotonic()
-    with pytest.raises(AssertionError, match="did not finish in 10 s"):
-        H.run(tree, 2, ["--do", "hang"], cpu_flag=False, timeout=10)
-    assert time.monotonic() - started < 60
-    pids = [int(open(os.path.join(tree, f"pid-{r}")).read()) for r in (0, 1)]
+    # On a busy machine the ranks may not have started (written their pids) when the limit ends the
+    # run: the limit grows until they have, so that what is asserted (both were killed) is checked.
+    for limit in (10, 40, 160):
+        started = time.monotonic()
+        with pytest.raises(AssertionError, match=f"did not finish in {limit} s"):
+            H.run(tree, 2, ["--do", "hang"], cpu_flag=False, timeout=limit)
+        assert time.monotonic() - started < limit + 50
+        files = [os.path.join(tree, f"pid-{r}") for r in (0, 1)]
+        if all(os.path.exists(f) for f in files):
+            break
+        for f in files:
+            if os.path.exists(f):
+                os.remove(f)
+    pids = [int(open(f).read()) for f in files]
     assert not any(_alive(p) for p in pids)
     assert H.run(tree, 2, ["--do", "ok"], cpu_flag=False).returncode == 0  # the process serves the next run
 
