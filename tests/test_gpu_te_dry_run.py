@@ -80,7 +80,7 @@ def test_a_pytest_part_reports_each_test_and_names_the_failures(tmp_path, monkey
     monkeypatch.setitem(gpu_te.PYTEST_PARTS, "conformance", str(tmp_path / "test_small.py"))
     where = tmp_path / "part"
     where.mkdir()
-    rows, why = gpu_te._run_pytest("conformance", {"env": dict(os.environ)}, str(where), 120)
+    rows, why = gpu_te._run_pytest("conformance", {"env": dict(os.environ), "gpu": False}, str(where), 120)
     assert [(r["test"], r["outcome"]) for r in rows] == [
         ("test_passes", "passed"), ("test_skips", "skipped"), ("test_fails", "failed")]
     assert "not here" in rows[1]["message"] and "one is not two" in rows[2]["message"]
