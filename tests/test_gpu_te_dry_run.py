@@ -138,3 +138,14 @@ def test_bad_input_is_one_line_naming_the_option(tmp_path, args, words):
     proc = _run(*args, "--out", str(tmp_path), timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
     assert not (tmp_path / "report.json").exists()
+
+
+@pytest.mark.parametrize("args, words", [(["--jobs", "3"], "--jobs takes 1 or 2"),
+                                         (["--megatron-lm", "/nonexistent.tar.gz"], "--megatron-lm names no file")])
+def test_the_bundle_builds_bad_input_is_one_line_naming_the_option(tmp_path, args, words):
+    """`make gpu-te-bundle` (benchmarks/gpu_te_bundle.py) refuses before it downloads or writes anything."""
+    script = os.path.join(ROOT, "benchmarks", "gpu_te_bundle.py")
+    proc = subprocess.run([sys.executable, script, "--cache", str(tmp_path / "cache"), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
+    assert not (tmp_path / "cache").exists()
