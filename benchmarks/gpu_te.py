@@ -31,9 +31,10 @@ A part may take what is left of the deadline, but at most PART_CAP_S of it, so a
 the parts after it; one that runs past it is stopped with every process it started.
 
 `--cpu-dry-run` runs the same parts through the same launches on CPU with tests/te_standin in place of
-the bundle, at toy sizes, fast (the suite runs it: tests/test_gpu_te_dry_run.py): the import part runs the
-stand-in's Linear, conformance and layers skip themselves (no real TE, no GPU), the split measures one
-chunk with FP8 emulated, and the Megatron-LM part starts gpu_check.py without its Megatron-LM runs.
+the bundle, at toy sizes (`make gpu-te-dry-run`; tests/test_gpu_te_dry_run.py runs its import, split and
+Megatron-LM parts): the import part runs the stand-in's Linear, conformance and layers skip themselves
+(no real TE, no GPU), the split measures one chunk with FP8 emulated, and the Megatron-LM part starts
+gpu_check.py without its Megatron-LM runs.
 Output in --out: report.md, report.json, the parts' logs, and the TE profiles (`<case>.profile.json`).
 """
 from __future__ import annotations
