@@ -178,8 +178,9 @@ gpu-bench-dry-run: $(STAMP)
 # cuts TE's core library to sm_90, compiles its torch binding against torch 2.11.0+cu130 and packs one
 # file under 60 MiB into $(CACHE312)/te-bundle (resumable; `make clean-gpu-te-bundle` removes it, downloads
 # too); `make gpu-te` (there) unpacks it and runs TE's checks and measurements, report in out/gpu_te/.
-gpu-te-bundle: $(STAMP)
-	$(BIN)/python benchmarks/gpu_te_bundle.py --cache $(CACHE312)/te-bundle $(GPU_TE_BUNDLE_ARGS)
+# It needs no virtualenv (the standard library and pip): no .venv is built for it.
+gpu-te-bundle:
+	$(PY) benchmarks/gpu_te_bundle.py --cache $(CACHE312)/te-bundle $(GPU_TE_BUNDLE_ARGS)
 
 gpu-te: $(GPU_DEPS)
 	$(GPU_RUN) benchmarks/gpu_te.py $(GPU_TE_ARGS)

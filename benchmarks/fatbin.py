@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 MAGIC = 0xBA55ED50
+_MAGIC_BYTES = struct.pack("<I", MAGIC)
 PTX, ELF = 1, 2
 _CONTAINER = struct.Struct("<IHHQ")  # magic, version, header size, size of the entries
 _ENTRY = struct.Struct("<HHIQIIHHI")  # kind, version, header size, payload size, ..., sm at byte 28
@@ -59,10 +60,13 @@ def containers(data: bytes) -> Iterator[tuple[int, int, list[Entry]]]:
     while pos + _CONTAINER.size <= len(data):
         magic, _version, head, size = _CONTAINER.unpack_from(data, pos)
         if magic != MAGIC:
-            if data[pos:pos + 8] == bytes(8):  # alignment padding, or a container this module zeroed
-                pos += 8
-                continue
-            raise ValueError(f"no fat binary container at section offset {pos}")
+            # zeros up to the next container: alignment padding, or what keep_only zeroed
+            found = data.find(_MAGIC_BYTES, pos)
+            end = len(data) if found < 0 else found
+            if data.count(0, pos, end) != end - pos:
+                raise ValueError(f"no fat binary container at section offset {pos}")
+            pos = end
+            continue
         yield pos, head + size, list(_entries(data, pos + head, pos + head + size))
         pos += head + size
 

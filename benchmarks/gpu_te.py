@@ -31,9 +31,10 @@ A part may take what is left of the deadline, but at most PART_CAP_S of it, so a
 the parts after it; one that runs past it is stopped with every process it started.
 
 `--cpu-dry-run` runs the same parts through the same launches on CPU with tests/te_standin in place of
-the bundle, at toy sizes, fast (the suite runs it: tests/test_gpu_te_dry_run.py): the import part runs the
-stand-in's Linear, conformance and layers skip themselves (no real TE, no GPU), the split measures one
-chunk with FP8 emulated, and the Megatron-LM part starts gpu_check.py without its Megatron-LM runs.
+the bundle, at toy sizes (`make gpu-te-dry-run`; tests/test_gpu_te_dry_run.py runs its import, split and
+Megatron-LM parts): the import part runs the stand-in's Linear, conformance and layers skip themselves
+(no real TE, no GPU), the split measures one chunk with FP8 emulated, and the Megatron-LM part starts
+gpu_check.py without its Megatron-LM runs.
 Output in --out: report.md, report.json, the parts' logs, and the TE profiles (`<case>.profile.json`).
 """
 from __future__ import annotations
@@ -153,8 +154,8 @@ def _run_import(opts: dict, where: str, timeout_s: float) -> tuple[dict, Optiona
     if os.path.isfile(out):
         with open(out) as f:
             data = json.load(f)
-    if why is None and data.get("error"):
-        why = data["error"]
+    if data.get("error"):  # what the probe caught says more than its exit status
+        why = f"{data['error']} (log: {os.path.join(where, 'log.txt')})"
     return data, why
 
 
@@ -171,6 +172,8 @@ def _run_pytest(part: str, opts: dict, where: str, timeout_s: float) -> tuple[li
     failed = [r for r in rows if r["outcome"] in ("failed", "error")]
     if why is None and failed:
         why = f"{len(failed)} of {len(rows)} failed: " + "; ".join(f"{r['test']}: {r['message']}" for r in failed[:3])
+    elif why is None and opts["gpu"] and rows and all(r["outcome"] == "skipped" for r in rows):
+        why = f"all {len(rows)} skipped: {rows[0]['message']}"  # on the GPU that is a finding, not a pass
     return rows, why
 
 
@@ -273,7 +276,8 @@ def report_markdown(data: dict) -> str:
     from _common import table
 
     env = data.get("environment") or {}
-    gpus = ", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in env.get("gpus", [])) or "none (CPU dry run)"
+    gpus = ", ".join(f"{g['name']} ({g['memory_gib']} GiB)" for g in env.get("gpus", [])) or (
+        "none (CPU dry run)" if data["dry_run"] else "none visible")
     bundle = data["bundle"]
     lines = [f"# TransformerEngine on the GPU ({data['when']}{', CPU dry run' if data['dry_run'] else ''})", "",
              f"Bundle: {bundle['manifest'].get('name')} (built {bundle['manifest'].get('built')}, "

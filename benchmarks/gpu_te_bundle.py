@@ -99,6 +99,13 @@ def log(message: str) -> None:
     print(f"gpu_te_bundle: {message}", flush=True)
 
 
+def _cpu_seconds() -> float:
+    import resource
+
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 class Work:
     """The cache: downloads/ (shared by every bundle) and work/<NAME>/, one finished step per stamp file
     (`<step>.json`, what the step recorded), so a rerun starts at the first unfinished step."""
@@ -119,9 +126,10 @@ class Work:
             with open(stamp) as f:
                 return json.load(f)
         log(f"{name} ...")
-        started = datetime.datetime.now()
+        started, cpu = datetime.datetime.now(), _cpu_seconds()
         record = run()
         record["seconds"] = round((datetime.datetime.now() - started).total_seconds(), 1)
+        record["cpu_seconds"] = round(_cpu_seconds() - cpu, 1)  # this process and the tools it ran
         with open(stamp + ".tmp", "w") as f:
             json.dump(record, f, indent=1)
         os.replace(stamp + ".tmp", stamp)
@@ -470,6 +478,12 @@ def build(cache: str, jobs: int, megatron_lm: str) -> dict:
     records["link"] = work.step("link", lambda: link(work))
     records["exports"] = work.step("exports", lambda: exports(work))
     out, manifest = bundle_paths(cache)
+    if os.path.isfile(out) and os.path.isfile(manifest):
+        with open(manifest) as f:
+            built = json.load(f)
+        if built["steps"] == records and built["inputs"].get(os.path.basename(megatron_lm)) == sha256(megatron_lm):
+            log("the bundle is up to date")  # from these very steps: nothing to pack again
+            return built["bundle"]
     bundle = pack(work, megatron_lm, records, out, manifest)
     if bundle["bytes"] > LIMIT_MIB * 2**20:
         raise RuntimeError(f"the bundle is {bundle['bytes'] / 2**20:.1f} MiB, over the {LIMIT_MIB} MiB it may take")

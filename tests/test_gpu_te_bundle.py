@@ -123,10 +123,12 @@ def test_the_core_holds_only_hopper_cubins(work, tree, manifest, tmp_path):
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == EM_CUDA
 
 
-def _version_ok(symbol_version: str) -> bool:
+def _system_version(symbol_version: str):
+    """(family, version numbers) of a glibc / libstdc++ / libgcc symbol version, else None."""
     family, _, number = symbol_version.partition("_")
-    limit = SYSTEM_VERSIONS.get(family)
-    return limit is not None and tuple(int(n) for n in number.split(".")) <= limit
+    if family not in SYSTEM_VERSIONS or not re.fullmatch(r"[0-9.]+", number):
+        return None
+    return family, tuple(int(n) for n in number.split("."))
 
 
 def test_every_symbol_the_binding_needs_is_defined_where_it_will_be(work, tree):
@@ -141,8 +143,10 @@ def test_every_symbol_the_binding_needs_is_defined_where_it_will_be(work, tree):
         name, _, version = symbol.partition("@")
         if kind in ("w", "v"):  # weak: resolved when present, fine when absent
             continue
-        if version:
-            (too_new if not _version_ok(version) else []).append(symbol)
+        system = _system_version(version.lstrip("@"))
+        if system:
+            if system[1] > SYSTEM_VERSIONS[system[0]]:
+                too_new.append(symbol)
         elif name not in defined:
             unresolved.append(name)
     assert not unresolved, f"{len(unresolved)} undefined, e.g. {unresolved[:8]}"

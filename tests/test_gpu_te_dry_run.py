@@ -80,7 +80,7 @@ def test_a_pytest_part_reports_each_test_and_names_the_failures(tmp_path, monkey
     monkeypatch.setitem(gpu_te.PYTEST_PARTS, "conformance", str(tmp_path / "test_small.py"))
     where = tmp_path / "part"
     where.mkdir()
-    rows, why = gpu_te._run_pytest("conformance", {"env": dict(os.environ)}, str(where), 120)
+    rows, why = gpu_te._run_pytest("conformance", {"env": dict(os.environ), "gpu": False}, str(where), 120)
     assert [(r["test"], r["outcome"]) for r in rows] == [
         ("test_passes", "passed"), ("test_skips", "skipped"), ("test_fails", "failed")]
     assert "not here" in rows[1]["message"] and "one is not two" in rows[2]["message"]
@@ -138,3 +138,14 @@ def test_bad_input_is_one_line_naming_the_option(tmp_path, args, words):
     proc = _run(*args, "--out", str(tmp_path), timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
     assert not (tmp_path / "report.json").exists()
+
+
+@pytest.mark.parametrize("args, words", [(["--jobs", "3"], "--jobs takes 1 or 2"),
+                                         (["--megatron-lm", "/nonexistent.tar.gz"], "--megatron-lm names no file")])
+def test_the_bundle_builds_bad_input_is_one_line_naming_the_option(tmp_path, args, words):
+    """`make gpu-te-bundle` (benchmarks/gpu_te_bundle.py) refuses before it downloads or writes anything."""
+    script = os.path.join(ROOT, "benchmarks", "gpu_te_bundle.py")
+    proc = subprocess.run([sys.executable, script, "--cache", str(tmp_path / "cache"), *args],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and words in proc.stderr, proc.stderr
+    assert not (tmp_path / "cache").exists()
