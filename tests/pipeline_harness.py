@@ -88,9 +88,7 @@ def _one_step(rank, case, pp):
 
     m, tied, sched = case["microbatches"], case.get("tied", False), case["schedule"]
     batches = ref.make_microbatches(m, seed=case.get("data_seed", 0))
-    # The reference is plain autograd: schedule-side options do not apply to it.
-    numeric = {k: v for k, v in case.get("config", {}).items() if k not in SCHEDULE_SIDE_OPTIONS + SPLIT_OPTIONS}
-    full = ref.build_full_model(case["num_layers"], tied=tied, **numeric)
+    full, reference = _full_model(case)
     if sched in MEGATRON_OWN:
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
@@ -142,11 +140,32 @@ def _one_step(rank, case, pp):
                                         if type(mod).__name__ in ("ColumnParallelLinear", "RowParallelLinear")),
                       timeline=[(r.op.kind, r.op.mb, r.op.chunk) for r in fbf.last_step.timeline])
     if rank == 0:
-        with ref.megatron_own_linear() as result["ref_linear"]:
-            result["ref_losses"], ref_grads = ref.reference_losses_and_grads(full, batches)
+        key = (m, case.get("data_seed", 0))
+        if key not in reference:
+            with ref.megatron_own_linear() as used:
+                reference[key] = (used, *ref.reference_losses_and_grads(full, batches))
+        result["ref_linear"], result["ref_losses"], ref_grads = reference[key]
+        result["ref_losses"] = list(result["ref_losses"])
         if not case.get("forward_only"):
             result["ref_grads"] = ref_grads
     return result
+
+
+# The non-pipelined reference model and its runs, per process: a launch's cases share them (they differ in
+# the schedule, not in the model or the data). Built once per (layers, tied, model options); its run once per
+# (microbatches, data seed), on rank 0 (the model's weights never change: the cases copy them, the reference
+# only reads them and sets .grad).
+_FULL: dict = {}
+
+
+def _full_model(case: dict) -> tuple:
+    """(the full model, {(microbatches, data seed): (its linear, losses, grads)}) for `case`."""
+    # The reference is plain autograd: schedule-side options do not apply to it.
+    numeric = {k: v for k, v in case.get("config", {}).items() if k not in SCHEDULE_SIDE_OPTIONS + SPLIT_OPTIONS}
+    key = (case["num_layers"], case.get("tied", False), repr(sorted(numeric.items())))
+    if key not in _FULL:
+        _FULL[key] = (ref.build_full_model(case["num_layers"], tied=case.get("tied", False), **numeric), {})
+    return _FULL[key]
 
 
 def _use_lowering(fbf, case, pp):
