@@ -24,7 +24,22 @@ def _provider(config, tied, pre_process=True, post_process=True, vp_stage=None):
 
 def run_ranks(case: dict, world: int, *, timeout_s: float = 240.0) -> list:
     """Run case['body'](rank, case) on `world` gloo ranks; results indexed by rank."""
-    return local_ranks.run_ranks(case["body"], case, world, timeout_s=timeout_s)
+    return local_ranks.run_ranks(case["body"], {"data_cache": _data_cache(), **case}, world, timeout_s=timeout_s)
+
+
+_DATA_CACHE: list = []
+
+
+def _data_cache() -> str:
+    """This process's directory for megatron-core's dataset index cache (`train_body`), removed at exit."""
+    if not _DATA_CACHE:
+        import atexit
+        import shutil
+        import tempfile
+
+        _DATA_CACHE.append(tempfile.mkdtemp(prefix="primus-test-data-cache-"))
+        atexit.register(shutil.rmtree, _DATA_CACHE[0], True)
+    return _DATA_CACHE[0]
 
 
 # -- the standard body: training steps of schedules vs the single-process reference -----------------
@@ -425,12 +440,19 @@ def sp_linear_body(rank, world_case):
 
 def silent_rank_body(rank, world_case):
     """Rank 1 starts the step but stalls in its first forward: rank 0 must time
-    out with a diagnosis, well before rank 1 would come back."""
+    out with a diagnosis, well before rank 1 would come back. Rank 1 comes back after
+    world_case['silent_s'], or as soon as rank 0 has its answer (a key in the launch's store:
+    the rest of the wait would be idle)."""
     import time
 
+    import torch.distributed as dist
+
+    store = dist.distributed_c10d._get_default_store()
     if rank == 1:
         def stalled(data_iterator, model):
-            time.sleep(world_case["silent_s"])
+            deadline = time.monotonic() + world_case["silent_s"]
+            while time.monotonic() < deadline and not store.check(["silent/answered"]):
+                time.sleep(0.05)
             raise RuntimeError("stalled rank gives up")
 
         case = dict(world_case["cases"][0], forward_step=stalled)
@@ -441,6 +463,9 @@ def silent_rank_body(rank, world_case):
         one_step(rank, case, world_case["pp"])
     except Exception as exc:
         return {"error_type": type(exc).__name__, "message": str(exc), "elapsed": time.time() - started}
+    finally:
+        if rank == 0:
+            store.set("silent/answered", "1")
     return {"error_type": None}
 
 
@@ -471,7 +496,7 @@ def train_body(rank, world_case):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     out = []
     for argv in world_case["runs"]:
-        args, spec = parse_run(argv, world_size=dist.get_world_size())
+        args, spec = parse_run(_with_data_cache(argv, world_case.get("data_cache")), world_size=dist.get_world_size())
         log = io.StringIO()
         # the result names the schedule that ran (auto's choice) and the costs it was planned from
         with contextlib.redirect_stdout(log) if world_case.get("capture_log") else contextlib.nullcontext():
@@ -479,6 +504,16 @@ def train_body(rank, world_case):
                                       probe=pretrain.Probe(keep_params=world_case.get("return_params", False))))
         out[-1]["log"] = log.getvalue()  # with capture_log: what the run printed (rank 0 logs)
     return out
+
+
+def _with_data_cache(argv: list, cache) -> list:
+    """A mock-data run's argv with the launching process's index cache (`--data-cache-path`) unless it names
+    one: megatron-core's MockGPTDataset indexes its whole mock corpus (about 2 million samples a split; its
+    shuffle index was a third of a short run's CPU), the same indices for every run of the same seed, sequence
+    length and sample counts. Built once (rank 0), loaded by every later run."""
+    if cache is None or "--mock-data" not in argv or "--data-cache-path" in argv:
+        return list(argv)
+    return [*argv, "--data-cache-path", cache]
 
 
 def memory_body(rank, world_case):
