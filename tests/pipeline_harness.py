@@ -588,15 +588,22 @@ def refused_call_body(rank, world_case):
 
 def _call_expecting_refusal(rank, world_case, model, **call):
     """One forward_backward call, rank 1 late by world_case['late_s']: the refusal's message
-    and how long the rank took to refuse (None if the call ran)."""
+    and how long the rank took to refuse (None if the call ran). Rank 1 starts once rank 0's call
+    has returned (a key in the launch's store), or after late_s if it has not: a rank 0 that waits
+    for rank 1 waits late_s; one that does not frees rank 1 at once (no idle late_s)."""
     import time
+
+    import torch.distributed as dist
 
     import primus_megatron as pm
     from primus_megatron.runtime.forward_backward import UnsupportedSetting
 
+    store = dist.distributed_c10d._get_default_store()
     fbf = pm.get_forward_backward_func(world_case["schedule"], p2p_timeout_s=60)
-    if rank == 1:
-        time.sleep(world_case.get("late_s", 0))  # rank 0 must not be waiting for this one
+    if rank == 1:  # rank 0 must not be waiting for this one
+        deadline = time.monotonic() + world_case.get("late_s", 0)
+        while time.monotonic() < deadline and not store.check(["refusal/rank0-returned"]):
+            time.sleep(0.05)
     started = time.time()
     try:
         fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(ref.make_microbatches(4)),
@@ -604,6 +611,9 @@ def _call_expecting_refusal(rank, world_case, model, **call):
             **call)
     except UnsupportedSetting as exc:
         return {"message": str(exc), "elapsed": time.time() - started}
+    finally:
+        if rank == 0:
+            store.set("refusal/rank0-returned", "1")
     return {"message": None}
 
 
