@@ -111,7 +111,10 @@ def _cache_field_docstrings() -> None:
 
     from megatron.training.arguments import add_megatron_arguments
 
-    add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))  # fills the cache
+    try:  # fills the cache; a parser this tag cannot build here is built by the ranks (and cached there)
+        add_megatron_arguments(argparse.ArgumentParser(allow_abbrev=False))
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _rank(rank: int, nproc: int, port: int, argv: list, env: dict, setup: dict = None) -> None:

@@ -24,7 +24,22 @@ def _provider(config, tied, pre_process=True, post_process=True, vp_stage=None):
 
 def run_ranks(case: dict, world: int, *, timeout_s: float = 240.0) -> list:
     """Run case['body'](rank, case) on `world` gloo ranks; results indexed by rank."""
-    return local_ranks.run_ranks(case["body"], case, world, timeout_s=timeout_s)
+    return local_ranks.run_ranks(case["body"], {"data_cache": _data_cache(), **case}, world, timeout_s=timeout_s)
+
+
+_DATA_CACHE: list = []
+
+
+def _data_cache() -> str:
+    """This process's directory for megatron-core's dataset index cache (`train_body`), removed at exit."""
+    if not _DATA_CACHE:
+        import atexit
+        import shutil
+        import tempfile
+
+        _DATA_CACHE.append(tempfile.mkdtemp(prefix="primus-test-data-cache-"))
+        atexit.register(shutil.rmtree, _DATA_CACHE[0], True)
+    return _DATA_CACHE[0]
 
 
 # -- the standard body: training steps of schedules vs the single-process reference -----------------
@@ -88,9 +103,7 @@ def _one_step(rank, case, pp):
 
     m, tied, sched = case["microbatches"], case.get("tied", False), case["schedule"]
     batches = ref.make_microbatches(m, seed=case.get("data_seed", 0))
-    # The reference is plain autograd: schedule-side options do not apply to it.
-    numeric = {k: v for k, v in case.get("config", {}).items() if k not in SCHEDULE_SIDE_OPTIONS + SPLIT_OPTIONS}
-    full = ref.build_full_model(case["num_layers"], tied=tied, **numeric)
+    full, reference = _full_model(case)
     if sched in MEGATRON_OWN:
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
@@ -142,11 +155,32 @@ def _one_step(rank, case, pp):
                                         if type(mod).__name__ in ("ColumnParallelLinear", "RowParallelLinear")),
                       timeline=[(r.op.kind, r.op.mb, r.op.chunk) for r in fbf.last_step.timeline])
     if rank == 0:
-        with ref.megatron_own_linear() as result["ref_linear"]:
-            result["ref_losses"], ref_grads = ref.reference_losses_and_grads(full, batches)
+        key = (m, case.get("data_seed", 0))
+        if key not in reference:
+            with ref.megatron_own_linear() as used:
+                reference[key] = (used, *ref.reference_losses_and_grads(full, batches))
+        result["ref_linear"], result["ref_losses"], ref_grads = reference[key]
+        result["ref_losses"] = list(result["ref_losses"])
         if not case.get("forward_only"):
             result["ref_grads"] = ref_grads
     return result
+
+
+# The non-pipelined reference model and its runs, per process: a launch's cases share them (they differ in
+# the schedule, not in the model or the data). Built once per (layers, tied, model options); its run once per
+# (microbatches, data seed), on rank 0 (the model's weights never change: the cases copy them, the reference
+# only reads them and sets .grad).
+_FULL: dict = {}
+
+
+def _full_model(case: dict) -> tuple:
+    """(the full model, {(microbatches, data seed): (its linear, losses, grads)}) for `case`."""
+    # The reference is plain autograd: schedule-side options do not apply to it.
+    numeric = {k: v for k, v in case.get("config", {}).items() if k not in SCHEDULE_SIDE_OPTIONS + SPLIT_OPTIONS}
+    key = (case["num_layers"], case.get("tied", False), repr(sorted(numeric.items())))
+    if key not in _FULL:
+        _FULL[key] = (ref.build_full_model(case["num_layers"], tied=case.get("tied", False), **numeric), {})
+    return _FULL[key]
 
 
 def _use_lowering(fbf, case, pp):
@@ -406,12 +440,19 @@ def sp_linear_body(rank, world_case):
 
 def silent_rank_body(rank, world_case):
     """Rank 1 starts the step but stalls in its first forward: rank 0 must time
-    out with a diagnosis, well before rank 1 would come back."""
+    out with a diagnosis, well before rank 1 would come back. Rank 1 comes back after
+    world_case['silent_s'], or as soon as rank 0 has its answer (a key in the launch's store:
+    the rest of the wait would be idle)."""
     import time
 
+    import torch.distributed as dist
+
+    store = dist.distributed_c10d._get_default_store()
     if rank == 1:
         def stalled(data_iterator, model):
-            time.sleep(world_case["silent_s"])
+            deadline = time.monotonic() + world_case["silent_s"]
+            while time.monotonic() < deadline and not store.check(["silent/answered"]):
+                time.sleep(0.05)
             raise RuntimeError("stalled rank gives up")
 
         case = dict(world_case["cases"][0], forward_step=stalled)
@@ -422,6 +463,9 @@ def silent_rank_body(rank, world_case):
         one_step(rank, case, world_case["pp"])
     except Exception as exc:
         return {"error_type": type(exc).__name__, "message": str(exc), "elapsed": time.time() - started}
+    finally:
+        if rank == 0:
+            store.set("silent/answered", "1")
     return {"error_type": None}
 
 
@@ -452,7 +496,7 @@ def train_body(rank, world_case):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     out = []
     for argv in world_case["runs"]:
-        args, spec = parse_run(argv, world_size=dist.get_world_size())
+        args, spec = parse_run(_with_data_cache(argv, world_case.get("data_cache")), world_size=dist.get_world_size())
         log = io.StringIO()
         # the result names the schedule that ran (auto's choice) and the costs it was planned from
         with contextlib.redirect_stdout(log) if world_case.get("capture_log") else contextlib.nullcontext():
@@ -460,6 +504,16 @@ def train_body(rank, world_case):
                                       probe=pretrain.Probe(keep_params=world_case.get("return_params", False))))
         out[-1]["log"] = log.getvalue()  # with capture_log: what the run printed (rank 0 logs)
     return out
+
+
+def _with_data_cache(argv: list, cache) -> list:
+    """A mock-data run's argv with the launching process's index cache (`--data-cache-path`) unless it names
+    one: megatron-core's MockGPTDataset indexes its whole mock corpus (about 2 million samples a split; its
+    shuffle index was a third of a short run's CPU), the same indices for every run of the same seed, sequence
+    length and sample counts. Built once (rank 0), loaded by every later run."""
+    if cache is None or "--mock-data" not in argv or "--data-cache-path" in argv:
+        return list(argv)
+    return [*argv, "--data-cache-path", cache]
 
 
 def memory_body(rank, world_case):
@@ -534,15 +588,22 @@ def refused_call_body(rank, world_case):
 
 def _call_expecting_refusal(rank, world_case, model, **call):
     """One forward_backward call, rank 1 late by world_case['late_s']: the refusal's message
-    and how long the rank took to refuse (None if the call ran)."""
+    and how long the rank took to refuse (None if the call ran). Rank 1 starts once rank 0's call
+    has returned (a key in the launch's store), or after late_s if it has not: a rank 0 that waits
+    for rank 1 waits late_s; one that does not frees rank 1 at once (no idle late_s)."""
     import time
+
+    import torch.distributed as dist
 
     import primus_megatron as pm
     from primus_megatron.runtime.forward_backward import UnsupportedSetting
 
+    store = dist.distributed_c10d._get_default_store()
     fbf = pm.get_forward_backward_func(world_case["schedule"], p2p_timeout_s=60)
-    if rank == 1:
-        time.sleep(world_case.get("late_s", 0))  # rank 0 must not be waiting for this one
+    if rank == 1:  # rank 0 must not be waiting for this one
+        deadline = time.monotonic() + world_case.get("late_s", 0)
+        while time.monotonic() < deadline and not store.check(["refusal/rank0-returned"]):
+            time.sleep(0.05)
     started = time.time()
     try:
         fbf(forward_step_func=ref.make_forward_step_func(), data_iterator=iter(ref.make_microbatches(4)),
@@ -550,6 +611,9 @@ def _call_expecting_refusal(rank, world_case, model, **call):
             **call)
     except UnsupportedSetting as exc:
         return {"message": str(exc), "elapsed": time.time() - started}
+    finally:
+        if rank == 0:
+            store.set("refusal/rank0-returned", "1")
     return {"message": None}
 
 

@@ -80,7 +80,14 @@ def test_results_come_back_indexed_by_rank_from_initialised_cpu_ranks():
     assert results[1]["tensor"].tolist() == [1.0, 1.0, 1.0]
 
 
-def test_an_exception_on_one_rank_is_raised_naming_it_and_ends_the_others():
+@pytest.fixture
+def short_grace(monkeypatch):
+    """The others never report here (they sleep, or wait on the failed rank with a 300 s gloo timeout):
+    1 s of local_ranks' grace for their side, not 10 s of waiting out."""
+    monkeypatch.setattr(local_ranks, "REPORT_GRACE_S", 1.0)
+
+
+def test_an_exception_on_one_rank_is_raised_naming_it_and_ends_the_others(short_grace):
     before = _children()
     started = time.monotonic()
     with pytest.raises(RuntimeError) as info:
@@ -88,7 +95,7 @@ def test_an_exception_on_one_rank_is_raised_naming_it_and_ends_the_others():
     message = str(info.value)
     assert "rank 1 failed" in message and "ValueError: boom on rank 1" in message
     assert "rank 0 failed" not in message  # rank 0 never reported: killed, not blamed
-    # It ends ~10 s after the failure (the grace for the other ranks), not at the gloo or run timeout.
+    # It ends the grace (REPORT_GRACE_S) after the failure, not at the gloo or run timeout.
     assert time.monotonic() - started < 90
     assert _children() <= before
 
@@ -102,7 +109,7 @@ def test_a_rank_that_never_finishes_ends_the_run_at_the_time_limit_naming_it():
     assert _children() <= before
 
 
-def test_a_rank_killed_without_a_word_is_named_with_its_signal_and_ends_the_others():
+def test_a_rank_killed_without_a_word_is_named_with_its_signal_and_ends_the_others(short_grace):
     before = _children()
     started = time.monotonic()
     with pytest.raises(RuntimeError) as info:
@@ -122,7 +129,7 @@ def _crash_in_native_code(rank: int, case: dict) -> None:
     time.sleep(3600)
 
 
-def test_a_rank_that_crashes_in_native_code_is_named_with_its_python_stack():
+def test_a_rank_that_crashes_in_native_code_is_named_with_its_python_stack(short_grace):
     """A segmentation fault comes back with the frames faulthandler wrote at the crash (in the
     rank's fault file, not on a stderr a test run would capture and drop)."""
     with pytest.raises(RuntimeError) as info:

@@ -8,7 +8,7 @@ whose collectives time out after `case.get("gloo_timeout", 60)` seconds (megatro
 parallel groups likewise, rounded up to whole minutes), sets up megatron-core's
 parallel state for `case["pp"]` (and `case.get("tp", 1)`), then runs
 `body(rank, case)`. Every run ends: `timeout_s` bounds the whole run, and a
-worker exception kills every rank (after up to 10 s for the others to report)
+worker exception kills every rank (after up to REPORT_GRACE_S, 10 s, for the others to report)
 and raises here with the ranks that failed or did not finish. A rank whose
 process dies without a word (a signal, the out-of-memory killer) counts as
 failed, named with its exit status and the Python stack faulthandler wrote at its death
@@ -189,6 +189,7 @@ def run_payload(payload: bytes, world: int, *, timeout_s: float, pin: bool, sys_
     return [results[r] for r in range(world)]
 
 
+REPORT_GRACE_S = 10.0  # once a rank failed: how long the others get to report their side before they are killed
 _ENV_LOCK = threading.Lock()  # launches from several threads: one at a time sets the ranks' environment
 
 
@@ -224,7 +225,7 @@ def _start(ctx, world: int, port: int, payload: bytes, out, pin: bool, faults: s
 
 def _collect(procs: list, out, world: int, timeout_s: float, faults: str) -> tuple[dict, list]:
     """({rank: result}, [(rank, error text)]): every rank's report, a rank that died without one
-    named with its exit status and fault file, until all reported, one failed (10 s more for
+    named with its exit status and fault file, until all reported, one failed (REPORT_GRACE_S more for
     the others) or `timeout_s` (TimeoutError naming the ranks that did not finish)."""
     results, errors = {}, []
     deadline = time.monotonic() + timeout_s
@@ -235,7 +236,7 @@ def _collect(procs: list, out, world: int, timeout_s: float, faults: str) -> tup
             reported = set(results) | {r for r, _ in errors}
             for rank in _silent_deaths(procs, reported, out, results, errors):
                 errors.append((rank, _death(procs[rank].exitcode, os.path.join(faults, f"rank{rank}.fault"))))
-                deadline = min(deadline, time.monotonic() + 10)
+                deadline = min(deadline, time.monotonic() + REPORT_GRACE_S)
             if time.monotonic() < deadline:
                 continue
             if errors:
@@ -246,7 +247,7 @@ def _collect(procs: list, out, world: int, timeout_s: float, faults: str) -> tup
             results[rank] = value
         else:
             errors.append((rank, value))
-            deadline = min(deadline, time.monotonic() + 10)  # let the other ranks report their side
+            deadline = min(deadline, time.monotonic() + REPORT_GRACE_S)  # let the other ranks report their side
     return results, errors
 
 
