@@ -182,3 +182,87 @@ def test_attention_under_fp8_autocast_runs_in_the_inputs_precision():
         assert rec["raised"][knob] == ("NotImplementedError", "the TransformerEngine stand-in's DotProductAttention "
                                        "does not reproduce FP8 attention (the recipe's fp8_dpa / fp8_mha)")
     assert rec["override_linear_precision"].startswith("recipe_type=DelayedScaling, margin=0, format=HYBRID")
+
+
+# --- GroupedLinear (megatron's TEGroupedMLP experts) ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def grouped_oracle():
+    return _run(cases.grouped_undivided_vs_delayed)
+
+
+@pytest.mark.parametrize("recipe", [f"{name} {fmt}" for name, fmt in cases.RECIPES])
+def test_grouped_delayed_wgrad_is_bitwise_the_undivided_backward(grouped_oracle, recipe):
+    """TE v2.11's GroupedLinear under FP8 (grouped_linear.py, cited in the stand-in): two layers of
+    three experts over two steps of two microbatches, one expert given no rows in each, fused into main_grad with
+    is_first_microbatch caching the quantized weights. backward_dw gives bitwise the outputs, input
+    gradients, main_grads, bias gradients (from B under FP8), amax histories and scales of the
+    undivided backward and changes no scaling state; put holds each expert's input as a Float8Tensor
+    (TE's input quantizers are not internal) with its column-wise data only, in E4M3, and its
+    grad_output as a storage with both usages, in the recipe's backward format."""
+    undivided, delayed = grouped_oracle[recipe]["undivided"], grouped_oracle[recipe]["delayed"]
+    for step, (u, d) in enumerate(zip(undivided["steps"], delayed["steps"])):
+        for key in ("out", "dgrad0", "dgrad1", "grads", "state"):
+            _assert_same(d[key], u[key], f"step {step} {key}")
+        _assert_same(d["state_before_w"], d["state"], f"step {step}: backward_dw changed the FP8 state")
+        for name, (main_grad, grad) in u["grads"].items():
+            if "weight" in name:
+                assert not torch.equal(main_grad, torch.full_like(main_grad, 7.0)), f"{name}: main_grad never written"
+            else:
+                assert grad is not None and grad.abs().sum() > 0, f"{name}: no gradient"
+    # FP8 rounds: the first step's outputs are not those of the same layers without FP8
+    assert not torch.equal(undivided["steps"][0]["out"], grouped_oracle["no_fp8_out"])
+    assert torch.allclose(undivided["steps"][0]["out"], grouped_oracle["no_fp8_out"], rtol=0.1, atol=0.1)
+    if recipe.startswith("delayed"):  # every expert's used scales moved off 1 after the first step
+        state = undivided["steps"][1]["state"]
+        for layer in ("0", "1"):
+            assert (state[f"{layer}.scaling_fwd.scale"][[0, 1, 3, 4, 6, 7]] != 1).all(), layer  # inputs, weights
+            assert (state[f"{layer}.scaling_bwd.scale"][[0, 2, 4]] != 1).all(), layer  # grad outputs
+    grad_dtype = torch.float8_e5m2 if recipe.endswith("HYBRID") else torch.float8_e4m3fn
+    handed = delayed["handed"]
+    assert len(handed) == 2 * 2 * 2  # steps x microbatches x layers
+    for inputs, grad_outputs in handed:
+        assert len(inputs) == len(grad_outputs) == 3
+        assert all(x == ("Float8Tensor", True, {"rowwise": False, "columnwise": True}, torch.float8_e4m3fn)
+                   for x in inputs), inputs
+        assert all(dy == ("Float8TensorStorage", False, {"rowwise": True, "columnwise": True}, grad_dtype)
+                   for dy in grad_outputs), grad_outputs
+
+
+def test_grouped_fp8_on_gfx942_uses_fnuz():
+    rec = _run(cases.grouped_undivided_vs_delayed, platform="gfx942", recipes=[("delayed", "HYBRID")])
+    for recipe, got in rec.items():
+        if recipe == "no_fp8_out":
+            continue
+        for step, (u, d) in enumerate(zip(got["undivided"]["steps"], got["delayed"]["steps"])):
+            _assert_same(d["grads"], u["grads"], f"{recipe} step {step}")
+            _assert_same(d["state"], u["state"], f"{recipe} step {step}")
+        assert all(x[3] == torch.float8_e4m3fnuz for inputs, _ in got["delayed"]["handed"] for x in inputs), recipe
+
+
+def test_grouped_fp8_alignment_is_te_s_and_fp8_padding_pads():
+    """An expert given 5 rows: TE's forward and input-gradient GEMMs run (their k is a feature size),
+    the weight-gradient GEMM (k = the expert's rows) raises TE's cuBLASLt sentence, in B when
+    undelayed and in backward_dw when delayed. TE's Fp8Padding pads each expert's rows with zero rows
+    to 16 and Fp8Unpadding drops them (their backwards the other way round): the same layer then
+    trains, the padding rows adding nothing to the weight gradients; already aligned splits are
+    returned as they are (what --moe-router-padding-for-fp8 arranges). LayerNormMLP, which megatron
+    never builds, is refused by name."""
+    rec = _run(cases.grouped_alignment)
+    sentence = ("RuntimeError", "Leading dimension requirement on A for FP8 GEMM. Caller must pad.")
+    assert rec["forward_ran_False"] == rec["forward_ran_True"] == (20, 16)
+    assert rec["raised_False"] == {"backward": sentence, "backward_dw": None}
+    assert rec["raised_True"] == {"backward": None, "backward_dw": sentence}
+    x, padded = rec["x"], rec["padded"]
+    assert rec["padded_splits"] == [16, 16] and padded.shape == (32, 32)
+    assert torch.equal(padded[:5], x[:5]) and torch.equal(padded[16:31], x[5:])
+    assert not padded[5:16].any() and not padded[31:].any()
+    assert rec["y_rows"] == 20 and rec["aligned_is_same"] is True
+    # d(sum y)/dW_e = sum over the expert's real rows of its FP8 input (scale 1 at the first step; the
+    # gradient of ones is exact in E5M2): the zero rows add nothing
+    for e, rows in enumerate((slice(0, 5), slice(5, 20))):
+        want = x[rows].to(torch.float8_e4m3fn).float().sum(0).expand(16, 32)
+        assert torch.allclose(rec["weight_grads"][e], want, rtol=1e-6, atol=1e-6), e
+        assert (rec["x_grad"][rows] == rec["x_grad"][rows][0]).all(), e  # ones @ W_e: one row for all
+    assert rec["layernorm_mlp"] == {"build": ("NotImplementedError", "the TransformerEngine stand-in does not "
+                                              "reproduce LayerNormMLP: megatron-core 0.16.1 and 0.19 never build it")}
