@@ -238,22 +238,31 @@ def fp8_bias_gradient_in_b(te):
     return rec
 
 
+def _fp8_device_and_recipe(te, recipe_name: str, fmt: str) -> tuple:
+    """(a context answering as an FP8 device: the stand-in's emulated one, nothing on a real one, or None
+    where there is none; the per-tensor recipe of that name and format)."""
+    import contextlib
+
+    from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling, Format
+    from transformer_engine.pytorch import quantization
+
+    emulate = getattr(quantization, "emulate_fp8_device", None)
+    if emulate is None and not te.is_fp8_available():
+        return None, None
+    recipe = (DelayedScaling(fp8_format=Format[fmt], amax_history_len=4) if recipe_name == "delayed"
+              else Float8CurrentScaling(fp8_format=Format[fmt]))
+    return emulate or contextlib.nullcontext, recipe
+
+
 def _fp8_wgrad_case(te, recipe_name: str, fmt: str) -> dict:
     """LayerNormLinear + Linear under a per-tensor FP8 recipe, weight gradients delayed and fused
     into main_grad, two microbatches (is_first_microbatch: the quantized weight cached): outputs,
     input gradients, what put holds (types, usages), main_grad after B (untouched) and after each
     backward_dw, the GEMM biases' gradients (from B under FP8), and the scaling state (delayed:
     every scale and amax history; the first microbatch's casts used scale 1)."""
-    from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling, Format
-    from transformer_engine.pytorch import quantization
-
-    emulate = getattr(quantization, "emulate_fp8_device", None)
-    if emulate is None and not te.is_fp8_available():
+    device, recipe = _fp8_device_and_recipe(te, recipe_name, fmt)
+    if device is None:
         return {"unavailable": "no FP8 on this device"}
-    import contextlib
-
-    recipe = (DelayedScaling(fp8_format=Format[fmt], amax_history_len=4) if recipe_name == "delayed"
-              else Float8CurrentScaling(fp8_format=Format[fmt]))
     dev = _device(te)
     kw = dict(bias=True, fuse_wgrad_accumulation=True, delay_wgrad_compute=True, device=dev,
               params_dtype=torch.float32)
@@ -264,7 +273,7 @@ def _fp8_wgrad_case(te, recipe_name: str, fmt: str) -> dict:
         layer.weight.grad_added_to_main_grad = False
     handed = [_record_usages(layer) for layer in layers]
     xs = [_seeded(2, 8, 32, seed=95 + mb).to(dev).requires_grad_(True) for mb in range(2)]
-    with (emulate() if emulate else contextlib.nullcontext()):
+    with device():
         with te.autocast(recipe=recipe):
             outs = [layers[1](layers[0](x, is_first_microbatch=mb == 0), is_first_microbatch=mb == 0)
                     for mb, x in enumerate(xs)]
@@ -376,16 +385,9 @@ def _fp8_grouped_case(te, recipe_name: str, fmt: str) -> dict:
     gradients, what put holds (per list: type, is a torch.Tensor, usages), main_grad after B (untouched)
     and after each backward_dw, the bias gradients (from B under FP8), the scaling state (delayed); and
     an expert of 5 rows: the weight-gradient GEMM's leading-dimension check, in backward_dw."""
-    from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling, Format
-    from transformer_engine.pytorch import quantization
-
-    emulate = getattr(quantization, "emulate_fp8_device", None)
-    if emulate is None and not te.is_fp8_available():
+    device, recipe = _fp8_device_and_recipe(te, recipe_name, fmt)
+    if device is None:
         return {"unavailable": "no FP8 on this device"}
-    import contextlib
-
-    recipe = (DelayedScaling(fp8_format=Format[fmt], amax_history_len=4) if recipe_name == "delayed"
-              else Float8CurrentScaling(fp8_format=Format[fmt]))
     dev = _device(te)
     layer = te.GroupedLinear(3, 32, 16, bias=True, fuse_wgrad_accumulation=True, delay_wgrad_compute=True,
                              device=dev, params_dtype=torch.float32)
@@ -405,7 +407,7 @@ def _fp8_grouped_case(te, recipe_name: str, fmt: str) -> dict:
     splits = [[16, 0, 32], [32, 16, 0]]
     xs = [_seeded(48, 32, seed=125 + mb).to(dev).requires_grad_(True) for mb in range(2)]
     main_grads = lambda: [_cpu(getattr(layer, f"weight{i}").main_grad) for i in range(3)]  # noqa: E731
-    with (emulate() if emulate else contextlib.nullcontext()):
+    with device():
         with te.autocast(recipe=recipe):
             outs = [layer(x, s, is_first_microbatch=mb == 0) for mb, (x, s) in enumerate(zip(xs, splits))]
         for out in outs:

@@ -69,10 +69,7 @@ def delayed_update(rank: int, case: dict) -> dict:
     return rec
 
 
-def _net(te, delay: bool, fuse: bool):
-    torch.manual_seed(3)
-    kw = dict(delay_wgrad_compute=delay, fuse_wgrad_accumulation=fuse, params_dtype=torch.float32, device="cpu")
-    net = torch.nn.ModuleList([te.LayerNormLinear(32, 48, bias=True, **kw), te.Linear(48, 16, bias=True, **kw)])
+def _perturbed_with_stale_main_grads(net: torch.nn.ModuleList) -> torch.nn.ModuleList:
     with torch.no_grad():
         for p in net.parameters():
             p.add_(0.05 * torch.randn(p.shape))
@@ -80,6 +77,13 @@ def _net(te, delay: bool, fuse: bool):
         p.main_grad = torch.full(p.shape, 7.0)  # stale: the first microbatch overwrites it
         p.grad_added_to_main_grad = False
     return net
+
+
+def _net(te, delay: bool, fuse: bool):
+    torch.manual_seed(3)
+    kw = dict(delay_wgrad_compute=delay, fuse_wgrad_accumulation=fuse, params_dtype=torch.float32, device="cpu")
+    return _perturbed_with_stale_main_grads(torch.nn.ModuleList([te.LayerNormLinear(32, 48, bias=True, **kw),
+                                                                 te.Linear(48, 16, bias=True, **kw)]))
 
 
 def _fp8_state(net) -> dict:
@@ -124,30 +128,38 @@ def _step(te, net, recipe, xs, delay: bool, handed: list) -> dict:
     return rec
 
 
-def undivided_vs_delayed(rank: int, case: dict) -> dict:
-    """Two training steps of two microbatches through LayerNormLinear + Linear, fused into
-    main_grad, with the weight-gradient GEMMs run in B (undivided) and delayed to backward_dw."""
+def _undivided_and_delayed(case: dict, make_net, run_step, inputs) -> dict:
+    """Per recipe of `case` ("recipes", default RECIPES): two training steps through `make_net(te, delay,
+    fuse=True)` (`run_step` each, on `inputs(step)`), undivided and delayed, on the emulated device."""
     import transformer_engine.pytorch as te
     from transformer_engine.pytorch.quantization import FP8GlobalStateManager, emulate_fp8_device
 
     rec = {}
-    for name, fmt in RECIPES:
-        recipe = _recipe(name, fmt)
+    for name, fmt in case.get("recipes", RECIPES):
         got = {}
         for delay in (False, True):
             FP8GlobalStateManager.reset()
-            net = _net(te, delay, fuse=True)
+            net = make_net(te, delay, fuse=True)
             steps, handed = [], []
             with emulate_fp8_device(case.get("platform", "sm90")):
                 for step in range(2):
-                    gen = torch.Generator().manual_seed(40 + step)
-                    xs = [torch.randn(2, 8, 32, generator=gen).requires_grad_(True) for _ in range(2)]
+                    xs = inputs(step)
                     for p in net.parameters():
                         p.grad = None
-                    steps.append(_step(te, net, recipe, xs, delay, handed))
+                    steps.append(run_step(te, net, _recipe(name, fmt), xs, delay, handed))
             got["delayed" if delay else "undivided"] = {"steps": steps, "handed": handed}
         rec[f"{name} {fmt}"] = got
     return rec
+
+
+def undivided_vs_delayed(rank: int, case: dict) -> dict:
+    """Two training steps of two microbatches through LayerNormLinear + Linear, fused into
+    main_grad, with the weight-gradient GEMMs run in B (undivided) and delayed to backward_dw."""
+    def inputs(step):
+        gen = torch.Generator().manual_seed(40 + step)
+        return [torch.randn(2, 8, 32, generator=gen).requires_grad_(True) for _ in range(2)]
+
+    return _undivided_and_delayed(case, _net, _step, inputs)
 
 
 def weight_cache(rank: int, case: dict) -> dict:
@@ -174,7 +186,8 @@ def weight_cache(rank: int, case: dict) -> dict:
 
 def refusals(rank: int, case: dict) -> dict:
     import transformer_engine.pytorch as te
-    from transformer_engine.common.recipe import DelayedScaling, Float8BlockScaling, MXFP8BlockScaling
+    from transformer_engine.common.recipe import (CustomRecipe, DelayedScaling, Float8BlockScaling,
+                                                  MXFP8BlockScaling, NVFP4BlockScaling)
     from transformer_engine.pytorch.cpp_extensions import general_gemm
     from transformer_engine.pytorch.quantization import emulate_fp8_device
     from transformer_engine.pytorch.tensor.float8_tensor import Float8Quantizer
@@ -208,6 +221,8 @@ def refusals(rank: int, case: dict) -> dict:
                 "environment_sm80": lambda: fp8_layer_by_environment("sm80"),
                 "blockwise": lambda: fp8_layer((16, 32), Float8BlockScaling()),
                 "mxfp8": lambda: fp8_layer((16, 32), MXFP8BlockScaling()),
+                "nvfp4": lambda: fp8_layer((16, 32), NVFP4BlockScaling()),
+                "custom": lambda: fp8_layer((16, 32), CustomRecipe(qfactory=lambda role: None)),
                 "rows_not_multiple_of_8": lambda: fp8_layer((12, 32)),
                 "features_not_multiple_of_16": lambda: fp8_layer((16, 24), features=(24, 16)),
                 "unknown_platform": lambda: emulate_fp8_device("sm80").__enter__(),
@@ -276,15 +291,8 @@ def _grouped_net(te, delay: bool, fuse: bool):
     """fc1 (bias in the GEMM) and fc2 (bias returned, as megatron's TEGroupedMLP builds them)."""
     torch.manual_seed(4)
     kw = dict(delay_wgrad_compute=delay, fuse_wgrad_accumulation=fuse, params_dtype=torch.float32, device="cpu")
-    net = torch.nn.ModuleList([te.GroupedLinear(3, 32, 48, bias=True, **kw),
-                               te.GroupedLinear(3, 48, 16, bias=True, return_bias=True, **kw)])
-    with torch.no_grad():
-        for p in net.parameters():
-            p.add_(0.05 * torch.randn(p.shape))
-    for p in net.parameters():
-        p.main_grad = torch.full(p.shape, 7.0)  # stale: the first microbatch overwrites it
-        p.grad_added_to_main_grad = False
-    return net
+    return _perturbed_with_stale_main_grads(torch.nn.ModuleList([
+        te.GroupedLinear(3, 32, 48, bias=True, **kw), te.GroupedLinear(3, 48, 16, bias=True, return_bias=True, **kw)]))
 
 
 def _grouped_forward(net, x, splits, first):
@@ -337,31 +345,18 @@ def grouped_undivided_vs_delayed(rank: int, case: dict) -> dict:
     is_first_microbatch caching the quantized weights), the weight-gradient GEMMs run in B
     (undivided) and delayed to backward_dw; and the first step without FP8 (the control)."""
     import transformer_engine.pytorch as te
-    from transformer_engine.pytorch.quantization import FP8GlobalStateManager, emulate_fp8_device
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager
 
-    rec = {}
-    for name, fmt in case.get("recipes", RECIPES):
-        got = {}
-        for delay in (False, True):
-            FP8GlobalStateManager.reset()
-            net = _grouped_net(te, delay, fuse=True)
-            steps, handed = [], []
-            with emulate_fp8_device(case.get("platform", "sm90")):
-                for step in range(2):
-                    gen = torch.Generator().manual_seed(50 + step)
-                    xs = [torch.randn(sum(s), 32, generator=gen).requires_grad_(True) for s in GROUPED_SPLITS]
-                    for p in net.parameters():
-                        p.grad = None
-                    steps.append(_grouped_step(te, net, _recipe(name, fmt), xs, delay, handed))
-            got["delayed" if delay else "undivided"] = {"steps": steps, "handed": handed}
-        rec[f"{name} {fmt}"] = got
+    def inputs(step):
+        gen = torch.Generator().manual_seed(50 + step)
+        return [torch.randn(sum(s), 32, generator=gen).requires_grad_(True) for s in GROUPED_SPLITS]
+
+    rec = _undivided_and_delayed(case, _grouped_net, _grouped_step, inputs)
     FP8GlobalStateManager.reset()
     net = _grouped_net(te, False, fuse=True)
-    gen = torch.Generator().manual_seed(50)
-    xs = [torch.randn(sum(s), 32, generator=gen) for s in GROUPED_SPLITS]
     with torch.no_grad():
-        rec["no_fp8_out"] = torch.stack([_grouped_forward(net, x, s, mb == 0)
-                                         for mb, (x, s) in enumerate(zip(xs, GROUPED_SPLITS))])
+        rec["no_fp8_out"] = torch.stack([_grouped_forward(net, x.detach(), s, mb == 0)
+                                         for mb, (x, s) in enumerate(zip(inputs(0), GROUPED_SPLITS))])
     return rec
 
 

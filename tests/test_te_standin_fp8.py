@@ -16,8 +16,10 @@ lines), on CPU in a process of its own with tests/te_standin first on its path
   and scales with the weight-gradient GEMMs delayed to backward_dw as run in B; backward_dw
   changes no scaling state (it reads the quantized tensors saved in B: the input's column-wise
   data and grad_output, in the recipe's backward format);
-* what TE raises (alignment, MXFP8 on a Hopper) the stand-in raises; blockwise is refused in one
-  sentence naming the stand-in.
+* what TE raises (alignment, MXFP8 and NVFP4 on a Hopper) the stand-in raises; blockwise and custom
+  recipes are refused in one sentence naming the stand-in;
+* GroupedLinear (megatron's grouped experts) the same way: per-expert casts, an expert given no
+  rows, TE's alignment check on each expert's rows and its Fp8Padding.
 """
 from __future__ import annotations
 
@@ -107,18 +109,24 @@ def _assert_same(got, want, where: str) -> None:
         assert got == want, where
 
 
-@pytest.mark.parametrize("recipe", [f"{name} {fmt}" for name, fmt in cases.RECIPES])
-def test_delayed_wgrad_is_bitwise_the_undivided_backward(oracle, recipe):
-    undivided, delayed = oracle[recipe]["undivided"], oracle[recipe]["delayed"]
+def _assert_delayed_is_undivided(undivided: dict, delayed: dict, is_weight) -> None:
+    """Every step's outputs, input gradients, gradients and scaling state bitwise; backward_dw changed no
+    scaling state; every weight's main_grad written (not the stale 7s) and every other parameter's .grad set."""
     for step, (u, d) in enumerate(zip(undivided["steps"], delayed["steps"])):
         for key in ("out", "dgrad0", "dgrad1", "grads", "state"):
             _assert_same(d[key], u[key], f"step {step} {key}")
         _assert_same(d["state_before_w"], d["state"], f"step {step}: backward_dw changed the FP8 state")
         for name, (main_grad, grad) in u["grads"].items():
-            if name.endswith(".weight"):
+            if is_weight(name):
                 assert not torch.equal(main_grad, torch.full_like(main_grad, 7.0)), f"{name}: main_grad never written"
             else:
                 assert grad is not None and grad.abs().sum() > 0, f"{name}: no gradient"
+
+
+@pytest.mark.parametrize("recipe", [f"{name} {fmt}" for name, fmt in cases.RECIPES])
+def test_delayed_wgrad_is_bitwise_the_undivided_backward(oracle, recipe):
+    undivided, delayed = oracle[recipe]["undivided"], oracle[recipe]["delayed"]
+    _assert_delayed_is_undivided(undivided, delayed, lambda name: name.endswith(".weight"))
     if recipe.startswith("delayed"):  # the scales moved off 1 after the first step
         state = undivided["steps"][1]["state"]
         assert not torch.equal(state["0.scaling_fwd.scale"], torch.ones(3))
@@ -154,6 +162,9 @@ def test_refusals_are_te_sentences():
                                 "Float8BlockScaling recipe (--fp8-recipe blockwise): its 1x128 and 128x128 block "
                                 "scales are not emulated")
     assert rec["mxfp8"] == ("AssertionError", "Device compute capability 10.0 or higher required for MXFP8 execution.")
+    assert rec["nvfp4"] == ("AssertionError", "Device compute capability 10.0 or higher required for NVFP4 execution.")
+    assert rec["custom"] == ("NotImplementedError", "the TransformerEngine stand-in does not reproduce CustomRecipe: "
+                             "its quantizer factory is not run")
     message = ("FP8 execution requires the product of all dimensions except the last to be divisible by 8 and the "
                "last dimension to be divisible by 16, but got tensor with dims={}")
     assert rec["rows_not_multiple_of_8"] == ("AssertionError", message.format([12, 32]))
@@ -201,15 +212,7 @@ def test_grouped_delayed_wgrad_is_bitwise_the_undivided_backward(grouped_oracle,
     (TE's input quantizers are not internal) with its column-wise data only, in E4M3, and its
     grad_output as a storage with both usages, in the recipe's backward format."""
     undivided, delayed = grouped_oracle[recipe]["undivided"], grouped_oracle[recipe]["delayed"]
-    for step, (u, d) in enumerate(zip(undivided["steps"], delayed["steps"])):
-        for key in ("out", "dgrad0", "dgrad1", "grads", "state"):
-            _assert_same(d[key], u[key], f"step {step} {key}")
-        _assert_same(d["state_before_w"], d["state"], f"step {step}: backward_dw changed the FP8 state")
-        for name, (main_grad, grad) in u["grads"].items():
-            if "weight" in name:
-                assert not torch.equal(main_grad, torch.full_like(main_grad, 7.0)), f"{name}: main_grad never written"
-            else:
-                assert grad is not None and grad.abs().sum() > 0, f"{name}: no gradient"
+    _assert_delayed_is_undivided(undivided, delayed, lambda name: ".weight" in f".{name}")
     # FP8 rounds: the first step's outputs are not those of the same layers without FP8
     assert not torch.equal(undivided["steps"][0]["out"], grouped_oracle["no_fp8_out"])
     assert torch.allclose(undivided["steps"][0]["out"], grouped_oracle["no_fp8_out"], rtol=0.1, atol=0.1)

@@ -1046,6 +1046,37 @@ def test_without_transformer_engine_everything_is_a_no_op():
     assert te_wgrad.prepare_step([model], splitting=True) == 0
 
 
+class _Float8TensorLike(torch.Tensor):
+    """What TE v2.11 hands put for GroupedLinear's inputs under FP8: a Float8Tensor, a torch.Tensor
+    wrapper subclass with no storage of its own whose FP8 buffers get_data_tensors() returns."""
+
+    @staticmethod
+    def __new__(cls, data, transpose):
+        out = torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=torch.bfloat16)
+        out._data, out._transpose = data, transpose
+        return out
+
+    def get_data_tensors(self):
+        return self._data, self._transpose
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        raise NotImplementedError(f"{func} on a quantized tensor")
+
+
+def test_what_put_holds_is_counted_by_its_buffers():
+    """The memory accounting of a put (te_wgrad._held_tensors, read by the profiler through each tensor's
+    storage) counts a quantized tensor's FP8 buffers, also for a torch.Tensor subclass without storage."""
+    from primus_megatron.runtime.profiler import _storage_key
+    from primus_megatron.runtime.te_wgrad import _held_tensors
+
+    data = torch.zeros(32, 16, dtype=torch.uint8)
+    wrapped, plain = _Float8TensorLike(data, data.t().contiguous()), torch.ones(4)
+    held = _held_tensors([[wrapped, None], [plain]])
+    assert [t.shape for t in held] == [(32, 16), (16, 32), (4,)]
+    assert [_storage_key(t)[1] for t in held] == [512, 512, 16]
+
+
 # -- tensor parallelism: TE's column / row parallel layers, with and without sequence parallelism ------
 
 def tp_body(rank, te) -> dict:

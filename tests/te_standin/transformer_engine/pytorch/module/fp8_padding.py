@@ -14,31 +14,28 @@ import torch
 from ..quantization import FP8GlobalStateManager, get_align_size_for_quantization
 
 
-def _pad_rows(inp: torch.Tensor, m_splits: List[int], padded_m_splits: List[int]) -> torch.Tensor:
-    """``tex.fused_multi_row_padding``: each split's rows, then zero rows up to its padded count."""
-    out = torch.zeros([sum(padded_m_splits), inp.shape[-1]], dtype=inp.dtype, device=inp.device)
+def _resplit(inp: torch.Tensor, splits: List[int], new_splits: List[int]) -> torch.Tensor:
+    """``tex.fused_multi_row_padding`` (splits -> padded splits: each split's rows, then zero rows) and
+    ``fused_multi_row_unpadding`` (padded -> unpadded: each split's first rows), one copy loop."""
+    out = torch.zeros([sum(new_splits), inp.shape[-1]], dtype=inp.dtype, device=inp.device)
     src = dst = 0
-    for m, padded in zip(m_splits, padded_m_splits):
-        out[dst:dst + m] = inp[src:src + m]
-        src, dst = src + m, dst + padded
+    for m, new in zip(splits, new_splits):
+        rows = min(m, new)
+        out[dst:dst + rows] = inp[src:src + rows]
+        src, dst = src + m, dst + new
     return out
 
 
-def _unpad_rows(inp: torch.Tensor, padded_m_splits: List[int], m_splits: List[int]) -> torch.Tensor:
-    """``tex.fused_multi_row_unpadding``: each split's first rows."""
-    starts = [sum(padded_m_splits[:i]) for i in range(len(padded_m_splits))]
-    return torch.cat([inp[s:s + m] for s, m in zip(starts, m_splits)]) if m_splits else inp[:0]
-
-
-class _Fp8Padding(torch.autograd.Function):
-    """fp8_padding.py lines 20-71."""
+class _Resplit(torch.autograd.Function):
+    """``_Fp8Padding`` (fp8_padding.py lines 20-71) and ``_Fp8Unpadding`` (fp8_unpadding.py 20-69): the
+    forward re-splits the rows, the backward re-splits the gradient the other way."""
 
     @staticmethod
     def forward(ctx, inp: torch.Tensor, non_tensor_args: Tuple) -> torch.Tensor:
-        m_splits, padded_m_splits, is_grad_enabled = non_tensor_args
-        out = _pad_rows(inp.view(-1, inp.shape[-1]), m_splits, padded_m_splits)
+        splits, new_splits, is_grad_enabled = non_tensor_args
+        out = _resplit(inp.view(-1, inp.shape[-1]), splits, new_splits)
         if is_grad_enabled:
-            ctx.m_splits, ctx.padded_m_splits, ctx.requires_dgrad = m_splits, padded_m_splits, inp.requires_grad
+            ctx.splits, ctx.new_splits, ctx.requires_dgrad = splits, new_splits, inp.requires_grad
         return out
 
     @staticmethod
@@ -46,27 +43,7 @@ class _Fp8Padding(torch.autograd.Function):
         grad_input = None
         if ctx.requires_dgrad:
             grad_output = grad_output.contiguous()
-            grad_input = _unpad_rows(grad_output.view(-1, grad_output.shape[-1]), ctx.padded_m_splits, ctx.m_splits)
-        return grad_input, None
-
-
-class _Fp8Unpadding(torch.autograd.Function):
-    """fp8_unpadding.py lines 20-69."""
-
-    @staticmethod
-    def forward(ctx, inp: torch.Tensor, non_tensor_args: Tuple) -> torch.Tensor:
-        m_splits, padded_m_splits, is_grad_enabled = non_tensor_args
-        out = _unpad_rows(inp.view(-1, inp.shape[-1]), padded_m_splits, m_splits)
-        if is_grad_enabled:
-            ctx.m_splits, ctx.padded_m_splits, ctx.requires_dgrad = m_splits, padded_m_splits, inp.requires_grad
-        return out
-
-    @staticmethod
-    def backward(ctx, grad_output: torch.Tensor):
-        grad_input = None
-        if ctx.requires_dgrad:
-            grad_output = grad_output.contiguous()
-            grad_input = _pad_rows(grad_output.view(-1, grad_output.shape[-1]), ctx.m_splits, ctx.padded_m_splits)
+            grad_input = _resplit(grad_output.view(-1, grad_output.shape[-1]), ctx.new_splits, ctx.splits)
         return grad_input, None
 
 
@@ -83,10 +60,11 @@ class _Padding(torch.nn.Module):
             self.align_size = get_align_size_for_quantization(FP8GlobalStateManager.get_fp8_recipe())
         return [(m + self.align_size - 1) // self.align_size * self.align_size for m in m_splits]
 
-    def _run(self, fn, inp: torch.Tensor, m_splits: List[int], padded_m_splits: List[int]) -> torch.Tensor:
+    @staticmethod
+    def _run(inp: torch.Tensor, splits: List[int], new_splits: List[int]) -> torch.Tensor:
         is_grad_enabled = torch.is_grad_enabled()
-        args = (m_splits, padded_m_splits, is_grad_enabled)
-        return fn.apply(inp, args) if is_grad_enabled else fn.forward(None, inp, args)
+        args = (splits, new_splits, is_grad_enabled)
+        return _Resplit.apply(inp, args) if is_grad_enabled else _Resplit.forward(None, inp, args)
 
 
 class Fp8Padding(_Padding):
@@ -95,7 +73,7 @@ class Fp8Padding(_Padding):
         padded_m_splits = self._padded(m_splits)
         if m_splits == padded_m_splits:
             return inp, m_splits
-        return self._run(_Fp8Padding, inp, m_splits, padded_m_splits), padded_m_splits
+        return self._run(inp, m_splits, padded_m_splits), padded_m_splits
 
 
 class Fp8Unpadding(_Padding):
@@ -104,4 +82,4 @@ class Fp8Unpadding(_Padding):
         padded_m_splits = self._padded(m_splits)
         if m_splits == padded_m_splits:
             return inp
-        return self._run(_Fp8Unpadding, inp, m_splits, padded_m_splits)
+        return self._run(inp, padded_m_splits, m_splits)
