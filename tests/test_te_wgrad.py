@@ -377,10 +377,10 @@ def _recording_puts():
 
 
 def _buffers(item) -> list:
-    """An item handed to put as the tensors it keeps: itself, or a quantized storage's data."""
-    if isinstance(item, torch.Tensor):
-        return [item]
-    return [t for t in item.get_data_tensors() if t is not None]
+    """An item handed to put as the tensors it keeps: a quantized tensor's (or storage's) data, or itself."""
+    if hasattr(item, "get_data_tensors"):
+        return [t for t in item.get_data_tensors() if t is not None]
+    return [item]
 
 
 def _storage_bytes(tensors) -> int:
@@ -887,21 +887,22 @@ class _Experts(torch.nn.Module):
 
     SPLITS = [4, 0, 11]
 
-    def __init__(self, te, *, fuse: bool = False, delay: bool = False) -> None:
+    def __init__(self, te, *, fuse: bool = False, delay: bool = False, dims=(8, 12), splits=None) -> None:
         super().__init__()
         kw = dict(fuse_wgrad_accumulation=fuse, delay_wgrad_compute=delay)
-        self.fc1 = te.GroupedLinear(3, 8, 12, bias=True, **kw)
-        self.fc2 = te.GroupedLinear(3, 12, 8, bias=True, return_bias=True, **kw)
+        self.dims, self.splits = dims, splits or self.SPLITS
+        self.fc1 = te.GroupedLinear(3, dims[0], dims[1], bias=True, **kw)
+        self.fc2 = te.GroupedLinear(3, dims[1], dims[0], bias=True, return_bias=True, **kw)
         with torch.no_grad():
             for i in range(3):
-                getattr(self.fc1, f"bias{i}").add_(0.1 * torch.randn(12))
-                getattr(self.fc2, f"bias{i}").add_(0.1 * torch.randn(8))
+                getattr(self.fc1, f"bias{i}").add_(0.1 * torch.randn(dims[1]))
+                getattr(self.fc2, f"bias{i}").add_(0.1 * torch.randn(dims[0]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.reshape(-1, 8)[:sum(self.SPLITS)]
-        h = torch.nn.functional.gelu(self.fc1(x, self.SPLITS))
-        out, biases = self.fc2(h, self.SPLITS)
-        return torch.cat([part + b for part, b in zip(torch.split(out, self.SPLITS), biases)])
+        x = x.reshape(-1, self.dims[0])[:sum(self.splits)]
+        h = torch.nn.functional.gelu(self.fc1(x, self.splits))
+        out, biases = self.fc2(h, self.splits)
+        return torch.cat([part + b for part, b in zip(torch.split(out, self.splits), biases)])
 
 
 GROUPED_IN_B = [f"fc2.bias{i}" for i in range(3)]  # returned biases: their gradient comes from autograd in B
@@ -965,6 +966,51 @@ def s_grouped_experts_defer_to_w_fused(te):
     _grouped_experts(te, fuse=True)
 
 
+def s_grouped_experts_fp8_through_w(te):
+    """Grouped experts under FP8 (delayed scaling) routed to our W ops: put is handed each expert's input as
+    a Float8Tensor and its grad output as a quantized storage, counted as held by their FP8 buffers; fc1's
+    in-GEMM biases get their gradients in B (TE under FP8, grouped_linear.py 331-357, 511-516), the weights
+    in W only; after W every gradient is bitwise that of the same layers' undelayed FP8 backward (W casts
+    nothing), the expert given no rows has zero weight gradients and no NaN (TE's unfilled buffers)
+    reached a .grad."""
+    from primus_megatron.runtime import te_wgrad
+
+    _fp8_alone()
+    torch.manual_seed(9)
+    net = _Experts(te, dims=(16, 32), splits=[16, 0, 32])
+    plain = copy.deepcopy(net)
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    xs = _inputs(2, seed=10, shape=(3, 16, 16))
+    with _fp8(te, local=True):
+        outs = [net(x) for x in xs]
+    handed, restore = _recording_puts()
+    try:
+        for mb in (0, 1):
+            held = []
+            with store.capture((mb, 0), held=held):
+                _loss(outs[mb]).backward()
+            inputs = [x for tensor_list in handed for x in tensor_list[0]]
+            grad_outputs = [dy for tensor_list in handed for dy in tensor_list[1]]
+            assert {type(x).__name__ for x in inputs} == {"Float8Tensor"} and len(inputs) == 6, inputs
+            assert {type(dy).__name__ for dy in grad_outputs} == {"Float8TensorStorage"}, grad_outputs
+            kept = [t for item in inputs + grad_outputs for t in _buffers(item)]
+            assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
+            del handed[:]
+    finally:
+        restore()
+    params = dict(net.named_parameters())
+    assert all(params[f"fc{k}.bias{i}"].grad is not None for k in (1, 2) for i in range(3)), "no bias gradient in B"
+    assert all(params[f"fc{k}.weight{i}"].grad is None for k in (1, 2) for i in range(3)), "a weight gradient in B"
+    store.run((1, 0))
+    store.run((0, 0))
+    store.assert_empty()
+    expected = _reference_grads(plain, xs, te)
+    for name, p in params.items():
+        assert not torch.isnan(p.grad).any() and torch.equal(p.grad, expected[name]), name
+    assert torch.count_nonzero(params["fc1.weight1"].grad) == 0
+
+
 def s_grouped_linear_standin_is_te(te):
     """The stand-in's GroupedLinear against plain autograd (undelayed), and TE's own delayed path
     (put, then backward_dw replacing .grad) against the same: what the conformance test checks on a
@@ -997,6 +1043,7 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals, s_capability_older_te,
              s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted,
              s_w_shares_offloaded_bitwise, s_grouped_experts_defer_to_w, s_grouped_experts_defer_to_w_fused,
+             s_grouped_experts_fp8_through_w,
              s_grouped_linear_standin_is_te, s_grouped_held_until_w_is_counted,
              s_grouped_held_bytes_are_what_the_allocator_frees_in_w, s_a_layer_without_the_hooks_list_is_refused,
              s_hipblaslt_missing_kernel_in_w_is_named]
