@@ -390,38 +390,52 @@ def _storage_bytes(tensors) -> int:
     return sum(seen.values())
 
 
+def _routed_fp8_forwards(te, net, *, seed: int, shape) -> tuple:
+    """(an undelayed copy of `net`, the fresh store, two inputs, their outputs): `net` routed to our W ops
+    and run forward under FP8 by rank 0 alone."""
+    from primus_megatron.runtime import te_wgrad
+
+    _fp8_alone()
+    plain = copy.deepcopy(net)
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    xs = _inputs(2, seed=seed, shape=shape)
+    with _fp8(te, local=True):
+        outs = [net(x) for x in xs]
+    return plain, store, xs, outs
+
+
+def _backwards_in_b(store, outs):
+    """Each microbatch's backward inside its B capture; yields (what the capture counts as held until W,
+    the tensor lists TE handed put) per microbatch."""
+    handed, restore = _recording_puts()
+    try:
+        for mb, out in enumerate(outs):
+            held = []
+            with store.capture((mb, 0), held=held):
+                _loss(out).backward()
+            yield held, list(handed)
+            del handed[:]
+    finally:
+        restore()
+
+
 def s_fp8_bias_gradient_in_b_and_quantized_puts(te):
     """Under FP8, TE computes a GEMM bias's gradient in B (base.py grad_output_preprocess, TE
     v2.11 lines 1099-1195) and its wgrad closure returns no bias gradient (linear.py 867); the
     input and grad_output it hands put are Float8TensorStorage objects (not torch.Tensor). Our W
     must add only the weight gradient (each bias counted once), and our held-memory accounting
     must count the storages' buffers."""
-    from primus_megatron.runtime import te_wgrad
-
-    _fp8_alone()
     torch.manual_seed(6)
     net = _Net(te, dims=FP8_DIMS)
-    plain = copy.deepcopy(net)
-    te_wgrad.enable(net)
-    store = _fresh_store()
-    xs = _inputs(2, seed=7, shape=(2, 8, 16))
-    with _fp8(te, local=True):
-        outs = [net(x) for x in xs]
+    plain, store, xs, outs = _routed_fp8_forwards(te, net, seed=7, shape=(2, 8, 16))
     assert all(layer.fp8 for layer in (net.a, net.b, net.c))
-    handed, restore = _recording_puts()
-    try:
-        for mb in (0, 1):
-            held = []
-            with store.capture((mb, 0), held=held):
-                _loss(outs[mb]).backward()
-            items = [item for tensor_list in handed for item in tensor_list]
-            assert items and not any(isinstance(item, torch.Tensor) for item in items), \
-                [type(item).__name__ for item in items]
-            kept = [t for item in items for t in _buffers(item)]
-            assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
-            del handed[:]
-    finally:
-        restore()
+    for held, handed in _backwards_in_b(store, outs):
+        items = [item for tensor_list in handed for item in tensor_list]
+        assert items and not any(isinstance(item, torch.Tensor) for item in items), \
+            [type(item).__name__ for item in items]
+        kept = [t for item in items for t in _buffers(item)]
+        assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
     params = dict(net.named_parameters())
     for name in ("a.bias", "b.bias", *IN_B):
         assert params[name].grad is not None, f"{name}: no gradient in B under FP8"
@@ -973,32 +987,16 @@ def s_grouped_experts_fp8_through_w(te):
     in W only; after W every gradient is bitwise that of the same layers' undelayed FP8 backward (W casts
     nothing), the expert given no rows has zero weight gradients and no NaN (TE's unfilled buffers)
     reached a .grad."""
-    from primus_megatron.runtime import te_wgrad
-
-    _fp8_alone()
     torch.manual_seed(9)
     net = _Experts(te, dims=(16, 32), splits=[16, 0, 32])
-    plain = copy.deepcopy(net)
-    te_wgrad.enable(net)
-    store = _fresh_store()
-    xs = _inputs(2, seed=10, shape=(3, 16, 16))
-    with _fp8(te, local=True):
-        outs = [net(x) for x in xs]
-    handed, restore = _recording_puts()
-    try:
-        for mb in (0, 1):
-            held = []
-            with store.capture((mb, 0), held=held):
-                _loss(outs[mb]).backward()
-            inputs = [x for tensor_list in handed for x in tensor_list[0]]
-            grad_outputs = [dy for tensor_list in handed for dy in tensor_list[1]]
-            assert {type(x).__name__ for x in inputs} == {"Float8Tensor"} and len(inputs) == 6, inputs
-            assert {type(dy).__name__ for dy in grad_outputs} == {"Float8TensorStorage"}, grad_outputs
-            kept = [t for item in inputs + grad_outputs for t in _buffers(item)]
-            assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
-            del handed[:]
-    finally:
-        restore()
+    plain, store, xs, outs = _routed_fp8_forwards(te, net, seed=10, shape=(3, 16, 16))
+    for held, handed in _backwards_in_b(store, outs):
+        inputs = [x for tensor_list in handed for x in tensor_list[0]]
+        grad_outputs = [dy for tensor_list in handed for dy in tensor_list[1]]
+        assert {type(x).__name__ for x in inputs} == {"Float8Tensor"} and len(inputs) == 6, inputs
+        assert {type(dy).__name__ for dy in grad_outputs} == {"Float8TensorStorage"}, grad_outputs
+        kept = [t for item in inputs + grad_outputs for t in _buffers(item)]
+        assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
     params = dict(net.named_parameters())
     assert all(params[f"fc{k}.bias{i}"].grad is not None for k in (1, 2) for i in range(3)), "no bias gradient in B"
     assert all(params[f"fc{k}.weight{i}"].grad is None for k in (1, 2) for i in range(3)), "a weight gradient in B"
