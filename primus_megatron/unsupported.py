@@ -110,8 +110,10 @@ def installed_te_version() -> Optional[str]:
 
 # FP8 recipes (megatron's --fp8-recipe) whose training with W ops our CPU reproduction of a TransformerEngine
 # release covers, as (TE major.minor, recipe): tests/te_standin reproduces TE v2.11 (c188b533) for the per-tensor
-# recipes (E4M3 and HYBRID; the FNUZ formats of an emulated gfx942) in Linear and LayerNormLinear, and the
-# production matrix trains them bitwise as megatron's own 1F1B (tests/test_production_matrix.py, n-fp8-*).
+# recipes (E4M3 and HYBRID; the FNUZ formats of an emulated gfx942) in Linear, LayerNormLinear and the grouped
+# experts' GroupedLinear (with TE's Fp8Padding and megatron's --moe-router-padding-for-fp8), and the production
+# matrix trains them bitwise as megatron's own 1F1B (tests/test_production_matrix.py, n-fp8-*, o-fp8-*).
+# megatron-core 0.16.1 and 0.19 never build TE's LayerNormMLP, the one TE linear layer left out.
 # Not a GPU verification: that is FP8_VERIFIED_TE_VERSIONS.
 FP8_CPU_REPRODUCED: frozenset[tuple[str, str]] = frozenset({("2.11", "delayed"), ("2.11", "tensorwise")})
 
@@ -121,6 +123,11 @@ FP8_RECIPES_NOT_REPRODUCED = {
     "mxfp8": "its E8M0 scales per 32-element block",
     "custom": "the quantizers of its --fp8-quantizer-factory",
 }
+# and each FP4 recipe (--fp4-recipe, with --fp4-format e2m1): none is reproduced
+FP4_RECIPES_NOT_REPRODUCED = {
+    "nvfp4": "its E2M1 values with an E4M3 scale per 16-element block and a per-tensor scale",
+    "custom": "the quantizers of its --fp4-quantizer-factory",
+}
 
 
 def _te_minor(version: Optional[str]) -> Optional[str]:
@@ -129,9 +136,15 @@ def _te_minor(version: Optional[str]) -> Optional[str]:
     return ".".join(parts[:2]) if len(parts) >= 2 else None
 
 
+def _recipe_name(value: Any, default: str) -> str:
+    """A recipe field as its name: megatron's configs hold strings, its code compares them with the str
+    enums Fp8Recipe / Fp4Recipe, whose str() is "Fp8Recipe.delayed" (hence their value)."""
+    return str(getattr(value, "value", value) or default)
+
+
 def fp8_recipe_of(s: "Setting") -> str:
     """megatron's --fp8-recipe (its default, delayed, when unset)."""
-    return str(s.get("fp8_recipe") or "delayed")
+    return _recipe_name(s.get("fp8_recipe"), "delayed")
 
 
 def fp8_with_w_basis(recipe: str) -> Optional[str]:
@@ -165,9 +178,12 @@ def _fp8_not_reproduced_with(field: str) -> Callable[[Any, Setting], bool]:
     return refuses
 
 
-def _low_precision_with_w(value: Any, s: Setting) -> bool:
-    return _with_w_over_te(value, s) \
-        and (installed_te_version(), te_platform()) not in FP8_VERIFIED_TE_VERSIONS
+def _fp4_recipe_not_reproduced(recipe: str) -> Callable[[Any, Setting], bool]:
+    """FP4 with W ops under `recipe` (megatron's default nvfp4) on a TE no GPU run has verified."""
+    def refuses(value: Any, s: Setting) -> bool:
+        return _with_w_over_te(value, s) and _recipe_name(s.get("fp4_recipe"), "nvfp4") == recipe \
+            and (installed_te_version(), te_platform()) not in FP8_VERIFIED_TE_VERSIONS
+    return refuses
 
 
 def _userbuffers_backward(value: Any, s: Setting) -> bool:
@@ -177,9 +193,6 @@ def _userbuffers_backward(value: Any, s: Setting) -> bool:
     return bool(value) and s.splits_backward and s.uses_te is not False
 
 
-LOW_PRECISION_WHY = ("deferred weight gradients under low precision are not yet verified on a GPU for this "
-                     "TransformerEngine (primus_megatron/unsupported.py FP8_VERIFIED_TE_VERSIONS lists the verified ones); "
-                     "use a schedule without W ops (1f1b, interleaved-1f1b)")
 _NO_W = "use a schedule without W ops (1f1b, interleaved-1f1b)"
 _FP8_NOT_REPRODUCED = ("our CPU reproduction of TransformerEngine (tests/te_standin) does not reproduce {what}, so deferred "
                        "weight gradients under it are neither reproduced nor verified on a GPU (primus_megatron/"
@@ -193,9 +206,6 @@ FP8_RULES: tuple[Rule, ...] = (
          "(primus_megatron/unsupported.py FP8_VERIFIED_TE_VERSIONS) and reproduced on CPU only for TransformerEngine "
          "2.11 with the delayed and tensorwise recipes (FP8_CPU_REPRODUCED); install TransformerEngine 2.11 or " + _NO_W,
          flag="--fp8-format"),
-    Rule("moe_grouped_gemm", _fp8_not_reproduced_with("moe_grouped_gemm"), _FP8_NOT_REPRODUCED.format(
-        what="FP8 in the grouped experts' GroupedLinear", fix="train the experts as SequentialMLP (no "
-        "--moe-grouped-gemm), or " + _NO_W)),
     *(Rule(field, _fp8_not_reproduced_with(field), _FP8_NOT_REPRODUCED.format(what=what, fix=f"drop it, or {_NO_W}"))
       for field, what in (("fp8_dot_product_attention", "FP8 attention"),
                           ("fp8_multi_head_attention", "FP8 attention"),
@@ -204,7 +214,9 @@ FP8_RULES: tuple[Rule, ...] = (
 
 RULES: tuple[Rule, ...] = (
     *FP8_RULES,
-    Rule("fp4", _low_precision_with_w, LOW_PRECISION_WHY, flag="--fp4-format"),
+    *(Rule("fp4", _fp4_recipe_not_reproduced(recipe), _FP8_NOT_REPRODUCED.format(
+        what=f"the {recipe} FP4 recipe ({why})", fix=_NO_W), flag="--fp4-format")
+      for recipe, why in FP4_RECIPES_NOT_REPRODUCED.items()),
     Rule("tp_comm_overlap", _userbuffers_backward,
          "TransformerEngine's userbuffers overlap of the backward either refuses a delayed weight gradient (bulk "
          "wgrad overlap: NotImplementedError in module/linear.py and layernorm_linear.py) or gathers the tensors the "

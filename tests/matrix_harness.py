@@ -372,18 +372,22 @@ def fp8_device(spec: dict):
 
 
 def record_fp8_state(model, ep_rank: int) -> dict:
-    """Every TE module's delayed-scaling state, by its weight's global name: (forward amax history,
+    """Every TE module's delayed-scaling state, by its (first) weight's global name: (forward amax history,
     forward scale, backward amax history, backward scale). Empty without FP8 or with current scaling
-    (whose scales are each tensor's own amax, recomputed at every cast)."""
+    (whose scales are each tensor's own amax, recomputed at every cast). A GroupedLinear (TEGroupedMLP's
+    experts: `weight0`...) is named by its module alone: its amaxes are MAX-reduced over the amax group
+    (data parallel, which holds the expert-parallel ranks), so each expert-parallel rank holds the same."""
     out = {}
     for c in model:
         inner = ref.unwrap(c)
         for mod_name, mod in inner.named_modules():
             meta = getattr(mod, "fp8_meta", None) or {}
             fwd, bwd = meta.get("scaling_fwd"), meta.get("scaling_bwd")
-            if not hasattr(fwd, "amax_history") or getattr(mod, "weight", None) is None:
+            weight = "weight" if getattr(mod, "weight", None) is not None else (
+                "weight0" if getattr(mod, "weight0", None) is not None else None)
+            if not hasattr(fwd, "amax_history") or weight is None:
                 continue
-            name = ref.global_param_name(inner, f"{mod_name}.weight" if mod_name else "weight")
+            name = ref.global_param_name(inner, f"{mod_name}.{weight}" if mod_name else weight)
             out[name] = tuple(t.detach().clone() for t in (fwd.amax_history, fwd.scale, bwd.amax_history, bwd.scale))
     return out
 

@@ -27,7 +27,8 @@ CASES = ["linear_delayed", "linear_row_return_bias", "layernorm_linear_delayed",
          "fused_main_grad_first_microbatch", "dot_product_attention_causal_gqa", "dot_product_attention_thd_fp32",
          "dot_product_attention_thd_bf16_rows", "norms",
          "fp8_bias_gradient_in_b", "fp8_delayed_hybrid_wgrad", "fp8_delayed_e4m3_wgrad",
-         "fp8_tensorwise_hybrid_wgrad", "fp8_tensorwise_e4m3_wgrad", "grouped_linear_delayed", "grouped_linear_fused_return_bias", "refusals"]
+         "fp8_tensorwise_hybrid_wgrad", "fp8_tensorwise_e4m3_wgrad", "grouped_linear_delayed", "grouped_linear_fused_return_bias",
+         "fp8_grouped_delayed_hybrid_wgrad", "fp8_grouped_tensorwise_e4m3_wgrad", "refusals"]
 
 
 def _device(te) -> str:
@@ -237,22 +238,31 @@ def fp8_bias_gradient_in_b(te):
     return rec
 
 
+def _fp8_device_and_recipe(te, recipe_name: str, fmt: str) -> tuple:
+    """(a context answering as an FP8 device: the stand-in's emulated one, nothing on a real one, or None
+    where there is none; the per-tensor recipe of that name and format)."""
+    import contextlib
+
+    from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling, Format
+    from transformer_engine.pytorch import quantization
+
+    emulate = getattr(quantization, "emulate_fp8_device", None)
+    if emulate is None and not te.is_fp8_available():
+        return None, None
+    recipe = (DelayedScaling(fp8_format=Format[fmt], amax_history_len=4) if recipe_name == "delayed"
+              else Float8CurrentScaling(fp8_format=Format[fmt]))
+    return emulate or contextlib.nullcontext, recipe
+
+
 def _fp8_wgrad_case(te, recipe_name: str, fmt: str) -> dict:
     """LayerNormLinear + Linear under a per-tensor FP8 recipe, weight gradients delayed and fused
     into main_grad, two microbatches (is_first_microbatch: the quantized weight cached): outputs,
     input gradients, what put holds (types, usages), main_grad after B (untouched) and after each
     backward_dw, the GEMM biases' gradients (from B under FP8), and the scaling state (delayed:
     every scale and amax history; the first microbatch's casts used scale 1)."""
-    from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling, Format
-    from transformer_engine.pytorch import quantization
-
-    emulate = getattr(quantization, "emulate_fp8_device", None)
-    if emulate is None and not te.is_fp8_available():
+    device, recipe = _fp8_device_and_recipe(te, recipe_name, fmt)
+    if device is None:
         return {"unavailable": "no FP8 on this device"}
-    import contextlib
-
-    recipe = (DelayedScaling(fp8_format=Format[fmt], amax_history_len=4) if recipe_name == "delayed"
-              else Float8CurrentScaling(fp8_format=Format[fmt]))
     dev = _device(te)
     kw = dict(bias=True, fuse_wgrad_accumulation=True, delay_wgrad_compute=True, device=dev,
               params_dtype=torch.float32)
@@ -263,7 +273,7 @@ def _fp8_wgrad_case(te, recipe_name: str, fmt: str) -> dict:
         layer.weight.grad_added_to_main_grad = False
     handed = [_record_usages(layer) for layer in layers]
     xs = [_seeded(2, 8, 32, seed=95 + mb).to(dev).requires_grad_(True) for mb in range(2)]
-    with (emulate() if emulate else contextlib.nullcontext()):
+    with device():
         with te.autocast(recipe=recipe):
             outs = [layers[1](layers[0](x, is_first_microbatch=mb == 0), is_first_microbatch=mb == 0)
                     for mb, x in enumerate(xs)]
@@ -366,6 +376,67 @@ def grouped_linear_fused_return_bias(te):
         rec[f"main_grad_after_w{w}"] = [_cpu(getattr(layer, f"weight{i}").main_grad) for i in range(2)]
     rec["bias_grads"] = [_cpu(getattr(layer, f"bias{i}").grad) for i in range(2)]
     return rec
+
+
+def _fp8_grouped_case(te, recipe_name: str, fmt: str) -> dict:
+    """GroupedLinear (3 experts, bias in the GEMM, as megatron's TEGroupedMLP fc1) under a per-tensor FP8
+    recipe, weight gradients delayed and fused into main_grad, two microbatches (is_first_microbatch:
+    the quantized weights cached), the splits 16-aligned with an expert given no rows: outputs, input
+    gradients, what put holds (per list: type, is a torch.Tensor, usages), main_grad after B (untouched)
+    and after each backward_dw, the bias gradients (from B under FP8), the scaling state (delayed); and
+    an expert of 5 rows: the weight-gradient GEMM's leading-dimension check, in backward_dw."""
+    device, recipe = _fp8_device_and_recipe(te, recipe_name, fmt)
+    if device is None:
+        return {"unavailable": "no FP8 on this device"}
+    dev = _device(te)
+    layer = te.GroupedLinear(3, 32, 16, bias=True, fuse_wgrad_accumulation=True, delay_wgrad_compute=True,
+                             device=dev, params_dtype=torch.float32)
+    _fill(layer, 120)
+    for i in range(3):
+        w = getattr(layer, f"weight{i}")
+        w.main_grad = torch.full((16, 32), 7.0, device=dev)  # stale: the first microbatch overwrites it
+        w.grad_added_to_main_grad = False
+    handed, put = [], layer.wgrad_store.put
+
+    def recording(tensor_list, func):
+        handed.append([[(type(t).__name__, isinstance(t, torch.Tensor), t.get_usages()) for t in part]
+                       for part in tensor_list[:2]])
+        return put(tensor_list, func)
+
+    layer.wgrad_store.put = recording
+    splits = [[16, 0, 32], [32, 16, 0]]
+    xs = [_seeded(48, 32, seed=125 + mb).to(dev).requires_grad_(True) for mb in range(2)]
+    main_grads = lambda: [_cpu(getattr(layer, f"weight{i}").main_grad) for i in range(3)]  # noqa: E731
+    with device():
+        with te.autocast(recipe=recipe):
+            outs = [layer(x, s, is_first_microbatch=mb == 0) for mb, (x, s) in enumerate(zip(xs, splits))]
+        for out in outs:
+            (out.float() ** 2).sum().backward()
+        rec = {"out": [_cpu(o) for o in outs], "dgrad": [_cpu(x.grad) for x in xs], "puts": handed,
+               "main_grad_after_b": main_grads(), "bias_grad_after_b": [_cpu(getattr(layer, f"bias{i}").grad)
+                                                                        for i in range(3)]}
+        for w in range(2):
+            layer.backward_dw()
+            rec[f"main_grad_after_w{w}"] = main_grads()
+        if recipe_name == "delayed":
+            rec["scaling"] = {key: (_cpu(layer.fp8_meta[key].scale), _cpu(layer.fp8_meta[key].amax_history))
+                              for key in ("scaling_fwd", "scaling_bwd")}
+        misaligned = te.GroupedLinear(2, 32, 16, bias=False, delay_wgrad_compute=True, device=dev,
+                                      params_dtype=torch.float32)
+        with te.autocast(recipe=recipe):
+            out = misaligned(_seeded(20, 32, seed=130).to(dev).requires_grad_(True), [5, 15])
+        out.sum().backward()
+        raised = record_raised({"backward_dw": misaligned.backward_dw})["backward_dw"]
+    rec["misaligned_backward_dw"] = raised and (raised[0], "Leading dimension requirement on A for FP8 GEMM" in raised[1])
+    return rec
+
+
+def fp8_grouped_delayed_hybrid_wgrad(te):
+    return _fp8_grouped_case(te, "delayed", "HYBRID")
+
+
+def fp8_grouped_tensorwise_e4m3_wgrad(te):
+    return _fp8_grouped_case(te, "tensorwise", "E4M3")
 
 
 def refusals(te):

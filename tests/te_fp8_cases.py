@@ -69,10 +69,7 @@ def delayed_update(rank: int, case: dict) -> dict:
     return rec
 
 
-def _net(te, delay: bool, fuse: bool):
-    torch.manual_seed(3)
-    kw = dict(delay_wgrad_compute=delay, fuse_wgrad_accumulation=fuse, params_dtype=torch.float32, device="cpu")
-    net = torch.nn.ModuleList([te.LayerNormLinear(32, 48, bias=True, **kw), te.Linear(48, 16, bias=True, **kw)])
+def _perturbed_with_stale_main_grads(net: torch.nn.ModuleList) -> torch.nn.ModuleList:
     with torch.no_grad():
         for p in net.parameters():
             p.add_(0.05 * torch.randn(p.shape))
@@ -80,6 +77,13 @@ def _net(te, delay: bool, fuse: bool):
         p.main_grad = torch.full(p.shape, 7.0)  # stale: the first microbatch overwrites it
         p.grad_added_to_main_grad = False
     return net
+
+
+def _net(te, delay: bool, fuse: bool):
+    torch.manual_seed(3)
+    kw = dict(delay_wgrad_compute=delay, fuse_wgrad_accumulation=fuse, params_dtype=torch.float32, device="cpu")
+    return _perturbed_with_stale_main_grads(torch.nn.ModuleList([te.LayerNormLinear(32, 48, bias=True, **kw),
+                                                                 te.Linear(48, 16, bias=True, **kw)]))
 
 
 def _fp8_state(net) -> dict:
@@ -124,30 +128,38 @@ def _step(te, net, recipe, xs, delay: bool, handed: list) -> dict:
     return rec
 
 
-def undivided_vs_delayed(rank: int, case: dict) -> dict:
-    """Two training steps of two microbatches through LayerNormLinear + Linear, fused into
-    main_grad, with the weight-gradient GEMMs run in B (undivided) and delayed to backward_dw."""
+def _undivided_and_delayed(case: dict, make_net, run_step, inputs) -> dict:
+    """Per recipe of `case` ("recipes", default RECIPES): two training steps through `make_net(te, delay,
+    fuse=True)` (`run_step` each, on `inputs(step)`), undivided and delayed, on the emulated device."""
     import transformer_engine.pytorch as te
     from transformer_engine.pytorch.quantization import FP8GlobalStateManager, emulate_fp8_device
 
     rec = {}
-    for name, fmt in RECIPES:
-        recipe = _recipe(name, fmt)
+    for name, fmt in case.get("recipes", RECIPES):
         got = {}
         for delay in (False, True):
             FP8GlobalStateManager.reset()
-            net = _net(te, delay, fuse=True)
+            net = make_net(te, delay, fuse=True)
             steps, handed = [], []
             with emulate_fp8_device(case.get("platform", "sm90")):
                 for step in range(2):
-                    gen = torch.Generator().manual_seed(40 + step)
-                    xs = [torch.randn(2, 8, 32, generator=gen).requires_grad_(True) for _ in range(2)]
+                    xs = inputs(step)
                     for p in net.parameters():
                         p.grad = None
-                    steps.append(_step(te, net, recipe, xs, delay, handed))
+                    steps.append(run_step(te, net, _recipe(name, fmt), xs, delay, handed))
             got["delayed" if delay else "undivided"] = {"steps": steps, "handed": handed}
         rec[f"{name} {fmt}"] = got
     return rec
+
+
+def undivided_vs_delayed(rank: int, case: dict) -> dict:
+    """Two training steps of two microbatches through LayerNormLinear + Linear, fused into
+    main_grad, with the weight-gradient GEMMs run in B (undivided) and delayed to backward_dw."""
+    def inputs(step):
+        gen = torch.Generator().manual_seed(40 + step)
+        return [torch.randn(2, 8, 32, generator=gen).requires_grad_(True) for _ in range(2)]
+
+    return _undivided_and_delayed(case, _net, _step, inputs)
 
 
 def weight_cache(rank: int, case: dict) -> dict:
@@ -174,7 +186,8 @@ def weight_cache(rank: int, case: dict) -> dict:
 
 def refusals(rank: int, case: dict) -> dict:
     import transformer_engine.pytorch as te
-    from transformer_engine.common.recipe import DelayedScaling, Float8BlockScaling, MXFP8BlockScaling
+    from transformer_engine.common.recipe import (CustomRecipe, DelayedScaling, Float8BlockScaling,
+                                                  MXFP8BlockScaling, NVFP4BlockScaling)
     from transformer_engine.pytorch.cpp_extensions import general_gemm
     from transformer_engine.pytorch.quantization import emulate_fp8_device
     from transformer_engine.pytorch.tensor.float8_tensor import Float8Quantizer
@@ -208,6 +221,8 @@ def refusals(rank: int, case: dict) -> dict:
                 "environment_sm80": lambda: fp8_layer_by_environment("sm80"),
                 "blockwise": lambda: fp8_layer((16, 32), Float8BlockScaling()),
                 "mxfp8": lambda: fp8_layer((16, 32), MXFP8BlockScaling()),
+                "nvfp4": lambda: fp8_layer((16, 32), NVFP4BlockScaling()),
+                "custom": lambda: fp8_layer((16, 32), CustomRecipe(qfactory=lambda role: None)),
                 "rows_not_multiple_of_8": lambda: fp8_layer((12, 32)),
                 "features_not_multiple_of_16": lambda: fp8_layer((16, 24), features=(24, 16)),
                 "unknown_platform": lambda: emulate_fp8_device("sm80").__enter__(),
@@ -264,4 +279,121 @@ def attention_under_fp8(rank: int, case: dict) -> dict:
         "fp8_dpa": lambda: run(DelayedScaling(fp8_dpa=True)), "fp8_mha": lambda: run(DelayedScaling(fp8_mha=True))})
     # megatron-core 0.16.1 TEDelayedScaling passes override_linear_precision; TE's pydantic recipe drops it
     rec["override_linear_precision"] = repr(DelayedScaling(override_linear_precision=(False, False, False)))
+    return rec
+
+
+# --- GroupedLinear (TE grouped experts) ---------------------------------------------------------
+
+GROUPED_SPLITS = [[16, 0, 32], [32, 16, 0]]  # per microbatch: 16-aligned, one expert given no rows
+
+
+def _grouped_net(te, delay: bool, fuse: bool):
+    """fc1 (bias in the GEMM) and fc2 (bias returned, as megatron's TEGroupedMLP builds them)."""
+    torch.manual_seed(4)
+    kw = dict(delay_wgrad_compute=delay, fuse_wgrad_accumulation=fuse, params_dtype=torch.float32, device="cpu")
+    return _perturbed_with_stale_main_grads(torch.nn.ModuleList([
+        te.GroupedLinear(3, 32, 48, bias=True, **kw), te.GroupedLinear(3, 48, 16, bias=True, return_bias=True, **kw)]))
+
+
+def _grouped_forward(net, x, splits, first):
+    h = net[0](x, splits, is_first_microbatch=first)
+    out, biases = net[1](torch.nn.functional.gelu(h), splits, is_first_microbatch=first)
+    return torch.cat([o + b for o, b in zip(torch.split(out, splits), biases)])
+
+
+def _grouped_state(net) -> dict:
+    """Every recipe state's scales and amax histories, and each used quantizer's amax / scale."""
+    out = {}
+    for i, layer in enumerate(net):
+        for key, used in (("scaling_fwd", (0, 1)), ("scaling_bwd", (0,))):
+            state = layer.fp8_meta[key]
+            if hasattr(state, "amax_history"):
+                out[f"{i}.{key}.amax_history"] = state.amax_history.clone()
+                out[f"{i}.{key}.scale"] = state.scale.clone()
+            per_gemm = 3 if key == "scaling_fwd" else 2
+            for g in range(layer.num_gemms):
+                for j in used:
+                    q = layer.quantizers[key][per_gemm * g + j]
+                    out[f"{i}.{key}.q{per_gemm * g + j}"] = (q.amax.clone(), q.scale.clone())
+    return out
+
+
+def _grouped_step(te, net, recipe, xs, delay: bool, handed: list) -> dict:
+    rec = {}
+    with te.autocast(recipe=recipe):
+        outs = [_grouped_forward(net, x, splits, mb == 0) for mb, (x, splits) in enumerate(zip(xs, GROUPED_SPLITS))]
+    for mb, out in enumerate(outs):
+        (out.float() ** 2).sum().backward()  # (a mean's gradients fall below E4M3's smallest value at scale 1)
+        rec[f"dgrad{mb}"] = xs[mb].grad.clone()
+    rec["out"] = torch.stack([o.detach() for o in outs])
+    if delay:
+        rec["state_before_w"] = _grouped_state(net)
+        for layer in net:  # what each put holds until W: [inputs, grad outputs, outputs]
+            handed += [[[(type(t).__name__, isinstance(t, torch.Tensor), t.get_usages(), t._fp8_dtype) for t in part]
+                        for part in tensors[:2]] for tensors, _ in list(layer.wgrad_store.context.queue)]
+        for _ in xs:
+            for layer in net:
+                layer.backward_dw()
+    rec["state"] = _grouped_state(net)
+    rec["grads"] = {n: (p.main_grad.clone(), None if ".weight" in f".{n}" else p.grad.clone())
+                    for n, p in net.named_parameters()}
+    return rec
+
+
+def grouped_undivided_vs_delayed(rank: int, case: dict) -> dict:
+    """Two steps of two microbatches through two GroupedLinears (3 experts, fused into main_grad,
+    is_first_microbatch caching the quantized weights), the weight-gradient GEMMs run in B
+    (undivided) and delayed to backward_dw; and the first step without FP8 (the control)."""
+    import transformer_engine.pytorch as te
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager
+
+    def inputs(step):
+        gen = torch.Generator().manual_seed(50 + step)
+        return [torch.randn(sum(s), 32, generator=gen).requires_grad_(True) for s in GROUPED_SPLITS]
+
+    rec = _undivided_and_delayed(case, _grouped_net, _grouped_step, inputs)
+    FP8GlobalStateManager.reset()
+    net = _grouped_net(te, False, fuse=True)
+    with torch.no_grad():
+        rec["no_fp8_out"] = torch.stack([_grouped_forward(net, x.detach(), s, mb == 0)
+                                         for mb, (x, s) in enumerate(zip(inputs(0), GROUPED_SPLITS))])
+    return rec
+
+
+def grouped_alignment(rank: int, case: dict) -> dict:
+    """What TE raises for an expert whose rows are not a multiple of 16 under FP8 (the weight-gradient
+    GEMM: its k), where it raises (B undelayed, backward_dw delayed), and TE's Fp8Padding /
+    Fp8Unpadding around the same GroupedLinear."""
+    import transformer_engine.pytorch as te
+    from transformer_engine.common.recipe import DelayedScaling
+    from transformer_engine.pytorch.quantization import FP8GlobalStateManager, emulate_fp8_device
+
+    def layer(delay):
+        torch.manual_seed(6)
+        return te.GroupedLinear(2, 32, 16, bias=False, delay_wgrad_compute=delay, params_dtype=torch.float32,
+                                device="cpu")
+
+    rec = {}
+    for delay in (False, True):
+        FP8GlobalStateManager.reset()
+        lin, x = layer(delay), torch.randn(20, 32, requires_grad=True)
+        with emulate_fp8_device():
+            with te.autocast(recipe=DelayedScaling()):
+                out = lin(x, [5, 15])
+            rec[f"forward_ran_{delay}"] = tuple(out.shape)
+            rec[f"raised_{delay}"] = record_raised({"backward": lambda: out.sum().backward(),
+                                                    "backward_dw": lambda: lin.backward_dw()})
+    FP8GlobalStateManager.reset()
+    lin, pad, unpad = layer(False), te.Fp8Padding(2), te.Fp8Unpadding(2)
+    x = torch.randn(20, 32, requires_grad=True)
+    with emulate_fp8_device():
+        with te.autocast(recipe=DelayedScaling()):
+            padded, padded_splits = pad(x, [5, 15])
+            y = unpad(lin(padded, padded_splits), [5, 15])
+            aligned = torch.randn(32, 32)
+            rec["aligned_is_same"] = pad(aligned, [16, 16])[0] is aligned and unpad(aligned, [16, 16]) is aligned
+        y.sum().backward()
+    rec.update(padded=padded.detach(), padded_splits=padded_splits, x=x.detach(), y_rows=y.shape[0],
+               x_grad=x.grad, weight_grads=[lin.weight0.grad, lin.weight1.grad],
+               layernorm_mlp=record_raised({"build": lambda: te.LayerNormMLP(32, 64)}))
     return rec

@@ -265,7 +265,8 @@ CASES = {
     "FP4 with W ops": dict(
         argv=None, cli=None,
         megatron=dict(pipeline_schedule="zbv", fp4="e2m1", transformer_impl="transformer_engine"),
-        megatron_needles=["--fp4-format e2m1 cannot be used with --pipeline-schedule zbv", "not yet verified"]),
+        megatron_needles=["--fp4-format e2m1 cannot be used with --pipeline-schedule zbv",
+                          "does not reproduce the nvfp4 FP4 recipe", "neither reproduced nor verified on a GPU"]),
     "TransformerEngine that cannot defer weight gradients": dict(
         argv=None, cli=None,
         megatron=dict(pipeline_schedule="v-half", transformer_impl="transformer_engine"),
@@ -677,6 +678,31 @@ def test_megatron_lm_fp8_with_w_is_accepted_for_a_verified_transformer_engine(mo
     assert "not yet verified" in check_schedule_args(args)
     monkeypatch.setattr(unsupported, "te_platform", lambda: "rocm-gfx950")
     assert check_schedule_args(args) is None
+
+
+@pytest.mark.parametrize("values, needle", [
+    (dict(fp8="hybrid", fp8_recipe="blockwise"), "the blockwise FP8 recipe (its 1x128 and 128x128 block scales)"),
+    (dict(fp8="hybrid", fp8_recipe="mxfp8"), "the mxfp8 FP8 recipe (its E8M0 scales per 32-element block)"),
+    (dict(fp8="e4m3", fp8_recipe="custom"), "the custom FP8 recipe (the quantizers of its --fp8-quantizer-factory)"),
+    (dict(fp4="e2m1"), "the nvfp4 FP4 recipe (its E2M1 values with an E4M3 scale per 16-element block and a "
+                       "per-tensor scale)"),
+    (dict(fp4="e2m1", fp4_recipe="custom"), "the custom FP4 recipe (the quantizers of its --fp4-quantizer-factory)"),
+])
+def test_megatron_lm_recipes_not_reproduced_are_refused_by_name(monkeypatch, values, needle):
+    """On the TransformerEngine the CPU stand-in reproduces (2.11), each FP8 / FP4 recipe it does not is refused
+    with W ops in one sentence naming the recipe and why (issue 54); the reproduced ones, grouped experts
+    included, are accepted."""
+    from primus_megatron import unsupported
+
+    monkeypatch.setattr(unsupported, "installed_te_version", lambda: "2.11.0")
+    refusal = check_schedule_args(megatron_lm_args(pipeline_schedule="zbv", transformer_impl="transformer_engine",
+                                                   **values))
+    assert refusal is not None and needle in refusal and "our CPU reproduction of TransformerEngine" in refusal
+    assert refusal.count(". ") == 0, refusal  # one sentence
+    for recipe in ("delayed", "tensorwise"):
+        assert check_schedule_args(megatron_lm_args(pipeline_schedule="zbv", transformer_impl="transformer_engine",
+                                                    fp8="hybrid", fp8_recipe=recipe, moe_grouped_gemm=True,
+                                                    moe_router_padding_for_fp8=True)) is None, recipe
 
 
 def test_the_fp8_platform_names_the_rocm_gpu_target(monkeypatch):

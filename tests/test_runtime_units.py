@@ -359,3 +359,35 @@ def test_the_store_splits_only_inside_a_step_and_a_failed_step_leaves_it_empty()
     assert not store.splitting and store.pending("k") == 0
     with store.step(splitting=False):
         assert not store.splitting
+
+
+def test_delayed_scaling_snapshot_restores_histories_and_scales_in_place():
+    """What a post-validation prefix's FP8 casts move (runtime/fp8_state.py): every TE module's forward and
+    backward amax history and scale (TE's fp8_meta recipe states), put back in place, so the views TE's global
+    amax buffers and quantizers hold see the restored values; modules without delayed scaling are left alone."""
+    from types import SimpleNamespace
+
+    from primus_megatron.runtime.fp8_state import DelayedScalingSnapshot
+
+    def module(fp8_meta):
+        m = torch.nn.Linear(2, 2)
+        m.fp8_meta = fp8_meta
+        return m
+
+    states = {key: SimpleNamespace(amax_history=torch.zeros(3, 2), scale=torch.ones(2))
+              for key in ("scaling_fwd", "scaling_bwd")}
+    current = SimpleNamespace(recipe="current scaling: no history")
+    chunk = torch.nn.Sequential(module(dict(states)), module({"scaling_fwd": current, "scaling_bwd": current}),
+                                torch.nn.Linear(2, 2))
+    row0, scale = states["scaling_fwd"].amax_history[0], states["scaling_fwd"].scale  # TE's buffer views
+    snapshot = DelayedScalingSnapshot([chunk])
+    assert len(snapshot.tensors) == 4
+    row0.fill_(5.0)  # the prefix's casts, then its update: histories rolled, scales recomputed
+    states["scaling_fwd"].amax_history.copy_(states["scaling_fwd"].amax_history.roll(-1, 0))
+    scale.fill_(89.6)
+    states["scaling_bwd"].scale.fill_(3.0)
+    snapshot.restore()
+    assert torch.equal(row0, torch.zeros(2)) and torch.equal(scale, torch.ones(2))
+    for state in states.values():
+        assert torch.equal(state.amax_history, torch.zeros(3, 2)) and torch.equal(state.scale, torch.ones(2))
+    assert DelayedScalingSnapshot([torch.nn.Linear(2, 2)]).tensors == []

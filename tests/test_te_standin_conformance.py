@@ -9,7 +9,8 @@ backward_dw, main_grad under fuse_wgrad_accumulation and is_first_microbatch, at
 unfused backend: fp32), the norms, the types handed to put, and what raises (type and message).
 Under FP8 (on a device that has it: the per-tensor recipes, delayed and tensorwise, formats
 E4M3 and HYBRID, weight gradients delayed and fused into main_grad, the quantized weight cached
-with is_first_microbatch) the facts are compared exactly (types and usages of what put holds,
+with is_first_microbatch; LayerNormLinear + Linear, and GroupedLinear with an expert given no rows
+and an unaligned one whose weight-gradient GEMM raises) the facts are compared exactly (types and usages of what put holds,
 which gradients exist when) and the values loosely (outputs, gradients, delayed scaling's scales
 and amax histories: the same casts, rounded from fp32 values of another accumulation order). So the first GPU run also checks the stand-in.
 

@@ -16,8 +16,10 @@ lines), on CPU in a process of its own with tests/te_standin first on its path
   and scales with the weight-gradient GEMMs delayed to backward_dw as run in B; backward_dw
   changes no scaling state (it reads the quantized tensors saved in B: the input's column-wise
   data and grad_output, in the recipe's backward format);
-* what TE raises (alignment, MXFP8 on a Hopper) the stand-in raises; blockwise is refused in one
-  sentence naming the stand-in.
+* what TE raises (alignment, MXFP8 and NVFP4 on a Hopper) the stand-in raises; blockwise and custom
+  recipes are refused in one sentence naming the stand-in;
+* GroupedLinear (megatron's grouped experts) the same way: per-expert casts, an expert given no
+  rows, TE's alignment check on each expert's rows and its Fp8Padding.
 """
 from __future__ import annotations
 
@@ -107,18 +109,24 @@ def _assert_same(got, want, where: str) -> None:
         assert got == want, where
 
 
-@pytest.mark.parametrize("recipe", [f"{name} {fmt}" for name, fmt in cases.RECIPES])
-def test_delayed_wgrad_is_bitwise_the_undivided_backward(oracle, recipe):
-    undivided, delayed = oracle[recipe]["undivided"], oracle[recipe]["delayed"]
+def _assert_delayed_is_undivided(undivided: dict, delayed: dict, is_weight) -> None:
+    """Every step's outputs, input gradients, gradients and scaling state bitwise; backward_dw changed no
+    scaling state; every weight's main_grad written (not the stale 7s) and every other parameter's .grad set."""
     for step, (u, d) in enumerate(zip(undivided["steps"], delayed["steps"])):
         for key in ("out", "dgrad0", "dgrad1", "grads", "state"):
             _assert_same(d[key], u[key], f"step {step} {key}")
         _assert_same(d["state_before_w"], d["state"], f"step {step}: backward_dw changed the FP8 state")
         for name, (main_grad, grad) in u["grads"].items():
-            if name.endswith(".weight"):
+            if is_weight(name):
                 assert not torch.equal(main_grad, torch.full_like(main_grad, 7.0)), f"{name}: main_grad never written"
             else:
                 assert grad is not None and grad.abs().sum() > 0, f"{name}: no gradient"
+
+
+@pytest.mark.parametrize("recipe", [f"{name} {fmt}" for name, fmt in cases.RECIPES])
+def test_delayed_wgrad_is_bitwise_the_undivided_backward(oracle, recipe):
+    undivided, delayed = oracle[recipe]["undivided"], oracle[recipe]["delayed"]
+    _assert_delayed_is_undivided(undivided, delayed, lambda name: name.endswith(".weight"))
     if recipe.startswith("delayed"):  # the scales moved off 1 after the first step
         state = undivided["steps"][1]["state"]
         assert not torch.equal(state["0.scaling_fwd.scale"], torch.ones(3))
@@ -154,6 +162,9 @@ def test_refusals_are_te_sentences():
                                 "Float8BlockScaling recipe (--fp8-recipe blockwise): its 1x128 and 128x128 block "
                                 "scales are not emulated")
     assert rec["mxfp8"] == ("AssertionError", "Device compute capability 10.0 or higher required for MXFP8 execution.")
+    assert rec["nvfp4"] == ("AssertionError", "Device compute capability 10.0 or higher required for NVFP4 execution.")
+    assert rec["custom"] == ("NotImplementedError", "the TransformerEngine stand-in does not reproduce CustomRecipe: "
+                             "its quantizer factory is not run")
     message = ("FP8 execution requires the product of all dimensions except the last to be divisible by 8 and the "
                "last dimension to be divisible by 16, but got tensor with dims={}")
     assert rec["rows_not_multiple_of_8"] == ("AssertionError", message.format([12, 32]))
@@ -182,3 +193,79 @@ def test_attention_under_fp8_autocast_runs_in_the_inputs_precision():
         assert rec["raised"][knob] == ("NotImplementedError", "the TransformerEngine stand-in's DotProductAttention "
                                        "does not reproduce FP8 attention (the recipe's fp8_dpa / fp8_mha)")
     assert rec["override_linear_precision"].startswith("recipe_type=DelayedScaling, margin=0, format=HYBRID")
+
+
+# --- GroupedLinear (megatron's TEGroupedMLP experts) ----------------------------------------------
+
+@pytest.fixture(scope="module")
+def grouped_oracle():
+    return _run(cases.grouped_undivided_vs_delayed)
+
+
+@pytest.mark.parametrize("recipe", [f"{name} {fmt}" for name, fmt in cases.RECIPES])
+def test_grouped_delayed_wgrad_is_bitwise_the_undivided_backward(grouped_oracle, recipe):
+    """TE v2.11's GroupedLinear under FP8 (grouped_linear.py, cited in the stand-in): two layers of
+    three experts over two steps of two microbatches, one expert given no rows in each, fused into main_grad with
+    is_first_microbatch caching the quantized weights. backward_dw gives bitwise the outputs, input
+    gradients, main_grads, bias gradients (from B under FP8), amax histories and scales of the
+    undivided backward and changes no scaling state; put holds each expert's input as a Float8Tensor
+    (TE's input quantizers are not internal) with its column-wise data only, in E4M3, and its
+    grad_output as a storage with both usages, in the recipe's backward format."""
+    undivided, delayed = grouped_oracle[recipe]["undivided"], grouped_oracle[recipe]["delayed"]
+    _assert_delayed_is_undivided(undivided, delayed, lambda name: ".weight" in f".{name}")
+    # FP8 rounds: the first step's outputs are not those of the same layers without FP8
+    assert not torch.equal(undivided["steps"][0]["out"], grouped_oracle["no_fp8_out"])
+    assert torch.allclose(undivided["steps"][0]["out"], grouped_oracle["no_fp8_out"], rtol=0.1, atol=0.1)
+    if recipe.startswith("delayed"):  # every expert's used scales moved off 1 after the first step
+        state = undivided["steps"][1]["state"]
+        for layer in ("0", "1"):
+            assert (state[f"{layer}.scaling_fwd.scale"][[0, 1, 3, 4, 6, 7]] != 1).all(), layer  # inputs, weights
+            assert (state[f"{layer}.scaling_bwd.scale"][[0, 2, 4]] != 1).all(), layer  # grad outputs
+    grad_dtype = torch.float8_e5m2 if recipe.endswith("HYBRID") else torch.float8_e4m3fn
+    handed = delayed["handed"]
+    assert len(handed) == 2 * 2 * 2  # steps x microbatches x layers
+    for inputs, grad_outputs in handed:
+        assert len(inputs) == len(grad_outputs) == 3
+        assert all(x == ("Float8Tensor", True, {"rowwise": False, "columnwise": True}, torch.float8_e4m3fn)
+                   for x in inputs), inputs
+        assert all(dy == ("Float8TensorStorage", False, {"rowwise": True, "columnwise": True}, grad_dtype)
+                   for dy in grad_outputs), grad_outputs
+
+
+def test_grouped_fp8_on_gfx942_uses_fnuz():
+    rec = _run(cases.grouped_undivided_vs_delayed, platform="gfx942", recipes=[("delayed", "HYBRID")])
+    for recipe, got in rec.items():
+        if recipe == "no_fp8_out":
+            continue
+        for step, (u, d) in enumerate(zip(got["undivided"]["steps"], got["delayed"]["steps"])):
+            _assert_same(d["grads"], u["grads"], f"{recipe} step {step}")
+            _assert_same(d["state"], u["state"], f"{recipe} step {step}")
+        assert all(x[3] == torch.float8_e4m3fnuz for inputs, _ in got["delayed"]["handed"] for x in inputs), recipe
+
+
+def test_grouped_fp8_alignment_is_te_s_and_fp8_padding_pads():
+    """An expert given 5 rows: TE's forward and input-gradient GEMMs run (their k is a feature size),
+    the weight-gradient GEMM (k = the expert's rows) raises TE's cuBLASLt sentence, in B when
+    undelayed and in backward_dw when delayed. TE's Fp8Padding pads each expert's rows with zero rows
+    to 16 and Fp8Unpadding drops them (their backwards the other way round): the same layer then
+    trains, the padding rows adding nothing to the weight gradients; already aligned splits are
+    returned as they are (what --moe-router-padding-for-fp8 arranges). LayerNormMLP, which megatron
+    never builds, is refused by name."""
+    rec = _run(cases.grouped_alignment)
+    sentence = ("RuntimeError", "Leading dimension requirement on A for FP8 GEMM. Caller must pad.")
+    assert rec["forward_ran_False"] == rec["forward_ran_True"] == (20, 16)
+    assert rec["raised_False"] == {"backward": sentence, "backward_dw": None}
+    assert rec["raised_True"] == {"backward": None, "backward_dw": sentence}
+    x, padded = rec["x"], rec["padded"]
+    assert rec["padded_splits"] == [16, 16] and padded.shape == (32, 32)
+    assert torch.equal(padded[:5], x[:5]) and torch.equal(padded[16:31], x[5:])
+    assert not padded[5:16].any() and not padded[31:].any()
+    assert rec["y_rows"] == 20 and rec["aligned_is_same"] is True
+    # d(sum y)/dW_e = sum over the expert's real rows of its FP8 input (scale 1 at the first step; the
+    # gradient of ones is exact in E5M2): the zero rows add nothing
+    for e, rows in enumerate((slice(0, 5), slice(5, 20))):
+        want = x[rows].to(torch.float8_e4m3fn).float().sum(0).expand(16, 32)
+        assert torch.allclose(rec["weight_grads"][e], want, rtol=1e-6, atol=1e-6), e
+        assert (rec["x_grad"][rows] == rec["x_grad"][rows][0]).all(), e  # ones @ W_e: one row for all
+    assert rec["layernorm_mlp"] == {"build": ("NotImplementedError", "the TransformerEngine stand-in does not "
+                                              "reproduce LayerNormMLP: megatron-core 0.16.1 and 0.19 never build it")}

@@ -377,10 +377,10 @@ def _recording_puts():
 
 
 def _buffers(item) -> list:
-    """An item handed to put as the tensors it keeps: itself, or a quantized storage's data."""
-    if isinstance(item, torch.Tensor):
-        return [item]
-    return [t for t in item.get_data_tensors() if t is not None]
+    """An item handed to put as the tensors it keeps: a quantized tensor's (or storage's) data, or itself."""
+    if hasattr(item, "get_data_tensors"):
+        return [t for t in item.get_data_tensors() if t is not None]
+    return [item]
 
 
 def _storage_bytes(tensors) -> int:
@@ -390,38 +390,52 @@ def _storage_bytes(tensors) -> int:
     return sum(seen.values())
 
 
+def _routed_fp8_forwards(te, net, *, seed: int, shape) -> tuple:
+    """(an undelayed copy of `net`, the fresh store, two inputs, their outputs): `net` routed to our W ops
+    and run forward under FP8 by rank 0 alone."""
+    from primus_megatron.runtime import te_wgrad
+
+    _fp8_alone()
+    plain = copy.deepcopy(net)
+    te_wgrad.enable(net)
+    store = _fresh_store()
+    xs = _inputs(2, seed=seed, shape=shape)
+    with _fp8(te, local=True):
+        outs = [net(x) for x in xs]
+    return plain, store, xs, outs
+
+
+def _backwards_in_b(store, outs):
+    """Each microbatch's backward inside its B capture; yields (what the capture counts as held until W,
+    the tensor lists TE handed put) per microbatch."""
+    handed, restore = _recording_puts()
+    try:
+        for mb, out in enumerate(outs):
+            held = []
+            with store.capture((mb, 0), held=held):
+                _loss(out).backward()
+            yield held, list(handed)
+            del handed[:]
+    finally:
+        restore()
+
+
 def s_fp8_bias_gradient_in_b_and_quantized_puts(te):
     """Under FP8, TE computes a GEMM bias's gradient in B (base.py grad_output_preprocess, TE
     v2.11 lines 1099-1195) and its wgrad closure returns no bias gradient (linear.py 867); the
     input and grad_output it hands put are Float8TensorStorage objects (not torch.Tensor). Our W
     must add only the weight gradient (each bias counted once), and our held-memory accounting
     must count the storages' buffers."""
-    from primus_megatron.runtime import te_wgrad
-
-    _fp8_alone()
     torch.manual_seed(6)
     net = _Net(te, dims=FP8_DIMS)
-    plain = copy.deepcopy(net)
-    te_wgrad.enable(net)
-    store = _fresh_store()
-    xs = _inputs(2, seed=7, shape=(2, 8, 16))
-    with _fp8(te, local=True):
-        outs = [net(x) for x in xs]
+    plain, store, xs, outs = _routed_fp8_forwards(te, net, seed=7, shape=(2, 8, 16))
     assert all(layer.fp8 for layer in (net.a, net.b, net.c))
-    handed, restore = _recording_puts()
-    try:
-        for mb in (0, 1):
-            held = []
-            with store.capture((mb, 0), held=held):
-                _loss(outs[mb]).backward()
-            items = [item for tensor_list in handed for item in tensor_list]
-            assert items and not any(isinstance(item, torch.Tensor) for item in items), \
-                [type(item).__name__ for item in items]
-            kept = [t for item in items for t in _buffers(item)]
-            assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
-            del handed[:]
-    finally:
-        restore()
+    for held, handed in _backwards_in_b(store, outs):
+        items = [item for tensor_list in handed for item in tensor_list]
+        assert items and not any(isinstance(item, torch.Tensor) for item in items), \
+            [type(item).__name__ for item in items]
+        kept = [t for item in items for t in _buffers(item)]
+        assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
     params = dict(net.named_parameters())
     for name in ("a.bias", "b.bias", *IN_B):
         assert params[name].grad is not None, f"{name}: no gradient in B under FP8"
@@ -887,21 +901,22 @@ class _Experts(torch.nn.Module):
 
     SPLITS = [4, 0, 11]
 
-    def __init__(self, te, *, fuse: bool = False, delay: bool = False) -> None:
+    def __init__(self, te, *, fuse: bool = False, delay: bool = False, dims=(8, 12), splits=None) -> None:
         super().__init__()
         kw = dict(fuse_wgrad_accumulation=fuse, delay_wgrad_compute=delay)
-        self.fc1 = te.GroupedLinear(3, 8, 12, bias=True, **kw)
-        self.fc2 = te.GroupedLinear(3, 12, 8, bias=True, return_bias=True, **kw)
+        self.dims, self.splits = dims, splits or self.SPLITS
+        self.fc1 = te.GroupedLinear(3, dims[0], dims[1], bias=True, **kw)
+        self.fc2 = te.GroupedLinear(3, dims[1], dims[0], bias=True, return_bias=True, **kw)
         with torch.no_grad():
             for i in range(3):
-                getattr(self.fc1, f"bias{i}").add_(0.1 * torch.randn(12))
-                getattr(self.fc2, f"bias{i}").add_(0.1 * torch.randn(8))
+                getattr(self.fc1, f"bias{i}").add_(0.1 * torch.randn(dims[1]))
+                getattr(self.fc2, f"bias{i}").add_(0.1 * torch.randn(dims[0]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.reshape(-1, 8)[:sum(self.SPLITS)]
-        h = torch.nn.functional.gelu(self.fc1(x, self.SPLITS))
-        out, biases = self.fc2(h, self.SPLITS)
-        return torch.cat([part + b for part, b in zip(torch.split(out, self.SPLITS), biases)])
+        x = x.reshape(-1, self.dims[0])[:sum(self.splits)]
+        h = torch.nn.functional.gelu(self.fc1(x, self.splits))
+        out, biases = self.fc2(h, self.splits)
+        return torch.cat([part + b for part, b in zip(torch.split(out, self.splits), biases)])
 
 
 GROUPED_IN_B = [f"fc2.bias{i}" for i in range(3)]  # returned biases: their gradient comes from autograd in B
@@ -965,6 +980,35 @@ def s_grouped_experts_defer_to_w_fused(te):
     _grouped_experts(te, fuse=True)
 
 
+def s_grouped_experts_fp8_through_w(te):
+    """Grouped experts under FP8 (delayed scaling) routed to our W ops: put is handed each expert's input as
+    a Float8Tensor and its grad output as a quantized storage, counted as held by their FP8 buffers; fc1's
+    in-GEMM biases get their gradients in B (TE under FP8, grouped_linear.py 331-357, 511-516), the weights
+    in W only; after W every gradient is bitwise that of the same layers' undelayed FP8 backward (W casts
+    nothing), the expert given no rows has zero weight gradients and no NaN (TE's unfilled buffers)
+    reached a .grad."""
+    torch.manual_seed(9)
+    net = _Experts(te, dims=(16, 32), splits=[16, 0, 32])
+    plain, store, xs, outs = _routed_fp8_forwards(te, net, seed=10, shape=(3, 16, 16))
+    for held, handed in _backwards_in_b(store, outs):
+        inputs = [x for tensor_list in handed for x in tensor_list[0]]
+        grad_outputs = [dy for tensor_list in handed for dy in tensor_list[1]]
+        assert {type(x).__name__ for x in inputs} == {"Float8Tensor"} and len(inputs) == 6, inputs
+        assert {type(dy).__name__ for dy in grad_outputs} == {"Float8TensorStorage"}, grad_outputs
+        kept = [t for item in inputs + grad_outputs for t in _buffers(item)]
+        assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
+    params = dict(net.named_parameters())
+    assert all(params[f"fc{k}.bias{i}"].grad is not None for k in (1, 2) for i in range(3)), "no bias gradient in B"
+    assert all(params[f"fc{k}.weight{i}"].grad is None for k in (1, 2) for i in range(3)), "a weight gradient in B"
+    store.run((1, 0))
+    store.run((0, 0))
+    store.assert_empty()
+    expected = _reference_grads(plain, xs, te)
+    for name, p in params.items():
+        assert not torch.isnan(p.grad).any() and torch.equal(p.grad, expected[name]), name
+    assert torch.count_nonzero(params["fc1.weight1"].grad) == 0
+
+
 def s_grouped_linear_standin_is_te(te):
     """The stand-in's GroupedLinear against plain autograd (undelayed), and TE's own delayed path
     (put, then backward_dw replacing .grad) against the same: what the conformance test checks on a
@@ -997,6 +1041,7 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
              s_backward_outside_b_runs_when_it_ends, s_nothing_crosses_steps, s_refusals, s_capability_older_te,
              s_debug_mode_and_userbuffers_refused, s_held_until_w_is_counted,
              s_w_shares_offloaded_bitwise, s_grouped_experts_defer_to_w, s_grouped_experts_defer_to_w_fused,
+             s_grouped_experts_fp8_through_w,
              s_grouped_linear_standin_is_te, s_grouped_held_until_w_is_counted,
              s_grouped_held_bytes_are_what_the_allocator_frees_in_w, s_a_layer_without_the_hooks_list_is_refused,
              s_hipblaslt_missing_kernel_in_w_is_named]
@@ -1044,6 +1089,37 @@ def test_without_transformer_engine_everything_is_a_no_op():
     model = torch.nn.Sequential(torch.nn.Linear(2, 2))
     assert te_wgrad.enable(model) == 0
     assert te_wgrad.prepare_step([model], splitting=True) == 0
+
+
+class _Float8TensorLike(torch.Tensor):
+    """What TE v2.11 hands put for GroupedLinear's inputs under FP8: a Float8Tensor, a torch.Tensor
+    wrapper subclass with no storage of its own whose FP8 buffers get_data_tensors() returns."""
+
+    @staticmethod
+    def __new__(cls, data, transpose):
+        out = torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=torch.bfloat16)
+        out._data, out._transpose = data, transpose
+        return out
+
+    def get_data_tensors(self):
+        return self._data, self._transpose
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        raise NotImplementedError(f"{func} on a quantized tensor")
+
+
+def test_what_put_holds_is_counted_by_its_buffers():
+    """The memory accounting of a put (te_wgrad._held_tensors, read by the profiler through each tensor's
+    storage) counts a quantized tensor's FP8 buffers, also for a torch.Tensor subclass without storage."""
+    from primus_megatron.runtime.profiler import _storage_key
+    from primus_megatron.runtime.te_wgrad import _held_tensors
+
+    data = torch.zeros(32, 16, dtype=torch.uint8)
+    wrapped, plain = _Float8TensorLike(data, data.t().contiguous()), torch.ones(4)
+    held = _held_tensors([[wrapped, None], [plain]])
+    assert [t.shape for t in held] == [(32, 16), (16, 32), (4,)]
+    assert [_storage_key(t)[1] for t in held] == [512, 512, 16]
 
 
 # -- tensor parallelism: TE's column / row parallel layers, with and without sequence parallelism ------

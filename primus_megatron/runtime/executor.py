@@ -34,6 +34,7 @@ from ..schedules.lowering import OpIO
 from . import offload as activation_offload
 from . import te_wgrad
 from .combined import combined_step, half_of_pair, loss_on, pair_halves
+from .fp8_state import DelayedScalingSnapshot
 from .grad_sync import GradSync
 from .p2p import P2P, Post
 from .wgrad_store import get_store
@@ -562,6 +563,7 @@ def _run_items(step: "_Step", items, ctx: StepContext, validate, prefix) -> Step
     rank = step.rank
     start = 0
     if validate is not None:
+        scaling = DelayedScalingSnapshot(ctx.model)  # what the prefix's FP8 casts move (fp8_state.py)
         end = prefix.ends[rank]
         step.limit = end  # a pair across the prefix's end runs as two ops (validation may zero gradients between)
         for index in range(end):
@@ -574,6 +576,7 @@ def _run_items(step: "_Step", items, ctx: StepContext, validate, prefix) -> Step
             step.timeline.append(OpRecord(rank, Op("VALIDATE", -1, 0), -1, t, step.clock.mark(), step._clock_or_none()))
         if redo:
             step.drain(prefix.drain_batch(step.lowered, rank))
+            scaling.restore()
             for it in ctx.data_iterators:
                 if isinstance(it, _Replay):
                     it.rewind()

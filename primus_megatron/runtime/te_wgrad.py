@@ -52,8 +52,10 @@ only the delayed GEMM fills (422-425), which autograd would add to each expert's
 notices). `put` empties the list in place: autograd gets None (megatron's dummy
 when fused), nothing weight-sized is held from B to W, and W allocates the
 outputs (unfused) or writes `main_grad` (fused). A bias added in the GEMM (fc1)
-gets its gradient in W; one the layer returns (TEGroupedMLP's fc2, added per
-expert by `_apply_bias`) from autograd in B. megatron-core 0.19's
+gets its gradient in W (under FP8 in B, as Linear's: grouped_linear.py:331-357,
+511-516); one the layer returns (TEGroupedMLP's fc2, added per
+expert by `_apply_bias`) from autograd in B. Under FP8 `put` holds each expert's
+quantized input (a `Float8Tensor`, column-wise data only) and grad output. megatron-core 0.19's
 `overlap_dispatch_backward_with_experts_wgrad`, which calls `backward_dw` inside
 B, is refused with W ops (primus_megatron/unsupported.py); its fused grouped-MLP path
 needs TE 2.14's `ops.GroupedLinear` and is not reached with TE 2.11.
@@ -65,8 +67,8 @@ installed TE for the API above (feature checks: `WeightGradStore` and
 `delay_wgrad_compute` since v2.3, the DDP layer hooks since v2.7) and for its
 debug mode, and `_route` refuses a layer whose backward uses userbuffers
 (UB_BACKWARD_OVERLAPS); Megatron-LM's start-up check asks the same
-(megatron_lm/args.py), and primus_megatron/unsupported.py refuses FP8/FP4 and
-`--tp-comm-overlap` with W ops over TE layers.
+(megatron_lm/args.py), and primus_megatron/unsupported.py refuses the FP8 recipes
+and features the CPU reproduction lacks, FP4 and `--tp-comm-overlap` with W ops over TE layers.
 
 Memory held until W: under sequence parallelism TE hands `put` the
 all-gathered input (and, for a row-parallel layer, the gathered grad_output),
@@ -454,17 +456,18 @@ def _flatten(items) -> list:
 
 def _held_tensors(tensor_list: list) -> tuple:
     """The tensors a put keeps alive until its W (for the memory accounting). Under FP8, TE hands
-    `put` its quantized storages (`Float8TensorStorage`, `MXFP8TensorStorage`, ...: not
-    torch.Tensor, TE v2.11 `pytorch/tensor/storage/`), whose buffers are `get_data_tensors()`
-    (row-wise and column-wise data; None when that usage was dropped)."""
+    `put` its quantized data: storages (`Float8TensorStorage`, ...: not torch.Tensor, TE v2.11
+    `pytorch/tensor/storage/`) and, for GroupedLinear's inputs, `Float8Tensor`s (torch.Tensor wrapper
+    subclasses with no storage of their own, grouped_linear.py:951-953). Either's buffers are
+    `get_data_tensors()` (row-wise and column-wise data; None when that usage was dropped)."""
     held = []
     for item in _flatten(tensor_list):
-        if isinstance(item, torch.Tensor):
-            held.append(item)
-        elif callable(getattr(item, "get_data_tensors", None)):
+        if callable(getattr(item, "get_data_tensors", None)):
             data = item.get_data_tensors()
             held.extend(t for t in _flatten(data if isinstance(data, (list, tuple)) else [data])
                         if isinstance(t, torch.Tensor))
+        elif isinstance(item, torch.Tensor):
+            held.append(item)
     return tuple(held)
 
 

@@ -15,8 +15,8 @@ time), each module citing the TE file and lines it follows:
   unfused backend; with context parallelism TE's p2p, a2a and all_gather implementations,
   ``pytorch/attention/context_parallel.py``, for fp16/bf16 only as TE; packed sequences in the
   ``thd`` format without context parallelism, as TE's fused (fp16/bf16) and unfused (fp32) backends
-  place them), ``GroupedLinear`` (constructor
-  and weight-gradient API only);
+  place them), ``GroupedLinear`` (megatron's grouped experts: forward, backward and the delayed
+  weight gradient, in FP8 too) with ``Fp8Padding`` / ``Fp8Unpadding``;
 * ``pytorch/quantization.py`` (``FP8GlobalStateManager``, ``autocast``, ``fp8_autocast``, the
   support checks), ``common/recipe``, ``pytorch/distributed.py`` (``CudaRNGStatesTracker``,
   ``activation_recompute_forward``, the tensor-parallel collectives), ``cpp_extensions``
@@ -27,19 +27,19 @@ There is no FP8 device on CPU: the stand-in answers as TE does on a device witho
 ``pytorch.quantization.emulate_fp8_device(platform)`` makes it answer as an FP8 device (a Hopper,
 or gfx942 with the FNUZ formats; in processes a test starts, such as Megatron-LM's ranks, the
 environment variable ``TE_STANDIN_EMULATE_FP8_DEVICE=sm90|gfx942``), and FP8 is then real for the per-tensor recipes (delayed and
-current scaling, E4M3 and HYBRID) in Linear and LayerNormLinear: float8 casts with TE's scales
-and amax bookkeeping, the quantized weight cached across microbatches, the GEMMs on float8 data
-(``pytorch/quantization.py``, ``tensor/``, ``module/_gemms.py``, ``cpp_extensions/gemm.py``).
-The block-scaled recipes, FP8 in GroupedLinear and DotProductAttention, FP8 parameters and FP8
-extra state in checkpoints raise NotImplementedError (LayerNormMLP, which megatron-core builds
-only outside its default layer spec, is absent).
+current scaling, E4M3 and HYBRID) in Linear, LayerNormLinear and GroupedLinear: float8 casts with
+TE's scales and amax bookkeeping, the quantized weight cached across microbatches, the GEMMs on
+float8 data with cuBLASLt's alignment checks (``pytorch/quantization.py``, ``tensor/``,
+``module/_gemms.py``, ``module/grouped_linear.py``, ``cpp_extensions/``). The block-scaled recipes
+and FP4, FP8 in DotProductAttention, FP8 parameters and FP8 extra state in checkpoints raise
+NotImplementedError; so does ``LayerNormMLP``, which megatron-core (0.16.1, 0.19) never builds.
 What it does not reproduce raises NotImplementedError naming the stand-in, never a silent
 fallback. The version comes from the distribution metadata beside this package
 (``transformer_engine-2.11.0.dist-info``), as TE's ``__init__.py`` reads it (line 67).
 
 Absent on purpose (megatron-core imports these under ``try`` and falls back, or a dense GPT never
 reaches them): ``pytorch.optimizers`` (megatron-core then uses torch's Adam: the optimizer is not
-part of the layer spec), ``cpu_offload``, fused RoPE (``attention.rope``), ``Fp8Padding``,
+part of the layer spec), ``cpu_offload``, fused RoPE (``attention.rope``),
 ``permutation`` (MoE), ``cross_entropy``, ``tensor.utils`` (FP8 parameter gathers),
 ``module.base.get_workspace``, TE's ``checkpoint`` (raises), the operation fuser ``ops`` (its
 class names exist for megatron-core's annotations; building one raises) and the MoE ``router``

@@ -2,7 +2,7 @@
 (``FP8GlobalStateManager``, lines 234-670, with delayed scaling's global amax buffers 360-411,
 ``reduce_and_update_fp8_tensors`` 496-548 and the forward update at autocast exit 600-610),
 the autocast contexts (``fp8_autocast`` 766-797, ``autocast`` 800-862), the support checks
-(48-116, 161-232), the FP8 dtype / max helpers (127-158), the unfused amax and scale update
+(48-116, 161-232), the padding size of grouped GEMMs (118-124), the FP8 dtype / max helpers (127-158), the unfused amax and scale update
 (865-964) and the recipe states that make a module's quantizers (``RecipeState`` 977-1036,
 ``DelayedScalingRecipeState`` 1049-1096, ``Float8CurrentScalingRecipeState`` 1099-1137).
 
@@ -74,6 +74,15 @@ def emulate_fp8_device(platform: str = "sm90"):
 def is_fp8_fnuz() -> bool:
     """ROCm TE's ``is_fp8_fnuz()``: the emulated device is gfx942 (MI300)."""
     return _emulated_platform() == "gfx942"
+
+
+def get_align_size_for_quantization(recipe: Recipe) -> int:
+    """TE lines 118-124: the row multiple a grouped FP8/FP4 GEMM's splits are padded to (Fp8Padding)."""
+    if recipe.mxfp8():
+        return 32
+    if recipe.nvfp4():
+        return 64
+    return 16
 
 
 def _forward_format(fp8_recipe: Recipe, fprop_tensor: bool) -> bool:

@@ -24,11 +24,45 @@ class QuantizedTensorStorage:
 
 
 class QuantizedTensor(torch.Tensor):
-    """The torch.Tensor face of quantized data. The stand-in never makes one (its quantizers are
-    internal: they return storages, as TE's do for a module's own inputs and gradients)."""
+    """The torch.Tensor face of quantized data (TE lines 333-600): a wrapper subclass with the nominal
+    (high-precision) dtype and shape and no storage of its own (343-364); its data are the storage
+    class's buffers. ``detach`` makes another wrapper over the same buffers (428-429); any other op
+    runs on the dequantized values (530-535), as TE's does. TE's in-place, copy, view and empty_like
+    handling (431-495) and its CPU op check (537-552) are not reproduced: the stand-in's modules
+    make these only for GroupedLinear's inputs (grouped_linear.py), which no op but the GEMMs reads."""
+
+    def __new__(cls, shape, dtype: torch.dtype, *, requires_grad: bool = False, device=None):
+        shape = tuple(shape)
+        strides, step = [], 1
+        for size in reversed(shape):  # contiguous strides (TE's _stride_from_shape)
+            strides.insert(0, step)
+            step *= max(size, 1)
+        return torch.Tensor._make_wrapper_subclass(cls, shape, strides=tuple(strides), storage_offset=0, dtype=dtype,
+                                                   layout=torch.strided, requires_grad=requires_grad,
+                                                   device=torch.device("cpu") if device is None else device)
 
     def dequantize(self, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-        raise NotImplementedError("the TransformerEngine stand-in has no QuantizedTensor instances")
+        raise NotImplementedError(f"{self.__class__.__name__} class does not implement dequantize function")
+
+    def detach(self):
+        raise NotImplementedError(f"{self.__class__.__name__} class does not implement detach function")
+
+    def float(self) -> torch.Tensor:
+        return self.dequantize(dtype=torch.float32)
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args, kwargs=None):
+        if func == torch.ops.aten.detach.default:
+            return args[0].detach()
+
+        def unwrap(arg):
+            return arg.dequantize(dtype=arg.dtype) if isinstance(arg, QuantizedTensor) else arg
+
+        from torch.utils._pytree import tree_map
+
+        return func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs or {}))
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
 
 
 class Quantizer:

@@ -115,7 +115,12 @@ def general_grouped_gemm(A: list, B: list, out: list, quantization_params: list,
     ``single_output`` the groups write consecutive row blocks of ``out[0]`` (``m_splits`` rows each).
     With ``grad`` and ``use_bias`` the second result is each group's bias gradient (column sums of
     ``B[i]``, fresh tensors as TE allocates them, 248-251); else the biases given (or numel-0
-    tensors). Returns (out, grad_bias or bias, gelu_input: numel-0 tensors) as TE does."""
+    tensors). A group with an empty operand runs no GEMM: its output is zeroed (unless accumulating)
+    and so is its bias gradient (``csrc/extensions/gemm.cpp`` 470-477). FP8 operands go through
+    ``general_gemm``'s FP8 path with its leading-dimension check: a group whose rows are not a
+    multiple of 16 fails the weight-gradient GEMM (its rows are that GEMM's k), which is why
+    megatron pads the experts' splits under FP8 (Fp8Padding, --moe-router-padding-for-fp8).
+    Returns (out, grad_bias or bias, gelu_input: numel-0 tensors) as TE does."""
     num_gemms = len(A)
     if gelu:
         raise NotImplementedError("the TransformerEngine stand-in has no GELU-fused grouped GEMM")
@@ -131,9 +136,21 @@ def general_grouped_gemm(A: list, B: list, out: list, quantization_params: list,
         starts = [sum(m_splits[:i]) for i in range(num_gemms)]
         outs = [out[0][s:s + m] for s, m in zip(starts, m_splits)]
     for i in range(num_gemms):
+        if _numel(A[i]) == 0 or _numel(B[i]) == 0:  # csrc/extensions/gemm.cpp 470-477: skipped, outputs zeroed
+            if outs[i].numel() and not accumulate:
+                outs[i].zero_()
+            if grad and use_bias:
+                grad_bias[i].zero_()
+            continue
         gemm_bias = bias[i] if use_bias else None
         _, bias_or_grad, _, _ = general_gemm(A[i], B[i], layout=layout, accumulate=accumulate, out=outs[i],
                                              bias=gemm_bias, grad=grad)
         if grad and use_bias:
             grad_bias[i].copy_(bias_or_grad)
     return out, (grad_bias if grad else (bias if use_bias else empty_tensors)), empty_tensors
+
+
+def _numel(t) -> int:
+    import math
+
+    return math.prod(t.size())

@@ -220,10 +220,13 @@ class TransformerEngineBaseModule(torch.nn.Module):
         return GemmQuantizers(q_in, q_w, q_g)
 
     def get_weight_workspace(self, *, tensor: torch.Tensor, quantizer, cache_name: Optional[str],
-                             update_workspace: bool):
+                             update_workspace: bool, skip_update_flag: Optional[torch.Tensor] = None,
+                             workspace_dtype: Optional[torch.dtype] = None):
         """TE 1322-1440: the quantized weight, cached under ``cache_name`` (is_first_microbatch
         given) and re-cast in place only when ``update_workspace`` (is_first_microbatch None or
         True); a cached one without the transpose now needed is dropped (1377-1395)."""
+        if skip_update_flag is not None:  # a CUDA-graph flag (1431-1432); workspace_dtype: debug workspaces only
+            raise NotImplementedError("the TransformerEngine stand-in has no skip_update_flag (CUDA graphs)")
         out = self._fp8_workspaces.get(cache_name) if cache_name is not None else None
         if out is not None and quantizer.columnwise_usage and out._transpose is None:
             out = None

@@ -14,9 +14,10 @@ scale with ``compute_scale_from_amax`` (``common/recipe/recipe_common.cuh`` 14-4
 at ``amax_epsilon``, scale 1 for a zero / inf / NaN amax, FP32_MAX when the division overflows, the
 mantissa cut with ``force_pow_2_scales``). The amax ignores NaN (fmaxf).
 
-A module's quantizers are ``internal`` (TE ``linear.py`` ``_get_quantizers``, 1482-1507) and
-return a ``Float8TensorStorage``; a non-internal one would return a ``Float8Tensor`` (a
-torch.Tensor subclass), which the stand-in does not make (its weight cache: base.py)."""
+A module's quantizers are mostly ``internal`` (TE ``linear.py`` ``_get_quantizers``, 1482-1507) and
+return a ``Float8TensorStorage``; a non-internal one returns a ``Float8Tensor`` (a torch.Tensor
+subclass over the same buffers): GroupedLinear's input quantizers (grouped_linear.py 951-953). The
+cached weight workspace, a Float8Tensor in TE, is a storage kept on save here (base.py)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -60,11 +61,13 @@ class _PerTensorQuantizer(Quantizer):
         return True  # lines 210-214, 439-443: FP8 is all-gathered row-wise, transposed after
 
     def _storage(self, tensor: torch.Tensor, scale: torch.Tensor) -> Float8TensorStorage:
-        if not self.internal:
-            raise NotImplementedError("the TransformerEngine stand-in makes no Float8Tensor (only internal storages)")
+        """csrc/quantizer.cpp create_tensor (Float8Quantizer 226-274): an internal quantizer makes a
+        Float8TensorStorage, another a Float8Tensor of the input's dtype and shape."""
         data = cast_to_fp8(tensor, scale, self.dtype)
-        out = Float8TensorStorage(data=data, fp8_scale_inv=scale.float().reciprocal().reshape(1),
-                                  fp8_dtype=self.dtype, quantizer=self)
+        meta = dict(data=data, fp8_scale_inv=scale.float().reciprocal().reshape(1), fp8_dtype=self.dtype,
+                    quantizer=self)
+        out = (Float8TensorStorage(**meta) if self.internal
+               else Float8Tensor(shape=tensor.shape, dtype=tensor.dtype, device=tensor.device, **meta))
         out.update_usage(rowwise_usage=self.rowwise_usage, columnwise_usage=self.columnwise_usage)
         return out
 
@@ -141,4 +144,28 @@ class Float8CurrentScalingQuantizer(_PerTensorQuantizer):
         return self._storage(tensor, self.scale)
 
 class Float8Tensor(Float8TensorStorage, QuantizedTensor):
-    """Never instantiated by the stand-in (see the module doc)."""
+    """TE lines 446-990: FP8 data presented as a torch.Tensor of the nominal dtype and shape (what a
+    quantizer that is not ``internal`` returns). The stand-in's has what its modules use: the
+    storage's buffers and usages, ``dequantize`` to the nominal dtype (486-499), ``detach`` as a new
+    wrapper over the same buffers (521-523, ``make_like`` 583-609); other ops dequantize
+    (quantized_tensor.py). The storage's ``shape`` / ``device`` helpers give way to torch.Tensor's."""
+
+    shape = torch._C.TensorBase.shape
+    device = torch._C.TensorBase.device
+
+    def dequantize(self, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+        return Float8TensorStorage.dequantize(self, dtype=self.dtype if dtype is None else dtype)
+
+    def get_metadata(self) -> dict:
+        """storage lines 107-115."""
+        return {"data": self._data, "fp8_scale_inv": self._scale_inv, "fp8_dtype": self._fp8_dtype,
+                "data_transpose": self._transpose, "quantizer": self._quantizer}
+
+    def detach(self) -> "Float8Tensor":
+        out = Float8Tensor(shape=self.shape, dtype=self.dtype, requires_grad=False, **self.get_metadata())
+        out._transpose_invalid = self._transpose_invalid
+        return out
+
+    def __repr__(self, *, tensor_contents=None):
+        return f"Float8Tensor(fp8_dtype={self._fp8_dtype}, scale_inv={self._scale_inv.item()}, " \
+               f"data={self.dequantize(dtype=self.dtype)})"

@@ -23,7 +23,8 @@ from ...quantized_tensor import QuantizedTensorStorage
 class Float8TensorStorage(QuantizedTensorStorage):
     def __new__(cls, *args, data: Optional[torch.Tensor], fp8_scale_inv: torch.Tensor, fp8_dtype=None,
                 data_transpose: Optional[torch.Tensor] = None, quantizer=None, **kwargs):
-        instance = object.__new__(cls)
+        # lines 82-85: the storage itself is a plain object; Float8Tensor goes on to QuantizedTensor.__new__
+        instance = object.__new__(cls) if cls is Float8TensorStorage else super().__new__(cls, *args, **kwargs)
         instance._data = data
         instance._quantizer = quantizer.copy() if quantizer is not None else None  # line 87
         instance._fp8_dtype = fp8_dtype
