@@ -128,6 +128,9 @@ def _rank(rank: int, nproc: int, port: int, argv: list, env: dict, setup: dict =
                       TORCHELASTIC_RUN_ID="primus-tests", TORCHELASTIC_RESTART_COUNT="0",
                       TORCHELASTIC_MAX_RESTARTS="0", TORCHELASTIC_USE_AGENT_STORE="True")
     sys.argv = ["pretrain_gpt.py", *argv]
+    # every rank writes to the one log: block-buffered stdout flushes mid-line and another rank's text
+    # lands inside a line ("True" + "WARNING: ..." on a busy machine); a line per write keeps lines whole
+    sys.stdout.reconfigure(line_buffering=True)
     code = 0
     try:
         if setup:
