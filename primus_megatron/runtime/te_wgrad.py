@@ -76,7 +76,9 @@ so it keeps them from B to W where megatron's own layers keep the 1/tp shard
 and gather again in W. We count it rather than re-gather: `put` records every
 tensor it is given as held by that W (`store.defer(tensors=...)`), which the
 runtime profiler reads into the measured `mem_b` / `mem_w` the planner
-simulates.
+simulates. Under FP8 those are quantized tensors, counted by their buffers
+(data, transpose, scale-inverse: `te_quantized`), and a GroupedLinear's GEMM
+also keeps the biases as cast in F (`_bias_copies`).
 
 Everything here is a no-op unless `transformer_engine.pytorch` is imported.
 
@@ -418,12 +420,13 @@ class DeferringWgradStore:
         # the tensors are held until W (under sequence parallelism TE's gathered input / grad_output):
         # counted as such for the measured mem_b / mem_w the planner simulates (module doc)
         store = get_store()
-        if _is_grouped(self.layer):
+        grouped = _is_grouped(self.layer)
+        if grouped:
             work, args = _grouped_work(self.layer, tensor_list, func)
-            kept = _bias_copies(self.layer, func)
         else:
-            work, args, kept = _Work(self.layer, None, func), tensor_list, ()
+            work, args = _Work(self.layer, None, func), tensor_list
         if store.capturing:  # a B op: its W runs the work on the tensors the store holds meanwhile
+            kept = _bias_copies(self.layer, func) if grouped else ()
             store.defer(work, tensors=_held_tensors(args) + kept, args=args)
         else:  # a BW op, megatron's own schedule, plain use: run when this backward ends
             work.tensors = list(args)
