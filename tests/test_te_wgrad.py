@@ -1268,10 +1268,11 @@ def tp_body(rank, te) -> dict:
             # and its gathered grad_output. Under FP8 (Float8TensorStorage, on a TN-only device) fc2's input keeps
             # only its column-wise (transposed) data; fc1's, gathered row-wise (per-tensor FP8 is all-gathered
             # row-wise, linear.py 649-658), gets its transpose for the wgrad GEMM and keeps both (778); the
-            # quantized grad_outputs keep both (the dgrad GEMM used the row-wise data in B: linear.py 577-583)
+            # quantized grad_outputs keep both (the dgrad GEMM used the row-wise data in B: linear.py 577-583);
+            # each of the four keeps its one-element fp32 scale-inverse (float8_tensor_storage.py:107-123)
             expected_held = sorted([(s * b, h), (s * b, ffn // tp), (s * b, ffn // tp), (s * b, h)] if not fp8 else
                                    [(s * b, h), (h, s * b), (s * b, ffn // tp), (ffn // tp, s * b),
-                                    (ffn // tp, s * b), (s * b, h), (h, s * b)])
+                                    (ffn // tp, s * b), (s * b, h), (h, s * b)] + [(1,)] * 4)
             assert held_shapes == [expected_held] * 2, (held_shapes, expected_held)
             with _fp8(te, fp8):  # undelayed, FP8 as above: every forward under one autocast
                 outs = [forward(plain, x) for x in xs]
