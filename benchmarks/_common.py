@@ -14,7 +14,7 @@
   other as it is). BENCHMARKS.md is the front page, written by hand from those pages.
 * what a section says about its run: `taken()` (when, UTC) and `load()` (the
   load average); `timed(fn)` for one timed call and `in_turn(variants, rep)`, the
-  order of interleaved repetitions.
+  order of interleaved repetitions (`runs_in_turn`: each repetition's results, so ordered).
 * `run_checked(cmd, timeout_s=...)`: a command (`primus-pipeline emulate`, a torchrun) run
   from the repository root, its output captured; a RuntimeError with its stderr if it fails.
 * small statistics helpers (median, spread) for interleaved repetitions.
@@ -69,6 +69,7 @@ PAGES = {
     "dummy_grad_memory.py": "runtime-cpu",
     "emulated_post_validation.py": "post-validation",
     "emulated_scale.py": "emulated",
+    "fp8_profile.py": "fp8",
     "gpu_projection.py": "projection",
     "idle_rank_cost.py": "emulated",
     "interleaved_wins.py": "schedule-quality",
@@ -247,6 +248,15 @@ def timed(fn: Callable[[], object]) -> tuple[float, object]:
     start = time.perf_counter()
     out = fn()
     return time.perf_counter() - start, out
+
+
+def runs_in_turn(variants, reps: int, run: Callable[[object], object]) -> dict:
+    """{variant: [run(variant) of each repetition]}: `reps` repetitions, the variants in turn (`in_turn`)."""
+    out: dict = {v: [] for v in variants}
+    for rep in range(reps):
+        for variant in in_turn(variants, rep):
+            out[variant].append(run(variant))
+    return out
 
 
 def in_turn(variants: list, rep: int) -> list:

@@ -159,12 +159,7 @@ def profile_one(model: dict, cp: int) -> dict:
     steps = model["steps"]
     runner = pm.get_forward_backward_func("zb-h1", p2p_timeout_s=300, profile_steps=(1, 1 + steps))
     with MessageLog() as messages:
-        for _ in range(1 + steps):  # the first step warms up
-            for c in chunks:
-                c.zero_grad(set_to_none=True)
-            runner(forward_step_func=RT.forward_step, data_iterator=iter(batches), model=chunks[0],
-                   num_microbatches=model["m"], seq_length=model["seq"], micro_batch_size=model["mbs"],
-                   decoder_seq_length=model["seq"], forward_only=False)
+        RT.run_steps(runner, chunks, batches, model, 1 + steps)  # the first step warms up
     costs, summary = runner.measured
     out = {k: list(getattr(costs, k)) for k in KEYS}
     out.update(comm=summary["comm"], unit_bytes=summary["unit_bytes"], recv=sorted(messages.recv),
@@ -176,12 +171,11 @@ def profile_body(rank: int, case: dict) -> dict:
     import transformer_engine.pytorch as te
 
     assert te.__file__.startswith(TE_STANDIN), te.__file__  # megatron must have found the stand-in
-    out = {cp: [] for cp in CPS}
-    for rep in range(case["reps"]):
-        for cp in C.in_turn(CPS, rep):
-            _init_parallel(cp, case["gloo_timeout"])
-            out[cp].append(profile_one(case["model"], cp))
-    return out
+    def run(cp: int) -> dict:
+        _init_parallel(cp, case["gloo_timeout"])
+        return profile_one(case["model"], cp)
+
+    return C.runs_in_turn(CPS, case["reps"], run)
 
 
 def run_profiles(model: dict, reps: int, *, timeout_s: float = 900) -> list:

@@ -133,6 +133,16 @@ def zero_grads(model) -> None:
         chunk.zero_grad(set_to_none=True)
 
 
+def run_steps(runner, chunks: list, batches: list, model: dict, steps: int) -> None:
+    """`steps` training steps of `runner` (a forward-backward function) on one model chunk, gradients zeroed
+    before each, the same `model["m"]` microbatches every step."""
+    for _ in range(steps):
+        zero_grads(chunks)
+        runner(forward_step_func=forward_step, data_iterator=iter(batches), model=chunks[0],
+               num_microbatches=model["m"], seq_length=model["seq"], micro_batch_size=model["mbs"],
+               decoder_seq_length=model["seq"], forward_only=False)
+
+
 class linear_impl:
     """Within the context, megatron's parallel linear layers call `fn`
     (megatron looks the module-level name up at every forward)."""

@@ -377,9 +377,10 @@ def _recording_puts():
 
 
 def _buffers(item) -> list:
-    """An item handed to put as the tensors it keeps: a quantized tensor's (or storage's) data, or itself."""
-    if hasattr(item, "get_data_tensors"):
-        return [t for t in item.get_data_tensors() if t is not None]
+    """An item handed to put as the tensors it keeps: a quantized tensor's (or storage's) data, transpose and
+    scale-inverse (TE v2.11 float8_tensor_storage.py:107-123, what it saves for backward), or itself."""
+    if hasattr(item, "get_metadata"):
+        return [t for t in item.get_metadata().values() if isinstance(t, torch.Tensor)]
     return [item]
 
 
@@ -782,16 +783,8 @@ def s_grouped_held_bytes_are_what_the_allocator_frees_in_w(te):
     profiler's `held` storages) are what the allocator frees when the W runs (fused into
     preallocated main_grad, so the W allocates nothing that stays but fc1's bias gradients): the experts'
     inputs and grad outputs of fc1 and fc2, measured from the allocator's events (runtime/resident.py)."""
-    import time
-
     from primus_megatron.runtime import te_wgrad
     from primus_megatron.runtime.resident import ResidentMemory
-
-    def mark() -> float:
-        time.sleep(0.01)  # clear of the allocations on either side (the profiler's clock is mapped)
-        t = time.perf_counter()
-        time.sleep(0.01)
-        return t
 
     torch.manual_seed(4)
     net = _Experts(te, fuse=True)
@@ -808,15 +801,107 @@ def s_grouped_held_bytes_are_what_the_allocator_frees_in_w(te):
         with store.capture((0, 0), held=kept):
             _loss(out).backward()
         del out
-        t_b = mark()
+        t_b = _allocator_mark()
         counted = sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in kept}.values())
         del kept
         empty = [p for p in net.parameters() if p.grad is None]
         store.run((0, 0))
-        t_w = mark()
+        t_w = _allocator_mark()
     grown = sum(p.grad.untyped_storage().nbytes() for p in empty if p.grad is not None)  # fc1's bias .grad, made in W
     freed = memory.at(t_b) - memory.at(t_w)
     assert counted > 0 and grown > 0 and freed == counted - grown, (counted, grown, freed)
+
+
+def _allocator_mark() -> float:
+    """A host-clock instant clear of the allocations on either side (the profiler's clock is mapped)."""
+    import time
+
+    time.sleep(0.01)
+    t = time.perf_counter()
+    time.sleep(0.01)
+    return t
+
+
+# Issue 54 item 4: the layers and recipes whose FP8 memory the scenario below checks
+FP8_MEMORY_CASES = [(layer, recipe) for layer in ("Linear", "LayerNormLinear") for recipe in ("delayed", "tensorwise")]
+FP8_MEMORY_CASES.append(("GroupedLinear", "delayed"))
+FP8_SPLITS, FP8_K, FP8_N = [16, 0, 32], 16, 32  # a grouped layer's rows per expert (FP8: multiples of 16), features
+
+
+def _fp8_held_bytes_by_te(layer: str) -> int:
+    """What TE v2.11 keeps from B to W under FP8 on a device whose FP8 GEMMs are TN only (Hopper), one byte an
+    FP8 element, for M rows of K input and N output features: the input's column-wise data (its row-wise data
+    dropped in F: linear.py:398-399, layernorm_linear.py:430), the grad output's row-wise data and its transpose
+    (quantized for both GEMMs, linear.py:577-579, the row-wise kept when the transpose is made for the wgrad
+    GEMM, 820 / layernorm_linear.py:835), a 4-byte fp32 scale-inverse each (csrc/quantizer.cpp:116, 348-353);
+    GroupedLinear the same per expert, an expert given no rows too (its two scale-inverses), and its wgrad
+    GEMM's bf16 copies of the fp32 biases (grouped_linear.py:178-181, 450-459)."""
+    rows = FP8_SPLITS if layer == "GroupedLinear" else [sum(FP8_SPLITS)]
+    held = sum(m * FP8_K + 2 * m * FP8_N + 2 * 4 for m in rows)
+    return held + (len(rows) * FP8_N * 2 if layer == "GroupedLinear" else 0)
+
+
+def _fp8_memory_case(te, layer: str, recipe: str) -> dict:
+    """One FP8 layer (fused into main_grad, weights cached with is_first_microbatch, as megatron's), two
+    microbatches F B W each: the second one's B and W as the runtime profiler counts them (OpMemory, the
+    executor's) and as the allocator changes (runtime/resident.py), and the bytes counted as held from B to W."""
+    from transformer_engine.common.recipe import DelayedScaling, Float8CurrentScaling
+    from transformer_engine.pytorch.quantization import emulate_fp8_device
+
+    from primus_megatron.runtime import te_wgrad
+    from primus_megatron.runtime.profiler import OpMemory
+    from primus_megatron.runtime.resident import ResidentMemory
+    from primus_megatron.runtime.te_quantized import cached_weights
+
+    _fp8_alone()
+    torch.manual_seed(11)
+    module = (te.GroupedLinear(len(FP8_SPLITS), FP8_K, FP8_N, fuse_wgrad_accumulation=True)
+              if layer == "GroupedLinear" else getattr(te, layer)(FP8_K, FP8_N, fuse_wgrad_accumulation=True))
+    for p in module.parameters():
+        p.main_grad = torch.zeros_like(p, dtype=torch.float32)  # W allocates nothing: what it frees is what B kept
+        p.grad_added_to_main_grad = False
+    te_wgrad.enable(module)
+    store = _fresh_store()
+    memory = OpMemory(torch.device("cpu"), params=list(module.parameters()),
+                      persistent=lambda: cached_weights(module.modules()))
+    fp8_recipe = DelayedScaling(reduce_amax=False) if recipe == "delayed" else Float8CurrentScaling()
+    x0 = _inputs(1, seed=12, shape=(sum(FP8_SPLITS), FP8_K))[0]
+    args = (FP8_SPLITS,) if layer == "GroupedLinear" else ()
+    with ResidentMemory() as resident:
+        for mb in (0, 1):  # the first warms up: the cached FP8 weights, the recipe's state, the .grad of the norm
+            x = x0 * 1.0  # made in the step and dropped after F, as a received activation: only what TE saved stays
+            with emulate_fp8_device(), te.fp8_autocast(enabled=True, fp8_recipe=fp8_recipe):
+                out = module(x, *args, is_first_microbatch=mb == 0)
+            del x
+            memory.forward_done((mb, 0), out)
+            mark = _allocator_mark if mb else float  # the second microbatch is measured
+            t_f, held = mark(), []
+            with store.capture((mb, 0), held=held):
+                _loss(out).backward()
+            t_b = mark()
+            counted = {"b": memory.backward((mb, 0), held, full=False), "held": _storage_bytes(held)}
+            del held
+            store.run((mb, 0))
+            t_w = mark()
+            counted["w"] = memory.weight((mb, 0))
+            del out
+    return {"counted": counted, "allocator": {"b": resident.at(t_b) - resident.at(t_f),
+                                              "w": resident.at(t_w) - resident.at(t_b)}}
+
+
+def s_fp8_held_bytes_are_what_the_allocator_frees_in_w(te):
+    """Issue 54 item 4, the memory the planner plans with under FP8: what B keeps for W (the quantized
+    column-wise input and grad output, not their high-precision tensors) is counted as held, is what the
+    allocator frees when W runs, and is what TE keeps (`_fp8_held_bytes_by_te`); the profiler's B (what
+    it took as F's activations, less what W keeps) is the allocator's B. Fails if the accounting counts the
+    input or grad output in fp32, misses a quantized buffer (a scale-inverse, a Float8Tensor GroupedLinear
+    saves as itself) or counts the cached FP8 weights, which outlive the microbatch, as its activations."""
+    for layer, recipe in FP8_MEMORY_CASES:
+        case = _fp8_memory_case(te, layer, recipe)
+        counted, allocator = case["counted"], case["allocator"]
+        expected = _fp8_held_bytes_by_te(layer)
+        assert counted["held"] == -counted["w"] == -allocator["w"] == expected, (layer, recipe, case, expected)
+        assert counted["b"] == allocator["b"], (layer, recipe, case)
 
 
 def s_a_layer_without_the_hooks_list_is_refused(te):
@@ -982,7 +1067,8 @@ def s_grouped_experts_defer_to_w_fused(te):
 
 def s_grouped_experts_fp8_through_w(te):
     """Grouped experts under FP8 (delayed scaling) routed to our W ops: put is handed each expert's input as
-    a Float8Tensor and its grad output as a quantized storage, counted as held by their FP8 buffers; fc1's
+    a Float8Tensor and its grad output as a quantized storage, counted as held by their FP8 buffers (and the
+    bf16 copies of fc1's fp32 biases its wgrad GEMM keeps, grouped_linear.py:178-181, 450-459); fc1's
     in-GEMM biases get their gradients in B (TE under FP8, grouped_linear.py 331-357, 511-516), the weights
     in W only; after W every gradient is bitwise that of the same layers' undelayed FP8 backward (W casts
     nothing), the expert given no rows has zero weight gradients and no NaN (TE's unfilled buffers)
@@ -995,8 +1081,9 @@ def s_grouped_experts_fp8_through_w(te):
         grad_outputs = [dy for tensor_list in handed for dy in tensor_list[1]]
         assert {type(x).__name__ for x in inputs} == {"Float8Tensor"} and len(inputs) == 6, inputs
         assert {type(dy).__name__ for dy in grad_outputs} == {"Float8TensorStorage"}, grad_outputs
-        kept = [t for item in inputs + grad_outputs for t in _buffers(item)]
-        assert _storage_bytes(held) == _storage_bytes(kept) > 0, (_storage_bytes(held), _storage_bytes(kept))
+        kept = _storage_bytes([t for item in inputs + grad_outputs for t in _buffers(item)])
+        kept += sum(2 * getattr(net.fc1, f"bias{i}").numel() for i in range(3))
+        assert _storage_bytes(held) == kept > 0, (_storage_bytes(held), kept)
     params = dict(net.named_parameters())
     assert all(params[f"fc{k}.bias{i}"].grad is not None for k in (1, 2) for i in range(3)), "no bias gradient in B"
     assert all(params[f"fc{k}.weight{i}"].grad is None for k in (1, 2) for i in range(3)), "a weight gradient in B"
@@ -1043,7 +1130,8 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
              s_w_shares_offloaded_bitwise, s_grouped_experts_defer_to_w, s_grouped_experts_defer_to_w_fused,
              s_grouped_experts_fp8_through_w,
              s_grouped_linear_standin_is_te, s_grouped_held_until_w_is_counted,
-             s_grouped_held_bytes_are_what_the_allocator_frees_in_w, s_a_layer_without_the_hooks_list_is_refused,
+             s_grouped_held_bytes_are_what_the_allocator_frees_in_w, s_fp8_held_bytes_are_what_the_allocator_frees_in_w,
+             s_a_layer_without_the_hooks_list_is_refused,
              s_hipblaslt_missing_kernel_in_w_is_named]
 
 
@@ -1092,17 +1180,19 @@ def test_without_transformer_engine_everything_is_a_no_op():
 
 
 class _Float8TensorLike(torch.Tensor):
-    """What TE v2.11 hands put for GroupedLinear's inputs under FP8: a Float8Tensor, a torch.Tensor
-    wrapper subclass with no storage of its own whose FP8 buffers get_data_tensors() returns."""
+    """What TE v2.11 hands put for GroupedLinear's inputs under FP8: a Float8Tensor, a torch.Tensor wrapper
+    subclass with no storage of its own whose buffers get_metadata() names (float8_tensor_storage.py:107-115:
+    the row-wise data, None once dropped, the transpose and the scale-inverse)."""
 
     @staticmethod
-    def __new__(cls, data, transpose):
-        out = torch.Tensor._make_wrapper_subclass(cls, data.shape, dtype=torch.bfloat16)
-        out._data, out._transpose = data, transpose
+    def __new__(cls, data, transpose, scale_inv):
+        out = torch.Tensor._make_wrapper_subclass(cls, transpose.shape[::-1], dtype=torch.bfloat16)
+        out._data, out._transpose, out._scale_inv = data, transpose, scale_inv
         return out
 
-    def get_data_tensors(self):
-        return self._data, self._transpose
+    def get_metadata(self):
+        return {"data": self._data, "fp8_scale_inv": self._scale_inv, "fp8_dtype": None,
+                "data_transpose": self._transpose, "quantizer": None}
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args, kwargs=None):
@@ -1111,15 +1201,16 @@ class _Float8TensorLike(torch.Tensor):
 
 def test_what_put_holds_is_counted_by_its_buffers():
     """The memory accounting of a put (te_wgrad._held_tensors, read by the profiler through each tensor's
-    storage) counts a quantized tensor's FP8 buffers, also for a torch.Tensor subclass without storage."""
+    storage) counts a quantized tensor's FP8 buffers and scale-inverse, not a row-wise usage TE dropped (None),
+    also for a torch.Tensor subclass without storage."""
     from primus_megatron.runtime.profiler import _storage_key
     from primus_megatron.runtime.te_wgrad import _held_tensors
 
-    data = torch.zeros(32, 16, dtype=torch.uint8)
-    wrapped, plain = _Float8TensorLike(data, data.t().contiguous()), torch.ones(4)
+    transpose = torch.zeros(16, 32, dtype=torch.uint8)
+    wrapped, plain = _Float8TensorLike(None, transpose, torch.ones(1)), torch.ones(4)
     held = _held_tensors([[wrapped, None], [plain]])
-    assert [t.shape for t in held] == [(32, 16), (16, 32), (4,)]
-    assert [_storage_key(t)[1] for t in held] == [512, 512, 16]
+    assert [t.shape for t in held] == [(1,), (16, 32), (4,)]
+    assert [_storage_key(t)[1] for t in held] == [4, 512, 16]
 
 
 # -- tensor parallelism: TE's column / row parallel layers, with and without sequence parallelism ------
@@ -1177,10 +1268,11 @@ def tp_body(rank, te) -> dict:
             # and its gathered grad_output. Under FP8 (Float8TensorStorage, on a TN-only device) fc2's input keeps
             # only its column-wise (transposed) data; fc1's, gathered row-wise (per-tensor FP8 is all-gathered
             # row-wise, linear.py 649-658), gets its transpose for the wgrad GEMM and keeps both (778); the
-            # quantized grad_outputs keep both (the dgrad GEMM used the row-wise data in B: linear.py 577-583)
+            # quantized grad_outputs keep both (the dgrad GEMM used the row-wise data in B: linear.py 577-583);
+            # each of the four keeps its one-element fp32 scale-inverse (float8_tensor_storage.py:107-123)
             expected_held = sorted([(s * b, h), (s * b, ffn // tp), (s * b, ffn // tp), (s * b, h)] if not fp8 else
                                    [(s * b, h), (h, s * b), (s * b, ffn // tp), (ffn // tp, s * b),
-                                    (ffn // tp, s * b), (s * b, h), (h, s * b)])
+                                    (ffn // tp, s * b), (s * b, h), (h, s * b)] + [(1,)] * 4)
             assert held_shapes == [expected_held] * 2, (held_shapes, expected_held)
             with _fp8(te, fp8):  # undelayed, FP8 as above: every forward under one autocast
                 outs = [forward(plain, x) for x in xs]

@@ -7,7 +7,8 @@ and the host never waits for it (host timestamps would show launch order);
 on CPU the host's clock (each op's CPU time is recorded beside it, `HostCpuClock`). On CPU,
 time is wall time and memory is what the executor and the
 weight-gradient store keep alive: the tensors autograd saved during F (read from
-the graph's nodes, one count per storage, parameters excluded), of which B frees all but
+the graph's nodes, one count per storage, parameters and TransformerEngine's cached FP8
+weights excluded, a quantized tensor counted by its buffers: `te_quantized`), of which B frees all but
 what the deferred weight-gradient closures hold (and B adds the output
 gradients those closures keep), and W frees the rest. On GPU, ops are timed
 between device synchronisations and memory is the allocator's.
@@ -24,13 +25,14 @@ import statistics
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator, Optional
 
 import torch
 import torch.distributed as dist
 
 from .. import schedules as S
 from ..schedules.costs import measured_backward
+from . import te_quantized
 
 
 class HostClock:
@@ -136,7 +138,9 @@ def saved_storages(output, exclude=frozenset()) -> set:
                 value = getattr(node, name)
             except Exception:  # freed already, or a node type that cannot hand it out: a measurement, not a step
                 continue
-            for t in value if isinstance(value, (list, tuple)) else (value,):
+            # a TE quantized tensor saved as itself (a wrapper without storage: GroupedLinear's FP8 inputs,
+            # a cached FP8 weight) is counted by its buffers (te_quantized)
+            for t in te_quantized.expanded(value if isinstance(value, (list, tuple)) else (value,)):
                 if torch.is_tensor(t) and t.device.type != "meta":
                     key = _storage_key(t)
                     if key[0] not in exclude and key[1]:
@@ -163,10 +167,12 @@ class Profile:
 class OpMemory:
     """Activation bytes an op adds (F), exchanges (B) or frees (W)."""
 
-    def __init__(self, device: torch.device, params=()) -> None:
+    def __init__(self, device: torch.device, params=(), persistent: Optional[Callable[[], list]] = None) -> None:
         self.cuda = device.type == "cuda"
         self._before = 0
         self._params = {p.untyped_storage().data_ptr() for p in params}  # weights are not activations
+        # tensors kept across microbatches besides the parameters (TE's cached FP8 weights), read after each F
+        self._persistent = persistent
         self.saved: dict = {}  # (mb, chunk) -> storages autograd saved in F
         self.held: dict = {}  # (mb, chunk) -> storages the W closures keep
         self.live = 0  # bytes currently attributed to activations
@@ -187,7 +193,10 @@ class OpMemory:
         """On CPU, after an F op (outside its timing): the storages its autograd graph saved."""
         if self.cuda:
             return
-        keys = saved_storages(output, exclude=self._params)
+        exclude = self._params
+        if self._persistent is not None:
+            exclude = exclude | {t.untyped_storage().data_ptr() for t in self._persistent()}
+        keys = saved_storages(output, exclude=exclude)
         self.saved[key] = keys
         self._add(_bytes(keys))
 

@@ -76,7 +76,9 @@ so it keeps them from B to W where megatron's own layers keep the 1/tp shard
 and gather again in W. We count it rather than re-gather: `put` records every
 tensor it is given as held by that W (`store.defer(tensors=...)`), which the
 runtime profiler reads into the measured `mem_b` / `mem_w` the planner
-simulates.
+simulates. Under FP8 those are quantized tensors, counted by their buffers
+(data, transpose, scale-inverse: `te_quantized`), and a GroupedLinear's GEMM
+also keeps the biases as cast in F (`_bias_copies`).
 
 Everything here is a no-op unless `transformer_engine.pytorch` is imported.
 
@@ -123,6 +125,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
+from . import te_quantized
 from .dummy_grad import zero_grad_view
 from .wgrad_store import get_store
 
@@ -417,12 +420,14 @@ class DeferringWgradStore:
         # the tensors are held until W (under sequence parallelism TE's gathered input / grad_output):
         # counted as such for the measured mem_b / mem_w the planner simulates (module doc)
         store = get_store()
-        if _is_grouped(self.layer):
+        grouped = _is_grouped(self.layer)
+        if grouped:
             work, args = _grouped_work(self.layer, tensor_list, func)
         else:
             work, args = _Work(self.layer, None, func), tensor_list
         if store.capturing:  # a B op: its W runs the work on the tensors the store holds meanwhile
-            store.defer(work, tensors=_held_tensors(args), args=args)
+            kept = _bias_copies(self.layer, func) if grouped else ()
+            store.defer(work, tensors=_held_tensors(args) + kept, args=args)
         else:  # a BW op, megatron's own schedule, plain use: run when this backward ends
             work.tensors = list(args)
             torch.autograd.Variable._execution_engine.queue_callback(work)
@@ -447,6 +452,16 @@ def _grouped_work(layer: torch.nn.Module, tensor_list: list, func: Callable) -> 
     return _GroupedWork(layer, None, func, kept), [*inputs, *grad_outputs]
 
 
+def _bias_copies(layer: torch.nn.Module, gemm: Callable) -> tuple:
+    """The biases a GroupedLinear's wgrad GEMM keeps until W that are not the layer's parameters: TE binds
+    the biases as cast in F into that `functools.partial` (v2.11 grouped_linear.py:450-459, cast at 181),
+    bf16 copies under FP8 with fp32 activations (178-180), the parameters themselves otherwise."""
+    biases = getattr(gemm, "keywords", {}).get("bias") or ()
+    params = {p.untyped_storage().data_ptr() for p in layer.parameters()}
+    return tuple(b for b in biases if isinstance(b, torch.Tensor) and b.numel()
+                 and b.untyped_storage().data_ptr() not in params)
+
+
 def _flatten(items) -> list:
     out = []
     for x in items:
@@ -458,17 +473,11 @@ def _held_tensors(tensor_list: list) -> tuple:
     """The tensors a put keeps alive until its W (for the memory accounting). Under FP8, TE hands
     `put` its quantized data: storages (`Float8TensorStorage`, ...: not torch.Tensor, TE v2.11
     `pytorch/tensor/storage/`) and, for GroupedLinear's inputs, `Float8Tensor`s (torch.Tensor wrapper
-    subclasses with no storage of their own, grouped_linear.py:951-953). Either's buffers are
-    `get_data_tensors()` (row-wise and column-wise data; None when that usage was dropped)."""
-    held = []
-    for item in _flatten(tensor_list):
-        if callable(getattr(item, "get_data_tensors", None)):
-            data = item.get_data_tensors()
-            held.extend(t for t in _flatten(data if isinstance(data, (list, tuple)) else [data])
-                        if isinstance(t, torch.Tensor))
-        elif isinstance(item, torch.Tensor):
-            held.append(item)
-    return tuple(held)
+    subclasses with no storage of their own, grouped_linear.py:951-953); either keeps its buffers
+    (data, transpose, scale-inverse: `te_quantized.buffers`), not a high-precision copy: the input's
+    row-wise data was dropped in F (linear.py:398-399), the grad output keeps its row-wise data beside
+    the transpose made for the wgrad GEMM (820, on a device whose FP8 GEMMs are TN only)."""
+    return tuple(t for t in te_quantized.expanded(_flatten(tensor_list)) if isinstance(t, torch.Tensor))
 
 
 def grouped_layers(module: torch.nn.Module) -> int:

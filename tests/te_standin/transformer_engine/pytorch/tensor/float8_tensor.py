@@ -156,11 +156,6 @@ class Float8Tensor(Float8TensorStorage, QuantizedTensor):
     def dequantize(self, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
         return Float8TensorStorage.dequantize(self, dtype=self.dtype if dtype is None else dtype)
 
-    def get_metadata(self) -> dict:
-        """storage lines 107-115."""
-        return {"data": self._data, "fp8_scale_inv": self._scale_inv, "fp8_dtype": self._fp8_dtype,
-                "data_transpose": self._transpose, "quantizer": self._quantizer}
-
     def detach(self) -> "Float8Tensor":
         out = Float8Tensor(shape=self.shape, dtype=self.dtype, requires_grad=False, **self.get_metadata())
         out._transpose_invalid = self._transpose_invalid

@@ -34,6 +34,11 @@ class Float8TensorStorage(QuantizedTensorStorage):
         instance._keep_on_save = False
         return instance
 
+    def get_metadata(self) -> dict:
+        """Lines 107-115: the constructor's keywords; its tensors are what the storage keeps alive."""
+        return {"data": self._data, "fp8_scale_inv": self._scale_inv, "fp8_dtype": self._fp8_dtype,
+                "data_transpose": self._transpose, "quantizer": self._quantizer}
+
     def prepare_for_saving(self):
         tensors = [self._data, self._transpose, self._scale_inv]
         if not self._keep_on_save:
