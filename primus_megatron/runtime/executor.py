@@ -212,7 +212,8 @@ class _Step:
         if ctx.profile is not None:
             from .profiler import OpMemory
 
-            self.memory = OpMemory(self.device, params=[p for chunk in ctx.model for p in chunk.parameters()])
+            self.memory = OpMemory(self.device, params=[p for chunk in ctx.model for p in chunk.parameters()],
+                                   chunks=ctx.model)
         self.reset()
 
     def reset(self) -> None:

@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from .. import schedules as S
 from ..schedules.costs import measured_backward
+from .quantized import buffers_of, cached_weights, is_quantized
 
 
 class HostClock:
@@ -111,6 +112,14 @@ def _storage_key(t: torch.Tensor) -> tuple[int, int]:
     return s.data_ptr(), s.nbytes()
 
 
+def _stored(t) -> list:
+    """The tensors whose storages a saved tensor keeps: itself, or the buffers of a TransformerEngine
+    quantized wrapper (a Float8Tensor has no storage of its own: runtime/quantized.py)."""
+    if not torch.is_tensor(t) or t.device.type == "meta":
+        return []
+    return buffers_of(t) if is_quantized(t) else [t]
+
+
 def _bytes(keys) -> int:
     return sum(n for _, n in keys)
 
@@ -137,8 +146,8 @@ def saved_storages(output, exclude=frozenset()) -> set:
             except Exception:  # freed already, or a node type that cannot hand it out: a measurement, not a step
                 continue
             for t in value if isinstance(value, (list, tuple)) else (value,):
-                if torch.is_tensor(t) and t.device.type != "meta":
-                    key = _storage_key(t)
+                for part in _stored(t):
+                    key = _storage_key(part)
                     if key[0] not in exclude and key[1]:
                         keys.add(key)
         stack.extend(fn for fn, _ in node.next_functions)
@@ -163,10 +172,11 @@ class Profile:
 class OpMemory:
     """Activation bytes an op adds (F), exchanges (B) or frees (W)."""
 
-    def __init__(self, device: torch.device, params=()) -> None:
+    def __init__(self, device: torch.device, params=(), chunks=()) -> None:
         self.cuda = device.type == "cuda"
         self._before = 0
         self._params = {p.untyped_storage().data_ptr() for p in params}  # weights are not activations
+        self._chunks = chunks  # nor are the FP8 copies of them TE caches (quantized.cached_weights)
         self.saved: dict = {}  # (mb, chunk) -> storages autograd saved in F
         self.held: dict = {}  # (mb, chunk) -> storages the W closures keep
         self.live = 0  # bytes currently attributed to activations
@@ -187,7 +197,7 @@ class OpMemory:
         """On CPU, after an F op (outside its timing): the storages its autograd graph saved."""
         if self.cuda:
             return
-        keys = saved_storages(output, exclude=self._params)
+        keys = saved_storages(output, exclude=self._params | cached_weights(self._chunks))
         self.saved[key] = keys
         self._add(_bytes(keys))
 
