@@ -337,7 +337,8 @@ OFFLOAD_FP8_RULES: tuple[Rule, ...] = (
         what=f"the {recipe} FP8 recipe ({why})", fix="use --fp8-recipe delayed or tensorwise"),
         flag="--fp8-format", offload=True) for recipe, why in FP8_RECIPES_NOT_REPRODUCED.items()),
     Rule("fp8", _fp8_offload_version, _OFFLOAD_NOT_REPRODUCED.format(
-        what="FP8 on another TransformerEngine version", fix="install TransformerEngine 2.11"), flag="--fp8-format", offload=True),
+        what="FP8 on another TransformerEngine version", fix="install TransformerEngine 2.11"),
+        flag="--fp8-format", offload=True),
     Rule("fp8_param", lambda v, s: bool(v) and bool(s.get("fp8")), _OFFLOAD_NOT_REPRODUCED.format(
         what="FP8 parameters (fp8_model_init)", fix="drop it"), offload=True),
     *(Rule("fp4", lambda v, s, r=recipe: bool(v) and _recipe_name(s.get("fp4_recipe"), "nvfp4") == r,
