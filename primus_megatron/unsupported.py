@@ -312,6 +312,41 @@ def _refills_storage(value: Any, s: Setting) -> bool:
     return s.get("recompute_granularity") == "selective" and any(m in _STORAGE_REFILLING_RECOMPUTE for m in value)
 
 
+# Activation offload moves TransformerEngine's quantized tensors (FP8: their data, transposes and scale-inverses)
+# through TE's own saving protocol, prepare_for_saving / restore_from_saved (runtime/quantized.py); the CPU
+# reproduction of TE 2.11 (tests/te_standin) verifies it for the per-tensor recipes (tests/test_offload_fp8.py).
+# Anything else under FP8 or FP4 is not reproduced, so not accepted with offload.
+def _fp8_offload_recipe(recipe: str) -> Callable[[Any, Setting], bool]:
+    def refuses(value: Any, s: Setting) -> bool:
+        return bool(value) and fp8_recipe_of(s) == recipe
+    return refuses
+
+
+def _fp8_offload_version(value: Any, s: Setting) -> bool:
+    recipe = fp8_recipe_of(s)
+    return bool(value) and recipe not in FP8_RECIPES_NOT_REPRODUCED \
+        and (_te_minor(installed_te_version()), recipe) not in FP8_CPU_REPRODUCED
+
+
+_OFFLOAD_NOT_REPRODUCED = ("activation offload moves TransformerEngine's quantized tensors through TE's own saving "
+                           "protocol, which our CPU reproduction of TransformerEngine 2.11 (tests/te_standin) verifies "
+                           "for the delayed and tensorwise FP8 recipes only, not {what}; {fix}, or train without "
+                           "--pipeline-offload")
+OFFLOAD_FP8_RULES: tuple[Rule, ...] = (
+    *(Rule("fp8", _fp8_offload_recipe(recipe), _OFFLOAD_NOT_REPRODUCED.format(
+        what=f"the {recipe} FP8 recipe ({why})", fix="use --fp8-recipe delayed or tensorwise"),
+        flag="--fp8-format", offload=True) for recipe, why in FP8_RECIPES_NOT_REPRODUCED.items()),
+    Rule("fp8", _fp8_offload_version, _OFFLOAD_NOT_REPRODUCED.format(
+        what="FP8 on another TransformerEngine version", fix="install TransformerEngine 2.11"),
+        flag="--fp8-format", offload=True),
+    Rule("fp8_param", lambda v, s: bool(v) and bool(s.get("fp8")), _OFFLOAD_NOT_REPRODUCED.format(
+        what="FP8 parameters (fp8_model_init)", fix="drop it"), offload=True),
+    *(Rule("fp4", lambda v, s, r=recipe: bool(v) and _recipe_name(s.get("fp4_recipe"), "nvfp4") == r,
+           _OFFLOAD_NOT_REPRODUCED.format(what=f"the {recipe} FP4 recipe ({why})", fix="train in FP8"),
+           flag="--fp4-format", offload=True)
+      for recipe, why in FP4_RECIPES_NOT_REPRODUCED.items()),
+)
+
 OFFLOAD_RULES = (
     Rule("recompute_modules", _refills_storage,
          f"selective recompute of {', '.join(_STORAGE_REFILLING_RECOMPUTE)} frees an output's storage after the "
@@ -321,12 +356,7 @@ OFFLOAD_RULES = (
     Rule("cpu_offloading", _truthy,
          "megatron's layer-level CPU offloading moves the same saved activations with saved-tensor hooks of its "
          "own, and the inner hooks would take them from ours", offload=True),
-    # runtime/offload.py moves plain tensors only; TE's quantized tensors are subclasses it leaves in place
-    *(Rule(field, _truthy,
-           "TransformerEngine's quantized activations and weight-gradient inputs are tensor subclasses "
-           "(Float8Tensor and its kin), which the offload leaves on the device while its plan counts them moved; "
-           "train in low precision without --pipeline-offload", flag=flag, offload=True)
-      for field, flag in (("fp8", "--fp8-format"), ("fp4", "--fp4-format"))),
+    *OFFLOAD_FP8_RULES,
 )
 
 
@@ -378,7 +408,7 @@ def setting_of(obj: Any, *, schedule: str, splits_backward: bool, v_placement: b
 def depends_on_installed_te(rule: Rule) -> bool:
     """Whether the rule's answer depends on the TransformerEngine installed where it is evaluated (its version
     and platform): a CPU dry run judges it for its own TransformerEngine, not the cluster's."""
-    return rule in FP8_RULES or (rule.field == "fp4" and not rule.offload)
+    return rule in FP8_RULES or rule.refuses is _fp8_offload_version or (rule.field == "fp4" and not rule.offload)
 
 
 _FP8_BASIS_LOGGED: set = set()

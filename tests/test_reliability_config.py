@@ -208,16 +208,25 @@ CASES = {
         megatron=dict(pipeline_schedule="1f1b", pipeline_offload="all", cpu_offloading=True),
         megatron_needles=["--cpu-offloading cannot be used with --pipeline-offload all",
                           "saved-tensor hooks of its own"]),
-    "offload with fp8 (issue 46: quantized tensors stay on the device)": dict(
+    # offload moves FP8's quantized tensors where the CPU stand-in reproduces TE 2.11's (issue 54 item 5; here no TE
+    # is installed: test_offload_in_fp8_is_accepted_where_the_stand_in_reproduces_it pretends 2.11)
+    "offload with fp8 on a TransformerEngine not reproduced": dict(
         argv=None, cli=None,
         megatron=dict(pipeline_schedule="1f1b", pipeline_offload="all", fp8="hybrid"),
         megatron_needles=["--fp8-format hybrid cannot be used with --pipeline-offload all",
-                          "tensor subclasses", "without --pipeline-offload"]),
+                          "not FP8 on another TransformerEngine version", "install TransformerEngine 2.11",
+                          "without --pipeline-offload"]),
+    "offload with an fp8 recipe not reproduced": dict(
+        argv=None, cli=None,
+        megatron=dict(pipeline_schedule="1f1b", pipeline_offload="all", fp8="hybrid", fp8_recipe="mxfp8"),
+        megatron_needles=["--fp8-format hybrid cannot be used with --pipeline-offload all",
+                          "not the mxfp8 FP8 recipe (its E8M0 scales per 32-element block)",
+                          "use --fp8-recipe delayed or tensorwise", "without --pipeline-offload"]),
     "offload with fp4": dict(
         argv=None, cli=None,
         megatron=dict(pipeline_schedule="1f1b", pipeline_offload="auto", fp4="e2m1"),
         megatron_needles=["--fp4-format e2m1 cannot be used with --pipeline-offload auto",
-                          "tensor subclasses", "without --pipeline-offload"]),
+                          "not the nvfp4 FP4 recipe", "without --pipeline-offload"]),
     # megatron settings the engine does not honour (Megatron-LM options only; primus_megatron/unsupported.py)
     **{f"megatron setting {field}": dict(
         argv=None, cli=None, megatron=dict(pipeline_schedule=schedule, **values),
@@ -703,6 +712,30 @@ def test_megatron_lm_recipes_not_reproduced_are_refused_by_name(monkeypatch, val
         assert check_schedule_args(megatron_lm_args(pipeline_schedule="zbv", transformer_impl="transformer_engine",
                                                     fp8="hybrid", fp8_recipe=recipe, moe_grouped_gemm=True,
                                                     moe_router_padding_for_fp8=True)) is None, recipe
+
+
+def test_offload_in_fp8_is_accepted_where_the_stand_in_reproduces_it(monkeypatch):
+    """Activation offload moves TE's quantized tensors (issue 54 item 5): accepted with FP8 on TE 2.11 under the
+    delayed and tensorwise recipes, with or without W ops; refused in one sentence each for the recipes the
+    stand-in does not reproduce, FP8 parameters, FP4 and FP8 on another TE version."""
+    from primus_megatron import unsupported
+
+    monkeypatch.setattr(unsupported, "installed_te_version", lambda: "2.11.0")
+    for schedule in ("1f1b", "zbv"):
+        for recipe in ("delayed", "tensorwise"):
+            assert check_schedule_args(megatron_lm_args(
+                pipeline_schedule=schedule, pipeline_offload="all", fp8="hybrid", fp8_recipe=recipe,
+                transformer_impl="transformer_engine", moe_grouped_gemm=True)) is None, (schedule, recipe)
+    for values, needle in ((dict(fp8="hybrid", fp8_recipe="blockwise"), "not the blockwise FP8 recipe"),
+                           (dict(fp8="e4m3", fp8_param=True), "not FP8 parameters (fp8_model_init)"),
+                           (dict(fp4="e2m1", fp4_recipe="custom"), "not the custom FP4 recipe")):
+        refusal = check_schedule_args(megatron_lm_args(pipeline_schedule="1f1b", pipeline_offload="auto",
+                                                       transformer_impl="transformer_engine", **values))
+        assert refusal is not None and needle in refusal and "--pipeline-offload auto" in refusal, refusal
+        assert refusal.count(". ") == 0, refusal  # one sentence
+    monkeypatch.setattr(unsupported, "installed_te_version", lambda: "2.12.0")
+    assert "not FP8 on another TransformerEngine version" in check_schedule_args(megatron_lm_args(
+        pipeline_schedule="1f1b", pipeline_offload="all", fp8="hybrid", transformer_impl="transformer_engine"))
 
 
 def test_the_fp8_platform_names_the_rocm_gpu_target(monkeypatch):

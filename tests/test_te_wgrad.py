@@ -851,8 +851,7 @@ def _fp8_memory_case(te, layer: str, recipe: str) -> dict:
     from primus_megatron.runtime import te_wgrad
     from primus_megatron.runtime.profiler import OpMemory
     from primus_megatron.runtime.resident import ResidentMemory
-    from primus_megatron.runtime.te_quantized import cached_weights
-
+    
     _fp8_alone()
     torch.manual_seed(11)
     module = (te.GroupedLinear(len(FP8_SPLITS), FP8_K, FP8_N, fuse_wgrad_accumulation=True)
@@ -863,7 +862,7 @@ def _fp8_memory_case(te, layer: str, recipe: str) -> dict:
     te_wgrad.enable(module)
     store = _fresh_store()
     memory = OpMemory(torch.device("cpu"), params=list(module.parameters()),
-                      persistent=lambda: cached_weights(module.modules()))
+                      chunks=[module])
     fp8_recipe = DelayedScaling(reduce_amax=False) if recipe == "delayed" else Float8CurrentScaling()
     x0 = _inputs(1, seed=12, shape=(sum(FP8_SPLITS), FP8_K))[0]
     args = (FP8_SPLITS,) if layer == "GroupedLinear" else ()

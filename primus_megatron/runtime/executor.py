@@ -211,10 +211,9 @@ class _Step:
         self.memory = None
         if ctx.profile is not None:
             from .profiler import OpMemory
-            from .te_quantized import cached_weights
 
             self.memory = OpMemory(self.device, params=[p for chunk in ctx.model for p in chunk.parameters()],
-                                   persistent=lambda: cached_weights(m for chunk in ctx.model for m in chunk.modules()))
+                                   chunks=ctx.model)
         self.reset()
 
     def reset(self) -> None:

@@ -22,6 +22,13 @@ size, stride and offset, so backward computes on the same bytes in the same layo
 (bitwise the gradients without offload). `release(key)` after the B drops our
 references (what W's closures keep stays alive through them).
 
+TransformerEngine's quantized tensors (FP8: `runtime.quantized`) move too. Most reach the hooks as
+plain float8 tensors (TE saves a storage object's buffers); a quantized wrapper (`Float8Tensor`:
+GroupedLinear's inputs, a module's cached FP8 weight) reaches them as itself, a tensor subclass with
+no storage of its own: pack splits a copy of it into its buffers (data, transpose, scale-inverse),
+records each like any saved tensor and keeps the emptied copy; unpack rebuilds a wrapper on the
+buffers as they are then. A cached weight's buffers are kept alive by its module, so they stay.
+
 What a B keeps for its W (a W share, plan key (microbatch, chunk, "W")) moves the same way:
 the deferred weight-gradient closures hold no tensor of their own, the weight-gradient store
 holds their arguments (`WeightGradStore.arguments`: megatron's linear layers' input and output
@@ -66,6 +73,7 @@ import torch
 
 from ..schedules.ir import B, F, W
 from .offload_copies import aligned
+from .quantized import is_quantized, rebuilt, split
 from .wgrad_store import get_store
 
 Key = tuple  # (microbatch, chunk): an F's saved activations; (microbatch, chunk, "W"): what its B keeps for W
@@ -112,6 +120,12 @@ def _tensors(value) -> list:
 
 class _Packed(tuple):
     """A saved tensor's place in an entry: (key, storage position, dtype, size, stride, offset)."""
+
+    __slots__ = ()
+
+
+class _PackedQuantized(tuple):
+    """A quantized value's: (its emptied shell, per buffer a _Packed, a tensor left as it is, or None)."""
 
     __slots__ = ()
 
@@ -179,16 +193,18 @@ class ActivationOffload:
         kept = None if keep is None else keep.untyped_storage().data_ptr()
 
         def pack(t: torch.Tensor):
-            if self._keeps(t) or (kept is not None and t.untyped_storage().data_ptr() == kept):
-                return t
             if torch._C._current_graph_task_id() != -1:
                 # saved inside a backward pass: the other half of an overlapped pair run in one call
                 # (megatron's combined step), recomputing for its own backward, not this F's activations
                 return t
+            if is_quantized(t) and not isinstance(t, torch.nn.Parameter):
+                return self._pack_quantized(entry, key, t, kept)
+            if self._keeps(t) or (kept is not None and t.untyped_storage().data_ptr() == kept):
+                return t
             return self._pack(entry, key, t)
 
         def unpack(packed):
-            return packed if torch.is_tensor(packed) else self._unpack(packed)
+            return packed if torch.is_tensor(packed) else self._unpacked(packed)
 
         with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
             yield
@@ -209,6 +225,25 @@ class ActivationOffload:
             span = entry.spans[position]
             span[0], span[1] = min(span[0], first), max(span[1], end)
         return _Packed((key, position, t.dtype, t.size(), t.stride(), t.storage_offset()))
+
+    def _pack_quantized(self, entry: _Entry, key: Key, value, kept: Optional[int] = None) -> _PackedQuantized:
+        """Record the buffers of a TE quantized value (`runtime.quantized`), each as a saved tensor; what
+        `_keeps` would keep (or the F's input, `kept`) stays in the record as it is."""
+        shell, buffers = split(value)
+        parts = []
+        for t in buffers:
+            if t is None or self._keeps(t) or (kept is not None and t.untyped_storage().data_ptr() == kept):
+                parts.append(t)
+            else:
+                parts.append(self._pack(entry, key, t))
+        return _PackedQuantized((shell, parts))
+
+    def _unpacked(self, packed):
+        """A saved value rebuilt on the storages it lies in now (a tensor, or TE quantized data)."""
+        if isinstance(packed, _PackedQuantized):
+            shell, parts = packed
+            return rebuilt(shell, [p if p is None or torch.is_tensor(p) else self._unpack(p) for p in parts])
+        return self._unpack(packed)
 
     def _unpack(self, packed: _Packed) -> torch.Tensor:
         owner, position, dtype, size, stride, offset = packed
@@ -260,7 +295,9 @@ class ActivationOffload:
         entry = self.entries[wkey] = _Entry()
         for args in get_store().arguments(key):
             for i in range(len(args)):
-                if torch.is_tensor(args[i]) and not self._keeps(args[i]):
+                if is_quantized(args[i]):  # TE's quantized inputs and grad outputs (FP8)
+                    args[i] = self._pack_quantized(entry, wkey, args[i])
+                elif torch.is_tensor(args[i]) and not self._keeps(args[i]):
                     args[i] = self._pack(entry, wkey, args[i])
         self._copy_out(wkey, entry)
         self.moved_w += bool(entry.nbytes)
@@ -315,8 +352,8 @@ class ActivationOffload:
         self.ready(wkey)
         for args in get_store().arguments(key):
             for i, packed in enumerate(args):
-                if isinstance(packed, _Packed):
-                    args[i] = self._unpack(packed)
+                if isinstance(packed, (_Packed, _PackedQuantized)):
+                    args[i] = self._unpacked(packed)
         self.release(wkey)  # the arguments hold the reloaded storages now
 
     def reload(self, key: Key) -> None:

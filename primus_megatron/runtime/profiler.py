@@ -8,7 +8,7 @@ on CPU the host's clock (each op's CPU time is recorded beside it, `HostCpuClock
 time is wall time and memory is what the executor and the
 weight-gradient store keep alive: the tensors autograd saved during F (read from
 the graph's nodes, one count per storage, parameters and TransformerEngine's cached FP8
-weights excluded, a quantized tensor counted by its buffers: `te_quantized`), of which B frees all but
+weights excluded, a quantized tensor counted by its buffers: `quantized`), of which B frees all but
 what the deferred weight-gradient closures hold (and B adds the output
 gradients those closures keep), and W frees the rest. On GPU, ops are timed
 between device synchronisations and memory is the allocator's.
@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from .. import schedules as S
 from ..schedules.costs import measured_backward
-from . import te_quantized
+from .quantized import buffers, cached_weights
 
 
 class HostClock:
@@ -113,6 +113,15 @@ def _storage_key(t: torch.Tensor) -> tuple[int, int]:
     return s.data_ptr(), s.nbytes()
 
 
+def _stored(t) -> list:
+    """The tensors whose storages a saved tensor keeps: itself, or the buffers of a TransformerEngine
+    quantized wrapper (a Float8Tensor has no storage of its own: runtime/quantized.py)."""
+    if not torch.is_tensor(t) or t.device.type == "meta":
+        return []
+    parts = buffers(t)
+    return [t] if parts is None else parts
+
+
 def _bytes(keys) -> int:
     return sum(n for _, n in keys)
 
@@ -138,11 +147,9 @@ def saved_storages(output, exclude=frozenset()) -> set:
                 value = getattr(node, name)
             except Exception:  # freed already, or a node type that cannot hand it out: a measurement, not a step
                 continue
-            # a TE quantized tensor saved as itself (a wrapper without storage: GroupedLinear's FP8 inputs,
-            # a cached FP8 weight) is counted by its buffers (te_quantized)
-            for t in te_quantized.expanded(value if isinstance(value, (list, tuple)) else (value,)):
-                if torch.is_tensor(t) and t.device.type != "meta":
-                    key = _storage_key(t)
+            for t in value if isinstance(value, (list, tuple)) else (value,):
+                for part in _stored(t):
+                    key = _storage_key(part)
                     if key[0] not in exclude and key[1]:
                         keys.add(key)
         stack.extend(fn for fn, _ in node.next_functions)
@@ -167,12 +174,11 @@ class Profile:
 class OpMemory:
     """Activation bytes an op adds (F), exchanges (B) or frees (W)."""
 
-    def __init__(self, device: torch.device, params=(), persistent: Optional[Callable[[], list]] = None) -> None:
+    def __init__(self, device: torch.device, params=(), chunks=()) -> None:
         self.cuda = device.type == "cuda"
         self._before = 0
         self._params = {p.untyped_storage().data_ptr() for p in params}  # weights are not activations
-        # tensors kept across microbatches besides the parameters (TE's cached FP8 weights), read after each F
-        self._persistent = persistent
+        self._chunks = chunks  # nor are the FP8 copies of them TE caches (quantized.cached_weights)
         self.saved: dict = {}  # (mb, chunk) -> storages autograd saved in F
         self.held: dict = {}  # (mb, chunk) -> storages the W closures keep
         self.live = 0  # bytes currently attributed to activations
@@ -193,10 +199,7 @@ class OpMemory:
         """On CPU, after an F op (outside its timing): the storages its autograd graph saved."""
         if self.cuda:
             return
-        exclude = self._params
-        if self._persistent is not None:
-            exclude = exclude | {t.untyped_storage().data_ptr() for t in self._persistent()}
-        keys = saved_storages(output, exclude=exclude)
+        keys = saved_storages(output, exclude=self._params | cached_weights(self._chunks))
         self.saved[key] = keys
         self._add(_bytes(keys))
 

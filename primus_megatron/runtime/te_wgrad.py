@@ -77,7 +77,7 @@ and gather again in W. We count it rather than re-gather: `put` records every
 tensor it is given as held by that W (`store.defer(tensors=...)`), which the
 runtime profiler reads into the measured `mem_b` / `mem_w` the planner
 simulates. Under FP8 those are quantized tensors, counted by their buffers
-(data, transpose, scale-inverse: `te_quantized`), and a GroupedLinear's GEMM
+(data, transpose, scale-inverse: `quantized`), and a GroupedLinear's GEMM
 also keeps the biases as cast in F (`_bias_copies`).
 
 Everything here is a no-op unless `transformer_engine.pytorch` is imported.
@@ -125,7 +125,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-from . import te_quantized
+from . import quantized
 from .dummy_grad import zero_grad_view
 from .wgrad_store import get_store
 
@@ -474,10 +474,10 @@ def _held_tensors(tensor_list: list) -> tuple:
     `put` its quantized data: storages (`Float8TensorStorage`, ...: not torch.Tensor, TE v2.11
     `pytorch/tensor/storage/`) and, for GroupedLinear's inputs, `Float8Tensor`s (torch.Tensor wrapper
     subclasses with no storage of their own, grouped_linear.py:951-953); either keeps its buffers
-    (data, transpose, scale-inverse: `te_quantized.buffers`), not a high-precision copy: the input's
+    (data, transpose, scale-inverse: `quantized.buffers`), not a high-precision copy: the input's
     row-wise data was dropped in F (linear.py:398-399), the grad output keeps its row-wise data beside
     the transpose made for the wgrad GEMM (820, on a device whose FP8 GEMMs are TN only)."""
-    return tuple(t for t in te_quantized.expanded(_flatten(tensor_list)) if isinstance(t, torch.Tensor))
+    return tuple(t for t in quantized.expanded(_flatten(tensor_list)) if isinstance(t, torch.Tensor))
 
 
 def grouped_layers(module: torch.nn.Module) -> int:

@@ -29,7 +29,8 @@ class QuantizedTensor(torch.Tensor):
     class's buffers. ``detach`` makes another wrapper over the same buffers (428-429); any other op
     runs on the dequantized values (530-535), as TE's does. TE's in-place, copy, view and empty_like
     handling (431-495) and its CPU op check (537-552) are not reproduced: the stand-in's modules
-    make these only for GroupedLinear's inputs (grouped_linear.py), which no op but the GEMMs reads."""
+    make these only for GroupedLinear's inputs (grouped_linear.py) and cached weight workspaces (base.py),
+    which no op but the GEMMs and the quantizer's in-place update reads."""
 
     def __new__(cls, shape, dtype: torch.dtype, *, requires_grad: bool = False, device=None):
         shape = tuple(shape)

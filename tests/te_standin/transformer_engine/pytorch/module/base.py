@@ -232,9 +232,15 @@ class TransformerEngineBaseModule(torch.nn.Module):
             out = None
             del self._fp8_workspaces[cache_name]
         if out is None:
-            out = quantizer(tensor)
+            internal = quantizer.internal
             if cache_name is not None:
-                out._keep_on_save = True  # TE caches a Float8Tensor (not internal): 1415-1423
+                # lines 1415-1427: a workspace that persists beyond one forward is cast as not internal, a
+                # Float8Tensor (a torch.Tensor), which prepare_for_saving hands to save_for_backward as it is
+                # instead of emptying it (an internal storage would be emptied, quantized_tensor.py:124-143)
+                quantizer.internal = False
+            out = quantizer(tensor)
+            quantizer.internal = internal
+            if cache_name is not None:
                 self._fp8_workspaces[cache_name] = out
             return out
         if update_workspace:

@@ -16,8 +16,9 @@ mantissa cut with ``force_pow_2_scales``). The amax ignores NaN (fmaxf).
 
 A module's quantizers are mostly ``internal`` (TE ``linear.py`` ``_get_quantizers``, 1482-1507) and
 return a ``Float8TensorStorage``; a non-internal one returns a ``Float8Tensor`` (a torch.Tensor
-subclass over the same buffers): GroupedLinear's input quantizers (grouped_linear.py 951-953). The
-cached weight workspace, a Float8Tensor in TE, is a storage kept on save here (base.py)."""
+subclass over the same buffers): GroupedLinear's input quantizers (grouped_linear.py 951-953), and a
+module's weight workspace cached across microbatches (``base.py`` 1415-1427: cast as not internal so
+that saving it for backward does not empty the cache)."""
 from __future__ import annotations
 
 from typing import Optional

@@ -6,11 +6,7 @@ FP8 GEMMs take only the TN layout (Hopper, gfx942: ``is_non_tn_fp8_gemm_supporte
 with ``_scale_inv`` (1 / the scale it was cast with, fixed at the cast) and saved for backward
 through ``prepare_for_saving`` / ``restore_from_saved``. The data are torch float8 tensors
 (float8_e4m3fn / float8_e5m2, the FNUZ ones on gfx942); ``dequantize`` is TE's (data times
-scale_inv in fp32, then the dtype asked for: ``cast/fp8/dequantize_fp8.cuh``).
-
-Stand-in only: ``_keep_on_save`` marks a module's cached weight workspace. TE makes that one a
-``Float8Tensor`` (a torch.Tensor, base.py 1415-1423) so that saving it for backward does not
-empty it; the stand-in has no torch.Tensor subclass and keeps its buffers in place instead."""
+scale_inv in fp32, then the dtype asked for: ``cast/fp8/dequantize_fp8.cuh``)."""
 from __future__ import annotations
 
 from typing import Optional
@@ -31,7 +27,6 @@ class Float8TensorStorage(QuantizedTensorStorage):
         instance._scale_inv = fp8_scale_inv
         instance._transpose = data_transpose
         instance._transpose_invalid = data_transpose is None
-        instance._keep_on_save = False
         return instance
 
     def get_metadata(self) -> dict:
@@ -40,12 +35,13 @@ class Float8TensorStorage(QuantizedTensorStorage):
                 "data_transpose": self._transpose, "quantizer": self._quantizer}
 
     def prepare_for_saving(self):
+        """Lines 117-123: the buffers, for save_for_backward; the object keeps none of them."""
         tensors = [self._data, self._transpose, self._scale_inv]
-        if not self._keep_on_save:
-            self._data = self._transpose = self._scale_inv = None
+        self._data = self._transpose = self._scale_inv = None
         return tensors, self
 
     def restore_from_saved(self, tensors):
+        """Lines 125-132."""
         self._data, self._transpose, self._scale_inv = tensors[0], tensors[1], tensors[2]
         return tensors[3:]
 
