@@ -115,16 +115,36 @@ def _gpt(config, *, pre_process, post_process, vp_stage=None, tied=False):
     from megatron.core.models.gpt.gpt_model import GPTModel
 
     _enable_cpu()
+    layer_spec = get_gpt_layer_local_spec()
     return GPTModel(
         config,
-        get_gpt_layer_local_spec(),
+        layer_spec,
         vocab_size=VOCAB_SIZE,
         max_sequence_length=SEQ_LENGTH,
         pre_process=pre_process,
         post_process=post_process,
         share_embeddings_and_output_weights=tied,
         vp_stage=vp_stage,
+        mtp_block_spec=mtp_block_spec(config, layer_spec, vp_stage),
     )
+
+
+def mtp_block_spec(config, layer_spec, vp_stage=None):
+    """The MTP block of a chunk, as Megatron-LM's gpt_builders asks megatron-core for it
+    (`get_gpt_mtp_block_spec`: None where the chunk holds no MTP layer); the whole model (pp = 1)
+    holds every MTP layer whatever the process's parallel state says (megatron's placement
+    function reads its pipeline rank there)."""
+    if not getattr(config, "mtp_num_layers", None):
+        return None
+    from megatron.core.models.backends import LocalSpecProvider
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
+    from megatron.core.transformer.multi_token_prediction import (
+        MultiTokenPredictionBlockSubmodules, get_mtp_layer_spec_for_backend)
+
+    if config.pipeline_model_parallel_size == 1:
+        layer = get_mtp_layer_spec_for_backend(layer_spec, backend=LocalSpecProvider())
+        return MultiTokenPredictionBlockSubmodules(layer_specs=[layer] * config.mtp_num_layers)
+    return get_gpt_mtp_block_spec(config, layer_spec, use_transformer_engine=False, vp_stage=vp_stage)
 
 
 def deterministic_init_(model, seed=1234):
@@ -371,6 +391,12 @@ def reference_losses_and_grads(full_model, microbatches):
     model = unwrap(full_model)
     model.zero_grad(set_to_none=True)
     n = len(microbatches)
+    if getattr(model.config, "mtp_num_layers", None):
+        from megatron.core.transformer.multi_token_prediction import MTPLossAutoScaler
+
+        # what megatron's forward_step sets for the MTP losses' backward (schedules.py:296-305 at
+        # core_v0.16.1): their share of the step, 1 / microbatches without a grad_scale_func
+        MTPLossAutoScaler.set_loss_scale(torch.tensor(1.0 / n))
     losses = []
     for batch in microbatches:
         per_token = model(
@@ -382,6 +408,20 @@ def reference_losses_and_grads(full_model, microbatches):
         losses.append(float(loss.detach()))
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
     return losses, grads
+
+
+def mtp_losses_taken():
+    """What megatron's MTP block tracked since the last call, emptied: per MTP layer, the sum over
+    the training forwards of each microbatch's masked mean MTP loss (MTPLossLoggingHelper, what
+    Megatron-LM logs as "mtp_<i> loss" after dividing by the microbatches); [] if none tracked."""
+    from megatron.core.transformer.multi_token_prediction import MTPLossLoggingHelper
+
+    tracker = MTPLossLoggingHelper.tracker
+    # core_v0.16.1 tracks "values", core_v0.19.0 "loss_values" (and acceptance counts); each is sized at
+    # its first use, and a next model may have another number of MTP layers
+    found = [tracker.pop(key, None) for key in ("values", "loss_values", "correct_values", "total_values")]
+    values = found[0] if found[0] is not None else found[1]
+    return [] if values is None else values.tolist()
 
 
 def chunk_grads(chunks):

@@ -68,11 +68,11 @@ class Plugin:
             self._runner = forward_backward_func_for(self.spec, validation=self.validation)
         return self._runner
 
-    def place_layers(self, pp: int, placement: str) -> None:
+    def place_layers(self, pp: int, placement: str, chunks: int) -> None:
         """Every later layer-offset lookup (model build, checkpoint keys) follows `placement`."""
         from ..runtime.placement import layer_placement
 
-        self.stack.enter_context(layer_placement(pp, placement))  # a no-op when already in effect
+        self.stack.enter_context(layer_placement(pp, placement, chunks))  # a no-op when already in effect
 
 
 # The installed plugin. Megatron-LM calls our patches without a handle of ours, and
@@ -146,7 +146,7 @@ def placed_provider(provider: Callable, entry: Union[S.registry.ScheduleInfo, Pi
         stage = S.stage_of(entry.placement, pp, rank, c)
         # under V rank 0 holds both ends: no embedding-group all-reduce at construction (the
         # last pipeline rank holds neither end and would never join it)
-        with layer_placement(pp, entry.placement), _untie_group(entry.placement):
+        with layer_placement(pp, entry.placement, chunks), _untie_group(entry.placement):
             model = provider(pre_process=stage == 0, post_process=stage == n - 1,
                              **({"vp_stage": vp_stage} if vp_stage is not None else {}), **kwargs)
         model.pipeline_stage, model.pipeline_num_stages = stage, n
@@ -238,7 +238,7 @@ def _place_stages(plugin: Plugin, pp: int) -> None:
     """Under V: layers numbered and stage questions answered by global stage from now on."""
     spec = plugin.spec
     if spec.placement == S.V:
-        plugin.place_layers(pp, spec.placement)
+        plugin.place_layers(pp, spec.placement, spec.chunks)
         _remap_stage_predicates(pp, spec.chunks, spec.placement)
 
 
