@@ -289,6 +289,12 @@ SPLITS = {
         # accounting option can give at pp=2. Compared with megatron's interleaved 1F1B on the same layout.
         "layout, 2 chunks, tied": (8, dict(pipeline_model_parallel_layout="Et|t*3|(t)*3|tL"), True, _with_chunks(2)),
         "layout, 1 chunk": (6, dict(pipeline_model_parallel_layout="Ett|ttttL"), False, _with_chunks(1)),
+        # multi-token prediction placed by the layout ('m' in the last stage, megatron's rule and ours): under V
+        # rank 0's chunk 1, next to the embedding it reads
+        "layout with MTP, 2 chunks": (8, dict(pipeline_model_parallel_layout="Et|t*3|(t)*3|tmL", mtp_num_layers=1),
+                                      False, ["interleaved-zb", "zbv", "dualpipev"]),
+        "layout with MTP, 1 chunk, tied": (6, dict(pipeline_model_parallel_layout="Ett|ttttmmL", mtp_num_layers=2),
+                                           True, ["zb-h1"]),
     },
     3: {
         "first+last": (8, dict(num_layers_in_first_pipeline_stage=2, num_layers_in_last_pipeline_stage=2), False,
