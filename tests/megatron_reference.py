@@ -129,22 +129,28 @@ def _gpt(config, *, pre_process, post_process, vp_stage=None, tied=False):
     )
 
 
-def mtp_block_spec(config, layer_spec, vp_stage=None):
+def mtp_block_spec(config, layer_spec, vp_stage=None, *, use_transformer_engine=False):
     """The MTP block of a chunk, as Megatron-LM's gpt_builders asks megatron-core for it
     (`get_gpt_mtp_block_spec`: None where the chunk holds no MTP layer); the whole model (pp = 1)
     holds every MTP layer whatever the process's parallel state says (megatron's placement
     function reads its pipeline rank there)."""
     if not getattr(config, "mtp_num_layers", None):
         return None
-    from megatron.core.models.backends import LocalSpecProvider
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
-    from megatron.core.transformer.multi_token_prediction import (
-        MultiTokenPredictionBlockSubmodules, get_mtp_layer_spec_for_backend)
 
     if config.pipeline_model_parallel_size == 1:
-        layer = get_mtp_layer_spec_for_backend(layer_spec, backend=LocalSpecProvider())
+        from megatron.core.models.backends import LocalSpecProvider
+        from megatron.core.transformer.multi_token_prediction import (
+            MultiTokenPredictionBlockSubmodules, get_mtp_layer_spec)
+
+        if use_transformer_engine:
+            layer = get_mtp_layer_spec(layer_spec, use_transformer_engine=True)
+        else:
+            from megatron.core.transformer.multi_token_prediction import get_mtp_layer_spec_for_backend
+
+            layer = get_mtp_layer_spec_for_backend(layer_spec, backend=LocalSpecProvider())
         return MultiTokenPredictionBlockSubmodules(layer_specs=[layer] * config.mtp_num_layers)
-    return get_gpt_mtp_block_spec(config, layer_spec, use_transformer_engine=False, vp_stage=vp_stage)
+    return get_gpt_mtp_block_spec(config, layer_spec, use_transformer_engine=use_transformer_engine, vp_stage=vp_stage)
 
 
 def deterministic_init_(model, seed=1234):

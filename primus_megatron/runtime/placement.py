@@ -325,6 +325,9 @@ def global_parameter_name(chunk: torch.nn.Module, local_name: str) -> str:
         layer = inner.decoder.layers[int(parts[2])]
         rest = _global_expert(layer, parts[3:])
         return ".".join(["decoder", "layers", str(layer.layer_number - 1), *rest])
+    if parts[:2] == ["mtp", "layers"] and len(parts) > 4 and parts[3] == "transformer_layer":  # an MTP layer's experts
+        layer = inner.mtp.layers[int(parts[2])].transformer_layer
+        return ".".join([*parts[:4], *_global_expert(layer, parts[4:])])
     if local_name == "output_layer.weight" and getattr(inner, "share_embeddings_and_output_weights", False):
         return "embedding.word_embeddings.weight"
     return local_name
