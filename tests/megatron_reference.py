@@ -131,26 +131,33 @@ def _gpt(config, *, pre_process, post_process, vp_stage=None, tied=False):
 
 def mtp_block_spec(config, layer_spec, vp_stage=None, *, use_transformer_engine=False):
     """The MTP block of a chunk, as Megatron-LM's gpt_builders asks megatron-core for it
-    (`get_gpt_mtp_block_spec`: None where the chunk holds no MTP layer); the whole model (pp = 1)
-    holds every MTP layer whatever the process's parallel state says (megatron's placement
-    function reads its pipeline rank there)."""
+    (`get_gpt_mtp_block_spec`: None where the chunk holds no MTP layer)."""
     if not getattr(config, "mtp_num_layers", None):
         return None
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
 
-    if config.pipeline_model_parallel_size == 1:
-        from megatron.core.models.backends import LocalSpecProvider
-        from megatron.core.transformer.multi_token_prediction import (
-            MultiTokenPredictionBlockSubmodules, get_mtp_layer_spec)
-
-        if use_transformer_engine:
-            layer = get_mtp_layer_spec(layer_spec, use_transformer_engine=True)
-        else:
-            from megatron.core.transformer.multi_token_prediction import get_mtp_layer_spec_for_backend
-
-            layer = get_mtp_layer_spec_for_backend(layer_spec, backend=LocalSpecProvider())
-        return MultiTokenPredictionBlockSubmodules(layer_specs=[layer] * config.mtp_num_layers)
     return get_gpt_mtp_block_spec(config, layer_spec, use_transformer_engine=use_transformer_engine, vp_stage=vp_stage)
+
+
+@contextlib.contextmanager
+def whole_pipeline():
+    """parallel_state answering as a pipeline of one rank (and no virtual pipeline) while the whole
+    model (pp = 1) is built in a pipelined process: megatron-core places the MTP layers by asking it
+    whether this is the last stage (get_mtp_num_layers_to_build; core_v0.19.0's GPTModel also asks
+    mtp_on_this_rank), which only the last pipeline rank would be."""
+    from megatron.core import parallel_state as ps
+
+    saved = (getattr(ps, "_MPU_PIPELINE_MODEL_PARALLEL_WORLD_SIZE", None),
+             getattr(ps, "_MPU_PIPELINE_MODEL_PARALLEL_RANK", None), ps.get_virtual_pipeline_model_parallel_world_size())
+    ps.set_pipeline_model_parallel_world_size(1)
+    ps.set_pipeline_model_parallel_rank(0)
+    ps.set_virtual_pipeline_model_parallel_world_size(None)
+    try:
+        yield
+    finally:
+        ps.set_pipeline_model_parallel_world_size(saved[0])
+        ps.set_pipeline_model_parallel_rank(saved[1])
+        ps.set_virtual_pipeline_model_parallel_world_size(saved[2])
 
 
 def deterministic_init_(model, seed=1234):
@@ -180,7 +187,8 @@ def build_full_model(num_layers=4, *, seed=1234, tied=False, **config_overrides)
     model's own config says pp=1), e.g. by ``init_single_process()``.
     """
     config = tiny_gpt_config(num_layers, **config_overrides)
-    model = _gpt(config, pre_process=True, post_process=True, tied=tied)
+    with whole_pipeline():
+        model = _gpt(config, pre_process=True, post_process=True, tied=tied)
     return deterministic_init_(model, seed)
 
 

@@ -810,8 +810,9 @@ MTP_ROWS = [c for c in CONFIGS if CONFIGS[c][1].get("model", {}).get("mtp_num_la
 def test_mtp_losses_are_megatrons(worlds, reference, case):
     """The MTP losses megatron's MTP block tracks (MTPLossLoggingHelper: what Megatron-LM logs as
     "mtp_1 loss") in every iteration: on one pipeline rank per data-parallel replica, the loss stage's
-    (rank 0 under V, the last under loop placement), bitwise megatron's 1F1B replica by replica, and their
-    mean over the replicas the reference's over the global batch (which sums twice the microbatches)."""
+    (rank 0 under V, the last under loop placement), megatron's 1F1B's replica by replica (bitwise in the
+    first iteration; later within the gradients' tolerance against it, whose parameters they run on), and
+    their mean over the replicas the reference's over the global batch (which sums twice the microbatches)."""
     config, schedule = case
     per_rank, mega = _result(worlds, config, schedule), _result(worlds, config, H.MEGATRON)
     refs = reference[config]
@@ -833,7 +834,11 @@ def test_mtp_losses_are_megatrons(worlds, reference, case):
 
     for it in range(spec["iterations"]):
         ours, theirs = by_replica(per_rank, it, holder), by_replica(mega, it, pp - 1)
-        assert ours == theirs, f"{config} / {schedule} / iteration {it}: MTP losses {ours}, megatron's 1F1B {theirs}"
+        if it == 0:  # the same weights and data: the same forward, bit for bit
+            assert ours == theirs, f"{config} / {schedule} / iteration 0: MTP losses {ours}, megatron's 1F1B {theirs}"
+        for dp in theirs:  # after a step: the parameters' tolerance against megatron (_megatron_tol) carries over
+            _check_losses(f"{config} / {schedule} / iteration {it} replica {dp} MTP losses against megatron's 1F1B",
+                          ours[dp], theirs[dp], _grad_tol(config, it, "megatron", schedule))
         mean = [sum(ours[dp][k] for dp in ours) / spec["dp"] for k in range(len(ours[0]))]
         expected = [v / spec["dp"] for v in refs["iterations"][it]["mtp_losses"]]
         _check_losses(f"{config} / {schedule} / iteration {it} MTP losses against the reference", mean, expected,
