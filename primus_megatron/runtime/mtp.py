@@ -107,3 +107,34 @@ def share_embedding(first: torch.nn.Module, last: torch.nn.Module) -> bool:
 
     last.sharded_state_dict = sharded_state_dict
     return True
+
+
+# The per-step sums megatron's MTP loss tracker keeps (MTPLossLoggingHelper.tracker): core_v0.16.1's
+# "values", core_v0.19.0's "loss_values" and its acceptance counts; its "cumulative_*" entries are the
+# logging rank's own history.
+TRACKED = ("values", "loss_values", "correct_values", "total_values")
+
+
+def hand_over_tracker(p2p, rank: int, holder: int, last: int, device: torch.device) -> None:
+    """After a training step: the MTP losses the holder of the MTP block tracked move to the last
+    pipeline rank, where Megatron-LM's training_log reads, reduces and logs them ("mtp_1 loss",
+    track_mtp_metrics at every iteration: training.py:1990-1994 at core_v0.16.1) as it does after
+    megatron's own schedules, which compute them there. The holder keeps none (its own log call finds
+    nothing, as any rank without MTP layers); every data-parallel replica's pair does the same."""
+    from megatron.core import parallel_state
+    from megatron.core.transformer.multi_token_prediction import MTPLossLoggingHelper
+
+    from .loss_handover import receive_losses, send_losses
+
+    if holder == last or rank not in (holder, last):
+        return
+    tracker = MTPLossLoggingHelper.tracker
+    if rank == holder:
+        send_losses(p2p, [{key: tracker.pop(key) for key in TRACKED if key in tracker}], to=last, device=device)
+        return
+    (sums,) = receive_losses(p2p, source=holder, device=device)
+    for key, value in sums.items():
+        tracker[key] = tracker[key] + value if key in tracker else value.clone()
+    if sums:  # what the holder's save_loss_to_tracker set, for this rank's data-parallel peers
+        tracker["reduce_group"] = None
+        tracker["avg_group"] = parallel_state.get_data_parallel_group(with_context_parallel=True)
