@@ -36,12 +36,7 @@ SCHEDULES = ["zb-h1", "zbv", "dualpipev"]  # loop placement; V; V with overlappe
 def runs(megatron_lm_tree, tmp_path_factory):
     tree, work = megatron_lm_tree, tmp_path_factory.mktemp("megatron-lm-mtp")
 
-    @functools.lru_cache(maxsize=None)
-    def start() -> str:
-        """One iteration of megatron's own schedule, saved: every run loads it."""
-        path = str(work / "start")
-        H.run(tree, 2, ARGS + ["--train-iters", "1", "--eval-interval", "1000", "--save", path, "--save-interval", "1"])
-        return path
+    start = functools.lru_cache(maxsize=None)(lambda: H.save_start(tree, 2, ARGS, str(work / "start")))
 
     @functools.lru_cache(maxsize=None)
     def run(schedule):
