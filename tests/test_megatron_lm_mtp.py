@@ -9,7 +9,8 @@ Megatron-LM logs them ("mtp_1 loss" in every iteration's line). pp=2, 4 microbat
 (DeepSeek-V3's; Megatron-LM core_v0.16.1 cannot checkpoint MTP with tied embeddings at pp > 1: its
 tie_embeddings_and_output_weights_state_dict asserts on the MTP stage's output layer weight) and RoPE (the
 MTP stage's embedding copy has a learned position table of its own that nothing synchronises). Every run
-loads one start (Megatron-LM's initialisation depends on the placement).
+loads one start (Megatron-LM's initialisation depends on the placement); zbv's checkpoint of iteration 2
+resumes under megatron's own 1F1B with its numbers.
 
 What must hold: every number Megatron-LM logs (lm loss, mtp_1 loss and grad norm of every iteration; the
 validation and test losses) is identical, as printed, to megatron's own 1F1B's, on both tags (core_v0.16.1
@@ -39,8 +40,15 @@ def runs(megatron_lm_tree, tmp_path_factory):
     start = functools.lru_cache(maxsize=None)(lambda: H.save_start(tree, 2, ARGS, str(work / "start")))
 
     @functools.lru_cache(maxsize=None)
-    def run(schedule):
+    def run(schedule, resume=False):
+        """`schedule` (None: megatron's own) from the start; zbv saves at iteration 2 (and at the end).
+        `resume`: megatron's own from zbv's iteration 2 instead."""
+        if resume:
+            run("zbv")
+            return H.run(tree, 2, ARGS + ["--train-iters", str(ITERS), "--load", str(work / "zbv"), "--ckpt-step", "2"])
         args = ARGS + ["--train-iters", str(ITERS), "--load", start(), "--finetune"]
+        if schedule == "zbv":
+            args += ["--save", str(work / "zbv"), "--save-interval", "2"]
         return H.run(tree, 2, args + (["--pipeline-schedule", schedule, *FIXED] if schedule else []))
 
     return run
@@ -59,3 +67,12 @@ def test_mtp_trains_exactly_as_megatron(runs, schedule):
         assert H.arg(ours, "virtual_pipeline_model_parallel_size") == "2"
     assert ours.numbers() == own.numbers()
     assert len({ours.losses[1], ours.losses[ITERS]}) == 2, "the loss did not change while training"
+
+
+def test_a_checkpoint_saved_under_v_resumes_under_megatrons_1f1b(runs):
+    """zbv's checkpoint of iteration 2 (rank 0's chunk 0 saves the one embedding; its MTP chunk saves no
+    copy of it) loaded by megatron's own 1F1B (whose MTP stage takes the embedding from it again): the
+    rest of the run logs megatron's own numbers."""
+    own, resumed = runs(None), runs(None, resume=True)
+    assert sorted(resumed.losses) == [ITERS], H.tail(resumed.log)
+    assert resumed.numbers() == own.numbers(iterations=[ITERS])
