@@ -154,6 +154,11 @@ CASES = {
                       mtp_num_layers=1),
         megatron_needles=["--pipeline-model-parallel-layout 'Et|tt|t|t|t|tt|ttm|L' places MTP layers (m) in stage 6, "
                           "not in the last stage with the loss", "put every m in the last stage"]),
+    "balance with MTP": dict(
+        split=True, argv=None, cli=None,
+        megatron=dict(pipeline_schedule="zbv", pipeline_balance="auto", mtp_num_layers=1),
+        megatron_needles=["--pipeline-balance cannot be used with --mtp-num-layers", "leaves out the MTP layers",
+                          "--pipeline-model-parallel-layout with the m in the last stage"]),
     "megatron layout with MTP layers and no --mtp-num-layers": dict(
         split=True, argv=None, cli=None,
         megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|tt|t|t|t|tt|tt|tmL"),

@@ -471,6 +471,10 @@ def _balance_before_build(args, spec: Optional[PipelineSpec]) -> PipelineSpec:
     from ..schedules.balance import load_profile
     from .args import apply_balance
 
+    if getattr(args, "mtp_num_layers", None):
+        from ..options import BALANCE_WITH_MTP
+
+        _refuse(BALANCE_WITH_MTP)  # before the balancer writes a layout without the MTP layers
     if args.pipeline_balance == "auto":
         _refuse("--pipeline-balance auto measures costs and then rebuilds the model, which Megatron-LM's loop does "
                 "not allow: write a profile with --pipeline-profile-out FILE.json in one run and pass "
