@@ -20,8 +20,9 @@ With `--pipeline-schedule NAME` on the command line (added by
   (`is_pipeline_first_stage(ignore_virtual=False, vp_stage=c)`, which
   pretrain_gpt's get_batch asks) by global stage, so rank 0's chunk 1 reads
   the labels; broadcast the whole batch to tensor-parallel peers on the rank
-  holding both ends; and hand the loss dicts to the last pipeline rank, where
-  Megatron-LM's train_step, evaluate and logging read them.
+  holding both ends; and hand the loss dicts (and the MTP losses megatron-core
+  tracks, runtime/mtp.py) to the last pipeline rank, where Megatron-LM's
+  train_step, evaluate and logging read them.
 
 With `--cpu` (or `--distributed-backend gloo` without CUDA) it first turns on CPU
 mode (`compat.cpu.enable(training=True)`; gloo, local layers unless a TransformerEngine
