@@ -63,12 +63,13 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
 
 
 COUNTS = {2: [1, 2, 3, 5], 3: [2, 4], 4: [2, 4, 6]}
-# MTP at pp=2 (m = 2 pp, dualpipev's least): one MTP layer under every schedule, untied; tied and two
-# layers under one schedule of each placement (and dualpipev, whose pairs hold the loss stage's F and B)
+# MTP at pp=2 (m = 2 pp, dualpipev's least): one MTP layer under every schedule, untied; tied, and two
+# layers with a loss scaling factor other than megatron's default (0.1), under one schedule of each placement
+# (and dualpipev, whose pairs hold the loss stage's F and B)
 MTP_M = 4
 MTP_CASES = [({"mtp_num_layers": 1}, False, [n for n in SCHEDULES if n != "zb-optimal"]),
              ({"mtp_num_layers": 1}, True, ["zb-h1", "interleaved-zb", "zbv", "dualpipev"]),
-             ({"mtp_num_layers": 2}, False, ["zb-h1", "zbv"])]
+             ({"mtp_num_layers": 2, "mtp_loss_scaling_factor": 0.3}, False, ["zb-h1", "zbv"])]
 V_COST_AWARE = ("zbv", "v-half", "v-min")
 UNEQUAL = S.Costs(f=1.0, b=2.0, w=1.0, comm=0.05)
 ALL_TO_ALL = S.Costs(f=1.0, b=1.0, w=1.0, a2a=0.5)  # half of each F and B an expert all-to-all
