@@ -30,18 +30,19 @@ PY312_DESELECT ?= test_bad_arguments_exit_2_with_one_sentence or test_demo_pictu
 # The production matrix's rows on that leg: one per megatron-core feature the runtime touches (overlapped
 # DDP reduce, distributed optimizer with overlapped gathers, post-validation, fused accumulation with tied
 # embeddings, TP + SP, MoE and its combined F&B step, TE grouped experts, the Llama and DeepSeek blocks,
-# selective recompute, context parallelism, packed thd batches, LB-Mini's and the plain split's thd twins);
-# the first leg runs every row.
+# selective recompute, context parallelism, packed thd batches, LB-Mini's and the plain split's thd twins, multi-token
+# prediction, whose placement core_v0.19.0's GPTModel asks anew); the first leg runs every row.
 PY312_MATRIX_ROWS ?= a-overlap-grad-sync b-distopt-overlap-param-gather b-distopt-overlap-post-validation \
 	d-tied-fusion-overlap e-tp2-sp f-moe-ep2 f-moe-ep2-bf16-a2a-overlap g-bf16-selective-recompute h-moe-grouped-te \
-	i-llama-distopt-overlap-fusion j-deepseek-mla-moe-te k-cp2-te l-balance-lb-mini-te l-balance-off-te
+	i-llama-distopt-overlap-fusion j-deepseek-mla-moe-te k-cp2-te l-balance-lb-mini-te l-balance-off-te \
+	m-mtp-moe-ep2-llama
 EMPTY :=
 COMMA := ,
 SPACE := $(EMPTY) $(EMPTY)
 PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py tests/test_runtime_parity.py \
 	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
 	tests/test_post_validation.py tests/test_megatron_lm_e2e.py tests/test_megatron_lm_te.py tests/test_megatron_lm_fp8.py \
-	tests/test_megatron_lm_moe.py \
+	tests/test_megatron_lm_moe.py tests/test_megatron_lm_mtp.py \
 	tests/test_megatron_lm_architectures.py tests/test_megatron_lm_context_parallel.py tests/test_te_wgrad.py
 
 .PHONY: setup setup-py312 demo plan test test-under-load test-py311 test-py311-rest test-py311-megatron-lm test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \

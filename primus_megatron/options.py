@@ -466,6 +466,12 @@ BALANCE_CHOOSES = (("decoder_first_pipeline_num_layers", "--decoder-first-pipeli
                    ("pipeline_model_parallel_layout", "--pipeline-model-parallel-layout"))
 
 
+# the balancer's stage costs count transformer layers, the embedding and the loss, and its layouts hold no 'm'
+BALANCE_WITH_MTP = ("--pipeline-balance cannot be used with --mtp-num-layers: its cost model leaves out the MTP layers "
+                    "on the last stage and the layouts it writes place none; give the layer split yourself (e.g. "
+                    "--pipeline-model-parallel-layout with the m in the last stage, before L)")
+
+
 def check_balance_args(args: argparse.Namespace, steps: int, *, split_chosen: bool = False) -> Optional[str]:
     """--pipeline-profile-out and --pipeline-balance, or None."""
     out = getattr(args, "pipeline_profile_out", None)
@@ -479,6 +485,8 @@ def check_balance_args(args: argparse.Namespace, steps: int, *, split_chosen: bo
     balance = getattr(args, "pipeline_balance", None)
     if balance is None:
         return None
+    if getattr(args, "mtp_num_layers", None):
+        return BALANCE_WITH_MTP
     given = [opt for key, opt in BALANCE_CHOOSES if getattr(args, key, None) not in (None, False)]
     if given and not split_chosen:
         return f"--pipeline-balance chooses the layer split itself: drop {given[0]}"

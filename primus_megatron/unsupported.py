@@ -227,10 +227,6 @@ RULES: tuple[Rule, ...] = (
          "(finish_embedding_wgrad_compute); the W ops of ours defer weight gradients already"),
     Rule("variable_seq_lengths", _truthy,
          "the pipeline sends fixed-shape activations; sequences of varying length need megatron's shape exchange"),
-    Rule("mtp_num_layers", lambda v, s: bool(v) and s.v_placement,
-         "multi-token prediction layers sit after the output layer of the last stage and read the embedding, which "
-         "the V placement keeps on pipeline rank 0 with the first stage; use a loop-placed schedule (zb-h1, zb-h2, "
-         "zb-auto, interleaved-zb)"),
     Rule("context_parallel_size", lambda v, s: (v or 1) > 1 and s.uses_te is False,
          "context parallelism needs TransformerEngine attention (--transformer-impl transformer_engine)"),
     # TE v2.11 (attention/dot_product_attention/utils.py 436-465, 756-760; dot_product_attention.py 1396-1401):

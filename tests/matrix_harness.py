@@ -136,10 +136,14 @@ def provider(config, spec, pre_process=True, post_process=True, vp_stage=None):
         kwargs["multi_latent_attention"] = True
     if not spec.get("te") and arch.get("normalization"):
         kwargs["normalization"] = arch["normalization"]  # the TE spec's norms read the config's
-    return GPTModel(config, make(**kwargs), vocab_size=ref.VOCAB_SIZE, max_sequence_length=SEQ,
+    layer_spec = make(**kwargs)
+    return GPTModel(config, layer_spec, vocab_size=ref.VOCAB_SIZE, max_sequence_length=SEQ,
                     pre_process=pre_process, post_process=post_process,
                     share_embeddings_and_output_weights=bool(spec.get("tied")), vp_stage=vp_stage,
-                    position_embedding_type="rope" if arch else "learned_absolute")
+                    position_embedding_type="rope" if arch else "learned_absolute",
+                    # multi-token prediction (spec['model']['mtp_num_layers']): the MTP block on its stage
+                    mtp_block_spec=ref.mtp_block_spec(config, layer_spec, vp_stage,
+                                                      use_transformer_engine=bool(spec.get("te"))))
 
 
 def microbatches(spec: dict, iteration: int, dp_rank: int) -> list:
@@ -394,6 +398,7 @@ def record_fp8_state(model, ep_rank: int) -> dict:
 
 def _clear_megatron_state() -> None:
     """Global megatron state a previous case may have left."""
+    ref.mtp_losses_taken()
     try:
         from megatron.core.transformer.moe.moe_utils import clear_aux_losses_tracker
 
@@ -527,7 +532,10 @@ def run_case(spec: dict, schedule: str) -> dict:
         saved_param_sync, config.param_sync_func = config.param_sync_func, None
     out = {"rank": torch.distributed.get_rank(), "pp_rank": pp_rank, "dp_rank": dp_rank, "tp_rank": tp_rank,
            "cp_rank": cp_rank,
-           "iterations": [], "linear_layers": _linear_counts(model)}
+           "iterations": [], "linear_layers": _linear_counts(model),
+           # the loss stage's output layer runs once more per MTP layer (each MTP depth's logits)
+           "output_layer_reuse": sum((ref.unwrap(c).config.mtp_num_layers or 0) for c in model
+                                     if getattr(ref.unwrap(c), "post_process", False))}
     attention_calls = _count_core_attention_calls(model, out)
     pairs = _count_combined_pairs()
     reduces = count_grad_reduces(model)
@@ -547,7 +555,8 @@ def run_case(spec: dict, schedule: str) -> dict:
                     model=model if len(model) > 1 else model[0], num_microbatches=m, seq_length=SEQ,
                     micro_batch_size=1 if spec.get("balance") else MBS, decoder_seq_length=SEQ,
                     forward_only=False)
-        record = {"losses": ref.losses_from_store(store), "core_attention_calls": attention_calls[0],
+        record = {"losses": ref.losses_from_store(store), "mtp_losses": ref.mtp_losses_taken(),
+                  "core_attention_calls": attention_calls[0],
                   "combined_pairs": pairs[0],
                   "grad_reduces": dict(reduces),
                   "grads": record_grads(model, owned, distributed, tp_rank, ep_rank),
@@ -774,6 +783,7 @@ def reference_body(rank: int, world_case: dict) -> dict:
 def _reference_run(spec: dict) -> dict:
     """One configuration's reference: full model, dp = 1, plain autograd over the global batch."""
     from megatron.core.transformer.moe.router import MoEAuxLossAutoScaler
+    from megatron.core.transformer.multi_token_prediction import MTPLossAutoScaler
 
     _clear_megatron_state()
     torch.manual_seed(1234)
@@ -797,6 +807,8 @@ def _reference_run(spec: dict) -> dict:
             loss = _reference_loss(per_token.float(), batch["loss_mask"].float(), by_cp)
             if spec.get("moe"):  # what megatron's forward_step sets: the aux loss's share of the batch
                 MoEAuxLossAutoScaler.set_loss_scale(config.grad_scale_func(torch.ones(1)) / n)
+            if config.mtp_num_layers:  # and the MTP losses' (schedules.py:296-305 at core_v0.16.1)
+                MTPLossAutoScaler.set_loss_scale(config.grad_scale_func(torch.ones(1)) / n)
             # per-token: the masked sum, divided by the global count in finalize_model_grads (as megatron's
             # schedules and finalize_model_grads do: in bf16 dividing before the backward rounds otherwise)
             share = torch.sum(per_token.float().view(-1) * batch["loss_mask"].float().view(-1)) if tokens else loss / n
@@ -807,6 +819,7 @@ def _reference_run(spec: dict) -> dict:
         else:
             config.finalize_model_grads_func([model])
         record = {"losses": losses, "losses_by_cp": by_cp, "grads": record_grads([model], {}, False, 0, 0),
+                  "mtp_losses": ref.mtp_losses_taken(),
                   "counts": [len(mbs) for mbs in per_dp]}
         if spec.get("inject_nonfinite_at") == it:
             record["step"] = (False, None)  # the synchronous path skips a step with a non-finite grad

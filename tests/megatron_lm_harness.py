@@ -247,6 +247,15 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     return result
 
 
+def save_start(tree: str, nproc: int, args: list, path: str, **kwargs) -> str:
+    """One iteration of megatron's own schedule on `args`, saved at `path` (returned): the start every run
+    of a comparison loads with --finetune (Megatron-LM seeds each pipeline rank's initialisation, so a V
+    placement would start from other weights). `kwargs` as run()'s."""
+    run(tree, nproc, [*args, "--train-iters", "1", "--eval-interval", "1000", "--save", path, "--save-interval", "1"],
+        **kwargs)
+    return path
+
+
 def _data_cache(tree: str, args: list) -> list:
     """Megatron-LM's index cache (--data-cache-path) beside the tree, unless the run names its own: the
     mock data's document, sample and shuffle indices (about 2 million samples a split, built by every

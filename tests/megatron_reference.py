@@ -115,16 +115,49 @@ def _gpt(config, *, pre_process, post_process, vp_stage=None, tied=False):
     from megatron.core.models.gpt.gpt_model import GPTModel
 
     _enable_cpu()
+    layer_spec = get_gpt_layer_local_spec()
     return GPTModel(
         config,
-        get_gpt_layer_local_spec(),
+        layer_spec,
         vocab_size=VOCAB_SIZE,
         max_sequence_length=SEQ_LENGTH,
         pre_process=pre_process,
         post_process=post_process,
         share_embeddings_and_output_weights=tied,
         vp_stage=vp_stage,
+        mtp_block_spec=mtp_block_spec(config, layer_spec, vp_stage),
     )
+
+
+def mtp_block_spec(config, layer_spec, vp_stage=None, *, use_transformer_engine=False):
+    """The MTP block of a chunk, as Megatron-LM's gpt_builders asks megatron-core for it
+    (`get_gpt_mtp_block_spec`: None where the chunk holds no MTP layer)."""
+    if not getattr(config, "mtp_num_layers", None):
+        return None
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
+
+    return get_gpt_mtp_block_spec(config, layer_spec, use_transformer_engine=use_transformer_engine, vp_stage=vp_stage)
+
+
+@contextlib.contextmanager
+def whole_pipeline():
+    """parallel_state answering as a pipeline of one rank (and no virtual pipeline) while the whole
+    model (pp = 1) is built in a pipelined process: megatron-core places the MTP layers by asking it
+    whether this is the last stage (get_mtp_num_layers_to_build; core_v0.19.0's GPTModel also asks
+    mtp_on_this_rank), which only the last pipeline rank would be."""
+    from megatron.core import parallel_state as ps
+
+    saved = (getattr(ps, "_MPU_PIPELINE_MODEL_PARALLEL_WORLD_SIZE", None),
+             getattr(ps, "_MPU_PIPELINE_MODEL_PARALLEL_RANK", None), ps.get_virtual_pipeline_model_parallel_world_size())
+    ps.set_pipeline_model_parallel_world_size(1)
+    ps.set_pipeline_model_parallel_rank(0)
+    ps.set_virtual_pipeline_model_parallel_world_size(None)
+    try:
+        yield
+    finally:
+        ps.set_pipeline_model_parallel_world_size(saved[0])
+        ps.set_pipeline_model_parallel_rank(saved[1])
+        ps.set_virtual_pipeline_model_parallel_world_size(saved[2])
 
 
 def deterministic_init_(model, seed=1234):
@@ -154,7 +187,8 @@ def build_full_model(num_layers=4, *, seed=1234, tied=False, **config_overrides)
     model's own config says pp=1), e.g. by ``init_single_process()``.
     """
     config = tiny_gpt_config(num_layers, **config_overrides)
-    model = _gpt(config, pre_process=True, post_process=True, tied=tied)
+    with whole_pipeline():
+        model = _gpt(config, pre_process=True, post_process=True, tied=tied)
     return deterministic_init_(model, seed)
 
 
@@ -371,6 +405,12 @@ def reference_losses_and_grads(full_model, microbatches):
     model = unwrap(full_model)
     model.zero_grad(set_to_none=True)
     n = len(microbatches)
+    if getattr(model.config, "mtp_num_layers", None):
+        from megatron.core.transformer.multi_token_prediction import MTPLossAutoScaler
+
+        # what megatron's forward_step sets for the MTP losses' backward (schedules.py:296-305 at
+        # core_v0.16.1): their share of the step, 1 / microbatches without a grad_scale_func
+        MTPLossAutoScaler.set_loss_scale(torch.tensor(1.0 / n))
     losses = []
     for batch in microbatches:
         per_token = model(
@@ -382,6 +422,20 @@ def reference_losses_and_grads(full_model, microbatches):
         losses.append(float(loss.detach()))
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
     return losses, grads
+
+
+def mtp_losses_taken():
+    """What megatron's MTP block tracked since the last call, emptied: per MTP layer, the sum over
+    the training forwards of each microbatch's masked mean MTP loss (MTPLossLoggingHelper, what
+    Megatron-LM logs as "mtp_<i> loss" after dividing by the microbatches); [] if none tracked."""
+    from megatron.core.transformer.multi_token_prediction import MTPLossLoggingHelper
+
+    tracker = MTPLossLoggingHelper.tracker
+    # core_v0.16.1 tracks "values", core_v0.19.0 "loss_values" (and acceptance counts); each is sized at
+    # its first use, and a next model may have another number of MTP layers
+    found = [tracker.pop(key, None) for key in ("values", "loss_values", "correct_values", "total_values")]
+    values = found[0] if found[0] is not None else found[1]
+    return [] if values is None else values.tolist()
 
 
 def chunk_grads(chunks):

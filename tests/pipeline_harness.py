@@ -135,6 +135,7 @@ def _one_step(rank, case, pp):
                   forward_only=case.get("forward_only", False))
     # megatron's own schedules are an oracle: megatron's own linear layers, not our hook
     oracle = ref.megatron_own_linear() if sched in MEGATRON_OWN else contextlib.nullcontext()
+    ref.mtp_losses_taken()  # nothing left from an earlier case
     try:
         with oracle as oracle_linear:
             store = fbf(**kwargs)
@@ -143,10 +144,11 @@ def _one_step(rank, case, pp):
             from primus_megatron.runtime import linear_hooks
 
             linear_hooks.install()
-    result = {"losses": ref.losses_from_store(store),
+    result = {"losses": ref.losses_from_store(store), "mtp_losses": ref.mtp_losses_taken(),
               "grads": _main_grads(model) if case.get("fusion") else ref.chunk_grads(model),
               "layers": [ref.layer_numbers(c) for c in model],
-              "stages": [getattr(c, "pipeline_stage", None) for c in model]}
+              "stages": [getattr(c, "pipeline_stage", None) for c in model],
+              "embeddings": _embedding_holders(model)}
     if sched in MEGATRON_OWN:
         result["oracle_linear"] = oracle_linear
     else:
@@ -158,12 +160,34 @@ def _one_step(rank, case, pp):
         key = (m, case.get("data_seed", 0))
         if key not in reference:
             with ref.megatron_own_linear() as used:
-                reference[key] = (used, *ref.reference_losses_and_grads(full, batches))
-        result["ref_linear"], result["ref_losses"], ref_grads = reference[key]
+                reference[key] = (used, *ref.reference_losses_and_grads(full, batches), ref.mtp_losses_taken())
+        result["ref_linear"], result["ref_losses"], ref_grads, result["ref_mtp_losses"] = reference[key]
         result["ref_losses"] = list(result["ref_losses"])
         if not case.get("forward_only"):
             result["ref_grads"] = ref_grads
     return result
+
+
+# the word and position embeddings and the output layer: where megatron keeps copies of them
+EMBEDDING_NAMES = ("embedding.word_embeddings.weight", "embedding.position_embeddings.weight", "output_layer.weight")
+
+
+def _embedding_holders(model) -> list:
+    """(chunk, global name, parameter index on this rank) of every embedding / output Parameter this
+    rank holds, each Parameter once, and which of them the MTP block of a chunk reads (`reads`:
+    (chunk, index of the Parameter its embedding's word weight is))."""
+    seen, out = {}, []
+    for c, chunk in enumerate(model):
+        for name, p in ref.named_global_parameters(chunk):
+            if name in EMBEDDING_NAMES and id(p) not in seen:
+                seen[id(p)] = len(seen)
+                out.append(("holds", c, name, seen[id(p)]))
+    for c, chunk in enumerate(model):
+        inner = ref.unwrap(chunk)
+        if getattr(inner, "mtp_process", False):
+            weight = inner.embedding.word_embeddings.weight
+            out.append(("reads", c, "embedding.word_embeddings.weight", seen.get(id(weight))))
+    return out
 
 
 # The non-pipelined reference model and its runs, per process: a launch's cases share them (they differ in

@@ -231,6 +231,15 @@ CONFIGS = {
         "te": True, "bf16": True, "arch": "llama", "balance": {"mode": "lb-mini", "global_batch": 24, "data_seed": 45},
         "model": {"calculate_per_token_loss": True}, "ddp": {**OVERLAP, "use_distributed_optimizer": True},
         "schedules": ["zb-h1"]}),
+    # multi-token prediction (DeepSeek-V3's MTP, megatron's --mtp-num-layers 1) on an MoE model: the MTP block (a
+    # MoE layer of its own) and its loss on the loss stage, which under V is rank 0's chunk 1, next to the
+    # embedding it reads (one Parameter, one gradient, no embedding-group all-reduce); RoPE (the Llama block):
+    # megatron's MTP stage copies the word embedding and keeps it in step with the first stage's, but also builds
+    # a learned position table of its own that nothing synchronises, which a pp=1 reference does not have
+    "m-mtp-moe-ep2-llama": ("dp2pp2", {"arch": "llama", "moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2},
+                                       "model": {"mtp_num_layers": 1, "gradient_accumulation_fusion": True},
+                                       "ddp": {**OVERLAP, "use_distributed_optimizer": True},
+                                       "schedules": ["zb-h1", "zbv", "dualpipev"]}),
     # FP8 (issue 54): TE layers in bf16 under megatron's --fp8-format hybrid with the per-tensor recipes the TE
     # stand-in reproduces (delayed: amax histories reduced over the data-parallel amax group; tensorwise:
     # current scaling), on an emulated Hopper; DP2 x PP2 with overlapped reduce, the distributed optimizer with
@@ -405,7 +414,9 @@ NORM_VS_MEGATRON = 1e-6
 
 def _megatron_tol(config, schedule: str = "") -> float:
     """Against megatron's 1F1B the runs are bitwise equal (bf16 in every iteration too), except
-    the tied embedding's two gradient copies under V, summed in another order, and, where more than
+    the tied embedding's two gradient copies under V, summed in another order (likewise, with MTP under
+    V, the embedding that the first stage and the MTP layers read: one gradient of both uses in op order
+    where megatron sums the two copies'), and, where more than
     two data x context parallel ranks reduce a gradient, schedules with several chunks per rank: each
     chunk's DDP buffer is laid out on its own (megatron's 1F1B has one), so gloo's reduction sums an
     element's more than two partial values in another order (a few fp32 ulps: measured <= 7e-8; two
@@ -414,7 +425,9 @@ def _megatron_tol(config, schedule: str = "") -> float:
     reduced_over = world["dp"] * world.get("cp", 1)
     several_chunks = schedule == H.MEGATRON_COMBINED or (
         bool(schedule) and schedule != H.MEGATRON and S.info(schedule).chunks > 1)
-    return 1e-6 if CONFIGS[config][1].get("tied") or (several_chunks and reduced_over > 2) else 0.0
+    mtp_under_v = bool(CONFIGS[config][1].get("model", {}).get("mtp_num_layers")) and bool(schedule) \
+        and schedule not in H.ORACLES and S.info(schedule).placement == S.V
+    return 1e-6 if CONFIGS[config][1].get("tied") or mtp_under_v or (several_chunks and reduced_over > 2) else 0.0
 
 
 def _relative(tol):
@@ -761,10 +774,12 @@ def test_expert_weight_gradients_are_deferred(worlds, case):
     for res in per_rank:
         total, experts = res["linear_layers"]
         assert experts > 0, f"{config}: rank {res['rank']} holds no expert linear layer"
+        calls = total + res["output_layer_reuse"]  # the output layer once more per MTP layer on the loss stage
         for it, record in enumerate(res["iterations"]):
-            assert record["wgrads_deferred"] == total * m, \
+            assert record["wgrads_deferred"] == calls * m, \
                 (f"{config} / {schedule} / iteration {it}: rank {res['rank']} deferred {record['wgrads_deferred']} "
-                 f"weight gradients, expected {total} linear layers ({experts} of them in experts) x {m} microbatches")
+                 f"weight gradients, expected {total} linear layers ({experts} of them in experts, "
+                 f"{res['output_layer_reuse']} more MTP calls of the output layer) x {m} microbatches")
             assert record["wgrads_run"] == record["wgrads_deferred"], \
                 f"{config} / {schedule} / iteration {it}: rank {res['rank']} ran {record['wgrads_run']} of them"
 
@@ -784,6 +799,50 @@ def test_every_gradient_bucket_is_reduced_once_per_step(worlds, case):
             wrong = {k: n for k, n in record["grad_reduces"].items() if n != 1}
             assert not wrong, (f"{config} / {schedule} / iteration {it}: rank {res['rank']} reduced these bucket "
                                f"groups (chunk, kind, index) other than once: {wrong}")
+
+
+# -- multi-token prediction ------------------------------------------------------------------------
+
+MTP_ROWS = [c for c in CONFIGS if CONFIGS[c][1].get("model", {}).get("mtp_num_layers")]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in MTP_ROWS], ids=_ids)
+def test_mtp_losses_are_megatrons(worlds, reference, case):
+    """The MTP losses megatron's MTP block tracks (MTPLossLoggingHelper: what Megatron-LM logs as
+    "mtp_1 loss") in every iteration: on one pipeline rank per data-parallel replica, the loss stage's
+    (rank 0 under V, the last under loop placement), megatron's 1F1B's replica by replica (bitwise in the
+    first iteration; later within the gradients' tolerance against it, whose parameters they run on), and
+    their mean over the replicas the reference's over the global batch (which sums twice the microbatches)."""
+    config, schedule = case
+    per_rank, mega = _result(worlds, config, schedule), _result(worlds, config, H.MEGATRON)
+    refs = reference[config]
+    if "error" in refs:
+        pytest.fail(f"{config}: the non-pipelined reference raised:\n{refs['error'][-6000:]}", pytrace=False)
+    spec, pp = _spec(config), WORLDS[CONFIGS[config][0]]["pp"]
+    holder = 0 if schedule not in H.ORACLES and S.info(schedule).placement == S.V else pp - 1
+
+    def by_replica(results, it, holder):
+        out = {}
+        for r in results:
+            values = r["iterations"][it]["mtp_losses"]
+            assert bool(values) == (r["pp_rank"] == holder), \
+                f"{config} / {schedule}: pipeline rank {r['pp_rank']} tracked MTP losses {values}"
+            if values:
+                out[r["dp_rank"]] = values
+        assert sorted(out) == list(range(spec["dp"])), f"{config} / {schedule}: MTP losses of replicas {sorted(out)}"
+        return out
+
+    for it in range(spec["iterations"]):
+        ours, theirs = by_replica(per_rank, it, holder), by_replica(mega, it, pp - 1)
+        if it == 0:  # the same weights and data: the same forward, bit for bit
+            assert ours == theirs, f"{config} / {schedule} / iteration 0: MTP losses {ours}, megatron's 1F1B {theirs}"
+        for dp in theirs:  # after a step: the parameters' tolerance against megatron (_megatron_tol) carries over
+            _check_losses(f"{config} / {schedule} / iteration {it} replica {dp} MTP losses against megatron's 1F1B",
+                          ours[dp], theirs[dp], _grad_tol(config, it, "megatron", schedule))
+        mean = [sum(ours[dp][k] for dp in ours) / spec["dp"] for k in range(len(ours[0]))]
+        expected = [v / spec["dp"] for v in refs["iterations"][it]["mtp_losses"]]
+        _check_losses(f"{config} / {schedule} / iteration {it} MTP losses against the reference", mean, expected,
+                      _loss_tol(config, it))
 
 
 # -- balanced data: replicas with their own counts train the gradients of the plain split ------------
@@ -846,7 +905,7 @@ def test_architecture_rows_build_what_they_name(reference, config):
     # SwiGLU: every fc1 is twice its FFN width (the dense MLP's, each routed expert's, the shared expert's)
     spec = CONFIGS[config][1]
     widths = {"mlp.linear_fc1.weight": 4 * hidden, "shared_experts.linear_fc1.weight": spec.get("moe", {}).get("shared"),
-              "experts.linear_fc1.weight": 4 * hidden}
+              "experts.linear_fc1.weight": 4 * hidden, "experts.local_experts.": 4 * hidden}  # (grouped, sequential)
     fc1 = {n: s for n, s in shapes.items() if ".linear_fc1.weight" in n and "self_attention" not in n}
     assert fc1, f"{config}: no MLP"
     for n, s in fc1.items():

@@ -149,8 +149,20 @@ CASES = {
         argv=["--pipeline-schedule", "zb-h1", "--pipeline-model-parallel-layout", "Ett|tt|ttL|tt"],
         needles=["--pipeline-model-parallel-layout 'Ett|tt|ttL|tt' must end the last stage with the loss L (once)"],
         cli=None,
-        megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|tt|t|t|t|tt|ttm|L"),
-        megatron_needles=["has MTP layers (m), which the primus schedules do not run"]),
+        # megatron's standalone MTP stage (m before the loss stage): activations (1 + m) x sequence long
+        megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|tt|t|t|t|tt|ttm|L",
+                      mtp_num_layers=1),
+        megatron_needles=["--pipeline-model-parallel-layout 'Et|tt|t|t|t|tt|ttm|L' places MTP layers (m) in stage 6, "
+                          "not in the last stage with the loss", "put every m in the last stage"]),
+    "balance with MTP": dict(
+        split=True, argv=None, cli=None,
+        megatron=dict(pipeline_schedule="zbv", pipeline_balance="auto", mtp_num_layers=1),
+        megatron_needles=["--pipeline-balance cannot be used with --mtp-num-layers", "leaves out the MTP layers",
+                          "--pipeline-model-parallel-layout with the m in the last stage"]),
+    "megatron layout with MTP layers and no --mtp-num-layers": dict(
+        split=True, argv=None, cli=None,
+        megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|tt|t|t|t|tt|tt|tmL"),
+        megatron_needles=["has 1 MTP layers (m) but --mtp-num-layers is not given"]),
     "megatron layout with a virtual pipeline size": dict(
         split=True, argv=None, cli=None,
         megatron=dict(pipeline_schedule="zbv", pipeline_model_parallel_layout="Et|t|t|t|t|t|t|tL",
@@ -236,7 +248,6 @@ CASES = {
            ("defer_embedding_wgrad_compute", "1f1b", dict(defer_embedding_wgrad_compute=True),
             "finish_embedding_wgrad_compute"),
            ("variable_seq_lengths", "zb-h1", dict(variable_seq_lengths=True), "fixed-shape activations"),
-           ("mtp_num_layers", "zbv", dict(mtp_num_layers=1), "use a loop-placed schedule"),
            ("context_parallel_size", "zb-h2", dict(context_parallel_size=2, transformer_impl="local"),
             "needs TransformerEngine attention"),
            ("overlap_moe_expert_parallel_comm", "v-half", dict(overlap_moe_expert_parallel_comm=True),
@@ -635,7 +646,10 @@ def test_the_neighbours_of_each_refusal_are_accepted(argv):
 
 
 @pytest.mark.parametrize("values", [
-    dict(pipeline_schedule="zb-h1", mtp_num_layers=1),  # MTP is refused under V only
+    # MTP under every placement (under V on rank 0's last chunk, next to the embedding it reads); with a layout
+    # its m in the last stage
+    *(dict(pipeline_schedule=name, mtp_num_layers=1) for name in ("zb-h1", "zbv", "dualpipev", "v-min")),
+    dict(pipeline_schedule="zbv", mtp_num_layers=2, pipeline_model_parallel_layout="Et|t|t|t|t|t|t|tmmL"),
     dict(pipeline_schedule="zbv", context_parallel_size=2, transformer_impl="transformer_engine", bf16=True),
     dict(pipeline_schedule="zbv", context_parallel_size=2, transformer_impl="transformer_engine", fp16=True),
     *(dict(pipeline_schedule="zbv", context_parallel_size=2, cp_comm_type=kind, transformer_impl="transformer_engine",

@@ -51,6 +51,11 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
             cases.append({"schedule": "zb-auto", "microbatches": 6, "options": {**OPTS, **PAPER_AUTO}})
     for m in counts[-2:]:
         cases.append({"schedule": "megatron-1f1b", "microbatches": m})
+    if pp == 2:  # multi-token prediction (megatron's MTP block on the loss stage), against megatron's 1F1B
+        for config, tied, names in MTP_CASES:
+            cases += [{"schedule": name, "microbatches": MTP_M, "options": OPTS, "config": config, "tied": tied}
+                      for name in under_test(names)]
+            cases.append({"schedule": "megatron-1f1b", "microbatches": MTP_M, "config": config, "tied": tied})
     if pp in MEGATRON_INTERLEAVED:
         cases.append({"schedule": "megatron-interleaved", "microbatches": 4, "list_iterators": True,
                       "config": MEGATRON_INTERLEAVED[pp]})
@@ -58,6 +63,13 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
 
 
 COUNTS = {2: [1, 2, 3, 5], 3: [2, 4], 4: [2, 4, 6]}
+# MTP at pp=2 (m = 2 pp, dualpipev's least): one MTP layer under every schedule, untied; tied, and two
+# layers with a loss scaling factor other than megatron's default (0.1), under one schedule of each placement
+# (and dualpipev, whose pairs hold the loss stage's F and B)
+MTP_M = 4
+MTP_CASES = [({"mtp_num_layers": 1}, False, [n for n in SCHEDULES if n != "zb-optimal"]),
+             ({"mtp_num_layers": 1}, True, ["zb-h1", "interleaved-zb", "zbv", "dualpipev"]),
+             ({"mtp_num_layers": 2, "mtp_loss_scaling_factor": 0.3}, False, ["zb-h1", "zbv"])]
 V_COST_AWARE = ("zbv", "v-half", "v-min")
 UNEQUAL = S.Costs(f=1.0, b=2.0, w=1.0, comm=0.05)
 ALL_TO_ALL = S.Costs(f=1.0, b=1.0, w=1.0, a2a=0.5)  # half of each F and B an expert all-to-all
@@ -109,15 +121,21 @@ def test_every_schedule_matches_the_non_pipelined_reference(world):
     assert checked == len(cases)
 
 
+def _model_key(case: dict) -> tuple:
+    """What the model and the data of a case are (microbatches, model options, tied): cases of the same
+    key compare with each other."""
+    return case["microbatches"], repr(sorted(case.get("config", {}).items())), case.get("tied", False)
+
+
 def test_every_schedule_matches_megatrons_own_1f1b(world):
     pp, cases, per_rank = world
-    megatron = {c["microbatches"]: i for i, c in enumerate(cases) if c["schedule"] == "megatron-1f1b"}
+    megatron = {_model_key(c): i for i, c in enumerate(cases) if c["schedule"] == "megatron-1f1b"}
     assert megatron
     for i, case in enumerate(cases):
-        if case["schedule"] in H.MEGATRON_OWN or case["microbatches"] not in megatron:
+        if case["schedule"] in H.MEGATRON_OWN or _model_key(case) not in megatron:
             continue
         _, losses, grads = _merged(per_rank, i)
-        _, m_losses, m_grads = _merged(per_rank, megatron[case["microbatches"]])
+        _, m_losses, m_grads = _merged(per_rank, megatron[_model_key(case)])
         _assert_same(losses, grads, m_losses, m_grads, f"{case['schedule']} vs megatron 1F1B pp={pp}")
 
 
@@ -150,8 +168,12 @@ def test_weight_gradients_really_deferred_and_store_empties(world):
             continue
         splits = any(op.kind == S.W for ops in S.generate(case["schedule"], pp, case["microbatches"]).ranks
                      for op in ops)
+        # the output layer runs once more per MTP layer (each MTP depth's logits) on the loss stage's rank
+        reuse = case.get("config", {}).get("mtp_num_layers") or 0
+        loss_rank = S.owner_of(S.info(case["schedule"]).placement, pp, pp * S.info(case["schedule"]).chunks - 1)[0]
         for rank, res in enumerate(r[i] for r in per_rank):
-            expected = res["linear_layers"] * case["microbatches"] if splits else 0
+            calls = res["linear_layers"] + (reuse if rank == loss_rank else 0)
+            expected = calls * case["microbatches"] if splits else 0
             assert res["wgrads_deferred"] == expected, f"{case['schedule']} rank {rank}"
             assert res["wgrads_run"] == expected, f"{case['schedule']} rank {rank}"
 
@@ -215,3 +237,82 @@ def test_orders_with_overlapped_pairs_ran(world):
         assert planned.has_pairs, case["schedule"]
         for rank, res in enumerate(r[i] for r in per_rank):
             assert res["timeline"] == [(op.kind, op.mb, op.chunk) for op in planned.ranks[rank]]
+
+
+def _mtp_cases(cases: list) -> list:
+    return [(i, c) for i, c in enumerate(cases) if c.get("config", {}).get("mtp_num_layers")]
+
+
+def _mtp_losses(per_rank, i) -> list:
+    """The MTP losses megatron's block tracked in a case, from the one rank that holds the block."""
+    found = [r[i]["mtp_losses"] for r in per_rank if r[i]["mtp_losses"]]
+    assert len(found) == 1, f"MTP losses tracked on {len(found)} ranks, expected the loss stage's only"
+    return found[0]
+
+
+def test_mtp_trains_as_under_megatrons_1f1b(world):
+    """Multi-token prediction (megatron's MultiTokenPredictionBlock after the last transformer layer, each
+    depth's loss through the shared output layer, scaled by mtp_loss_scaling_factor / mtp_num_layers and
+    backpropagated through MTPLossAutoScaler with megatron's 1 / microbatches): the main losses and the
+    MTP losses (as megatron's MTPLossLoggingHelper tracks them) of every schedule, loop- and V-placed,
+    bitwise megatron's own 1F1B on the same weights and microbatches and within the parity tolerance of
+    the non-pipelined reference; every gradient bitwise megatron's 1F1B except, under V, the embedding and
+    output weights, whose uses (chunk 0's embedding, the MTP chunk's embedding and output layer) add into
+    one gradient in op order where megatron sums two copies' gradients, and a tied embedding under a split
+    backward, whose output-layer share arrives in W after the embedding's own in B (megatron adds them
+    within one backward): those to the parity tolerance (test_every_schedule_matches_megatrons_own_1f1b)."""
+    pp, cases, per_rank = world
+    ran = _mtp_cases(cases)
+    assert len(ran) == (sum(len(under_test(names)) + 1 for _, _, names in MTP_CASES) if pp == 2 else 0)
+    megatron = {_model_key(c): i for i, c in ran if c["schedule"] == "megatron-1f1b"}
+    for i, case in ran:
+        if case["schedule"] in H.MEGATRON_OWN:
+            continue
+        what = f"{case['schedule']} {case['config']} tied={case['tied']}"
+        _, losses, grads = _merged(per_rank, i)
+        _, m_losses, m_grads = _merged(per_rank, megatron[_model_key(case)])
+        mtp, m_mtp, r_mtp = _mtp_losses(per_rank, i), _mtp_losses(per_rank, megatron[_model_key(case)]), \
+            per_rank[0][i]["ref_mtp_losses"]
+        assert len(mtp) == case["config"]["mtp_num_layers"], what
+        assert losses == m_losses and mtp == m_mtp, f"{what}: losses {losses} / MTP {mtp}, megatron {m_losses} / {m_mtp}"
+        torch.testing.assert_close(torch.tensor(mtp), torch.tensor(r_mtp), rtol=RTOL, atol=ATOL,
+                                   msg=lambda m: f"{what} MTP losses against the reference: {m}")
+        assert any(name.startswith("mtp.layers.") for name in grads), what
+        shared = H.EMBEDDING_NAMES if S.info(case["schedule"]).placement == S.V else \
+            H.EMBEDDING_NAMES[:1] if case["tied"] else ()
+        for name, g in m_grads.items():
+            if name not in shared:
+                assert torch.equal(grads[name], g), f"{what}: gradient {name} is not megatron's 1F1B's bit for bit"
+
+
+def test_mtp_block_sits_on_the_loss_stage_and_reads_one_embedding_under_v(world):
+    """Where MTP lives: on the loss stage's chunk (megatron's get_mtp_num_layers_to_build answered by
+    global stage). Under V that is rank 0's chunk 1, whose MTP layers read chunk 0's embedding: rank 0
+    holds the word and position embeddings (and the untied output layer) once each, no other rank holds
+    any, so each has one gradient. Under loop placement the last rank keeps megatron's own copy of the
+    embedding next to the MTP block (megatron's 1F1B: the same)."""
+    pp, cases, per_rank = world
+    for i, case in _mtp_cases(cases):
+        name = case["schedule"]
+        placement = S.V if name not in H.MEGATRON_OWN and S.info(name).placement == S.V else S.LOOP
+        chunks = 1 if name in H.MEGATRON_OWN else S.info(name).chunks
+        holder, chunk = S.owner_of(placement, pp, pp * chunks - 1)
+        what = f"{name} tied={case['tied']}"
+        for rank, res in enumerate(r[i] for r in per_rank):
+            held = [(c, n, idx) for kind, c, n, idx in res["embeddings"] if kind == "holds"]
+            reads = [(c, idx) for kind, c, n, idx in res["embeddings"] if kind == "reads"]
+            assert [c for c, _ in reads] == ([chunk] if rank == holder else []), f"{what} rank {rank}: {reads}"
+            names = sorted(n for _, n, _ in held)
+            word, position, output = H.EMBEDDING_NAMES
+            if placement == S.V:
+                expected = [word, position] + ([] if case["tied"] else [output]) if rank == 0 else []
+            else:
+                # megatron's MTP stage keeps a copy of the embedding; with tied weights its output layer's
+                # own weight (named as the embedding it is tied to) is never used: the layer reads the copy
+                expected = {0: [word, position], holder: [word, position, word if case["tied"] else output]}.get(
+                    rank, [])
+            expected = sorted(expected)
+            assert names == expected, f"{what} rank {rank}: holds {names}, expected {expected}"
+            if rank == holder:  # the first word embedding the rank holds: chunk 0's under V, the copy under loop
+                first = next(idx for c, n, idx in held if n == word)
+                assert reads[0][1] == first, f"{what}: the MTP block reads Parameter {reads[0][1]}, not {first}"

@@ -32,7 +32,8 @@ from hypothesis import strategies as st
 import megatron_reference as ref
 import pipeline_harness as H
 from primus_megatron import schedules as S
-from primus_megatron.schedules.layer_split import LayerSplit, SplitError, check, rank_layers, stage_layers, stage_ranges
+from primus_megatron.schedules.layer_split import (LayerSplit, SplitError, check, mtp_stage, rank_layers, stage_layers,
+                                                  stage_ranges)
 
 RTOL, ATOL = 1e-5, 1e-7
 SCHEDULES = S.names()  # zb-optimal too (its integer program is small at these sizes)
@@ -130,8 +131,9 @@ def test_refusals_name_the_option_and_what_is_allowed(split, pp, chunks, needles
         assert needle in message, (needle, message)
 
 
-def _megatron_layout(text: str, num_layers: int, pp: int):
-    """[(offset, count)] per global stage from megatron-core's own layout, or the exception it raises."""
+def _megatron_layout(text: str, num_layers: int, pp: int, mtp=None):
+    """[(offset, count)] per global stage from megatron-core's own layout, or the exception it raises;
+    with `mtp` (mtp_num_layers), also [MTP layers per global stage]."""
     from megatron.core import parallel_state as ps
     from megatron.core.transformer.enums import LayerType
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -139,14 +141,16 @@ def _megatron_layout(text: str, num_layers: int, pp: int):
     try:
         config = TransformerConfig(num_layers=num_layers, hidden_size=8, num_attention_heads=2,
                                    pipeline_dtype=torch.float32, pipeline_model_parallel_size=pp,
-                                   pipeline_model_parallel_layout=text)
+                                   pipeline_model_parallel_layout=text, mtp_num_layers=mtp)
         layout = config.pipeline_model_parallel_layout
         vp = layout.virtual_pipeline_model_parallel_size
         ps.set_virtual_pipeline_model_parallel_world_size(vp if vp > 1 else None)  # its lookups read it
         try:
-            return [(layout.get_layer_offset(LayerType.decoder, s // pp if vp > 1 else None, s % pp),
-                     layout.get_num_layers_to_build(LayerType.decoder, s // pp if vp > 1 else None, s % pp))
-                    for s in range(pp * vp)]
+            where = [(s // pp if vp > 1 else None, s % pp) for s in range(pp * vp)]
+            split = [(layout.get_layer_offset(LayerType.decoder, *at), layout.get_num_layers_to_build(
+                LayerType.decoder, *at)) for at in where]
+            return split if mtp is None else (split, [layout.get_num_layers_to_build(LayerType.mtp, *at)
+                                                      for at in where])
         finally:
             ps.set_virtual_pipeline_model_parallel_world_size(None)
     except (ValueError, AssertionError, NotImplementedError) as exc:
@@ -159,8 +163,10 @@ def test_a_layout_is_split_as_megatron_core_splits_it(pp, vp, data):
     """Random layouts, most of them valid (a count per stage, E first, L last), some
     with a stray E / L / m, an empty stage or a stage too many: where we accept one,
     megatron-core accepts it with the same layers per global stage; where megatron
-    refuses one, so do we (in one sentence naming the option). We refuse more: MTP
-    layers, E / L not in the first / last stage, empty middle stages."""
+    refuses one, so do we (in one sentence naming the option). With MTP layers (m, and
+    megatron's mtp_num_layers) where we accept them megatron builds them in the same stage. We
+    refuse more: MTP layers outside the last stage (megatron's standalone MTP stage), E / L not in
+    the first / last stage, empty middle stages."""
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -168,28 +174,36 @@ def test_a_layout_is_split_as_megatron_core_splits_it(pp, vp, data):
     counts = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n), label="counts")
     stages = [("t*%d" % c if c > 1 else "t" * c) for c in counts]
     stages[0], stages[-1] = "E" + stages[0], stages[-1] + "L"
-    mutation = data.draw(st.sampled_from(["", "", "", "E_late", "L_early", "mtp"]), label="mutation")
+    mutation = data.draw(st.sampled_from(["", "", "", "E_late", "L_early", "mtp", "mtp", "mtp_unset",
+                                          "mtp_early"]), label="mutation")
+    mtp = data.draw(st.sampled_from([1, 2]), label="mtp layers") if mutation in ("mtp", "mtp_early") else None
     if mutation == "E_late" and n > 1:
         stages[0], stages[1] = stages[0][1:], "E" + stages[1]
     elif mutation == "L_early" and n > 1:
         stages[-1], stages[-2] = stages[-1][:-1], stages[-2] + "L"
-    elif mutation == "mtp":
-        stages[-1] = stages[-1][:-1] + "mL"
+    elif mutation in ("mtp", "mtp_unset"):  # MTP layers before the loss (with --mtp-num-layers, or without)
+        stages[-1] = stages[-1][:-1] + "m" * (mtp or 1) + "L"
+    elif mutation == "mtp_early" and n > 1:  # in the stage before the loss's (megatron's standalone MTP)
+        stages[-2] += "m" * mtp
     text = "|".join(stages)
     layers = max(1, sum(counts))
-    theirs = _megatron_layout(text, layers, pp)
+    theirs = _megatron_layout(text, layers, pp, mtp)
+    split = LayerSplit(layers, layout=text, mtp=mtp)
     try:
-        ours = stage_ranges(LayerSplit(layers, layout=text), pp, vp)
+        ours = stage_ranges(split, pp, vp)
     except SplitError as exc:
         assert str(exc).startswith("--pipeline-model-parallel-layout") and "\n" not in str(exc)
         return
     assert not isinstance(theirs, Exception), f"{text!r} pp={pp} vp={vp}: megatron: {theirs!r}, ours {ours}"
+    if mtp is not None:  # the MTP layers in the stage megatron builds them in, all of them
+        theirs, mtp_counts = theirs
+        assert [mtp if s == mtp_stage(split, n) else 0 for s in range(n)] == mtp_counts, f"{text!r} pp={pp} vp={vp}"
     assert [(r.start - 1, len(r)) for r in ours] == theirs, f"{text!r} pp={pp} vp={vp}"
 
 
 @pytest.mark.parametrize("text, pp, chunks, needles", [
     ("Et|ttt|ttt", 2, 2, ["has 3 stages; the pipeline has 4"]),
-    ("Et|ttt|tttm|tL", 2, 2, ["MTP layers (m)"]),
+    ("Et|ttt|tttm|tL", 2, 2, ["has 1 MTP layers (m) but --mtp-num-layers is not given"]),
     ("t|Ettt|ttt|tL", 2, 2, ["must begin the first stage with the embedding E"]),
     ("Et|ttt|tttL|t", 2, 2, ["must end the last stage with the loss L"]),
     ("Et|tttt|tt|tL", 2, 2, ["holds 8 transformer layers (t) but --num-layers is 7"]),
@@ -203,6 +217,25 @@ def test_layout_refusals_name_the_option_and_what_is_allowed(text, pp, chunks, n
         assert needle in message, (needle, message)
     both = check(LayerSplit(7, first=2, layout="Et|t*3|t*2|tL"), 2, 2)
     assert "--pipeline-model-parallel-layout cannot be combined with --decoder-first-pipeline-num-layers" in both
+
+
+@pytest.mark.parametrize("text, mtp, needles", [
+    ("Et|ttt|tttm|tL", 1, ["places MTP layers (m) in stage 2, not in the last stage with the loss",
+                           "one fixed shape", "(e.g. '...|tmL')"]),
+    ("Et|ttt|ttt|mtL", 1, ["places a transformer layer (t) after an MTP layer (m)"]),
+    ("Et|ttt|ttt|tmL", 2, ["has 1 MTP layers (m) but --mtp-num-layers is 2"]),
+    ("Et|ttt|ttt|tL", 1, ["has 0 MTP layers (m) but --mtp-num-layers is 1", "'Ett|tt|tt|tmL'"]),
+])
+def test_mtp_layout_refusals_name_the_option_and_what_is_allowed(text, mtp, needles):
+    """MTP layers in a layout: as many as --mtp-num-layers, after every transformer layer, in the last
+    stage (megatron's standalone MTP stage before the loss's is refused: its activations are longer)."""
+    message = check(LayerSplit(7, layout=text, mtp=mtp), 2, 2, "--pipeline-schedule zbv")
+    assert message is not None and message.startswith("--pipeline-model-parallel-layout") and "\n" not in message
+    for needle in needles:
+        assert needle in message, (needle, message)
+    accepted = LayerSplit(7, layout="Et|ttt|tt|t" + "m" * mtp + "L", mtp=mtp)
+    assert check(accepted, 2, 2, "--pipeline-schedule zbv") is None and mtp_stage(accepted, 4) == 3
+    assert mtp_stage(LayerSplit(8, mtp=mtp), 4) == 3 and mtp_stage(LayerSplit(8), 4) is None
 
 
 def test_a_layout_lightens_rank_0_under_v_at_pp2():
@@ -256,6 +289,12 @@ SPLITS = {
         # accounting option can give at pp=2. Compared with megatron's interleaved 1F1B on the same layout.
         "layout, 2 chunks, tied": (8, dict(pipeline_model_parallel_layout="Et|t*3|(t)*3|tL"), True, _with_chunks(2)),
         "layout, 1 chunk": (6, dict(pipeline_model_parallel_layout="Ett|ttttL"), False, _with_chunks(1)),
+        # multi-token prediction placed by the layout ('m' in the last stage, megatron's rule and ours): under V
+        # rank 0's chunk 1, next to the embedding it reads
+        "layout with MTP, 2 chunks": (8, dict(pipeline_model_parallel_layout="Et|t*3|(t)*3|tmL", mtp_num_layers=1),
+                                      False, ["interleaved-zb", "zbv", "dualpipev"]),
+        "layout with MTP, 1 chunk, tied": (6, dict(pipeline_model_parallel_layout="Ett|ttttmmL", mtp_num_layers=2),
+                                           True, ["zb-h1"]),
     },
     3: {
         "first+last": (8, dict(num_layers_in_first_pipeline_stage=2, num_layers_in_last_pipeline_stage=2), False,

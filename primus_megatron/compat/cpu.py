@@ -122,6 +122,9 @@ _PROXIED_MODULES = (
     # YaRN RoPE (multi-latent attention's default rope_type): its tables made on current_device()
     # unless use_cpu_initialization (:76) and moved there at the first forward (:122, :126), both tags
     "megatron.core.models.common.embeddings.yarn_rotary_pos_embedding",
+    # multi-token prediction: its loss tracker made on current_device() (:337 at core_v0.16.1; :374-378 at
+    # core_v0.19.0), and roll_tensor's context-parallel boundary exchange (:179)
+    "megatron.core.transformer.multi_token_prediction",
 )
 
 

@@ -20,8 +20,9 @@ With `--pipeline-schedule NAME` on the command line (added by
   (`is_pipeline_first_stage(ignore_virtual=False, vp_stage=c)`, which
   pretrain_gpt's get_batch asks) by global stage, so rank 0's chunk 1 reads
   the labels; broadcast the whole batch to tensor-parallel peers on the rank
-  holding both ends; and hand the loss dicts to the last pipeline rank, where
-  Megatron-LM's train_step, evaluate and logging read them.
+  holding both ends; and hand the loss dicts (and the MTP losses megatron-core
+  tracks, runtime/mtp.py) to the last pipeline rank, where Megatron-LM's
+  train_step, evaluate and logging read them.
 
 With `--cpu` (or `--distributed-backend gloo` without CUDA) it first turns on CPU
 mode (`compat.cpu.enable(training=True)`; gloo, local layers unless a TransformerEngine
@@ -68,11 +69,11 @@ class Plugin:
             self._runner = forward_backward_func_for(self.spec, validation=self.validation)
         return self._runner
 
-    def place_layers(self, pp: int, placement: str) -> None:
+    def place_layers(self, pp: int, placement: str, chunks: int) -> None:
         """Every later layer-offset lookup (model build, checkpoint keys) follows `placement`."""
         from ..runtime.placement import layer_placement
 
-        self.stack.enter_context(layer_placement(pp, placement))  # a no-op when already in effect
+        self.stack.enter_context(layer_placement(pp, placement, chunks))  # a no-op when already in effect
 
 
 # The installed plugin. Megatron-LM calls our patches without a handle of ours, and
@@ -146,7 +147,7 @@ def placed_provider(provider: Callable, entry: Union[S.registry.ScheduleInfo, Pi
         stage = S.stage_of(entry.placement, pp, rank, c)
         # under V rank 0 holds both ends: no embedding-group all-reduce at construction (the
         # last pipeline rank holds neither end and would never join it)
-        with layer_placement(pp, entry.placement), _untie_group(entry.placement):
+        with layer_placement(pp, entry.placement, chunks), _untie_group(entry.placement):
             model = provider(pre_process=stage == 0, post_process=stage == n - 1,
                              **({"vp_stage": vp_stage} if vp_stage is not None else {}), **kwargs)
         model.pipeline_stage, model.pipeline_num_stages = stage, n
@@ -238,7 +239,7 @@ def _place_stages(plugin: Plugin, pp: int) -> None:
     """Under V: layers numbered and stage questions answered by global stage from now on."""
     spec = plugin.spec
     if spec.placement == S.V:
-        plugin.place_layers(pp, spec.placement)
+        plugin.place_layers(pp, spec.placement, spec.chunks)
         _remap_stage_predicates(pp, spec.chunks, spec.placement)
 
 
@@ -471,6 +472,10 @@ def _balance_before_build(args, spec: Optional[PipelineSpec]) -> PipelineSpec:
     from ..schedules.balance import load_profile
     from .args import apply_balance
 
+    if getattr(args, "mtp_num_layers", None):
+        from ..options import BALANCE_WITH_MTP
+
+        _refuse(BALANCE_WITH_MTP)  # before the balancer writes a layout without the MTP layers
     if args.pipeline_balance == "auto":
         _refuse("--pipeline-balance auto measures costs and then rebuilds the model, which Megatron-LM's loop does "
                 "not allow: write a profile with --pipeline-profile-out FILE.json in one run and pass "

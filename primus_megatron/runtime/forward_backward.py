@@ -21,6 +21,7 @@ import torch.distributed as dist
 from .. import schedules as S
 from ..options import PipelineSpec, from_options
 from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
+from . import mtp
 from .linear_hooks import install
 from .p2p import P2P, resolve_mode
 from .planner import Planner, ScheduleMismatch, check_same_schedule  # noqa: F401  (ScheduleMismatch: runtime/__init__)
@@ -134,8 +135,11 @@ class PipelineRunner:
         if not forward_only and config.finalize_model_grads_func is not None:
             self._finalize(sched, result, chunks, config, group, pg_collection, force_all_reduce)
         if self.losses_on_last_rank:
-            return _move_losses_to_last_rank(sched, result.forward_data_store, p2p, rank,
-                                             next(chunks[0].parameters()).device)
+            device = next(chunks[0].parameters()).device
+            store = _move_losses_to_last_rank(sched, result.forward_data_store, p2p, rank, device)
+            if not forward_only and getattr(config, "mtp_num_layers", None):  # and the MTP losses' sums
+                mtp.hand_over_tracker(p2p, rank, sched.owner(sched.num_stages - 1)[0], sched.pp - 1, device)
+            return store
         return result.forward_data_store
 
     def _log_offload(self, sched: S.Schedule, result: StepResult, rank: int) -> None:
@@ -409,6 +413,9 @@ def get_forward_backward_func(schedule: Union[str, S.Schedule, PipelineSpec] = "
     offload_bandwidth, profile_steps (the window of training steps measured), replan, profile_out,
     post_validation, balance_data (off, sorted or lb-mini: data-parallel replicas run microbatch
     counts of their own, `runtime.replica_counts`). `validation`: see PipelineRunner.
+    `losses_on_last_rank`: the loss dicts (and after a training step the MTP losses megatron-core's
+    MTPLossLoggingHelper tracked, `runtime.mtp.hand_over_tracker`) are returned on the last pipeline
+    rank, as Megatron-LM reads them, wherever the placement computed them.
     """
     if isinstance(schedule, PipelineSpec):
         if options:

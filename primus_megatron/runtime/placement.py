@@ -47,7 +47,7 @@ import torch
 from .. import schedules as S
 from ..schedules import layer_split
 from ..schedules.errors import ScheduleError
-from . import te_wgrad
+from . import mtp, te_wgrad
 
 if TYPE_CHECKING:
     from ..options import PipelineSpec
@@ -84,10 +84,12 @@ def _layout_lookups(pp: int, placement: str) -> dict[str, Callable]:
 
 
 @contextlib.contextmanager
-def layer_placement(pp: int, placement: str):
+def layer_placement(pp: int, placement: str, chunks: Optional[int] = None):
     """Within the context, megatron's layer split follows `placement`: its two
     split functions (and a layout's lookups) get the loop pair of the chunk's
-    global stage."""
+    global stage, and its MTP placement functions answer by global stage
+    (runtime/mtp.py; `chunks` per rank, else the config's or parallel_state's
+    virtual pipeline size)."""
     from megatron.core.transformer import transformer_block, transformer_layer
     from megatron.core.transformer.pipeline_parallel_layer_layout import PipelineParallelLayerLayout
 
@@ -96,6 +98,7 @@ def layer_placement(pp: int, placement: str):
         for name, fn in _layout_lookups(pp, placement).items():
             patched.append((PipelineParallelLayerLayout, name, PipelineParallelLayerLayout.__dict__[name]))
             setattr(PipelineParallelLayerLayout, name, fn)
+    replacements = {}  # name -> (original, replacement)
     originals = {
         "get_transformer_layer_offset": transformer_layer.get_transformer_layer_offset,
         "get_num_layers_to_build": transformer_block.get_num_layers_to_build,
@@ -109,22 +112,40 @@ def layer_placement(pp: int, placement: str):
                 vp, rank = _loop_pair(pp, placement, vp_stage, pp_rank)
                 return original(config, vp, rank, *args, **kwargs)
 
-            fn._primus_placement = (pp, placement)
             return fn
 
-        wrappers = {name: remapped(fn) for name, fn in originals.items()}
-        for module in list(sys.modules.values()):
-            if module is None or not getattr(module, "__name__", "").startswith("megatron.core"):
-                continue
-            for name, original in originals.items():
-                if getattr(module, name, None) is original:
-                    setattr(module, name, wrappers[name])
-                    patched.append((module, name, original))
+        replacements.update({name: (fn, remapped(fn)) for name, fn in originals.items()})
+    replacements.update(_mtp_replacements(pp, placement, chunks))
+    for original, fn in replacements.values():
+        fn._primus_placement = getattr(fn, "_primus_placement", (pp, placement))
+    for module in list(sys.modules.values()):
+        if module is None or not getattr(module, "__name__", "").startswith("megatron.core"):
+            continue
+        for name, (original, fn) in replacements.items():
+            if getattr(module, name, None) is original:
+                setattr(module, name, fn)
+                patched.append((module, name, original))
     try:
         yield
     finally:
         for owner, name, original in reversed(patched):
             setattr(owner, name, original)
+
+
+def _mtp_replacements(pp: int, placement: str, chunks: Optional[int]) -> dict:
+    """megatron's MTP placement functions answered by global stage (runtime/mtp.py), unless
+    replacements for the same pipeline are in place already."""
+    from megatron.core.transformer import multi_token_prediction
+
+    out = {}
+    for name, make in mtp.placement_functions(pp, placement, chunks).items():
+        original = getattr(multi_token_prediction, name, None)
+        if original is None or getattr(original, "_primus_placement", None) == (pp, placement, chunks):
+            continue
+        fn = make(original)
+        fn._primus_placement = (pp, placement, chunks)
+        out[name] = (original, fn)
+    return out
 
 
 def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
@@ -198,7 +219,7 @@ def build_model(provider: Callable[..., torch.nn.Module], *, schedule: Union[str
     if problem:
         raise ScheduleError(problem)
     model = []
-    with layer_placement(pp, placement), _untie_group(placement):
+    with layer_placement(pp, placement, nchunks), _untie_group(placement):
         for c in range(nchunks):
             stage = S.stage_of(placement, pp, rank, c)
             chunk = provider(pre_process=stage == 0, post_process=stage == n - 1,
@@ -268,10 +289,15 @@ def patch_float16_module() -> None:
 
 def _tie_embeddings(model: list[torch.nn.Module]) -> None:
     """Rank 0 holds both ends of the V: the output layer uses the embedding's
-    Parameter itself. It is registered in chunk 0 only, so a data-parallel
-    wrapper per chunk never sees it twice."""
+    Parameter itself, and MTP layers on the last stage read chunk 0's embedding
+    (runtime/mtp.py). Both are registered in chunk 0 only, so a data-parallel
+    wrapper per chunk never sees them twice."""
     first, last = _unwrap(model[0]), _unwrap(model[-1])
-    if not getattr(last, "share_embeddings_and_output_weights", False) or not getattr(first, "pre_process", False):
+    if not getattr(first, "pre_process", False):
+        return
+    if mtp.share_embedding(first, last):
+        last.primus_borrows_weight_of_chunk = 0  # chunk 0's reduce waits for chunk 1's last use
+    if not getattr(last, "share_embeddings_and_output_weights", False):
         return
     weight = first.embedding.word_embeddings.weight
     del last.output_layer.weight
@@ -299,6 +325,9 @@ def global_parameter_name(chunk: torch.nn.Module, local_name: str) -> str:
         layer = inner.decoder.layers[int(parts[2])]
         rest = _global_expert(layer, parts[3:])
         return ".".join(["decoder", "layers", str(layer.layer_number - 1), *rest])
+    if parts[:2] == ["mtp", "layers"] and len(parts) > 4 and parts[3] == "transformer_layer":  # an MTP layer's experts
+        layer = inner.mtp.layers[int(parts[2])].transformer_layer
+        return ".".join([*parts[:4], *_global_expert(layer, parts[4:])])
     if local_name == "output_layer.weight" and getattr(inner, "share_embeddings_and_output_weights", False):
         return "embedding.word_embeddings.weight"
     return local_name

@@ -36,8 +36,18 @@ Refused here beyond megatron's own checks: F and L together on 2 pipeline
 ranks with vp > 1 (megatron-core's offset divides by the zero middle ranks;
 F alone is the same split), F + L above the layers (megatron builds negative
 layer counts), for schedules with W ops a first stage holding the embedding
-alone (W would find no weight gradient to run), and in a layout MTP layers,
-an embedding (loss) outside the first (last) stage and empty middle stages.
+alone (W would find no weight gradient to run), and in a layout an embedding
+(loss) outside the first (last) stage, empty middle stages and MTP layers (m)
+anywhere but in the last stage, after its transformer layers (megatron's
+"standalone" MTP stage sends activations (1 + MTP layers) times the sequence
+long to the loss stage; our pipeline sends one fixed shape).
+
+Multi-token prediction (megatron's `mtp_num_layers`, Megatron-LM's
+--mtp-num-layers) adds its layers to one global stage and to none of the
+counts above: the last stage without a layout (`get_mtp_num_layers_to_build`
+in multi_token_prediction.py), the stage of the layout's 'm' with one
+(`mtp_stage`). Under `v` that is rank 0's second chunk, next to the embedding
+the MTP layers read.
 
 Layer numbers are global and follow the stage order, so the first layer of
 stage s is one more than the layers of stages 0 .. s-1. A placement decides
@@ -59,10 +69,11 @@ from .ir import stage_of
 CLI = {"first": "--decoder-first-pipeline-num-layers", "last": "--decoder-last-pipeline-num-layers",
        "embedding": "--account-for-embedding-in-pipeline-split", "loss": "--account-for-loss-in-pipeline-split",
        "layout": "--pipeline-model-parallel-layout", "num_layers": "--num-layers",
-       "pp": "--pipeline-model-parallel-size"}
+       "pp": "--pipeline-model-parallel-size", "mtp": "--mtp-num-layers"}
 CONFIG = {"first": "num_layers_in_first_pipeline_stage", "last": "num_layers_in_last_pipeline_stage",
           "embedding": "account_for_embedding_in_pipeline_split", "loss": "account_for_loss_in_pipeline_split",
-          "layout": "pipeline_model_parallel_layout", "num_layers": "num_layers", "pp": "pipeline_model_parallel_size"}
+          "layout": "pipeline_model_parallel_layout", "num_layers": "num_layers", "pp": "pipeline_model_parallel_size",
+          "mtp": "mtp_num_layers"}
 
 
 class SplitError(ScheduleError):
@@ -79,13 +90,14 @@ class LayerSplit:
     embedding: bool = False
     loss: bool = False
     layout: Optional[str] = None  # megatron's pipeline_model_parallel_layout, as its string
+    mtp: Optional[int] = None  # megatron's mtp_num_layers (MTP layers, in one stage: `mtp_stage`)
 
     @classmethod
     def from_config(cls, config: Any) -> "LayerSplit":
         """From a TransformerConfig (or anything with its field names)."""
         return cls(config.num_layers, getattr(config, CONFIG["first"], None), getattr(config, CONFIG["last"], None),
                    bool(getattr(config, CONFIG["embedding"], False)), bool(getattr(config, CONFIG["loss"], False)),
-                   layout_text(getattr(config, CONFIG["layout"], None)))
+                   layout_text(getattr(config, CONFIG["layout"], None)), getattr(config, CONFIG["mtp"], None) or None)
 
     @classmethod
     def from_args(cls, args: Any) -> Optional["LayerSplit"]:
@@ -96,7 +108,7 @@ class LayerSplit:
         return cls(num_layers, getattr(args, "decoder_first_pipeline_num_layers", None),
                    getattr(args, "decoder_last_pipeline_num_layers", None),
                    bool(getattr(args, CONFIG["embedding"], False)), bool(getattr(args, CONFIG["loss"], False)),
-                   layout_text(getattr(args, CONFIG["layout"], None)))
+                   layout_text(getattr(args, CONFIG["layout"], None)), getattr(args, CONFIG["mtp"], None) or None)
 
     @property
     def uneven(self) -> bool:
@@ -146,12 +158,24 @@ def parse_layout(text: str, *, option: str = CLI["layout"]) -> list[str]:
     return flat.split("|")
 
 
-def layout_string(counts: list[int]) -> str:
-    """The layout string of per-stage transformer-layer counts (E in stage 0, L in the last)."""
+def layout_string(counts: list[int], mtp: Optional[int] = None) -> str:
+    """The layout string of per-stage transformer-layer counts (E in stage 0, `mtp` MTP layers
+    and L in the last)."""
     stages = [f"t*{n}" if n > 1 else "t" * n for n in counts]
     stages[0] = "E" + stages[0]
-    stages[-1] = stages[-1] + "L"
+    stages[-1] = stages[-1] + "m" * (mtp or 0) + "L"
     return "|".join(stages)
+
+
+def mtp_stage(split: Optional[LayerSplit], stages: int) -> Optional[int]:
+    """The global stage holding the MTP layers (None without them): the layout's stage with 'm'
+    (its last, once `check` accepted it), else the last stage, as megatron places them."""
+    if split is None:
+        return None
+    if split.layout:
+        holding = [s for s, text in enumerate(parse_layout(split.layout)) if "m" in text]
+        return holding[0] if holding else None
+    return stages - 1 if split.mtp else None
 
 
 def _layout_counts(split: LayerSplit, n: int, names: dict) -> list[int]:
@@ -161,9 +185,7 @@ def _layout_counts(split: LayerSplit, n: int, names: dict) -> list[int]:
     if len(stages) != n:
         raise SplitError(f"{opt} {split.layout!r} has {len(stages)} stages; the pipeline has {n} "
                          f"(pipeline ranks x chunks per rank): give {n} stages separated by '|'")
-    if "m" in whole:
-        raise SplitError(f"{opt} {split.layout!r} has MTP layers (m), which the primus schedules do not run; "
-                         f"drop them or use megatron's own schedule")
+    _check_layout_mtp(split, stages, names)
     if whole.count("E") != 1 or not stages[0].startswith("E"):
         raise SplitError(f"{opt} {split.layout!r} must begin the first stage with the embedding E (once)")
     if whole.count("L") != 1 or not stages[-1].endswith("L"):
@@ -177,6 +199,28 @@ def _layout_counts(split: LayerSplit, n: int, names: dict) -> list[int]:
         raise SplitError(f"{opt} {split.layout!r} leaves stage {empty[0]} without any layer; every stage between "
                          f"the first and the last needs a transformer layer (t)")
     return counts
+
+
+def _check_layout_mtp(split: LayerSplit, stages: list[str], names: dict) -> None:
+    """megatron's rules for 'm' (validate_layer_layout: as many as mtp_num_layers, all in one stage,
+    after every transformer layer) and ours: that stage is the last one (see the module doc)."""
+    opt, count = names["layout"], "".join(stages).count("m")
+    if count != (split.mtp or 0):
+        given = f"{names['mtp']} is {split.mtp}" if split.mtp else f"{names['mtp']} is not given"
+        raise SplitError(f"{opt} {split.layout!r} has {count} MTP layers (m) but {given}; give as many m as "
+                         f"{names['mtp']}, all in the last stage before L (e.g. 'Ett|tt|tt|t{'m' * (split.mtp or 1)}L')")
+    if not count:
+        return
+    holding = [s for s, text in enumerate(stages) if "m" in text]
+    last = stages[-1]
+    if holding != [len(stages) - 1]:
+        raise SplitError(f"{opt} {split.layout!r} places MTP layers (m) in stage {holding[0]}, not in the last stage "
+                         f"with the loss: megatron's standalone MTP stage sends activations (1 + MTP layers) times "
+                         f"the sequence long to the next stage, and the primus schedules send one fixed shape; put "
+                         f"every m in the last stage, after its t and before L (e.g. '...|t{'m' * count}L')")
+    if "t" in last[last.index("m"):]:
+        raise SplitError(f"{opt} {split.layout!r} places a transformer layer (t) after an MTP layer (m); megatron "
+                         f"builds the MTP layers after every transformer layer: write them after the t, before L")
 
 
 def stage_layers(split: LayerSplit, pp: int, chunks: int = 1, *, names: dict = CLI,

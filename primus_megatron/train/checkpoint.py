@@ -43,7 +43,7 @@ def _placement(args, spec: Optional[PipelineSpec]):
         return contextlib.nullcontext()
     from ..runtime.placement import layer_placement
 
-    return layer_placement(args.pipeline_model_parallel_size, spec.placement)
+    return layer_placement(args.pipeline_model_parallel_size, spec.placement, spec.chunks)
 
 
 def _model_state(args, spec: Optional[PipelineSpec], model) -> dict:
