@@ -405,6 +405,13 @@ def _clear_megatron_state() -> None:
         clear_aux_losses_tracker()
     except Exception:  # older/newer megatron without it, or a tracker never created
         pass
+    try:  # megatron-core 0.19 keeps its MoE metrics per layer, sized by the first model that logged them:
+        # a later row with more layers (MTP's among them) would index past them (moe_logging.py record)
+        from megatron.core.transformer.moe.moe_logging import destroy_moe_metrics_tracker
+
+        destroy_moe_metrics_tracker()
+    except ImportError:  # megatron-core before 0.19
+        pass
 
 
 def build(spec: dict, schedule: str, *, reference: bool = False):
