@@ -405,13 +405,17 @@ def _clear_megatron_state() -> None:
         clear_aux_losses_tracker()
     except Exception:  # older/newer megatron without it, or a tracker never created
         pass
-    try:  # megatron-core 0.19 keeps its MoE metrics per layer, sized by the first model that logged them:
-        # a later row with more layers (MTP's among them) would index past them (moe_logging.py record)
+    # megatron keeps its MoE metrics per layer, sized by the first model that logged them: a later row with
+    # more layers (MTP's among them) would index past them (0.16.1 moe_utils.save_to_aux_losses_tracker,
+    # 0.19 moe_logging.MoEMetricsTracker.record); clearing only zeroes them, so they are dropped
+    try:
         from megatron.core.transformer.moe.moe_logging import destroy_moe_metrics_tracker
 
         destroy_moe_metrics_tracker()
-    except ImportError:  # megatron-core before 0.19
-        pass
+    except ImportError:  # megatron-core before 0.19: the tracker is a module-level dict
+        from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
+
+        get_moe_layer_wise_logging_tracker().clear()
 
 
 def build(spec: dict, schedule: str, *, reference: bool = False):
