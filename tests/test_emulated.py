@@ -220,12 +220,13 @@ def test_emulate_auto_measures_the_host_work_first_and_runs_its_choice(capsys):
 # -- a small run, end to end ------------------------------------------------------------------------
 
 def test_emulate_json_follows_the_simulator(capsys, tmp_path):
-    """1F1B at pp=4, 4 microbatches, 15 ms ops, strict (NCCL-order) p2p: the measured makespan is never
-    below the plan (every op waits its time) and within 1.7x of it; a runtime that ran the ranks one
-    after another would take about 2.3x (4 x 180 ms of work against a 320 ms plan) and fail, and its
-    bubble would be 0.75 against the plan's 0.44. The margin is wide because the lowering posts a
-    rank's receives early and NCCL order holds its later sends behind them (1.39x measured here
-    against 1.06x with plain gloo p2p; docs/benchmarks/emulated.md)."""
+    """1F1B at pp=4, 4 microbatches, 15 ms ops, strict (NCCL-order) p2p: each rank runs the plan's ops
+    in the plan's order, every op waits its time (so the measured makespan is never below the plan's),
+    and the ranks run side by side (ops of different ranks overlap in time; a runtime that ran the
+    ranks one after another would have none). How close the measured makespan and bubble come to the
+    plan's is a benchmark's reading, not asserted here: on a busy machine the ranks' host work between
+    ops stretches the makespan without bound (616 ms against the 320 ms plan in one CI run; 1.39x
+    quiet, docs/benchmarks/emulated.md)."""
     trace = tmp_path / "t.json"
     code = cli.main(["emulate", "--schedule", "1f1b", "--pp", "4", "-m", "4", "--cost-f", "15", "--cost-b", "15",
                      "--cost-w", "15", "--cost-comm", "0.5", "--steps", "3", "--format", "json",
@@ -235,12 +236,24 @@ def test_emulate_json_follows_the_simulator(capsys, tmp_path):
     rep = json.loads(out)  # stdout is one JSON object (the trace's "wrote" line goes to stderr)
     meas, sim = rep["measured"], rep["simulated"]
     assert sim["makespan"] == pytest.approx(7 * 45 + 6 * 0.5 + 2 * 0.5, abs=2.0)
-    assert sim["makespan"] * 0.99 <= meas["makespan"] <= sim["makespan"] * 1.7
-    assert abs(meas["bubble_rate"] - sim["bubble_rate"]) < 0.2
+    assert meas["makespan"] >= sim["makespan"] * 0.99  # every op waits its time, whatever the load
+    assert 0.0 <= meas["bubble_rate"] < 1.0
     assert len(meas["busy"]) == 4 and all(b == pytest.approx(4 * 45) for b in meas["busy"])
     assert meas["overhead_per_op"] is not None and rep["memory_per_rank_kib"]["private_max"] > 0
-    events = json.loads(trace.read_text())["traceEvents"]
-    assert sum(1 for e in events if e.get("ph") == "X") == 2 * 4 * 4 * 2  # measured + simulated: 8 ops x 4 ranks
+    events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("ph") == "X"]
+    assert len(events) == 2 * 4 * 4 * 2  # measured + simulated: 8 ops x 4 ranks
+
+    def by_rank(pid: int) -> list[list[dict]]:
+        return [sorted((e for e in events if e["pid"] == pid and e["tid"] == r), key=lambda e: e["ts"])
+                for r in range(4)]
+
+    measured, planned = by_rank(0), by_rank(1)  # process 0: "(measured)", process 1: "(simulated)"
+    for rank in range(4):
+        assert [e["cat"] for e in measured[rank]] == [e["cat"] for e in planned[rank]], rank
+        assert all(e["dur"] >= 0.99 * 15e3 for e in measured[rank]), rank  # microseconds
+    overlaps = sum(1 for a in range(4) for b in range(a + 1, 4) for x in measured[a] for y in measured[b]
+                   if min(x["ts"] + x["dur"], y["ts"] + y["dur"]) > max(x["ts"], y["ts"]))
+    assert overlaps > 0
 
 
 def test_emulate_profile_gives_each_chunk_layout_its_own_stage_costs(capsys, tmp_path):
