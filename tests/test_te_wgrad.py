@@ -1124,7 +1124,8 @@ def _single_grouped(te, *, weight: bool, bias: bool, flags: bool = True):
     for kind, on in (("weight", weight), ("bias", bias)):
         if on:
             parts = [getattr(layer, f"{kind}{i}") for i in range(3)]
-            torch.nn.Module.register_parameter(layer, kind, torch.nn.Parameter(torch.stack([p.detach() for p in parts])))
+            stacked = torch.nn.Parameter(torch.stack([p.detach() for p in parts]))
+            torch.nn.Module.register_parameter(layer, kind, stacked)
             for i in range(3):
                 torch.nn.Module.register_parameter(layer, f"{kind}{i}", None)
     if flags:

@@ -7,11 +7,11 @@ the layout and what to use instead, because neither can give each expert's gradi
 
 * TE `GroupedLinear(single_grouped_weight=True)` (and `single_grouped_bias`): added in TE v2.14 (commit
   f031cf87, `transformer_engine/pytorch/module/grouped_linear.py`: argument 635; `make_grouped_weights`,
-  762-818, registers one `weight` parameter and sets `weight{i}` to None, 805-813); since v2.15 it takes effect only with
-  `NVTE_GROUPED_LINEAR_SINGLE_PARAM=1` (`utils.py:85-112`, `resolve_grouped_linear_single_param_flags`: the
-  argument alone falls back to per-expert parameters with a warning). Its backward still hands `put` one
-  weight-gradient buffer per expert (v2.14 grouped_linear.py:467-485), and TE's own
-  `backward_dw` assigns `.grad` to those views (`_get_weight_tensors`, 1164-1171; 1106-1110), not to the
+  762-818, registers one `weight` parameter and sets `weight{i}` to None, 805-813); since v2.15 it takes
+  effect only with `NVTE_GROUPED_LINEAR_SINGLE_PARAM=1` (`utils.py:85-112`: the argument alone falls back
+  to per-expert parameters with a warning). Its backward still hands `put` one weight-gradient buffer per
+  expert (v2.14 grouped_linear.py:467-485), and TE's own `backward_dw` assigns them as `.grad` of the
+  per-expert views `_get_weight_tensors` splits off the grouped tensor (1106-1110; 1164-1171), not of the
   `weight` parameter, in every release through v2.18: unfused, the grouped parameter gets no weight gradient
   (TE issue #3234); TE's main branch fixed it after v2.18 (#3224, 2d80391f). megatron-core 0.19 reaches it
   only through `--moe-single-grouped-weight`, which it accepts only with the op fuser
@@ -23,7 +23,9 @@ the layout and what to use instead, because neither can give each expert's gradi
   `put`s per-expert views of one stacked gradient and returns a dummy (fused) or None in B; its
   `backward_dw` adds the stacked gradient to `weight.grad` and never calls the layer's DDP hooks, and its
   constructor marks no parameter `skip_backward_post_hook`. Undelayed, its weight gradient is computed in B:
-  under a schedule with W ops it would stay there, silently. Either way not a layout our W ops split.
+  under a schedule with W ops it would stay there, silently. Routing it would need that layout reproduced
+  in tests/te_standin (stacked gradient views, or one stacked tensor under its Triton GEMMs) and verified;
+  until then it is refused.
 """
 from __future__ import annotations
 

@@ -60,6 +60,10 @@ quantized input (a `Float8Tensor`, column-wise data only) and grad output. megat
 B, is refused with W ops (primus_megatron/unsupported.py); its fused grouped-MLP path
 needs TE 2.14's `ops.GroupedLinear` and is not reached with TE 2.11.
 
+Grouped experts with all experts in one stacked parameter (TE 2.14+'s `single_grouped_weight` /
+`single_grouped_bias`, ROCm TE's `GroupedLinearV2`) are not split: refused with W ops by name
+(`grouped_layouts`, which cites the sources).
+
 Only schedules with W ops route layers (`build_model` calls `enable` for them
 only): `1f1b` / `interleaved-1f1b` leave TE's layers and store alone and run
 on any TE. Before the first layer is routed, `support_problem` asks the
