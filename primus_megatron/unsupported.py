@@ -212,7 +212,30 @@ FP8_RULES: tuple[Rule, ...] = (
                           ("fp8_param", "FP8 parameters (fp8_model_init)"))),
 )
 
+# Grouped-expert and head layouts of megatron-core 0.19 our W ops cannot split (runtime/grouped_layouts.py),
+# named before the rules they would otherwise meet first (the op fuser, the mxfp8 recipe)
+LAYOUT_RULES: tuple[Rule, ...] = (
+    # transformer_config.py:1556-1587 at core_v0.19.0: TE >= 2.14, grouped GEMM, and for the weight the op fuser
+    Rule("moe_single_grouped_weight", lambda v, s: bool(v) and s.splits_backward,
+         "it keeps each layer's experts in one TransformerEngine grouped weight (GroupedLinear single_grouped_weight, "
+         "TransformerEngine 2.14+), whose weight gradient our W ops cannot take per expert (TE's own backward_dw "
+         "leaves it on per-expert views through TE 2.18, TE issue #3234); drop it for one weight per expert "
+         "(TEGroupedMLP, whose experts' weight gradients run in W), or " + _NO_W),
+    Rule("moe_single_grouped_bias", lambda v, s: bool(v) and s.splits_backward,
+         "it keeps each layer's expert biases in one TransformerEngine grouped bias (GroupedLinear "
+         "single_grouped_bias, TransformerEngine 2.14+), while our W ops deliver each expert's bias gradient to its "
+         "own bias; drop it for one bias per expert, or " + _NO_W),
+    # extensions/transformer_engine.py:1514-1560 at core_v0.19.0: the output layer as a TE Linear, built only
+    # under fp8_recipe mxfp8 (transformer_config.py:1442-1448), whose deferral nothing reproduces or verifies
+    Rule("fp8_output_proj", lambda v, s: _with_w_over_te(v, s) and fp8_with_w_basis("mxfp8") is None,
+         "it builds the output layer as megatron-core 0.19's TELMHeadColumnParallelLinear, an MXFP8 "
+         "TransformerEngine Linear, and deferred weight gradients under MXFP8 are neither reproduced by our CPU "
+         "stand-in nor verified on a GPU (primus_megatron/unsupported.py FP8_VERIFIED_TE_VERSIONS); drop it (the "
+         "output layer is then megatron's own ColumnParallelLinear), or " + _NO_W),
+)
+
 RULES: tuple[Rule, ...] = (
+    *LAYOUT_RULES,
     *FP8_RULES,
     *(Rule("fp4", _fp4_recipe_not_reproduced(recipe), _FP8_NOT_REPRODUCED.format(
         what=f"the {recipe} FP4 recipe ({why})", fix=_NO_W), flag="--fp4-format")

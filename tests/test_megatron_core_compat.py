@@ -304,7 +304,8 @@ def test_this_megatrons_config_fields_are_the_refused_ones():
     fields = inspect.signature(TransformerConfig).parameters
     for name in ("moe_paged_stash", "tensor_parallel_num_weight_shards", "expert_tensor_parallel_num_weight_shards",
                  "cuda_graph_impl", "fine_grained_activation_offloading", "use_transformer_engine_op_fuser",
-                 "hybrid_context_parallel"):
+                 "hybrid_context_parallel", "moe_single_grouped_weight", "moe_single_grouped_bias",
+                 "fp8_output_proj"):
         assert name in fields, name
 
 

@@ -262,6 +262,18 @@ CASES = {
            ("use_transformer_engine_op_fuser", "zbv", dict(use_transformer_engine_op_fuser=True,
                                                            transformer_impl="transformer_engine"),
             "compute their weight gradients outside the TE layers"),
+           # issue 57 item 3: megatron-core 0.19's layouts our W ops cannot split, named before the op fuser (which
+           # megatron requires with the single grouped weight) and the mxfp8 recipe (which the output layer needs)
+           ("moe_single_grouped_weight", "zbv", dict(moe_single_grouped_weight=True, moe_grouped_gemm=True,
+                                                     use_transformer_engine_op_fuser=True,
+                                                     transformer_impl="transformer_engine"),
+            "one TransformerEngine grouped weight (GroupedLinear single_grouped_weight"),
+           ("moe_single_grouped_bias", "zb-h1", dict(moe_single_grouped_bias=True, moe_grouped_gemm=True,
+                                                     add_bias_linear=True, transformer_impl="transformer_engine"),
+            "one TransformerEngine grouped bias (GroupedLinear single_grouped_bias"),
+           ("fp8_output_proj", "dualpipev", dict(fp8_output_proj=True, fp8="e4m3", fp8_recipe="mxfp8",
+                                                 transformer_impl="transformer_engine"),
+            "megatron-core 0.19's TELMHeadColumnParallelLinear, an MXFP8"),
            ("moe_grouped_gemm", "zb-h1", dict(moe_grouped_gemm=True, transformer_impl="local"),
             "use SequentialMLP"),
            ("tp_comm_overlap", "zb-h1", dict(tp_comm_overlap=True, transformer_impl="transformer_engine"),
@@ -659,6 +671,11 @@ def test_the_neighbours_of_each_refusal_are_accepted(argv):
          hierarchical_context_parallel_sizes=[1, 2], transformer_impl="transformer_engine", bf16=True),
     dict(pipeline_schedule="zbv", moe_grouped_gemm=True, transformer_impl="transformer_engine"),
     dict(pipeline_schedule="1f1b", moe_grouped_gemm=True, transformer_impl="local"),  # no W ops to defer
+    # megatron-core 0.19's single grouped expert parameters: without W ops TE's own backward runs them
+    dict(pipeline_schedule="1f1b", moe_grouped_gemm=True, moe_single_grouped_bias=True, add_bias_linear=True,
+         transformer_impl="transformer_engine"),
+    dict(pipeline_schedule="zbv", moe_grouped_gemm=True, moe_single_grouped_weight=False, moe_single_grouped_bias=False,
+         fp8_output_proj=False, transformer_impl="transformer_engine"),
     dict(pipeline_schedule="zbv", num_layers=14, account_for_embedding_in_pipeline_split=True,
          account_for_loss_in_pipeline_split=True),
     dict(pipeline_schedule="interleaved-zb", num_layers=12, decoder_first_pipeline_num_layers=2,

@@ -1113,6 +1113,75 @@ def s_grouped_linear_standin_is_te(te):
         _close(p.grad, expected[name], f"TE's own delayed path: {name}")
 
 
+def _single_grouped(te, *, weight: bool, bias: bool, flags: bool = True):
+    """A GroupedLinear as TE v2.14 builds it with single_grouped_weight / single_grouped_bias (commit f031cf87,
+    module/grouped_linear.py): `make_grouped_weights` (762-818) registers one `weight` parameter holding every
+    expert and sets `weight{i}` to None (805-813), `_make_grouped_biases` (820-834) does the same for `bias`;
+    the flags are attributes of the layer (653-654). What te_wgrad looks at is that: the flags and which
+    parameters the layer has (the grouped tensor's own storage class is not reproduced: nothing of ours reads
+    it). `flags=False`: the parameters alone, as a later TE might build them under another flag name."""
+    layer = te.GroupedLinear(3, 4, 4, bias=True)
+    for kind, on in (("weight", weight), ("bias", bias)):
+        if on:
+            parts = [getattr(layer, f"{kind}{i}") for i in range(3)]
+            stacked = torch.nn.Parameter(torch.stack([p.detach() for p in parts]))
+            torch.nn.Module.register_parameter(layer, kind, stacked)
+            for i in range(3):
+                torch.nn.Module.register_parameter(layer, f"{kind}{i}", None)
+    if flags:
+        layer.single_grouped_weight, layer.single_grouped_bias = weight, bias
+    return layer
+
+
+def _grouped_linear_v2(te, *, delay: bool = False):
+    """ROCm TransformerEngine's GroupedLinearV2 as far as te_wgrad looks at it (ROCm/TransformerEngine 9ee5f14b,
+    transformer_engine/pytorch/module/grouped_linear_v2.py): a TransformerEngineBaseModule (not a GroupedLinear)
+    with `num_gemms`, its own WeightGradStore, one stacked `weight` [experts, out, in] and one `bias`
+    [experts, out]; built undelayed its backward computes the weight gradient in B."""
+    from transformer_engine.pytorch.module._common import WeightGradStore
+    from transformer_engine.pytorch.module.base import TransformerEngineBaseModule
+
+    class GroupedLinearV2(TransformerEngineBaseModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.num_gemms, self.in_features, self.out_features = 3, 4, 4
+            self.wgrad_store = WeightGradStore(delay)
+            torch.nn.Module.register_parameter(self, "weight", torch.nn.Parameter(torch.randn(3, 4, 4)))
+            torch.nn.Module.register_parameter(self, "bias", torch.nn.Parameter(torch.zeros(3, 4)))
+
+    return GroupedLinearV2()
+
+
+def s_grouped_layouts_we_cannot_split_are_refused_by_name(te):
+    """Issue 57 item 3: a grouped-expert layer whose experts share one stacked parameter (TE 2.14+'s
+    single_grouped_weight / single_grouped_bias, ROCm TE's GroupedLinearV2) is refused with W ops in one
+    sentence naming the layout and what to use instead, at enable() (model building) and at a step's
+    prepare_step; a schedule without W ops leaves it alone; a GroupedLinear with one weight per expert is routed."""
+    from primus_megatron.runtime import te_wgrad
+
+    cases = [(_single_grouped(te, weight=True, bias=False), "single_grouped_weight"),
+             (_single_grouped(te, weight=True, bias=True), "single_grouped_weight, single_grouped_bias"),
+             (_single_grouped(te, weight=False, bias=True), "(single_grouped_bias:"),
+             (_single_grouped(te, weight=True, bias=False, flags=False), "(one grouped weight:"),
+             (_grouped_linear_v2(te), "GroupedLinearV2 layout")]
+    for layer, needle in cases:
+        for call in (lambda m: te_wgrad.enable(m, what="--pipeline-schedule zbv"),
+                     lambda m: te_wgrad.prepare_step([m], splitting=True)):
+            model = torch.nn.Sequential(layer)
+            try:
+                call(model)
+                raise AssertionError(f"{type(layer).__name__} ({needle}) was not refused")
+            except te_wgrad.TESupportError as exc:
+                sentence = str(exc)
+            assert needle in sentence and "1f1b, interleaved-1f1b" in sentence and "\n" not in sentence, sentence
+            assert ("GroupedLinearV2" in needle) == ("use TransformerEngine's GroupedLinear" in sentence), sentence
+            assert ("GroupedLinearV2" in needle) != ("NVTE_GROUPED_LINEAR_SINGLE_PARAM" in sentence), sentence
+            assert not te_wgrad.is_routed(layer)
+        assert te_wgrad.prepare_step([torch.nn.Sequential(layer)], splitting=False) == 0
+    per_expert = torch.nn.Sequential(te.GroupedLinear(3, 4, 4, bias=True))
+    assert te_wgrad.enable(per_expert) == 1 and te_wgrad.is_routed(per_expert[0])
+
+
 def _raises(exc_type, needle: str, fn) -> None:
     try:
         fn()
@@ -1131,7 +1200,7 @@ SCENARIOS = [s_w_runs_exactly_its_b, s_fused_main_grad, s_ddp_hooks_once_per_w, 
              s_grouped_linear_standin_is_te, s_grouped_held_until_w_is_counted,
              s_grouped_held_bytes_are_what_the_allocator_frees_in_w, s_fp8_held_bytes_are_what_the_allocator_frees_in_w,
              s_a_layer_without_the_hooks_list_is_refused,
-             s_hipblaslt_missing_kernel_in_w_is_named]
+             s_hipblaslt_missing_kernel_in_w_is_named, s_grouped_layouts_we_cannot_split_are_refused_by_name]
 
 
 def scenarios_body(rank, case):

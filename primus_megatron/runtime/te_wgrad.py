@@ -60,6 +60,10 @@ quantized input (a `Float8Tensor`, column-wise data only) and grad output. megat
 B, is refused with W ops (primus_megatron/unsupported.py); its fused grouped-MLP path
 needs TE 2.14's `ops.GroupedLinear` and is not reached with TE 2.11.
 
+Grouped experts with all experts in one stacked parameter (TE 2.14+'s `single_grouped_weight` /
+`single_grouped_bias`, ROCm TE's `GroupedLinearV2`) are not split: refused with W ops by name
+(`grouped_layouts`, which cites the sources).
+
 Only schedules with W ops route layers (`build_model` calls `enable` for them
 only): `1f1b` / `interleaved-1f1b` leave TE's layers and store alone and run
 on any TE. Before the first layer is routed, `support_problem` asks the
@@ -125,7 +129,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-from . import quantized
+from . import grouped_layouts, quantized
 from .dummy_grad import zero_grad_view
 from .wgrad_store import get_store
 
@@ -497,6 +501,9 @@ def _route(layer: torch.nn.Module, name: str) -> None:
                              f"cannot delay its weight gradient to W (TransformerEngine raises for bulk wgrad overlap "
                              f"and gathers into a shared buffer that later layers overwrite for the others): build it "
                              f"without --tp-comm-overlap, or use {NO_W}")
+    stacked = grouped_layouts.problem(layer, name, split_class=True)
+    if stacked:
+        raise TESupportError(stacked)
     if not _is_grouped(layer) and len(layer.weight_names) != 1:
         raise ValueError(f"TransformerEngine layer {name or type(layer).__name__} splits its weight into "
                          f"{len(layer.weight_names)} parameters (parameters_split): its weight gradient cannot be "
@@ -550,7 +557,13 @@ def _bias_in_gemm(layer: torch.nn.Module) -> bool:
     return bool(getattr(layer, "apply_bias", False)) and not getattr(layer, "gemm_bias_unfused_add", False)
 
 
-def _refuse_other(layer: torch.nn.Module, name: str) -> None:
+def _refuse_other(layer: torch.nn.Module, name: str, *, splitting: bool) -> None:
+    """A TE module we do not split: refused when built with TE's own delay (nothing would run its
+    backward_dw) and, in a step with W ops, when it is a grouped-expert layer of another layout (its
+    weight gradients would stay in B: grouped_layouts)."""
+    stacked = grouped_layouts.problem(layer, name, split_class=False) if splitting else None
+    if stacked:
+        raise TESupportError(stacked)
     store = getattr(layer, "wgrad_store", None)
     if store is not None and not isinstance(store, DeferringWgradStore) and store.delay_wgrad_compute():
         raise ValueError(f"TransformerEngine layer {name} ({type(layer).__name__}) was built with TE's own "
@@ -588,7 +601,7 @@ def enable(module: torch.nn.Module, *, what: Optional[str] = None) -> int:
                 _route(layer, name)
             count += 1
         else:
-            _refuse_other(layer, name)
+            _refuse_other(layer, name, splitting=True)
     return count
 
 
@@ -637,7 +650,7 @@ def prepare_step(model: Sequence[torch.nn.Module], *, splitting: bool) -> int:
                 continue
             where = f"{name} of model chunk {c}"
             if not isinstance(layer, split):
-                _refuse_other(layer, where)
+                _refuse_other(layer, where, splitting=splitting)
                 continue
             if not is_routed(layer):
                 store = getattr(layer, "wgrad_store", None)
