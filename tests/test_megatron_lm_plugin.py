@@ -91,6 +91,25 @@ def test_placed_provider_builds_chunks_by_global_stage(name, rank, expected):
     assert transformer_layer.get_transformer_layer_offset(config, 1, rank) == (1 * 4 + rank) * 2  # restored
 
 
+def test_a_built_layer_a_w_schedule_cannot_split_ends_the_run_in_one_line(monkeypatch, capsys):
+    """A refusal only the built model shows (a grouped-expert layout our W ops cannot split,
+    runtime/grouped_layouts.py) reaches Megatron-LM's user as one line and exit status 2 from the rank
+    that holds the layer, not as a traceback."""
+    from primus_megatron.runtime import te_wgrad
+
+    def refuse(model, **_):
+        raise te_wgrad.TESupportError("TransformerEngine layer experts.linear_fc1 (GroupedLinearV2) is stacked")
+
+    monkeypatch.setattr(te_wgrad, "enable", refuse)
+    monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py"])
+    wrapped = placed_provider(lambda **kw: types.SimpleNamespace(), S.info("zb-h1"), 2, 1, 1)
+    with pytest.raises(SystemExit) as info:
+        wrapped(pre_process=False, post_process=True)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err == "pretrain_gpt.py: error: TransformerEngine layer experts.linear_fc1 (GroupedLinearV2) is stacked\n"
+
+
 @pytest.fixture
 def fake_megatron_training(monkeypatch):
     """A stand-in megatron.training with the names install() patches."""

@@ -152,7 +152,10 @@ def placed_provider(provider: Callable, entry: Union[S.registry.ScheduleInfo, Pi
                              **({"vp_stage": vp_stage} if vp_stage is not None else {}), **kwargs)
         model.pipeline_stage, model.pipeline_num_stages = stage, n
         if w_ops:  # TransformerEngine layers defer their weight GEMM into our W ops (no-op without TE);
-            routed = te_wgrad.enable(model)  # before megatron's DDP wraps the chunk (see _install_ddp_delay)
+            try:
+                routed = te_wgrad.enable(model)  # before megatron's DDP wraps the chunk (see _install_ddp_delay)
+            except te_wgrad.TESupportError as exc:  # a layer we cannot split (runtime/grouped_layouts.py)
+                _refuse_built(str(exc))
             import torch.distributed as dist
 
             if routed and dist.is_initialized() and dist.get_rank() == 0:
@@ -540,6 +543,17 @@ def _split_precheck(args, spec: Optional[PipelineSpec]) -> Optional[str]:
         return None  # check_schedule_args says what is wrong with the pipeline size
     return check_layer_split(args, pp, spec.chunks, f"--pipeline-schedule {spec.name}", w_ops=spec.splits_backward,
                              split=spec.split)
+
+
+def _refuse_built(problem: str) -> None:
+    """A layer of the built model that a schedule with W ops cannot split: found on the ranks that hold
+    it (not necessarily rank 0), after process groups exist; each such rank says it in one line and
+    exits 2, and torchrun stops the others."""
+    import os
+    import sys
+
+    print(f"{os.path.basename(sys.argv[0]) or 'megatron'}: error: {problem}", file=sys.stderr, flush=True)
+    raise SystemExit(2)
 
 
 def _refuse(problem: Optional[str]) -> None:
