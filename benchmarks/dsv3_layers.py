@@ -211,8 +211,8 @@ def reading(found: list) -> str:
         f"with MTP costs {head_piece(True).f:.1f} MoE layers' F on the last stage (under the V on rank 0, beside "
         f"the dense first layer): a balanced split is {gain['dualpipev']}x faster than the even one for DualPipeV "
         f"and {gain[P.COMBINED]}x for megatron's combined 1F1B, and on their balanced splits DualPipeV runs at "
-        f"{vs('dualpipev', 'balanced')} of megatron's and zbv at {vs('zbv', 'balanced')}; zb-h1, whose single "
-        f"chunk per rank gives a layout the most room, at {vs('zb-h1', 'balanced')}. Peak activation memory: "
+        f"{vs('dualpipev', 'balanced')} of megatron's and zbv at {vs('zbv', 'balanced')} (zb-h1, which hides no "
+        f"all-to-all, at {vs('zb-h1', 'balanced')}). Peak activation memory: "
         f"DualPipeV holds {memory('dualpipev')} and zbv {memory('zbv')} of megatron's combined 1F1B's (whose "
         "extra warm-up forward and two chunks keep more on its first rank); balanced splits raise every "
         "schedule's peak a little (the ranks that take the head's share of layers keep them).")
@@ -224,9 +224,10 @@ def main(argv=None) -> int:
     found = results()
     text = C.section(
         C.command_line("benchmarks/dsv3_layers.py", argv),
-        f"Simulated, not measured (2026-11-29); the script's docstring has the model and the formulas. Per piece, "
-        "F, B and W in units of a MoE layer's F (all-to-all excluded) and the activation elements it saves per "
-        "token:",
+        "Simulated, not measured (2026-11-29).",
+        C.method(__doc__),
+        "Per piece, F, B and W in units of a MoE layer's F (all-to-all excluded) and the activation elements it "
+        "saves per token:",
         C.table(["piece", "F", "B", "W", "saved / token"], cost_rows()),
         "Each schedule's makespan against megatron's combined 1F1B (`--overlap-moe-expert-parallel-comm`, its "
         "interleaved order with every steady-state F&B combined) on the same kind of split / its largest rank's "

@@ -31,8 +31,6 @@ import re
 import pytest
 
 import megatron_lm_harness as H
-from primus_megatron import schedules as S
-from primus_megatron.options import parse_costs
 
 pytestmark = pytest.mark.megatron_lm
 
@@ -116,9 +114,5 @@ def test_deepseek_v3_recipe_trains_exactly_as_megatron(runs, schedule):
     assert ours.numbers() == own.numbers()
     assert len({ours.losses[RESUME + 1], ours.losses[ITERS]}) == 2, "the loss did not change while training"
     # every pair of pipeline rank 0's plan ran as one call of megatron-core's combined step
-    args = PAIRED[schedule]
-    costs = parse_costs(args[args.index("--pipeline-costs") + 1]) if "--pipeline-costs" in args else None
-    planned = S.generate(schedule, 2, 4, costs=costs).paired(0)
-    ran = re.findall(rf"{schedule}: (\d+) overlapped F&B pairs ran on pipeline rank 0, each as one call of "
-                     r"megatron-core's combined_forward_backward_step", ours.log)
-    assert planned and ran == [str(len(planned))], H.tail(ours.log)
+    planned, ran = H.combined_pairs(ours, schedule, PAIRED[schedule])
+    assert planned and ran == [planned], H.tail(ours.log)
