@@ -14,11 +14,12 @@ Megatron's own 1F1B without the flag runs iteration 1 of 3 and saves it (model, 
 megatron's own 1F1B, and dualpipev and zbv (planned with an all-to-all cost, so with pairs) with the flag, each
 resume it and run iterations 2 and 3, our overlapped F&B pairs each one call of megatron-core's combined step.
 (Resumed, not a --finetune start: the V placements load the loop placement's optimizer state too, through the
-fully reshardable format. Each compares with a resumed run of megatron's own: Megatron-LM logs the second
-iteration of a run differently from the same iteration of an uninterrupted run, as the mean of the run's first
-two, on both sides alike.) What must hold: every number Megatron-LM logs (lm loss, mtp_1 loss, the sequence
-balance loss, grad norm; the validation and test losses) is identical, as printed, to megatron's own; the
-recipe's options reached Megatron-LM as given.
+fully reshardable format. Each compares with a resumed run of megatron's own: Megatron-LM logs a run's first
+iteration without resetting its loss sums, so a run's second logged losses are the mean of its first two
+(training.py:1796-1797 at core_v0.16.1), and a resumed run's iteration 2 reads otherwise than an uninterrupted
+one.) What must hold: every number Megatron-LM logs (lm loss, mtp_1 loss, the sequence balance loss, grad norm;
+the validation and test losses) is identical, as printed, to megatron's own; the recipe's options reached
+Megatron-LM as given.
 
 Both tags (core_v0.16.1 and core_v0.19.0, the one matching the installed megatron-core) take every option of the
 recipe: `DROPPED` names none for either (an option a tag lacked would be dropped there alone, and said so).
