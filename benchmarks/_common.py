@@ -66,6 +66,7 @@ def run_checked(cmd: list, *, timeout_s: float, env: Optional[dict] = None) -> s
 PAGES = {
     "balanced_data_emulated.py": "balanced-data",
     "cp_profile.py": "runtime-cpu",
+    "dsv3_layers.py": "deepseek-v3",
     "dummy_grad_memory.py": "runtime-cpu",
     "emulated_post_validation.py": "post-validation",
     "emulated_scale.py": "emulated",

@@ -403,6 +403,19 @@ def arg(result: Result, name: str) -> str:
     return m.group(1)
 
 
+def combined_pairs(result: Result, schedule: str, args: list, pp: int = 2, microbatches: int = 4) -> tuple:
+    """(the overlapped F&B pairs pipeline rank 0's plan of `schedule` has, planned with the `--pipeline-costs`
+    in `args` if any; the counts rank 0 logged running, each as one call of megatron-core's combined step)."""
+    from primus_megatron import schedules as S
+    from primus_megatron.options import parse_costs
+
+    costs = parse_costs(args[args.index("--pipeline-costs") + 1]) if "--pipeline-costs" in args else None
+    planned = len(S.generate(schedule, pp, microbatches, costs=costs).paired(0))
+    ran = re.findall(rf"{schedule}: (\d+) overlapped F&B pairs ran on pipeline rank 0, each as one call of "
+                     r"megatron-core's combined_forward_backward_step", result.log)
+    return planned, [int(n) for n in ran]
+
+
 def tail(text: str, n: int = 80) -> str:
     """The last lines of a log, with Megatron-LM's argument dump and warnings left out."""
     lines = [line for line in (text or "").splitlines()

@@ -34,7 +34,6 @@ import pytest
 
 import megatron_lm_harness as H
 from primus_megatron import schedules as S
-from primus_megatron.options import parse_costs
 
 pytestmark = pytest.mark.megatron_lm
 
@@ -189,12 +188,8 @@ def test_a2a_overlap_trains_exactly_as_megatron(runs, layers, schedule):
         return
     # every pair of pipeline rank 0's plan ran as one call of megatron's combined step (dualpipev: 3 at m=4;
     # zbv planned with an all-to-all cost: 1, its other pairs are on rank 1)
-    args = PAIRED[schedule]
-    costs = parse_costs(args[args.index("--pipeline-costs") + 1]) if "--pipeline-costs" in args else None
-    planned = S.generate(schedule, 2, 4, costs=costs).paired(0)
-    ran = re.findall(rf"{schedule}: (\d+) overlapped F&B pairs ran on pipeline rank 0, each as one call of "
-                     r"megatron-core's combined_forward_backward_step", ours.log)
-    assert planned and ran == [str(len(planned))], H.tail(ours.log)
+    planned, ran = H.combined_pairs(ours, schedule, PAIRED[schedule])
+    assert planned and ran == [planned], H.tail(ours.log)
 
 
 def test_a2a_overlap_with_activation_offload_trains_exactly_as_megatron(runs):

@@ -10,6 +10,7 @@ fixture finalizer whatever happens, so no daemons are left behind.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -548,3 +549,39 @@ def test_the_gpu_checks_shipped_environment_is_the_sbatchs(fake_slurm, rocm, arc
     assert gpu_check.shipped_env(rocm == "1", arch) == from_sbatch
     configs = gpu_check.configurations(["zbv"], [2], rocm=rocm == "1", gpu=True, inits=("eager",), arch=arch)
     assert [c["env"] for c in configs] == [from_sbatch, {}]  # shipped, then none of them
+
+
+DEEPSEEK_V3 = os.path.join(ROOT, "examples", "slurm", "deepseek_v3.args")
+# Megatron-LM's own parser with our plugin's options, in its tree: what pretrain() parses first
+_PARSE = ("import json, sys\n"
+          "from megatron.training.arguments import parse_args\n"
+          "from primus_megatron import megatron_lm\n"
+          "sys.argv = ['pretrain_gpt.py', *json.loads(sys.argv[1])]\n"
+          "args = parse_args(extra_args_provider=megatron_lm.extra_args_provider(None))\n"
+          "print(json.dumps({k: str(v) for k, v in vars(args).items()}))\n")
+
+
+def test_the_deepseek_v3_example_launches_megatron_lm_and_its_arguments_parse(fake_slurm, megatron_lm_tree):
+    """examples/slurm/deepseek_v3.args as its header says to submit it (PRIMUS_TRAIN_ARGS, Megatron-LM's own
+    script): the sbatch launches them as written, and Megatron-LM's parser (this session's tag) with our
+    options takes every one, with the values the recipe means."""
+    with open(DEEPSEEK_V3) as f:
+        words = " ".join(line.split("#")[0] for line in f).split()
+    rc, out = fake_slurm(PRIMUS_TRAIN_ARGS=" ".join(words), MEGATRON_LM_PATH=megatron_lm_tree, PRIMUS_GPUS_PER_NODE="8")
+    assert rc == 0, out
+    launch = next(line for line in out.splitlines() if "launch:" in line)
+    assert launch.endswith(os.path.join(megatron_lm_tree, "pretrain_gpt.py") + " " + " ".join(words)), launch
+    assert "--nnodes 2 --nproc-per-node 8" in launch  # 16 GPUs: PP=4 x DP=4, EP=4 over the DP ranks
+    done = subprocess.run([sys.executable, "-c", _PARSE, json.dumps(words)], cwd=megatron_lm_tree, timeout=300,
+                          capture_output=True, text=True,
+                          env=_clean_env(PYTHONPATH=os.pathsep.join([megatron_lm_tree, ROOT]), OMP_NUM_THREADS="1"))
+    assert done.returncode == 0, _tail(done.stdout + done.stderr)
+    parsed = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = {"pipeline_schedule": "dualpipev", "multi_latent_attention": "True", "q_lora_rank": "768",
+                "moe_layer_freq": str([0] + [1] * 15), "num_experts": "64", "moe_router_topk": "8",
+                "moe_router_score_function": "sigmoid", "moe_router_enable_expert_bias": "True",
+                "moe_router_num_groups": "8", "moe_router_group_topk": "4", "mtp_num_layers": "1",
+                "overlap_moe_expert_parallel_comm": "True", "bf16": "True", "expert_model_parallel_size": "4",
+                "moe_shared_expert_intermediate_size": "1408",
+                "moe_router_load_balancing_type": str(["seq_aux_loss"])}  # a list: one type per balance loss
+    assert {k: parsed.get(k) for k in expected} == expected
