@@ -145,6 +145,30 @@ def _add_offload(p: argparse.ArgumentParser) -> None:
 _seconds = _positive("seconds")
 
 
+def _add_recv_policy(p: argparse.ArgumentParser, default: Optional[str] = "auto") -> None:
+    p.add_argument("--recv-policy", "--pipeline-recv-policy", dest="recv_policy",
+                   choices=("early", "just-in-time", "auto"), default=default,
+                   help="where each p2p receive is posted: early (as soon as the global message order allows), "
+                        "just-in-time (right before its consumer, where the hang check allows: on ROCm a pending "
+                        "receive stalls compute), auto (just-in-time with a ROCm build of torch, else early)"
+                        + ("" if default is None else f"; default {default}"))
+
+
+def _recv_policy(args: argparse.Namespace) -> str:
+    from .options import resolve_recv_policy
+
+    return resolve_recv_policy(args.recv_policy)
+
+
+def _lowered_makespan(schedule: Any, costs: Any, policy: str) -> float:
+    """The makespan of the schedule lowered under `policy` (hang-checked) on NCCL/RCCL's queues."""
+    from .schedules import validate
+    from .schedules.rendezvous import run_p2p
+
+    sc = costs.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement, schedule.microbatches)
+    return run_p2p(validate(schedule, costs=costs, recv_policy=policy), sc).makespan
+
+
 def _add_common(p: argparse.ArgumentParser, *, schedule: bool, size_required: bool = True) -> None:
     if schedule:
         p.add_argument("--schedule", required=True, metavar="NAME", help="a registered schedule (see 'primus-pipeline list')")
@@ -199,6 +223,7 @@ def _add_simulate(sub: Any) -> None:
                         "of the lowest simulated iteration time among identity, sorted, mountain and swaps "
                         "(schedules.mb_order; the candidates are printed)")
     _add_offload(p)
+    _add_recv_policy(p)
 
 
 def _add_compare(sub: Any) -> None:
@@ -218,6 +243,7 @@ def _add_compare(sub: Any) -> None:
                    help="transformer layers, with --profile (default: the profiled run's)")
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     _add_offload(p)
+    _add_recv_policy(p)
 
 
 def _add_export(sub: Any) -> None:
@@ -229,6 +255,7 @@ def _add_export(sub: Any) -> None:
                    help="chunks per rank, for schedules that allow a choice (interleaved-1f1b)")
     p.add_argument("--format", choices=("json", "torch"), default="json", help="output format (default json)")
     p.add_argument("--output", "-o", metavar="FILE", help="write to FILE instead of standard output")
+    _add_recv_policy(p, default=None)
 
 
 def _add_balance(sub: Any) -> None:
@@ -315,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline", metavar="FILE", help="write measured and simulated timelines as a Chrome/Perfetto "
                                                       "trace (.json)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    _add_recv_policy(p)
     return parser
 
 
@@ -451,6 +479,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                         memory_limit=None if offloading else args.memory_limit, chunks=args.chunks,
                         post_validation=args.post_validation)
     result = simulate(schedule, costs)
+    policy = _recv_policy(args)
+    queued = _lowered_makespan(schedule, costs, policy)
     warn_few_microbatches(schedule.name, args.pp, args.microbatches, costs, chunks=schedule.chunks_per_rank)
     moved = _offload_result(schedule, costs, args) if offloading else None
     outputs: list[tuple[str, bytes | str]] = []
@@ -467,6 +497,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         data = export.to_dict(schedule, costs, offload=moved)
         if order is not None:
             data["mb_order"] = list(order)  # the data microbatch each schedule microbatch runs
+        data["recv_policy"], data["lowered_makespan"] = policy, round(queued, 6)
         text = json.dumps(data, indent=1)
     else:
         head = (f"schedule {schedule.name}: pp={schedule.pp}, microbatches={schedule.microbatches}, "
@@ -479,7 +510,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         ranks = table(["rank", "busy", "idle", "span", "peak memory"],
                       [[str(r), _num(result.busy[r]), _num(result.idle[r]), _num(result.span[r]), _num(result.peak_memory[r])]
                        for r in range(schedule.pp)], right=[True] * 5)
-        text = f"{head}\n\n{summary}\n\n{ranks}"
+        text = (f"{head}\n\n{summary}\n\n{ranks}\n\nreceives posted {policy}: makespan {_num(queued)} with every "
+                f"rank's p2p queued as NCCL/RCCL runs it (hang check passed, eager and lazy init)")
         if moved:
             text += "\n\n" + _offload_table(moved, result, args)
         text += order_text
@@ -577,6 +609,7 @@ def _compare_row(name: str, costs, args: argparse.Namespace, base: Optional[floa
     moved = _offload_result(schedule, costs, args) if offloading else None
     shown = moved or result
     row = {"name": name, "chunks": schedule.chunks_per_rank, "makespan": shown.makespan,
+           "lowered_makespan": _lowered_makespan(schedule, costs, _recv_policy(args)),
            "bubble_sync": shown.bubble_sync, "bubble_async": shown.bubble_async,
            "max_peak_memory": shown.max_peak_memory, "memory_vs_1f1b": shown.max_peak_memory / base if base else None}
     if moved:
@@ -651,9 +684,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"pp": args.pp, "microbatches": args.microbatches, "profile": args.profile,
                           "memory_limit": args.memory_limit, "post_validation": args.post_validation,
-                          "offload": args.offload, "schedules": rows, "vs_optimum": gap_note}, indent=1))
+                          "offload": args.offload, "recv_policy": _recv_policy(args), "schedules": rows,
+                          "vs_optimum": gap_note}, indent=1))
     else:
-        print(_compare_text(args, rows, bool(gaps)) + "\n\n" + gap_note)
+        print(_compare_text(args, rows, bool(gaps)) + "\n\n" + gap_note + f"\n\nreceives posted {_recv_policy(args)}: "
+              "every schedule above passes the NCCL/RCCL hang check with them (lowered_makespan in --json)")
     return 0
 
 
@@ -688,11 +723,20 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.output:
         _check_output("--output", args.output)
+    if args.recv_policy is not None and args.format != "json":
+        raise UsageError("--recv-policy needs --format json (torch's action strings carry the compute ops only)")
     costs = _costs(args)
     schedule = generate(args.schedule, args.pp, args.microbatches, costs=costs,
                         memory_limit=args.memory_limit, chunks=args.chunks, post_validation=args.post_validation)
     if args.format == "json":
-        text = json.dumps(export.to_dict(schedule, costs), indent=1) + "\n"
+        data = export.to_dict(schedule, costs)
+        if args.recv_policy is not None:  # each rank's items as the runtime posts them
+            from .schedules import validate
+
+            data["recv_policy"] = policy = _recv_policy(args)
+            data["lowered"] = [[str(item) for item in items]
+                               for items in validate(schedule, costs=costs, recv_policy=policy).ranks]
+        text = json.dumps(data, indent=1) + "\n"
     else:
         text = "".join(" ".join(actions) + "\n" for actions in export.torch_actions(schedule))
     if args.output:
@@ -889,7 +933,8 @@ def _emulate_options(args: argparse.Namespace) -> EmulateOptions:
                           post_validation=args.post_validation,
                           optimizer_post_validation=args.optimizer_post_validation,
                           op_overhead_ms=args.op_overhead, steps=args.steps, p2p_mode=args.p2p_mode,
-                          p2p_timeout_s=args.p2p_timeout, text=args.format == "text")
+                          p2p_timeout_s=args.p2p_timeout, text=args.format == "text",
+                          recv_policy=_recv_policy(args))
 
 
 def _emulate_inputs(args: argparse.Namespace) -> tuple:

@@ -31,6 +31,8 @@ BALANCE_DATA_MODES = ("off", "sorted", "lb-mini")
 # --pipeline-schedule auto in our script: the schedule that runs while costs are measured (loop
 # placement, one chunk, W ops: it measures F, B and W apart)
 PROVISIONAL = "zb-h1"
+# --pipeline-recv-policy: where each receive is posted (schedules/just_in_time.py); auto resolves
+RECV_POLICY_CHOICES = ("early", "just-in-time", "auto")
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class PipelineSpec:
     offload_plan: Any = field(default=None, compare=False, repr=False)
     p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S
     p2p_mode: Optional[str] = None  # how CPU (gloo) runs carry p2p: runtime.p2p.resolve_mode
+    recv_policy: str = "early"  # where receives are posted, resolved (`resolve_recv_policy`)
     # --pipeline-balance-data: packed variable-length data, each data-parallel replica with its own
     # microbatch count (None: every replica runs the same count, megatron's plain split)
     balance_data: Optional[str] = None
@@ -131,14 +134,16 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                  replan: bool = False, profile_out: Optional[str] = None, post_validation: bool = False,
                  offload: Union[str, "OffloadPlan"] = "off", offload_bandwidth: Optional[float] = None,
                  p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None,
-                 balance_data: Optional[str] = None) -> PipelineSpec:
+                 balance_data: Optional[str] = None, recv_policy: str = "early") -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
     is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
     A Schedule (run as given) brings its own entry: its name's, or one describing it. `offload` is a
     mode, or an OffloadPlan chosen elsewhere (`schedules.offload.choose(...).plan`) that every step of
     its (pp, microbatches) runs as it is: its mode and bandwidth are the spec's. `balance_data`
-    (off, sorted, lb-mini): data-parallel replicas may run different microbatch counts."""
+    (off, sorted, lb-mini): data-parallel replicas may run different microbatch counts. `recv_policy`:
+    early, just-in-time or auto (`resolve_recv_policy`)."""
     plan = None
+    recv_policy = resolve_recv_policy(recv_policy)
     if balance_data is not None and balance_data not in BALANCE_DATA_MODES:
         raise ValueError(f"balance_data must be one of {', '.join(BALANCE_DATA_MODES)}, got {balance_data!r}")
     if not isinstance(offload, str):
@@ -162,7 +167,42 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                         profile_steps=(window[1] - window[0]) if window else 0, profile_window=window,
                         replan=replan, profile_out=profile_out, post_validation=post_validation, offload=offload,
                         offload_bandwidth=offload_bandwidth, offload_plan=plan, p2p_timeout_s=p2p_timeout_s,
-                        p2p_mode=p2p_mode, balance_data=balance_data)
+                        p2p_mode=p2p_mode, balance_data=balance_data, recv_policy=recv_policy)
+
+
+def resolve_recv_policy(policy: str) -> str:
+    """early or just-in-time: `auto` is just-in-time on a ROCm build of torch (a pending receive
+    stalls compute there, PyTorch #172668), early elsewhere. Pure Python: torch's version file is
+    read, not imported, unless torch is imported already."""
+    if policy not in RECV_POLICY_CHOICES:
+        raise ValueError(f"recv_policy must be one of {', '.join(RECV_POLICY_CHOICES)}, got {policy!r}")
+    if policy != "auto":
+        return policy
+    return "just-in-time" if torch_is_rocm() else "early"
+
+
+def torch_is_rocm() -> bool:
+    """True for a ROCm (HIP) build of torch: `torch.version.hip` is set."""
+    import sys
+
+    if "torch" in sys.modules:
+        return bool(getattr(getattr(sys.modules["torch"], "version", None), "hip", None))
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return False
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py"), encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError):
+        return False
+    for node in tree.body:  # `hip: Optional[str] = '6.4...'` or `hip = None`
+        target = node.target if isinstance(node, ast.AnnAssign) else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        if isinstance(target, ast.Name) and target.id == "hip" and isinstance(node.value, ast.Constant):
+            return bool(node.value.value)
+    return False
 
 
 def _entry_of(schedule: "Schedule") -> ScheduleInfo:
@@ -194,7 +234,8 @@ def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optio
         offload=getattr(args, "pipeline_offload", "off") or "off",
         offload_bandwidth=getattr(args, "pipeline_offload_bandwidth", None),
         p2p_timeout_s=getattr(args, "pipeline_p2p_timeout", DEFAULT_P2P_TIMEOUT_S), choose=choose,
-        deterministic=deterministic, balance_data=getattr(args, "pipeline_balance_data", None))
+        deterministic=deterministic, balance_data=getattr(args, "pipeline_balance_data", None),
+        recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "auto") or "auto"))
     return dataclasses.replace(spec, **_profiling(spec))
 
 
@@ -229,6 +270,11 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "at start-up (the first step's copies are planned as free)")
     group.add_argument("--pipeline-chunks", type=int, default=None, metavar="V",
                        help="model chunks per rank for schedules with a variable count (interleaved-1f1b)")
+    group.add_argument("--pipeline-recv-policy", choices=RECV_POLICY_CHOICES, default="auto",
+                       help="where each p2p receive is posted: early (as soon as the one global message order "
+                            "allows), just-in-time (right before the op that consumes it, where the hang check "
+                            "allows: on ROCm a pending receive stalls compute, PyTorch #172668), or auto (default: "
+                            "just-in-time on a ROCm build of torch, early elsewhere); docs/megatron-core.md")
     group.add_argument("--pipeline-p2p-timeout", type=float, default=DEFAULT_P2P_TIMEOUT_S, metavar="SECONDS",
                        help="how long a rank waits for a pipeline peer before failing with a diagnosis")
     group.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",
@@ -377,7 +423,7 @@ def checked(args: argparse.Namespace, spec: Optional[PipelineSpec], *,
     try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
         sched = generate(spec.name, pp, microbatches, costs=spec.costs, memory_limit=limit, chunks=spec.chunks,
                          post_validation=spec.post_validation, validate=False)
-        lowered = validate(sched, costs=spec.costs, memory_limit=limit)
+        lowered = validate(sched, costs=spec.costs, memory_limit=limit, recv_policy=spec.recv_policy)
     except ScheduleError as exc:
         return (f"--pipeline-schedule {spec.name} with {microbatches} microbatches (global batch / micro batch "
                 f"/ data parallel) on {pp} pipeline ranks: {exc}"), spec

@@ -254,3 +254,52 @@ def test_fewer_microbatches_than_pipeline_ranks_warn_once_with_the_bubble_they_c
     first = json.loads(out)["schedules"][0]["name"]
     assert len(said) == 1 and f"4 microbatches per step on 8 pipeline ranks: even the fastest schedule ({first})" \
         in said[0], said
+
+
+def test_recv_policy_reaches_simulate_and_export_and_a_bad_value_is_one_sentence(capsys):
+    """--recv-policy (issue 60): simulate reports the lowered makespan under that policy, the
+    queue run of validate's lowering (never below the op-level makespan: p2p only adds waits);
+    export --format json carries each rank's items as posted; a bad value exits 2 in one line."""
+    from primus_megatron.schedules.rendezvous import run_p2p
+
+    sched = S.generate("zbv", 4, 8)
+    sc = S.UNIT.resolve(4, sched.chunks_per_rank, sched.placement, 8)
+    for policy in ("early", "just-in-time"):
+        assert cli.main(["simulate", "--schedule", "zbv", "--pp", "4", "-m", "8", "--json", "--recv-policy", policy]) == 0
+        data = json.loads(capsys.readouterr().out)
+        want = run_p2p(S.validate(sched, recv_policy=policy), sc).makespan
+        assert data["recv_policy"] == policy and data["lowered_makespan"] == pytest.approx(want)
+        assert want >= S.simulate(sched).makespan - 1e-9
+    assert cli.main(["export", "--schedule", "1f1b", "--pp", "2", "-m", "3", "--recv-policy", "just-in-time"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["lowered"] == [[str(x) for x in items]
+                               for items in S.validate(S.generate("1f1b", 2, 3), recv_policy="just-in-time").ranks]
+    for argv in (["simulate", "--schedule", "zbv", "--pp", "4", "-m", "8", "--pipeline-recv-policy", "late"],
+                 ["export", "--schedule", "1f1b", "--pp", "2", "-m", "2", "--format", "torch", "--recv-policy", "early"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "--recv-policy" in err and "Traceback" not in err, err
+
+
+def test_recv_policy_auto_follows_the_torch_build(monkeypatch):
+    """auto is just-in-time on a ROCm build of torch (torch.version.hip set), early elsewhere;
+    both entry points' --pipeline-recv-policy lands in the spec resolved."""
+    import argparse
+    import sys
+    import types
+
+    from primus_megatron import options
+
+    fake = types.SimpleNamespace(version=types.SimpleNamespace(hip=None))
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    assert options.resolve_recv_policy("auto") == "early"
+    fake.version.hip = "6.4.43482"
+    assert options.resolve_recv_policy("auto") == "just-in-time"
+    assert options.resolve_recv_policy("early") == "early"
+    with pytest.raises(ValueError, match="recv_policy must be one of early, just-in-time, auto"):
+        options.resolve_recv_policy("late")
+    parser = options.add_args(argparse.ArgumentParser())
+    args = parser.parse_args(["--pipeline-schedule", "zbv", "--pipeline-recv-policy", "auto"])
+    assert options.from_args(args).recv_policy == "just-in-time"
+    args = parser.parse_args(["--pipeline-schedule", "zbv", "--pipeline-recv-policy", "early"])
+    assert options.from_args(args).recv_policy == "early"

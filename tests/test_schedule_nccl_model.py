@@ -4,8 +4,8 @@ The check (`rendezvous`) models one p2p queue per rank, batches, rendezvous send
 with lazy communicator init, the blocking first contacts (test_schedule_oracles.py
 checks it against an independent reference; test_schedule_rejections.py shows it
 catching the pre-#28 lowering). Here: what `generate` / `validate` hand the runtime
-passes it in both init modes, for every registered schedule at pp 2..32 and
-m in {p, 2p, 4p} (a property test over costs, bounded by the "planner" profile, and a
+passes it in both init modes, under both receive policies (early and just-in-time),
+for every registered schedule at pp 2..32 and m in {p, 2p, 4p} (a property test over costs, bounded by the "planner" profile, and a
 deterministic sweep of the smaller sizes under unit costs); the lowering keeps one
 global message order; the post-validation prefixes drain what they leave in flight.
 """
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from primus_megatron.schedules import Op, Recv, Send, UNIT, generate, info, lower, names, simulate, validate
 from primus_megatron.schedules import ScheduleError
-from primus_megatron.schedules.lowering import Batch, flat_p2p, p2p_ops
+from primus_megatron.schedules.lowering import RECV_POLICIES, Batch, flat_p2p, p2p_ops
 from primus_megatron.schedules.prefix import prefixes
 from primus_megatron.schedules.rendezvous import EAGER, LAZY, check_channels, run_p2p
 from primus_megatron.schedules.simulation import end_times
@@ -35,24 +35,27 @@ def checked_both_ways(lowered) -> None:
     check_channels(lowered, modes=(LAZY,))
 
 
+@pytest.mark.parametrize("policy", RECV_POLICIES)
 @pytest.mark.parametrize("name", HEURISTIC)
-def test_every_schedule_passes_both_init_modes_unit_costs(name):
+def test_every_schedule_passes_both_init_modes_unit_costs(name, policy):
     for pp in SWEEP_PP:
         for m in (pp, 2 * pp, 4 * pp):
             sched = generate(name, pp, m, validate=False)
-            checked_both_ways(validate(sched))
+            checked_both_ways(validate(sched, recv_policy=policy))
 
 
-@given(name=st.sampled_from(HEURISTIC), data=st.data())
-def test_every_schedule_passes_both_init_modes_any_costs(name, data):
-    """pp 2..32, m in {p, 2p, 4p}, costs per rank or per stage: what validate returns passes
-    both modes, its queues follow one global message order, and run under its costs it is
-    never faster than the op-level simulation (communication only adds waits)."""
+@given(name=st.sampled_from(HEURISTIC), policy=st.sampled_from(RECV_POLICIES), data=st.data())
+def test_every_schedule_passes_both_init_modes_any_costs(name, policy, data):
+    """pp 2..32, m in {p, 2p, 4p}, costs per rank or per stage, either receive policy: what
+    validate returns passes both modes, its queues agree with one global message order (under
+    eager init the condition for no hang, just-in-time included: a rank's entries run one after
+    another), and run under its costs it is never faster than the op-level simulation
+    (communication only adds waits)."""
     pp = data.draw(st.integers(2, 32), label="pp")
     m = data.draw(st.sampled_from([pp, 2 * pp, 4 * pp]), label="m")
     costs = data.draw(cost_models(pp, info(name).chunks), label="costs")
     sched = generate(name, pp, m, costs=costs, validate=False)
-    lowered = validate(sched, costs=costs)
+    lowered = validate(sched, costs=costs, recv_policy=policy)
     checked_both_ways(lowered)
     assert queue_order_conflict(lowered) is None
     sc = costs.resolve(pp, sched.chunks_per_rank, sched.placement)
@@ -62,14 +65,16 @@ def test_every_schedule_passes_both_init_modes_any_costs(name, data):
 @pytest.mark.parametrize("name", HEURISTIC)
 def test_lowering_keeps_one_global_order_and_the_reference_agrees(name):
     """Small sizes, where the independent reference is quick: it passes the lowering in both
-    modes, and the pre-#28 lowering of the same orders hangs exactly where the product says."""
+    modes under both receive policies, and the pre-#28 lowering of the same orders hangs exactly
+    where the product says."""
     for pp, m in [(2, 4), (3, 6), (4, 8), (5, 10)]:
         sched = generate(name, pp, m)
-        lowered = lower(sched)
-        assert queue_order_conflict(lowered) is None
-        assert all(isinstance(x, (Op, Batch)) for items in lowered.ranks for x in items)
-        for lazy in (False, True):
-            assert p2p_reference(lowered, lazy_init=lazy) == ("ok", None)
+        for policy in RECV_POLICIES:
+            lowered = lower(sched, recv_policy=policy)
+            assert queue_order_conflict(lowered) is None
+            assert all(isinstance(x, (Op, Batch)) for items in lowered.ranks for x in items)
+            for lazy in (False, True):
+                assert p2p_reference(lowered, lazy_init=lazy) == ("ok", None), (policy, pp, lazy)
         old = hoisted_lowering(sched, end_times(sched, UNIT.resolve(pp, sched.chunks_per_rank, sched.placement)))
         for mode, lazy in ((EAGER, False), (LAZY, True)):
             try:
@@ -80,12 +85,13 @@ def test_lowering_keeps_one_global_order_and_the_reference_agrees(name):
             assert ours == p2p_reference(old, lazy_init=lazy)[0], (name, pp, m, mode)
 
 
+@pytest.mark.parametrize("policy", RECV_POLICIES)
 @pytest.mark.parametrize("name", HEURISTIC)
-def test_prefixes_drain_what_they_leave_in_flight(name):
+def test_prefixes_drain_what_they_leave_in_flight(name, policy):
     """A prefix is whole postings; every message sent in a prefix is received either in the
     receiver's prefix or in its drain, in the order sent; prefixes plus drains pass the check."""
     for pp, m in [(2, 4), (4, 8), (6, 12)]:
-        lowered = validate(generate(name, pp, m, validate=False))
+        lowered = validate(generate(name, pp, m, validate=False), recv_policy=policy)
         pre = prefixes(lowered)
         assert pre.ends[0] > 0  # rank 0 runs its first forward before validation: no fallback
         for a in range(pp):

@@ -412,7 +412,8 @@ def get_forward_backward_func(schedule: Union[str, S.Schedule, PipelineSpec] = "
     as it is), offload ("off", "all" or "auto": activation offload, `schedules.offload`),
     offload_bandwidth, profile_steps (the window of training steps measured), replan, profile_out,
     post_validation, balance_data (off, sorted or lb-mini: data-parallel replicas run microbatch
-    counts of their own, `runtime.replica_counts`). `validation`: see PipelineRunner.
+    counts of their own, `runtime.replica_counts`), recv_policy (early, just-in-time or auto: where
+    each receive is posted, `schedules.just_in_time`). `validation`: see PipelineRunner.
     `losses_on_last_rank`: the loss dicts (and after a training step the MTP losses megatron-core's
     MTPLossLoggingHelper tracked, `runtime.mtp.hand_over_tracker`) are returned on the last pipeline
     rank, as Megatron-LM reads them, wherever the placement computed them.

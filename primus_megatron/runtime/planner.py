@@ -35,7 +35,7 @@ class Planner:
                  log: Callable[[str], None] = lambda text: None) -> None:
         self.spec = spec
         self.log = log
-        self._fixed = None if fixed is None else (fixed, S.validate(fixed))
+        self._fixed = None if fixed is None else (fixed, S.validate(fixed, recv_policy=spec.recv_policy))
         self._cache: dict[Key, tuple[S.Schedule, S.Lowered]] = {}
         self._unchecked: set = set()  # plans whose fingerprint the ranks have not compared yet
         self._prefixes: dict = {}
@@ -70,8 +70,9 @@ class Planner:
                                post_validation=spec.post_validation, validate=False)
         if forward_only:
             only = forward_only_schedule(sched)
-            return only, S.validate(only)
-        return self._with_offload(key, sched, S.validate(sched, costs=spec.costs, memory_limit=limit))
+            return only, S.validate(only, recv_policy=spec.recv_policy)
+        return self._with_offload(key, sched, S.validate(sched, costs=spec.costs, memory_limit=limit,
+                                                         recv_policy=spec.recv_policy))
 
     def _with_offload(self, key: Key, sched: S.Schedule, lowered: S.Lowered) -> tuple[S.Schedule, S.Lowered]:
         spec = self.spec

@@ -27,6 +27,13 @@ start; a send goes alone (`_batches` says why). Every
 group is a `Batch`, even a single operation: batched p2p uses the process
 group's own communicator (one stream) under both communicator init modes.
 
+Where receives go is a policy (`lower`'s `recv_policy`): EARLY, as above, the
+default; or JUST_IN_TIME, each receive right before the op that consumes it
+unless the hang check needs it earlier (`just_in_time` states the rule and why
+it is complete): on ROCm a pending receive stalls unrelated compute (PyTorch
+#172668), so there early receives can cost the bubbles a schedule removes.
+Sends go right after their op under both.
+
 The executor reads each compute op's messages from here too (`Lowered.op_io`):
 what it takes and gives, from and to which rank, or on its own rank (the V
 turn), from the same rules the postings were placed by.
@@ -206,16 +213,30 @@ def ordering_costs(schedule: Schedule, costs: Optional[Costs] = None) -> StageCo
     return UNIT.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement)
 
 
+EARLY, JUST_IN_TIME = "early", "just-in-time"
+RECV_POLICIES = (EARLY, JUST_IN_TIME)
+
+
 @gc_paused
-def lower(schedule: Schedule, ends: Optional[list] = None) -> Lowered:
+def lower(schedule: Schedule, ends: Optional[list] = None, *, recv_policy: str = EARLY) -> Lowered:
     """Insert batches of sends and receives into every rank's op list (see module doc).
 
     `ends` are the end times of every op in a complete run with positive op times
-    (`simulation.end_times`) if the caller has them; else a run under `ordering_costs`."""
+    (`simulation.end_times`) if the caller has them; else a run under `ordering_costs`.
+    `recv_policy`: EARLY (each receive as early as the global order allows) or
+    JUST_IN_TIME (each right before the op that consumes it, hoisted where it must be:
+    `just_in_time`); the caller resolves "auto" (the planner knows no torch)."""
+    if recv_policy not in RECV_POLICIES:
+        raise ScheduleError(f"receive policy must be one of {', '.join(RECV_POLICIES)}, got {recv_policy!r}")
     if ends is None:
         ends = end_times(schedule, ordering_costs(schedule))
     posts = _posts(schedule, ends)
-    ranks = tuple(_place(schedule.ranks[r], sorted(posts[r]), ends[r]) for r in range(schedule.pp))
+    if recv_policy == JUST_IN_TIME:
+        from .just_in_time import lower_just_in_time  # it runs the hang check, which imports this module
+
+        return lower_just_in_time(schedule, posts, ends)
+    ranks = tuple(items_of(schedule.ranks[r], early_gaps(len(schedule.ranks[r]), sorted(posts[r])), ends[r])
+                  for r in range(schedule.pp))
     return Lowered(schedule, ranks)
 
 
@@ -255,12 +276,12 @@ def _posts(schedule: Schedule, ends: list) -> list[list[_Post]]:
     return posts
 
 
-def _place(ops: tuple, posts: list[_Post], ends: list) -> tuple:
-    """One rank's items: its ops with its sends and receives (`posts`, in global order)
-    between them. `gaps[g]` holds what is posted right before op g (g = len(ops): after
-    the last op). A send goes right after its op; a receive into the gap of the item
-    before it in the order (gap 0 if none)."""
-    gaps: list[list[_Post]] = [[] for _ in range(len(ops) + 1)]
+def early_gaps(n_ops: int, posts: list[_Post]) -> list[list[_Post]]:
+    """Where one rank's sends and receives (`posts`, in global order) go early: `gaps[g]`
+    holds what is posted right before op g (g = n_ops: after the last op). A send goes
+    right after its op; a receive into the gap of the item before it in the order (gap 0
+    if none)."""
+    gaps: list[list[_Post]] = [[] for _ in range(n_ops + 1)]
     gap = 0
     for post in posts:
         if post.after >= 0:
@@ -269,6 +290,11 @@ def _place(ops: tuple, posts: list[_Post], ends: list) -> tuple:
             raise ScheduleError(f"lowering: {post.item} would come after the op that needs it; "
                                 f"the end times given are not those of a complete run")
         gaps[gap].append(post)
+    return gaps
+
+
+def items_of(ops: tuple, gaps: list[list[_Post]], ends: list) -> tuple:
+    """One rank's items: its ops with each gap's posts, in batches (`_batches`), before them."""
     out: list = []
     for g, posted in enumerate(gaps):
         if posted:

@@ -416,6 +416,25 @@ class _Run:
             host = f"; its host waits at op {net.steps[r][self.pos[r]]}"
         return f"'{net.ops[c]}' (the head of its p2p queue{host})", q, why
 
+    def held_receives(self) -> list[tuple[int, Recv, int]]:
+        """Where a stuck run waits on a receive that is not under way: for each unmatched
+        operation at a stuck rank's queue head whose partner is a Recv not at the head of its
+        own rank's queue, (that rank q, the Recv, the index in q's items of what holds it:
+        q's queue head, or, where q's queue is empty, the item q's host waits at)."""
+        net, out = self.net, []
+        for r in self.stuck():
+            u = self.head[r]
+            if u >= self.posted[r]:
+                continue
+            for c in net.units[r][u]:
+                p = net.partner[c]
+                if self.matched[c] or type(net.ops[p]) is not Recv:
+                    continue
+                q = net.rank[p]
+                held = self.head[q] < self.posted[q]
+                out.append((q, net.ops[p], net.steps[q].index(self.head[q]) if held else self.pos[q]))
+        return out
+
     def _head_op(self, q: int) -> Union[Send, Recv]:
         return next(self.net.ops[c] for c in self.net.units[q][self.head[q]] if not self.matched[c])
 

@@ -20,7 +20,7 @@ from .costs import UNIT, Costs
 from .errors import ScheduleError
 from .gc_pause import gc_paused
 from .ir import B, BW, COMPUTE_KINDS, F, W, Schedule
-from .lowering import Lowered, lower, ordering_costs
+from .lowering import EARLY, Lowered, lower, ordering_costs
 from .rendezvous import check_channels
 from .simulation import end_times, peak_memory
 
@@ -149,13 +149,15 @@ def check_memory(schedule: Schedule, costs: Optional[Costs], memory_limit: Optio
 
 
 @gc_paused
-def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit: Optional[float] = None) -> Lowered:
-    """Run every check; return the lowered schedule that passed them."""
+def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit: Optional[float] = None,
+             recv_policy: str = EARLY) -> Lowered:
+    """Run every check; return the lowered schedule that passed them, its receives posted
+    as `recv_policy` says (`lowering.RECV_POLICIES`)."""
     check_pairs(schedule)
     check_complete(schedule)
     check_w_order(schedule)
     ends = end_times(schedule, ordering_costs(schedule, costs))  # raises where the order cannot run
     check_memory(schedule, costs, memory_limit)
-    lowered = lower(schedule, ends)
+    lowered = lower(schedule, ends, recv_policy=recv_policy)
     check_channels(lowered)
     return lowered
