@@ -145,7 +145,7 @@ def _add_offload(p: argparse.ArgumentParser) -> None:
 _seconds = _positive("seconds")
 
 
-def _add_recv_policy(p: argparse.ArgumentParser, default: Optional[str] = "auto") -> None:
+def _add_recv_policy(p: argparse.ArgumentParser, default: Optional[str] = "early") -> None:
     p.add_argument("--recv-policy", "--pipeline-recv-policy", dest="recv_policy",
                    choices=("early", "just-in-time", "auto"), default=default,
                    help="where each p2p receive is posted: early (as soon as the global message order allows), "

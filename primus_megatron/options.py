@@ -235,7 +235,7 @@ def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optio
         offload_bandwidth=getattr(args, "pipeline_offload_bandwidth", None),
         p2p_timeout_s=getattr(args, "pipeline_p2p_timeout", DEFAULT_P2P_TIMEOUT_S), choose=choose,
         deterministic=deterministic, balance_data=getattr(args, "pipeline_balance_data", None),
-        recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "auto") or "auto"))
+        recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "early") or "early"))
     return dataclasses.replace(spec, **_profiling(spec))
 
 
@@ -270,11 +270,11 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "at start-up (the first step's copies are planned as free)")
     group.add_argument("--pipeline-chunks", type=int, default=None, metavar="V",
                        help="model chunks per rank for schedules with a variable count (interleaved-1f1b)")
-    group.add_argument("--pipeline-recv-policy", choices=RECV_POLICY_CHOICES, default="auto",
-                       help="where each p2p receive is posted: early (as soon as the one global message order "
-                            "allows), just-in-time (right before the op that consumes it, where the hang check "
-                            "allows: on ROCm a pending receive stalls compute, PyTorch #172668), or auto (default: "
-                            "just-in-time on a ROCm build of torch, early elsewhere); docs/megatron-core.md")
+    group.add_argument("--pipeline-recv-policy", choices=RECV_POLICY_CHOICES, default="early",
+                       help="where each p2p receive is posted: early (default: as soon as the one global message "
+                            "order allows), just-in-time (right before the op that consumes it, where the hang check "
+                            "allows: on ROCm a pending receive stalls compute, PyTorch #172668), or auto "
+                            "(just-in-time on a ROCm build of torch, early elsewhere); docs/megatron-core.md")
     group.add_argument("--pipeline-p2p-timeout", type=float, default=DEFAULT_P2P_TIMEOUT_S, metavar="SECONDS",
                        help="how long a rank waits for a pipeline peer before failing with a diagnosis")
     group.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",

@@ -303,3 +303,17 @@ def test_recv_policy_auto_follows_the_torch_build(monkeypatch):
     assert options.from_args(args).recv_policy == "just-in-time"
     args = parser.parse_args(["--pipeline-schedule", "zbv", "--pipeline-recv-policy", "early"])
     assert options.from_args(args).recv_policy == "early"
+    # the default is early, on ROCm too: just-in-time is asked for by name or by auto
+    assert options.from_args(parser.parse_args(["--pipeline-schedule", "zbv"])).recv_policy == "early"
+
+
+def test_ranks_that_post_receives_by_different_policies_have_different_fingerprints():
+    """The job-wide fingerprint comparison before the first op catches ranks whose `auto` resolved
+    differently (mixed torch builds): their p2p orders differ and would hang. The early policy keeps
+    the fingerprint it had before there were policies."""
+    from primus_megatron import schedules as S
+    from primus_megatron.runtime.planner import schedule_fingerprint
+
+    sched = S.generate("zbv", 4, 8)
+    assert schedule_fingerprint(sched) == schedule_fingerprint(sched, "early")
+    assert schedule_fingerprint(sched, "just-in-time") != schedule_fingerprint(sched, "early")

@@ -49,6 +49,8 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
             cases.append({"schedule": name, "microbatches": 8, "options": {**OPTS, "costs": ALL_TO_ALL}})
         if under_test(["zb-auto"]):  # the paper's automatic schedule: its memory model, 2p, post-validation
             cases.append({"schedule": "zb-auto", "microbatches": 6, "options": {**OPTS, **PAPER_AUTO}})
+    for name in under_test(JUST_IN_TIME.get(pp, ())):  # receives posted just in time (issue 60)
+        cases.append({"schedule": name, "microbatches": counts[-1], "options": {**OPTS, "recv_policy": "just-in-time"}})
     for m in counts[-2:]:
         cases.append({"schedule": "megatron-1f1b", "microbatches": m})
     if pp == 2:  # multi-token prediction (megatron's MTP block on the loss stage), against megatron's 1F1B
@@ -63,6 +65,9 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
 
 
 COUNTS = {2: [1, 2, 3, 5], 3: [2, 4], 4: [2, 4, 6]}
+# --pipeline-recv-policy just-in-time, at each pp's largest count (against the reference and megatron's 1F1B
+# like every case): the loop, interleaved, V and DualPipeV (pairs) placements
+JUST_IN_TIME = {2: ("zb-h1", "interleaved-1f1b", "zbv", "dualpipev"), 4: ("zb-h1", "interleaved-1f1b", "zbv")}
 # MTP at pp=2 (m = 2 pp, dualpipev's least): one MTP layer under every schedule, untied; tied, and two
 # layers with a loss scaling factor other than megatron's default (0.1), under one schedule of each placement
 # (and dualpipev, whose pairs hold the loss stage's F and B)
@@ -189,6 +194,19 @@ def test_executed_order_is_the_planned_order(world):
                              post_validation=options.get("post_validation", False))
         for rank, res in enumerate(r[i] for r in per_rank):
             assert res["timeline"] == [(op.kind, op.mb, op.chunk) for op in planned.ranks[rank]]
+
+
+def test_just_in_time_receives_ran_a_lowering_of_their_own(world):
+    """The just-in-time cases (checked against the reference and megatron's 1F1B with every case above)
+    posted their receives otherwise than the early policy would: the runtime ran the lowering the
+    policy asks for, so their equality says something."""
+    pp, cases, per_rank = world
+    ran = [c for c in cases if c.get("options", {}).get("recv_policy") == "just-in-time"]
+    assert [c["schedule"] for c in ran] == list(under_test(JUST_IN_TIME.get(pp, ())))
+    for case in ran:
+        sched = S.generate(case["schedule"], pp, case["microbatches"])
+        early, late = S.lower(sched), S.lower(sched, recv_policy="just-in-time")
+        assert early.ranks != late.ranks, case["schedule"]
 
 
 def test_cost_aware_v_orders_ran_and_differ_from_the_equal_cost_patterns(world):

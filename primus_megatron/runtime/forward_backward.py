@@ -172,7 +172,7 @@ class PipelineRunner:
         if sched.placement == S.V:
             self._solo_group()  # made by every rank before its first op, never within a step
         check_same_schedule(sched, group, rank, self.spec.p2p_timeout_s,
-                            pipeline_only=self.spec.balance_data is not None)
+                            pipeline_only=self.spec.balance_data is not None, recv_policy=self.spec.recv_policy)
         self.planner.checked(key)
 
     def _run(self, key, lowered: S.Lowered, rank: int, p2p: P2P, ctx: StepContext, forward_only: bool) -> StepResult:

@@ -159,14 +159,15 @@ class ScheduleMismatch(RuntimeError):
 
 
 def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = DEFAULT_TIMEOUT_S, *,
-                        pipeline_only: bool = False) -> None:
+                        pipeline_only: bool = False, recv_policy: str = "early") -> None:
     """Every rank of the job compares a fingerprint of the schedule before any p2p: pipeline ranks
     that disagree would hang (or silently mix tensors), and so would replicas of the pipeline (data,
     tensor, context, expert parallel), whose ranks meet inside ops and in DDP's reduces in op order.
     `group` (the pipeline's) names the rank in a timeout. `pipeline_only`: replicas run counts of
     their own (`--pipeline-balance-data`; `replica_counts.check_step` compares them every step), so
-    only the pipeline's ranks compare here."""
-    mine = schedule_fingerprint(sched)
+    only the pipeline's ranks compare here. `recv_policy` is part of the fingerprint: ranks that
+    post their receives by different policies (`auto` resolved on different torch builds) hang."""
+    mine = schedule_fingerprint(sched, recv_policy)
     over = group if pipeline_only else None
     value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long, device=collective_device(group))
     values = gather_before_step(value, over, rank, timeout_s,
@@ -175,11 +176,12 @@ def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = 
         return
     described: list = [None] * len(values)
     dist.all_gather_object(described, f"pipeline rank {rank}: {sched.name} (pp={sched.pp}, {sched.microbatches} "
-                                      f"microbatches, fingerprint {mine})", group=over)
+                                      f"microbatches, receives {recv_policy}, fingerprint {mine})", group=over)
     who = dist.get_process_group_ranks(group) if pipeline_only else range(len(described))
     listing = "; ".join(f"global rank {g}, {d}" for g, d in zip(who, described))
     raise ScheduleMismatch(f"ranks would run schedules that differ ({listing}); every rank must be given the "
-                           f"same --pipeline-schedule, microbatch count, memory limit and costs")
+                           f"same --pipeline-schedule, microbatch count, memory limit, costs and "
+                           f"--pipeline-recv-policy")
 
 
 def gather_before_step(value: torch.Tensor, group, rank: int, timeout_s: float, what: str) -> list:
@@ -196,9 +198,10 @@ def gather_before_step(value: torch.Tensor, group, rank: int, timeout_s: float, 
     return values
 
 
-def schedule_fingerprint(schedule: S.Schedule) -> str:
-    """A short hash of the exact op lists (ranks must agree on it before any p2p)."""
+def schedule_fingerprint(schedule: S.Schedule, recv_policy: str = "early") -> str:
+    """A short hash of the exact op lists and of where receives are posted (ranks must agree on both
+    before any p2p); the early policy's hash is the one it had before there were policies."""
     pairs = tuple(tuple(sorted(p)) for p in schedule.pairs)  # overlapped pairs, where there are any
     text = repr((schedule.name, schedule.pp, schedule.microbatches, schedule.chunks_per_rank, schedule.placement,
-                 schedule.ranks) + ((pairs,) if any(pairs) else ()))
+                 schedule.ranks) + ((pairs,) if any(pairs) else ()) + ((recv_policy,) if recv_policy != "early" else ()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
