@@ -18,6 +18,11 @@ and grad norm of every iteration, the validation and test losses) identical, as 
 per schedule (the harness runs one schedule per pretrain_gpt.py) and one for megatron's own; megatron's
 bf16 run, shared with test_megatron_lm_te.py, shows FP8 rounded (the numbers differ from it).
 
+The MoE recipe in FP8 the same way, under the delayed recipe: TE grouped experts with
+--moe-router-padding-for-fp8 on DP=2 x PP=2 x EP=2 (megatron_lm_harness.MoEPipelineRuns, whose start and
+megatron's own bf16 run test_megatron_lm_moe.py shares), megatron's own 1F1B and our zb-h1, zbv and dualpipev
+(four launches of 4 ranks: 33 s more CPU on core_v0.16.1, 2026-11-29, measured as in docs/testing.md).
+
 Then each way the B/W split could go wrong in FP8 (tests/fp8_breakages.py: a quantized tensor freed or
 cast again between B and W, a microbatch's backward amax reduced never or twice, the cached FP8 weight
 re-cast between B and W) is made on purpose in one zb-h1 launch under the delayed recipe, and the same
