@@ -80,6 +80,15 @@ def megatron_lm_te_pp2(megatron_lm_tree, tmp_path_factory):
     return H.TEPipelineRuns(megatron_lm_tree, str(tmp_path_factory.mktemp("megatron-lm-te")))
 
 
+@pytest.fixture(scope="session")
+def megatron_lm_moe_runs(megatron_lm_tree, tmp_path_factory):
+    """pretrain_gpt.py's MoE recipe with TE grouped experts on DP=2 x PP=2 x EP=2 from one start shared by the
+    session's test modules (megatron_lm_harness.MoEPipelineRuns): called as megatron_lm_te_pp2."""
+    import megatron_lm_harness as H
+
+    return H.MoEPipelineRuns(megatron_lm_tree, str(tmp_path_factory.mktemp("megatron-lm-moe-runs")))
+
+
 # -- unexpected skips fail the session (tests/expected_skips.py) ----------------------------------
 
 _SKIPS: list = []  # (node id, reason) of every skip in this session

@@ -416,6 +416,13 @@ def combined_pairs(result: Result, schedule: str, args: list, pp: int = 2, micro
     return planned, [int(n) for n in ran]
 
 
+def routed(result: Result) -> list:
+    """(routed TE layers, grouped experts among them) of each model chunk on rank 0 (the plugin's line)."""
+    return [(int(a), int(b)) for a, b in re.findall(
+        r"(\d+) TransformerEngine layers defer their weight gradients to W ops, (\d+) of them grouped experts",
+        result.log)]
+
+
 def tail(text: str, n: int = 80) -> str:
     """The last lines of a log, with Megatron-LM's argument dump and warnings left out."""
     lines = [line for line in (text or "").splitlines()
@@ -435,8 +442,9 @@ class TEPipelineRuns:
     iterations, the validation and test losses at the end."""
 
     ITERS = 3
-    ARGS = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", str(ITERS),
-            "--eval-interval", str(ITERS), "--bf16"]
+    NPROC = 2
+    MODEL = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--bf16"]  # the start's and every run's
+    FP8 = []  # what every FP8 run adds to --fp8-format and --fp8-recipe
     FIXED = ["--pipeline-profile-steps", "0"]  # equal-cost plans: the numbers cannot depend on a measured plan
     FP8_DEVICE = "sm90"  # the stand-in answers as a Hopper: the OCP float8 formats
 
@@ -449,16 +457,14 @@ class TEPipelineRuns:
         """One iteration of megatron's own schedule with TE layers in bf16, saved (no FP8 state in it:
         an FP8 run starts with TE's initial scales, whatever schedule it runs)."""
         if self._start is None:
-            path = os.path.join(self.work, "start")
-            run(self.tree, 2, [*self.ARGS[:4], "--train-iters", "1", "--eval-interval", "1000", "--save", path,
-                               "--save-interval", "1", "--bf16"], te=True)
-            self._start = path
+            self._start = save_start(self.tree, self.NPROC, self.MODEL, os.path.join(self.work, "start"), te=True)
         return self._start
 
     def args(self, schedule: str = None, fp8_recipe: str = None) -> list:
-        return [*self.ARGS, "--load", self.start(), "--finetune",
+        return [*self.MODEL, "--train-iters", str(self.ITERS), "--eval-interval", str(self.ITERS),
+                "--load", self.start(), "--finetune",
                 *(["--pipeline-schedule", schedule, *self.FIXED] if schedule else []),
-                *(["--fp8-format", "hybrid", "--fp8-recipe", fp8_recipe] if fp8_recipe else [])]
+                *(["--fp8-format", "hybrid", "--fp8-recipe", fp8_recipe, *self.FP8] if fp8_recipe else [])]
 
     def __call__(self, schedule: str = None, fp8_recipe: str = None, rank_setup: tuple = None) -> Result:
         """Megatron's own 1F1B (`schedule` None) or ours, in bf16 or `--fp8-format hybrid` with
@@ -466,8 +472,27 @@ class TEPipelineRuns:
         key = (schedule, fp8_recipe)
         if rank_setup is None and key in self._runs:
             return self._runs[key]
-        result = run(self.tree, 2, self.args(schedule, fp8_recipe), te=True,
+        result = run(self.tree, self.NPROC, self.args(schedule, fp8_recipe), te=True,
                      fp8_device=self.FP8_DEVICE if fp8_recipe else None, rank_setup=rank_setup)
         if rank_setup is None:
             self._runs[key] = result
         return result
+
+
+class MoEPipelineRuns(TEPipelineRuns):
+    """The same for Megatron-LM's MoE recipe with TE grouped experts (TEGroupedMLP over TE's GroupedLinear,
+    --moe-grouped-gemm; a shared expert; the all-to-all dispatcher over EP=2, the load-balancing loss) on 4
+    ranks, DP=2 x PP=2 x EP=2 with overlapped reduce, the distributed optimizer, overlapped parameter gathers
+    and gradient-accumulation fusion, bf16: test_megatron_lm_moe.py's runs in bf16 and
+    test_megatron_lm_fp8.py's in FP8 (with --moe-router-padding-for-fp8: each expert's tokens padded to
+    TE's FP8 GEMM alignment, as Megatron-LM's FP8 MoE recipes run) from one start."""
+
+    NPROC = 4
+    MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-token-dispatcher-type", "alltoall",
+           "--expert-model-parallel-size", "2", "--moe-aux-loss-coeff", "1e-2", "--disable-bias-linear"]
+    TE_MOE = MOE + ["--moe-grouped-gemm", "--moe-shared-expert-intermediate-size", "64"]
+    DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16",
+              "--untie-embeddings-and-output-weights", "--overlap-grad-reduce", "--use-distributed-optimizer",
+              "--overlap-param-gather", "--bf16"]  # 4 microbatches per data-parallel rank
+    MODEL = DP2PP2 + TE_MOE
+    FP8 = ["--moe-router-padding-for-fp8"]

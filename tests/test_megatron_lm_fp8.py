@@ -18,6 +18,11 @@ and grad norm of every iteration, the validation and test losses) identical, as 
 per schedule (the harness runs one schedule per pretrain_gpt.py) and one for megatron's own; megatron's
 bf16 run, shared with test_megatron_lm_te.py, shows FP8 rounded (the numbers differ from it).
 
+The MoE recipe in FP8 the same way, under the delayed recipe: TE grouped experts with
+--moe-router-padding-for-fp8 on DP=2 x PP=2 x EP=2 (megatron_lm_harness.MoEPipelineRuns, whose start and
+megatron's own bf16 run test_megatron_lm_moe.py shares), megatron's own 1F1B and our zb-h1, zbv and dualpipev
+(four launches of 4 ranks: 33 s more CPU on core_v0.16.1, 2026-11-29, measured as in docs/testing.md).
+
 Then each way the B/W split could go wrong in FP8 (tests/fp8_breakages.py: a quantized tensor freed or
 cast again between B and W, a microbatch's backward amax reduced never or twice, the cached FP8 weight
 re-cast between B and W) is made on purpose in one zb-h1 launch under the delayed recipe, and the same
@@ -36,6 +41,7 @@ pytestmark = pytest.mark.megatron_lm
 ITERS = H.TEPipelineRuns.ITERS
 RECIPES = ["delayed", "tensorwise"]
 SCHEDULES = ["zb-h1", "zbv", "dualpipev"]  # loop placement; V; V with overlapped F&B pairs
+MOE_RECIPE = "delayed"
 BASIS = "FP8 with deferred weight gradients: "  # our start-up line (unsupported.log_fp8_basis_once)
 
 
@@ -73,6 +79,35 @@ def test_fp8_trains_exactly_as_megatron(megatron_lm_te_pp2, recipe):
         assert "TransformerEngine layers defer their weight gradients to W ops" in ours.log, H.tail(ours.log)
         if schedule != "zb-h1":
             assert H.arg(ours, "virtual_pipeline_model_parallel_size") == "2"
+        if _differences(ours, own):
+            failures[schedule] = _differences(ours, own)
+    assert not failures, f"{recipe}: {failures}"
+
+
+def test_fp8_moe_with_grouped_experts_trains_exactly_as_megatron(megatron_lm_moe_runs):
+    """Megatron-LM's MoE recipe in FP8: TE grouped experts (TEGroupedMLP over GroupedLinear, each expert's
+    rows cast by its own quantizer) with --moe-router-padding-for-fp8, a shared expert, the all-to-all
+    dispatcher over EP=2 and the load-balancing loss on DP=2 x PP=2, delayed scaling (the recipe with state
+    that W could get wrong); megatron's own 1F1B and our zb-h1, zbv and dualpipev from the start
+    test_megatron_lm_moe.py's bf16 runs share: the numbers Megatron-LM logs (lm loss, load-balancing loss,
+    grad norm, validation and test losses) identical, as printed."""
+    runs, recipe = megatron_lm_moe_runs, MOE_RECIPE
+    own, bf16 = runs(None, recipe), runs(None, None)
+    _own_fp8(own, recipe)
+    for name, value in (("num_experts", "4"), ("expert_model_parallel_size", "2"), ("data_parallel_size", "2"),
+                        ("moe_grouped_gemm", "True"), ("moe_router_padding_for_fp8", "True")):
+        assert H.arg(own, name) == value, f"{name}: {H.arg(own, name)}"
+    assert all(own.aux_losses.get(i, {}).get("load_balancing_loss") for i in range(1, ITERS + 1)), own.aux_losses
+    assert own.losses != bf16.losses, "megatron's own FP8 MoE run logged its bf16 run's losses"
+    assert BASIS not in own.log and "defer their weight gradients" not in own.log
+    failures = {}
+    for schedule in schedule_subset.under_test(SCHEDULES):
+        ours = runs(schedule, recipe)
+        _own_fp8(ours, recipe)
+        assert f"with the {recipe} recipe rests on the CPU reproduction" in ours.log, H.tail(ours.log)
+        # rank 0's chunks hold the first layers: every one's grouped experts (fc1, fc2) run their FP8 GEMMs in W
+        routed = H.routed(ours)
+        assert routed and all(grouped >= 2 for _, grouped in routed), H.tail(ours.log)
         if _differences(ours, own):
             failures[schedule] = _differences(ours, own)
     assert not failures, f"{recipe}: {failures}"

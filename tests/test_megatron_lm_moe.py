@@ -37,14 +37,12 @@ from primus_megatron import schedules as S
 
 pytestmark = pytest.mark.megatron_lm
 
-ITERS = 3
-MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-token-dispatcher-type", "alltoall",
-       "--expert-model-parallel-size", "2", "--moe-aux-loss-coeff", "1e-2", "--disable-bias-linear"]
-TE_MOE = MOE + ["--moe-grouped-gemm", "--moe-shared-expert-intermediate-size", "64"]
-DP2PP2 = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "16", "--eval-interval", str(ITERS),
-          "--untie-embeddings-and-output-weights", "--overlap-grad-reduce", "--use-distributed-optimizer",
-          "--overlap-param-gather", "--bf16"]  # 4 microbatches per data-parallel rank
-FIXED = ["--pipeline-profile-steps", "0"]  # equal-cost plans: the numbers cannot depend on a measured plan
+# the grouped experts' runs are the session's (conftest megatron_lm_moe_runs: one shared start, megatron's own run
+# shared with the FP8 tests); the variants below take the same model options
+ITERS = H.MoEPipelineRuns.ITERS
+MOE, TE_MOE = H.MoEPipelineRuns.MOE, H.MoEPipelineRuns.TE_MOE
+DP2PP2 = H.MoEPipelineRuns.DP2PP2 + ["--eval-interval", str(ITERS)]
+FIXED = H.MoEPipelineRuns.FIXED
 # one loop and two V schedules (v-half and v-min place layers as zbv does; the matrix runs them all); dualpipev:
 # overlapped F&B pairs (run as F then B on CPU)
 SCHEDULES = ["zb-h1", "zbv", "dualpipev"]
@@ -71,21 +69,9 @@ LAYERS = {"te": TE_MOE, "local": VARIANTS["local-sequential"]}
 
 
 @pytest.fixture(scope="module")
-def runs(megatron_lm_tree, tmp_path_factory):
+def runs(megatron_lm_tree, megatron_lm_moe_runs, tmp_path_factory):
     tree, work = megatron_lm_tree, tmp_path_factory.mktemp("megatron-lm-moe")
-
-    @functools.lru_cache(maxsize=None)
-    def start() -> str:
-        """One iteration of Megatron's own schedule, saved: every run loads it."""
-        path = str(work / "start")
-        H.run(tree, 4, DP2PP2 + TE_MOE + ["--train-iters", "1", "--eval-interval", "1000", "--save", path,
-                                          "--save-interval", "1"], te=True)
-        return path
-
-    @functools.lru_cache(maxsize=None)
-    def grouped(schedule):
-        args = DP2PP2 + TE_MOE + ["--train-iters", str(ITERS), "--load", start(), "--finetune"]
-        return H.run(tree, 4, args + (["--pipeline-schedule", schedule, *FIXED] if schedule else []), te=True)
+    grouped, start = megatron_lm_moe_runs, megatron_lm_moe_runs.start
 
     @functools.lru_cache(maxsize=None)
     def variant(name, schedule):
@@ -124,11 +110,7 @@ def runs(megatron_lm_tree, tmp_path_factory):
 _arg = H.arg
 
 
-def _routed(result: H.Result) -> list:
-    """(routed TE layers, grouped experts among them) of each model chunk on rank 0 (the plugin's line)."""
-    return [(int(a), int(b)) for a, b in re.findall(
-        r"(\d+) TransformerEngine layers defer their weight gradients to W ops, (\d+) of them grouped experts",
-        result.log)]
+_routed = H.routed
 
 
 def _check(ours: H.Result, own: H.Result) -> None:
