@@ -125,7 +125,7 @@ from primus_megatron import schedules as S
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
 
-OURS = ["1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-auto", "zbv", "v-half", "v-min"]
+OURS = ["1f1b", "interleaved-1f1b", "zb-h1", "zb-h2", "zb-auto", "interleaved-zb", "zbv", "v-half", "v-min"]
 V_SCHEDULES = ["zbv", "v-half", "v-min"]
 # every registered schedule with W ops, the FP8 rows' (issue 54: FP8 under every W schedule), but zb-optimal:
 # at the matrix's size (pp 2, 4 microbatches, equal costs) its integer program plans zb-auto's ops, op for op
