@@ -46,13 +46,11 @@ def _run_variant(rank: int, case: dict, v: Variant) -> dict:
     if v.megatron and v.chunks > 1:
         ps.set_virtual_pipeline_model_parallel_world_size(v.chunks)
     try:
-        out = _steps(rank, case, v)
+        return _steps(rank, case, v)
     finally:
         if v.megatron and v.chunks > 1:
             ps.set_virtual_pipeline_model_parallel_world_size(None)
-    # not after a failure: the failed rank's peers would wait the whole gloo timeout here before reporting
-    torch.distributed.barrier()
-    return out
+        torch.distributed.barrier()
 
 
 def _steps(rank: int, case: dict, v: Variant) -> dict:
