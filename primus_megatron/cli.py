@@ -17,6 +17,7 @@ with status 2; set PRIMUS_DEBUG=1 to see tracebacks of unexpected errors.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -291,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .advise_command import add_parser as _add_advise
 
     _add_advise(sub)
+    from .postmortem_command import add_parser as _add_postmortem
+
+    _add_postmortem(sub)
 
     p = sub.add_parser("emulate", help="run the real runtime on P local ranks with emulated devices",
                        description="Run a schedule with the real runtime (executor, strict NCCL-order p2p, weight-"
@@ -339,6 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "before the step; megatron's baselines keep the synchronous step)")
     p.add_argument("--straggler", default=None, metavar="RANK:FACTOR",
                    help="with --optimizer-ms: this rank's optimizer step takes FACTOR times as long")
+    p.add_argument("--fault", default=None, metavar="ACTION:RANK:OP",
+                   help="inject a fault into our schedule's run: stall (the op never ends) or kill (SIGKILL) "
+                        "pipeline rank RANK as its op OP (F or B and a microbatch, e.g. F2) starts; with "
+                        "PRIMUS_HANG_REPORT_DIR set the ranks leave reports for `postmortem` (docs/health.md)")
     p.add_argument("--timeline", metavar="FILE", help="write measured and simulated timelines as a Chrome/Perfetto "
                                                       "trace (.json)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
@@ -895,6 +903,19 @@ def _optimizer_spec(args: argparse.Namespace, pp: int) -> Optional[dict]:
     return spec
 
 
+def _fault_spec(text: Optional[str], pp: int, m: int) -> Optional[dict]:
+    """--fault ACTION:RANK:OP, checked: {"action", "rank", "kind", "mb"} (emulation.launch.run's `fault`)."""
+    if text is None:
+        return None
+    action, rank, op = (text.split(":") + ["", ""])[:3]
+    kind, mb = op[:1], op[1:]
+    if action not in ("stall", "kill") or not rank.isdigit() or kind not in ("F", "B") or not mb.isdigit() \
+            or int(rank) >= pp or int(mb) >= m or text.count(":") != 2:
+        raise UsageError(f"--fault must be stall or kill, a pipeline rank in 0..{pp - 1} and an op F or B of a "
+                         f"microbatch in 0..{m - 1}, e.g. stall:3:F2, got {text!r}")
+    return {"action": action, "rank": int(rank), "kind": kind, "mb": int(mb)}
+
+
 def _baselines(text: str) -> list[str]:
     from .emulation.baselines import BASELINES
 
@@ -915,9 +936,9 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     baselines = _baselines(args.baselines)
     optimizer = _optimizer_spec(args, pp)
     _check_op_overhead(args)
+    options = dataclasses.replace(_emulate_options(args), fault=_fault_spec(args.fault, pp, m))
     try:
-        variants, results, report = command.emulate(_emulate_options(args), costs, pp, m, unit, elements, baselines,
-                                                    optimizer)
+        variants, results, report = command.emulate(options, costs, pp, m, unit, elements, baselines, optimizer)
     except command.EmulationFailed as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
@@ -982,6 +1003,12 @@ def _emulate_outputs(args: argparse.Namespace, variants: list, results: list, re
         print(reporting.report_text(report))
 
 
+def cmd_postmortem(args: argparse.Namespace) -> int:
+    from .postmortem_command import run
+
+    return run(args)
+
+
 def cmd_advise(args: argparse.Namespace) -> int:
     from .advise_command import run
 
@@ -989,7 +1016,7 @@ def cmd_advise(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"list": cmd_list, "simulate": cmd_simulate, "compare": cmd_compare, "export": cmd_export,
-            "balance": cmd_balance, "advise": cmd_advise, "emulate": cmd_emulate}
+            "balance": cmd_balance, "advise": cmd_advise, "emulate": cmd_emulate, "postmortem": cmd_postmortem}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -41,6 +41,8 @@ seconds and the fraction (two fp32 values: exact to well below a microsecond).
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
@@ -187,6 +189,7 @@ class _Work(torch.autograd.Function):
     @staticmethod
     def forward(ctx, y, chunk, mb):
         ctx.chunk, ctx.mb = chunk, mb
+        chunk.fault_point("F", mb)
         pair = running_half()
         if pair.half == "F":  # a pair's F half: its compute; the B half waits the rest (module doc)
             pair.carry["f"] = (chunk.times, mb)
@@ -202,6 +205,7 @@ class _Work(torch.autograd.Function):
         chunk, mb = ctx.chunk, ctx.mb
         if not chunk.post_process:
             chunk._arrive(grad, chunk.times.comm_grad_in)
+        chunk.fault_point("B", mb)
         store = get_store()
         split = store.capturing and store.splitting
         pair = running_half()
@@ -249,6 +253,19 @@ class TimedWaits:
         start = time.monotonic()
         wait_until(self.clock.sent_at(tensor) + latency)
         self.log.comm_wait += time.monotonic() - start
+
+    fault: Optional[tuple] = None  # (action, kind, mb): `emulate --fault`, once
+
+    def fault_point(self, kind: str, mb: Optional[int]) -> None:
+        """An injected fault as op `kind` of microbatch `mb` starts: `kill` ends the process at once
+        (SIGKILL: no report, no word), `stall` never ends the op (a hung kernel, a lost GPU)."""
+        if self.fault is None or self.fault[1:] != (kind, mb):
+            return
+        action, self.fault = self.fault[0], None
+        if action == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        while True:  # a signal's handler (SIGUSR1: a postmortem report) runs, then the stall goes on
+            time.sleep(3600)
 
     def _work(self, seconds: float, kind: str) -> None:
         start = time.monotonic()

@@ -123,6 +123,9 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
         stage = stage_of(v.placement, pp, rank, c)
         chunks.append(EmulatedChunk(config, stage, n, v.times[stage], epoch=case["epoch"],
                                     vp_stage=c if v.chunks > 1 else None))
+    fault = case.get("fault")
+    if fault and fault["rank"] == rank and not v.megatron:  # `--fault`: on our schedule's first chunk
+        chunks[0].fault = (fault["action"], fault["kind"], fault["mb"])
     if v.megatron:
         from megatron.core.pipeline_parallel import get_forward_backward_func
 
@@ -198,9 +201,11 @@ def _memory_kib() -> dict:
 
 def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
         p2p_timeout_s: Optional[float] = None, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
-        optimizer: Optional[dict] = None, recv_policy: str = "early") -> tuple[list[Optional[dict]], dict]:
+        optimizer: Optional[dict] = None, recv_policy: str = "early",
+        fault: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
-    memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError."""
+    memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError. `fault`:
+    {"action": "stall" or "kill", "rank", "kind": "F" or "B", "mb"} (`EmulatedChunk.fault_point`)."""
     from ..runtime import local_ranks
 
     epoch = time.monotonic()
@@ -208,7 +213,7 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
         p2p_timeout_s = default_p2p_timeout(variants, pp)
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
             "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
-            "p2p_mode": p2p_mode, "optimizer": optimizer, "recv_policy": recv_policy,
+            "p2p_mode": p2p_mode, "optimizer": optimizer, "recv_policy": recv_policy, "fault": fault,
             "variants": [replace(v, sim_timeline=None) for v in variants]}
     work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
     limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+import torch.distributed as dist
 
+from ..health import flight
 from ..schedules import B, BW, F, W, Batch, Lowered, Message, Op, Recv, Send
 from ..schedules.lowering import OpIO
 from . import offload as activation_offload
@@ -305,6 +307,7 @@ class _Step:
             self.offload.before(op)  # the reloads the plan issues as this op starts
         if self.pair_of.get(index, self.limit) < self.limit:  # not across a post-validation prefix's end
             self._await_second_half(self.pair_of[index])
+        flight.op_started(io)  # what a postmortem report says this rank was doing
         with half_of_pair(*self.halves.get(index, (None, None))):
             if op.kind == F:
                 start, output = self._forward(io)
@@ -317,6 +320,7 @@ class _Step:
                 self.store.run(key, what=f"{op} on pipeline rank {self.rank}")
                 mem_delta = self.memory.weight(key) if self.memory else None
         end = self._end()
+        flight.op_ended()
         if self.memory and op.kind == F:  # counted outside the op's time
             self.memory.forward_done(key, output)
             mem_delta = self.memory.forward_bytes(key)
@@ -374,6 +378,7 @@ class _Step:
         input_tensor = self._forward_input(f_io)
         b_inputs = self._backward_input(b_io)
         start = self._start()
+        flight.op_started(f_io)
         saving = (self.offload.forward((f_op.mb, f_op.chunk), keep=input_tensor) if self.offload
                   else contextlib.nullcontext())
         with self._wgrad_capture(b_op), saving:
@@ -382,6 +387,7 @@ class _Step:
         self._forward_done(f_io, input_tensor, output, num_tokens)
         self._backward_done(b_io, input_grad)
         end = self._end()
+        flight.op_ended()
         if self.offload:
             self.offload.after(f_op, output=self._moved_output(f_io, output))
             self.offload.after(b_op)
@@ -550,6 +556,8 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext, *, validat
     # the store starts empty (nothing of an earlier step that raised may run in this step's W ops)
     with get_store().step(splitting=splitting):
         step = _Step(lowered, rank, p2p, ctx)
+        flight.identify(rank, lowered.schedule.pp, dist.get_rank())
+        flight.step_started(step.timeline)
         try:
             with step.sync.step():
                 return _run_items(step, lowered.ranks[rank], ctx, validate, prefix)

@@ -179,6 +179,7 @@ def run_payload(payload: bytes, world: int, *, timeout_s: float, pin: bool, sys_
             procs = _start(ctx, world, store.port, payload, out, pin, faults, sys_path)
             results, errors = _collect(procs, out, world, timeout_s, faults)
         finally:
+            _ask_for_reports(procs)
             for p in procs:
                 if p.is_alive():
                     p.kill()
@@ -187,6 +188,30 @@ def run_payload(payload: bytes, world: int, *, timeout_s: float, pin: bool, sys_
     if errors:
         raise RuntimeError("\n".join(f"rank {rank} failed:\n{value}" for rank, value in sorted(errors)))
     return [results[r] for r in range(world)]
+
+
+def _ask_for_reports(procs: list, wait_s: float = 5.0) -> None:
+    """Ranks still running when the run ends early: with $PRIMUS_HANG_REPORT_DIR set, each is asked for
+    its postmortem report (SIGUSR1, health/flight.py), as a user would before taking a stuck job down."""
+    from ..health.flight import REPORT_DIR_ENV
+
+    folder = os.environ.get(REPORT_DIR_ENV)
+    alive = [(r, p) for r, p in enumerate(procs) if p.is_alive()]
+    if not folder or not alive:
+        return
+    asked = time.time()
+    for _, p in alive:
+        os.kill(p.pid, signal.SIGUSR1)
+
+    def answered(rank: int, proc) -> bool:
+        try:
+            return os.path.getmtime(os.path.join(folder, f"postmortem-rank{rank}.json")) >= asked - 1.0
+        except OSError:
+            return not proc.is_alive()
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline and not all(answered(r, p) for r, p in alive):
+        time.sleep(0.05)
 
 
 REPORT_GRACE_S = 10.0  # once a rank failed: how long the others get to report their side before they are killed

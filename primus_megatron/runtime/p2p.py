@@ -31,6 +31,7 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
+from ..health import flight
 from . import strict_p2p, watchdog
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -148,8 +149,10 @@ class P2P:
             what = f"send of {first.what} to" if first.send else f"receive of {first.what} from"
             raise self._error(what, first.peer, first.op, exc, posting=True) from exc
         if self._watchdog is not None:
+            first = posts[0]
             self._watchdog.track(work, "; ".join(f"{p.label()} (global {self.global_rank(p.peer)})" for p in posts),
-                                 "; ".join(dict.fromkeys(p.op for p in posts if p.op)))
+                                 "; ".join(dict.fromkeys(p.op for p in posts if p.op)),
+                                 peer=(first.peer, self.global_rank(first.peer), first.what, first.send))
         pendings = []
         for p in posts:
             pending = _Pending(work, p.tensor, p.what, p.peer, p.send)
@@ -182,13 +185,17 @@ class P2P:
                 raise self._error(what, pending.peer, op, exc) from exc
             return pending.tensor
         started = time.perf_counter()
+        flight.waiting_on(pending.peer, self.global_rank(pending.peer), pending.what, pending.send, op)
         try:
             pending.work.wait(timeout=datetime.timedelta(seconds=self.timeout_s))
         except Exception as exc:  # gloo/NCCL raise RuntimeError subclasses with backend-specific text
             if self._queue is not None:
                 strict_p2p.abandon(self.group)  # its head never completes: a later step starts afresh
             what = f"send of {pending.what} to" if pending.send else f"receive of {pending.what} from"
-            raise self._error(what, pending.peer, op, exc, waited=time.perf_counter() - started) from exc
+            error = self._error(what, pending.peer, op, exc, waited=time.perf_counter() - started)
+            flight.write_report("timeout", str(error))  # before the stack unwinds: the wait is still recorded
+            raise error from exc
+        flight.wait_ended()
         return pending.tensor
 
     def _error(self, what: str, peer: int, op: str, exc: BaseException, *, waited: float = 0.0,

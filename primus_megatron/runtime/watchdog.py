@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from ..health import flight
+
 HANG_EXIT_CODE = 3
 REPORT_DIR_ENV = "PRIMUS_HANG_REPORT_DIR"
 
@@ -45,6 +47,7 @@ class _Tracked:
     label: str  # "receive of activation mb0 stage 0->1 from pipeline rank 0 (global 0)"
     op: str  # "F0 (microbatch 0, chunk 0, stage 1)"
     posted: float  # time.monotonic() at posting
+    peer: Optional[tuple] = None  # (pipeline rank, global rank, message, send) of its first op
 
 
 class Watchdog:
@@ -61,9 +64,9 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, name="primus-p2p-watchdog", daemon=True)
         self._thread.start()
 
-    def track(self, work, label: str, op: str) -> None:
+    def track(self, work, label: str, op: str, peer: Optional[tuple] = None) -> None:
         with self._lock:
-            self._pending.append(_Tracked(work, label, op, time.monotonic()))
+            self._pending.append(_Tracked(work, label, op, time.monotonic(), peer))
 
     def pending(self) -> int:
         with self._lock:
@@ -81,10 +84,13 @@ class Watchdog:
             age = time.monotonic() - oldest.posted
             if age > self.timeout_s:
                 where = f" in op {oldest.op}" if oldest.op else ""
-                self.on_hang(f"{self.who}: p2p watchdog: the {oldest.label}{where} has not completed {age:.3g} s "
-                             f"after it was posted (limit {self.timeout_s:g} s; {others} more p2p op(s) pending "
-                             f"behind it); that rank died, hangs, runs a different schedule, or the order of p2p ops "
-                             f"hangs under NCCL")
+                message = (f"{self.who}: p2p watchdog: the {oldest.label}{where} has not completed {age:.3g} s "
+                           f"after it was posted (limit {self.timeout_s:g} s; {others} more p2p op(s) pending "
+                           f"behind it); that rank died, hangs, runs a different schedule, or the order of p2p ops "
+                           f"hangs under NCCL")
+                if oldest.peer is not None:  # the postmortem report (health/flight.py) names the peer
+                    flight.write_report("hang", message, waiting=(*oldest.peer, oldest.op, oldest.posted))
+                self.on_hang(message)
                 return
 
 
