@@ -373,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "trace (.json)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     _add_recv_policy(p)
+    _add_recv_stall(p)
     return parser
 
 
@@ -948,6 +949,9 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     baselines = _baselines(args.baselines)
     optimizer = _optimizer_spec(args, pp)
     _check_op_overhead(args)
+    if args.rocm_recv_stall is not None and args.p2p_mode == "plain":
+        raise UsageError("--rocm-recv-stall needs --p2p-mode strict or strict-lazy (the strict queue knows which "
+                         "receives are pending; plain gloo p2p does not)")
     try:
         variants, results, report = command.emulate(_emulate_options(args), costs, pp, m, unit, elements, baselines,
                                                     optimizer)
@@ -967,7 +971,7 @@ def _emulate_options(args: argparse.Namespace) -> EmulateOptions:
                           optimizer_post_validation=args.optimizer_post_validation,
                           op_overhead_ms=args.op_overhead, steps=args.steps, p2p_mode=args.p2p_mode,
                           p2p_timeout_s=args.p2p_timeout, text=args.format == "text",
-                          recv_policy=_recv_policy(args))
+                          recv_policy=_recv_policy(args), recv_stall=args.rocm_recv_stall or 1.0)
 
 
 def _emulate_inputs(args: argparse.Namespace) -> tuple:

@@ -90,3 +90,17 @@ def test_the_cli_option_reaches_simulate_and_compare_and_a_bad_value_is_one_sent
     assert cli.main(argv[:-1] + ["0.9"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--rocm-recv-stall" in err and "Traceback" not in err, err
+
+
+def test_an_emulated_wait_under_a_pending_receive_is_charged_the_stall():
+    """The emulated lanes' model (emulation/chunks.py): on 2 gloo ranks, rank 0's strict queue
+    holds a receive that rank 1 sends only after rank 0's waits (a barrier orders it, whatever
+    the ranks' speeds). A wait with stall 2 is charged twice its time, one with no stall its
+    time; once the receive has completed, nothing is pending and the stalled kind is not charged.
+    Charged seconds are compared, not clock readings."""
+    import pipeline_harness as H
+
+    out = H.run_ranks({"body": H.recv_stall_body, "pp": 2, "stall": 2.0}, 2, timeout_s=120)[0]
+    assert out["pending"] == 1 and out["after"] == 0
+    assert out["stalled"] == [("F", 0.02), ("B", 0.01)] and out["plain"] == [("F", 0.01)]
+    assert out["count"] == 1
