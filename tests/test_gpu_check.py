@@ -37,6 +37,10 @@ def test_gpu_check_cpu_dry_run_writes_its_report(tmp_path):
         assert r["ok"] and r["losses_bitwise"] and r["grads_bitwise"] and r["grads_compared"] > 10, r
         assert r["reference"] == {"zbv": "megatron-1f1b", "interleaved-1f1b": "megatron-interleaved"}[r["schedule"]]
         assert r["seconds"] > 0 and r["reference_seconds"] > 0, r
+        if r["init"] == "eager":  # the other receive policy, timed, and equal to early bitwise (issue 60)
+            assert r["just_in_time_seconds"] > 0 and r["just_in_time_bitwise"] is True, r
+        else:
+            assert "just_in_time_seconds" not in r, r
     mlm = {r["schedule"]: r for r in data["megatron_lm"]}
     assert set(mlm) == {"megatron-1f1b", "1f1b"}
     assert all(r["ok"] and r["losses_equal_megatron_1f1b"] and r["ms_per_iteration"] > 0 for r in mlm.values()), mlm
