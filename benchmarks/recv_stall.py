@@ -17,7 +17,8 @@ work the stall-free op time: time lost to a stall counts as bubble, as it does o
 Emulated (`--emulated`): the same cases at pp 8 for zb-h1 and zbv, one launch per (policy, stall),
 8 gloo ranks whose ops sleep their time at UNIT_MS ms per unit (emulation/chunks.py), strict p2p (the
 queue that knows which receives are pending); the stall charged as the simulator's. Makespan the median
-over STEPS steps after a warm-up, bubble against the same stall-free work.
+over STEPS steps after a warm-up, bubble against the same stall-free work; the last column counts the
+ops charged the stall in that step (all ranks; early / just-in-time), which no host delay blurs.
 """
 from __future__ import annotations
 
@@ -54,27 +55,30 @@ def simulated(name: str, pp: int) -> list[float]:
     return out
 
 
-def emulated(name: str, pp: int) -> list[float]:
-    """`simulated`'s four bubbles, measured on emulated ranks (module doc)."""
+def emulated(name: str, pp: int) -> tuple[list[float], str]:
+    """`simulated`'s four bubbles, measured on emulated ranks (module doc), and the ops stalled."""
     from primus_megatron import emulation as E
     from primus_megatron.emulation import launch
 
     sched = generate(name, pp, 2 * pp, costs=COSTS)
     scale = UNIT_MS / 1000.0
     work = sum(simulate(sched, COSTS).busy) * scale
-    out = []
+    out, stalled = [], []
     for policy in (EARLY, JUST_IN_TIME):
         for stall in (1.0, STALL):
             v = E.make_variant(name, sched, COSTS, scale=scale)
             results, _ = launch.run([v], pp, 2 * pp, elements=ELEMENTS, steps=STEPS, p2p_mode="strict",
                                     recv_policy=policy, recv_stall=stall)
             out.append(1.0 - work / (pp * results[0]["makespan"]))
-            print(f"  emulated {name} pp={pp} {policy} stall {stall}: bubble {out[-1]:.3f}", flush=True)
-    return out
+            if stall != 1.0:
+                stalled.append(results[0]["stalled_ops"])
+            print(f"  emulated {name} pp={pp} {policy} stall {stall}: bubble {out[-1]:.3f}, "
+                  f"{results[0]['stalled_ops']} ops stalled", flush=True)
+    return out, f"{stalled[0]} / {stalled[1]} of {3 * 2 * pp * pp * sched.chunks_per_rank}"
 
 
-def _row(label: str, pp: int, how: str, b: list[float]) -> list:
-    return [label, pp, how, *(f"{x:.3f}" for x in b), f"{b[1] - b[0]:+.3f}", f"{b[3] - b[2]:+.3f}"]
+def _row(label: str, pp: int, how: str, b: list[float], stalled: str = "-") -> list:
+    return [label, pp, how, *(f"{x:.3f}" for x in b), f"{b[1] - b[0]:+.3f}", f"{b[3] - b[2]:+.3f}", stalled]
 
 
 def main(argv=None) -> int:
@@ -90,10 +94,12 @@ def main(argv=None) -> int:
             print(f"  {name} pp={pp}: " + " ".join(f"{x:.3f}" for x in b), flush=True)
     if args.emulated:
         for name in EMULATED:
-            rows.append(_row(name, 8, f"emulated ({UNIT_MS:g} ms/unit)", emulated(name, 8)))
+            rows.append(_row(name, 8, f"emulated ({UNIT_MS:g} ms/unit)", *emulated(name, 8)))
     header = ["schedule", "pp", "how", "early", f"early, stall x{STALL:g}", "just-in-time",
-              f"just-in-time, stall x{STALL:g}", "stall cost, early", "stall cost, just-in-time"]
-    body = C.section(C.command_line("benchmarks/recv_stall.py", argv), f"Run {C.taken()}.", C.method(__doc__),
+              f"just-in-time, stall x{STALL:g}", "stall cost, early", "stall cost, just-in-time",
+              "ops stalled (early / just-in-time)"]
+    body = C.section(C.command_line("benchmarks/recv_stall.py", argv),
+                     f"Run {C.taken()}, load average {C.load():.1f} on this machine's 2 shared cores.", C.method(__doc__),
                      C.table(header, rows), f"{time.monotonic() - started:.0f} s in all.")
     C.publish(args, TITLE, body, "recv_stall")
     return 0
