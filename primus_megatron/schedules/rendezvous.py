@@ -296,7 +296,8 @@ class _Run:
         self.peers = [{net.ops[c].peer for entry in units for c in entry} for units in net.units]
         # the stall model: per rank, whether each entry holds a receive, the latest end of a completed
         # one, the ranks waiting to learn whether a receive is pending, and the one told it is
-        self.has_recv = [[any(type(net.ops[c]) is Recv for c in entry) for entry in units] for units in net.units]
+        self.has_recv = [[any(type(net.ops[c]) is Recv for c in entry) for entry in units] for units in net.units] \
+            if self.stall != 1.0 else None  # not needed (nor paid for) without the stall
         self.recv_end = [0.0] * pp
         self.undecided: set = set()
         self.forced = [False] * pp
@@ -324,7 +325,7 @@ class _Run:
                 if self.started[r] == head:  # a new head: its operations get under way
                     self._start_entry(r, head)
                 if left[head] == 0:
-                    if self.has_recv[r][head] and end_time[head] > self.recv_end[r]:
+                    if self.stall != 1.0 and self.has_recv[r][head] and end_time[head] > self.recv_end[r]:
                         self.recv_end[r] = end_time[head]
                     head += 1
                     continue
