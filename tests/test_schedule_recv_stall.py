@@ -104,3 +104,13 @@ def test_an_emulated_wait_under_a_pending_receive_is_charged_the_stall():
     assert out["pending"] == 1 and out["after"] == 0
     assert out["stalled"] == [("F", 0.02), ("B", 0.01)] and out["plain"] == [("F", 0.01)]
     assert out["count"] == 1
+
+
+def test_emulate_refuses_the_stall_with_plain_p2p_in_one_sentence(capsys):
+    """Only the strict queue knows which receives are pending, so plain gloo p2p cannot charge the
+    stall: refused before any rank starts, exit 2, one line naming both options."""
+    argv = ["emulate", "--schedule", "zb-h1", "--pp", "2", "-m", "4", "--p2p-mode", "plain", "--rocm-recv-stall"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--rocm-recv-stall" in err and "--p2p-mode" in err, err
+    assert "Traceback" not in err
