@@ -90,6 +90,7 @@ PAGES = {
     "paper_tables.py": "schedule-quality",
     "planner_speed.py": "planner",
     "post_validation.py": "post-validation",
+    "recv_stall.py": "recv-stall",
     "runtime_throughput.py": "runtime-cpu",
     "schedule_quality.py": "schedule-quality",
     "soak.py": "runtime-cpu",

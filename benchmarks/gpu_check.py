@@ -268,6 +268,8 @@ def _one_config(rank: int, world_case: dict, config: dict) -> dict:
         result["seconds"] = timer.last
         result["peak_gib"] = torch.cuda.max_memory_allocated() / 2**30 if gpu else None
         mine = (_losses(store), _grads(ours))
+        if config["init"] == "eager":  # the other receive policy's step time (issue 60), eager init only
+            result.update(_just_in_time(world_case, name, mine, lambda f: run(f, ours), lambda: _grads(ours), timer))
         reference = "megatron-interleaved" if interleaved else "megatron-1f1b"
         if interleaved:  # megatron's interleaved schedule and its chunks read the chunk count from here
             ps.set_virtual_pipeline_model_parallel_world_size(entry.chunks)
@@ -301,6 +303,28 @@ def _one_config(rank: int, world_case: dict, config: dict) -> dict:
     finally:
         ps.set_virtual_pipeline_model_parallel_world_size(None)
     return result
+
+
+def _just_in_time(world_case: dict, name: str, early: tuple, step, grads, timer) -> dict:
+    """Our schedule again with its receives posted just in time (`--pipeline-recv-policy`; on ROCm a
+    pending receive stalls compute, PyTorch #172668): its last step's time, and whether every rank's
+    losses and gradients equal the early policy's bitwise (only where p2p is posted differs)."""
+    import torch
+    import torch.distributed as dist
+
+    import primus_megatron as pm
+
+    fbf = pm.get_forward_backward_func(name, p2p_timeout_s=world_case["p2p_timeout_s"], losses_on_last_rank=True,
+                                       p2p_mode="strict", recv_policy="just-in-time")
+    for _ in range(world_case["steps"]):
+        store = step(fbf)
+    seconds = timer.last
+    mine = (_losses(store), grads())
+    same = mine[0] == early[0] and mine[1].keys() == early[1].keys() and all(
+        torch.equal(mine[1][k], early[1][k]) for k in mine[1])
+    everyone: list = [None] * dist.get_world_size()
+    dist.all_gather_object(everyone, same)
+    return {"just_in_time_seconds": seconds, "just_in_time_bitwise": all(everyone)}
 
 
 def _compare(gathered: list) -> dict:
@@ -647,15 +671,16 @@ def report_markdown(data: dict) -> str:
                       "shared the GPU's SMs: NCCL's ordering, init and streams are real, the times are not a "
                       "pipeline's (benchmarks/rank_launch.py)."]
     lines += ["", "### Schedules x pp x init x knobs (two steps each)", "",
-              "| schedule | pp | init | env | ran | losses bitwise | grads bitwise | ms/iter | reference ms/iter | "
-              "peak GiB (ref) | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| schedule | pp | init | env | ran | losses bitwise | grads bitwise | ms/iter | ms/iter just-in-time "
+              "(= early bitwise) | reference ms/iter | peak GiB (ref) | error |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["matrix"]:
         env_s = ",".join(f"{k}={v}" for k, v in r["env"].items()) or "unset"
         ms = lambda s: f"{1e3 * s:.1f}" if s else "-"  # noqa: E731
         peak = f"{r['peak_gib']:.2f} ({r['reference_peak_gib']:.2f})" if r.get("peak_gib") is not None else "-"
         lines.append(f"| {r['schedule']} | {r['pp']} | {r['init']} | {env_s} | {'yes' if r['ok'] else 'NO'} | "
                      f"{r.get('losses_bitwise', '-')} | {r.get('grads_bitwise', '-')} | {ms(r.get('seconds'))} | "
-                     f"{ms(r.get('reference_seconds'))} ({r.get('reference', '-')}) | {peak} | "
+                     f"{_jit_cell(r)} | {ms(r.get('reference_seconds'))} ({r.get('reference', '-')}) | {peak} | "
                      f"{(r.get('error') or '').splitlines()[0][:120] if r.get('error') else ''} |")
     lines += ["", _knob_note(data.get("inherited_knobs") or {})]
     if data.get("megatron_lm") is not None:
@@ -675,6 +700,13 @@ def report_markdown(data: dict) -> str:
                          f"{err[-1][:120].replace('|', '/') if err else ''} |")
     lines += ["", f"Command: `{data['command']}`", ""]
     return "\n".join(lines)
+
+
+def _jit_cell(r: dict) -> str:
+    """The just-in-time policy's ms/iter and its bitwise equality with early ('-' where not run: lazy init)."""
+    if r.get("just_in_time_seconds") is None:
+        return "-"
+    return f"{1e3 * r['just_in_time_seconds']:.1f} ({r.get('just_in_time_bitwise')})"
 
 
 def _knob_note(inherited: dict) -> str:

@@ -6,7 +6,9 @@ schedules hold 4 per rank and V schedules 2 per chunk) on two pipeline ranks. On
 share it, each a one-GPU node of its own (rank_launch.py, NCCL eager init); on CPU (the dry run)
 they are forked gloo ranks (runtime/local_ranks.py).
 
-**gap**: every variant (megatron's own 1F1B, our 1f1b, zb-h1, zbv) runs the same microbatches on the
+**gap**: every variant (megatron's own 1F1B, our 1f1b, zb-h1, zbv; zb-h1 and zbv also with their
+receives posted just in time, `--pipeline-recv-policy`: on ROCm a pending receive stalls compute,
+PyTorch #172668, so the step times say which policy is faster there) runs the same microbatches on the
 same weights (drawn per global parameter name, so every placement starts equal), one warm-up step,
 then `steps` timed ones. The same instrument wraps megatron's `forward_step` and `backward_step`
 (which megatron's schedule and our executor both call) and the weight-gradient store's `run` (our W
@@ -47,7 +49,9 @@ PP = 2
 NUM_LAYERS = 8
 # megatron's 1F1B twice: with a fused attention whose backward is not deterministic (flash), its two
 # runs differ as much as any other pair, which is the yardstick for ours against it
-GAP_VARIANTS = ("megatron-1f1b", "megatron-1f1b again", "1f1b", "zb-h1", "zbv")
+GAP_VARIANTS = ("megatron-1f1b", "megatron-1f1b again", "1f1b", "zb-h1", "zb-h1 just-in-time", "zbv",
+                "zbv just-in-time")
+JIT = " just-in-time"  # a gap variant with its receives posted just in time (`--pipeline-recv-policy`, issue 60)
 OFFLOAD_SCHEDULES = ("zb-h1", "zbv")
 OFFLOAD_MODES = ("off", "off again", "all", "auto")
 AUTO_LIMIT_SHARE = 0.5  # auto's memory limit: this share of the schedule's planned peak without offload
@@ -276,7 +280,8 @@ def gap_part(rank: int, case: dict, device, emit) -> None:
             for name in case["variants"]:
                 started = time.monotonic()
                 megatron = name.startswith("megatron-1f1b")
-                placement = "megatron-1f1b" if megatron or name in ("1f1b", "zb-h1") else name
+                schedule = name[:-len(JIT)] if name.endswith(JIT) else name
+                placement = "megatron-1f1b" if megatron or schedule in ("1f1b", "zb-h1") else schedule
                 if placement not in models:
                     model = None
                     models.clear()  # one model alive at a time
@@ -286,7 +291,8 @@ def gap_part(rank: int, case: dict, device, emit) -> None:
                                               gpu=gpu, attention=case["attention"])
                 model = models[placement]
                 fbf = megatron_fbf() if megatron else pm.get_forward_backward_func(
-                    name, p2p_timeout_s=case["p2p_timeout_s"], losses_on_last_rank=True, record_timeline=False)
+                    schedule, p2p_timeout_s=case["p2p_timeout_s"], losses_on_last_rank=True, record_timeline=False,
+                    recv_policy="just-in-time" if name.endswith(JIT) else "early")
                 res = run_steps(fbf, model, batches, steps=case["steps"], trace=trace, device=device, block=block)
                 mine = {"grads": {k: v for part in gathered(fingerprints(model)) for k, v in part.items()},
                         "losses": [x for part in gathered(res["losses"]) for x in part]}

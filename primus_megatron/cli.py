@@ -155,19 +155,47 @@ def _add_recv_policy(p: argparse.ArgumentParser, default: Optional[str] = "early
                         + ("" if default is None else f"; default {default}"))
 
 
+ROCM_RECV_STALL = 1.3  # --rocm-recv-stall's factor when none is given: a guess until an AMD run measures it
+
+
+def _stall_factor(text: str) -> float:
+    try:
+        value = _number(text)
+    except ValueError:
+        value = 0.0
+    if not value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a factor >= 1 on the compute time, got {text!r}")
+    return value
+
+
+def _add_recv_stall(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--rocm-recv-stall", type=_stall_factor, nargs="?", const=ROCM_RECV_STALL, default=None,
+                   metavar="FACTOR",
+                   help="model ROCm's pending-receive stall (PyTorch #172668): a compute op that starts while a "
+                        "receive posted on its rank has not completed takes FACTOR times as long (default factor "
+                        f"{ROCM_RECV_STALL}; off without the option)")
+
+
 def _recv_policy(args: argparse.Namespace) -> str:
     from .options import resolve_recv_policy
 
     return resolve_recv_policy(args.recv_policy)
 
 
-def _lowered_makespan(schedule: Any, costs: Any, policy: str) -> float:
-    """The makespan of the schedule lowered under `policy` (hang-checked) on NCCL/RCCL's queues."""
+def _lowered_makespan(schedule: Any, costs: Any, policy: str, stall: Optional[float] = None) -> float:
+    """The makespan of the schedule lowered under `policy` (hang-checked) on NCCL/RCCL's queues,
+    with the ROCm receive stall `stall` if given (`rendezvous` module doc)."""
     from .schedules import validate
     from .schedules.rendezvous import run_p2p
 
     sc = costs.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement, schedule.microbatches)
-    return run_p2p(validate(schedule, costs=costs, recv_policy=policy), sc).makespan
+    return run_p2p(validate(schedule, costs=costs, recv_policy=policy), sc, recv_stall=stall or 1.0).makespan
+
+
+def _stall_text(args: argparse.Namespace) -> str:
+    return "" if args.rocm_recv_stall is None else (
+        f", with the ROCm receive stall (an op starting while a receive of its rank is pending takes "
+        f"x{args.rocm_recv_stall:g})")
 
 
 def _add_common(p: argparse.ArgumentParser, *, schedule: bool, size_required: bool = True) -> None:
@@ -225,6 +253,7 @@ def _add_simulate(sub: Any) -> None:
                         "(schedules.mb_order; the candidates are printed)")
     _add_offload(p)
     _add_recv_policy(p)
+    _add_recv_stall(p)
 
 
 def _add_compare(sub: Any) -> None:
@@ -245,6 +274,7 @@ def _add_compare(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of the table")
     _add_offload(p)
     _add_recv_policy(p)
+    _add_recv_stall(p)
 
 
 def _add_export(sub: Any) -> None:
@@ -351,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "trace (.json)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
     _add_recv_policy(p)
+    _add_recv_stall(p)
     return parser
 
 
@@ -488,7 +519,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                         post_validation=args.post_validation)
     result = simulate(schedule, costs)
     policy = _recv_policy(args)
-    queued = _lowered_makespan(schedule, costs, policy)
+    queued = _lowered_makespan(schedule, costs, policy, args.rocm_recv_stall)
     warn_few_microbatches(schedule.name, args.pp, args.microbatches, costs, chunks=schedule.chunks_per_rank)
     moved = _offload_result(schedule, costs, args) if offloading else None
     outputs: list[tuple[str, bytes | str]] = []
@@ -506,6 +537,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if order is not None:
             data["mb_order"] = list(order)  # the data microbatch each schedule microbatch runs
         data["recv_policy"], data["lowered_makespan"] = policy, round(queued, 6)
+        data["rocm_recv_stall"] = args.rocm_recv_stall
         text = json.dumps(data, indent=1)
     else:
         head = (f"schedule {schedule.name}: pp={schedule.pp}, microbatches={schedule.microbatches}, "
@@ -519,7 +551,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                       [[str(r), _num(result.busy[r]), _num(result.idle[r]), _num(result.span[r]), _num(result.peak_memory[r])]
                        for r in range(schedule.pp)], right=[True] * 5)
         text = (f"{head}\n\n{summary}\n\n{ranks}\n\nreceives posted {policy}: makespan {_num(queued)} with every "
-                f"rank's p2p queued as NCCL/RCCL runs it (hang check passed, eager and lazy init)")
+                f"rank's p2p queued as NCCL/RCCL runs it{_stall_text(args)} (hang check passed, eager and lazy init)")
         if moved:
             text += "\n\n" + _offload_table(moved, result, args)
         text += order_text
@@ -617,7 +649,7 @@ def _compare_row(name: str, costs, args: argparse.Namespace, base: Optional[floa
     moved = _offload_result(schedule, costs, args) if offloading else None
     shown = moved or result
     row = {"name": name, "chunks": schedule.chunks_per_rank, "makespan": shown.makespan,
-           "lowered_makespan": _lowered_makespan(schedule, costs, _recv_policy(args)),
+           "lowered_makespan": _lowered_makespan(schedule, costs, _recv_policy(args), args.rocm_recv_stall),
            "bubble_sync": shown.bubble_sync, "bubble_async": shown.bubble_async,
            "max_peak_memory": shown.max_peak_memory, "memory_vs_1f1b": shown.max_peak_memory / base if base else None}
     if moved:
@@ -692,11 +724,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"pp": args.pp, "microbatches": args.microbatches, "profile": args.profile,
                           "memory_limit": args.memory_limit, "post_validation": args.post_validation,
-                          "offload": args.offload, "recv_policy": _recv_policy(args), "schedules": rows,
+                          "offload": args.offload, "recv_policy": _recv_policy(args),
+                          "rocm_recv_stall": args.rocm_recv_stall, "schedules": rows,
                           "vs_optimum": gap_note}, indent=1))
     else:
         print(_compare_text(args, rows, bool(gaps)) + "\n\n" + gap_note + f"\n\nreceives posted {_recv_policy(args)}: "
-              "every schedule above passes the NCCL/RCCL hang check with them (lowered_makespan in --json)")
+              "every schedule above passes the NCCL/RCCL hang check with them (lowered_makespan in --json"
+              f"{_stall_text(args)})")
     return 0
 
 
@@ -936,6 +970,9 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     baselines = _baselines(args.baselines)
     optimizer = _optimizer_spec(args, pp)
     _check_op_overhead(args)
+    if args.rocm_recv_stall is not None and args.p2p_mode == "plain":
+        raise UsageError("--rocm-recv-stall needs --p2p-mode strict or strict-lazy (the strict queue knows which "
+                         "receives are pending; plain gloo p2p does not)")
     options = dataclasses.replace(_emulate_options(args), fault=_fault_spec(args.fault, pp, m))
     try:
         variants, results, report = command.emulate(options, costs, pp, m, unit, elements, baselines, optimizer)
@@ -955,7 +992,7 @@ def _emulate_options(args: argparse.Namespace) -> EmulateOptions:
                           optimizer_post_validation=args.optimizer_post_validation,
                           op_overhead_ms=args.op_overhead, steps=args.steps, p2p_mode=args.p2p_mode,
                           p2p_timeout_s=args.p2p_timeout, text=args.format == "text",
-                          recv_policy=_recv_policy(args))
+                          recv_policy=_recv_policy(args), recv_stall=args.rocm_recv_stall or 1.0)
 
 
 def _emulate_inputs(args: argparse.Namespace) -> tuple:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import traceback
+from datetime import timedelta
 from functools import partial
 
 import torch
@@ -737,3 +738,39 @@ def replica_counts_body(rank, world_case):
             "own_counts": step("zb-h1", 3 if dp_rank == 0 else 5),
             "other_schedule": step("zb-h1" if dp_rank == 0 else "zb-h2", 4),
             "pipeline_disagrees": step("zb-h1", 4 if dp_rank == 0 or pp_rank == 0 else 5)}
+
+
+def recv_stall_body(rank, world_case):
+    """ROCm's receive stall on emulated ops (emulation/chunks.py `TimedWaits`): rank 0 posts a
+    receive on its strict queue and runs two emulated waits, one with the stall factor and one
+    without; rank 1 sends only after a barrier that rank 0 reaches after those waits, so the
+    receive is pending during them whatever the ranks' speeds. Once it has completed, rank 0
+    runs the stalled kind of wait again. Returns each wait's (kind, seconds charged), per object."""
+    import torch.distributed as dist
+
+    from primus_megatron.emulation.chunks import OpLog, StageTimes, TimedWaits
+    from primus_megatron.runtime import strict_p2p
+
+    group = dist.new_group([0, 1])
+    queue = strict_p2p.queue_for(group)
+    if rank == 1:
+        dist.barrier()
+        queue.submit([strict_p2p.Entry(True, torch.ones(2), 0, "send to rank 0")]).wait(timedelta(seconds=60))
+        return {}
+
+    class Emulated(TimedWaits):
+        def __init__(self, stall: float) -> None:
+            self.times = StageTimes(f=0.01, b=0.01, w=0.01, bw=0.02, recv_stall=stall)
+            self.log = OpLog()
+
+    stalled, plain = Emulated(world_case["stall"]), Emulated(1.0)
+    got = queue.submit([strict_p2p.Entry(False, torch.zeros(2), 1, "receive from rank 1")])
+    pending = strict_p2p.pending_receives()
+    stalled._work(0.01, "F")
+    plain._work(0.01, "F")
+    dist.barrier()
+    got.wait(timedelta(seconds=60))
+    after = strict_p2p.pending_receives()
+    stalled._work(0.01, "B")
+    return {"pending": pending, "after": after, "stalled": stalled.log.requested, "plain": plain.log.requested,
+            "count": stalled.log.stalled}

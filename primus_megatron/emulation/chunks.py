@@ -49,6 +49,7 @@ from typing import Any, Optional, Sequence
 
 import torch
 
+from ..runtime import strict_p2p
 from ..runtime.combined import running_half
 from ..runtime.deadline import wait_until
 from ..runtime.wgrad_store import get_store
@@ -72,6 +73,7 @@ class StageTimes:
     comm_grad_in: float = 0.0
     mb_scale: tuple = ()  # per microbatch, the factor on f, b, w and bw (`costs.mb_scale`; empty: none)
     a2a: float = 0.0  # the all-to-all part of an F and of a B or BW (`costs.a2a`), hidden only in a pair
+    recv_stall: float = 1.0  # ROCm's pending-receive stall: the factor on a wait starting under one (`TimedWaits`)
 
     def of(self, kind: str, mb: Optional[int]) -> float:
         """Seconds of op `kind` ("f", "b", "w", "bw" or "a2a") of microbatch `mb`: its factor applied."""
@@ -139,10 +141,11 @@ class OpLog:
     emulated: float = 0.0  # seconds of emulated op time waited
     spans: list = field(default_factory=list)  # (kind, start, end) of every emulated wait, time.monotonic()
     requested: list = field(default_factory=list)  # (kind, seconds asked for) of every emulated wait
+    stalled: int = 0  # waits charged ROCm's receive stall (`TimedWaits`)
 
     def reset(self) -> None:
         self.w_runs.clear()
-        self.w_in_backward = self.deferred = 0
+        self.w_in_backward = self.deferred = self.stalled = 0
         self.comm_wait = self.emulated = 0.0
         self.spans = []
         self.requested = []
@@ -242,10 +245,16 @@ class _CurrentMicrobatch:
 
 
 class TimedWaits:
-    """The emulated waits of a chunk that has `clock` (a `_Clock`) and `log` (an `OpLog`)."""
+    """The emulated waits of a chunk that has `clock` (a `_Clock`), `log` (an `OpLog`) and `times`.
+
+    ROCm's stall (PyTorch #172668), the simulator's model (schedules/rendezvous.py): a wait that
+    starts while this rank's strict p2p queue holds a receive not completed waits `times.recv_stall`
+    times as long. Only the strict queue knows its pending receives: under plain gloo p2p, and for
+    megatron's own schedules (their p2p waits before compute), nothing is charged."""
 
     clock: "_Clock"
     log: OpLog
+    times: StageTimes
 
     def _arrive(self, tensor: torch.Tensor, latency: float) -> None:
         if latency <= 0:
@@ -268,6 +277,9 @@ class TimedWaits:
             time.sleep(3600)
 
     def _work(self, seconds: float, kind: str) -> None:
+        if self.times.recv_stall != 1.0 and strict_p2p.pending_receives():
+            seconds *= self.times.recv_stall
+            self.log.stalled += 1
         start = time.monotonic()
         wait_until(start + seconds)
         self.log.emulated += seconds

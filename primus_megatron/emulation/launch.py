@@ -121,7 +121,8 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
     chunks = []
     for c in range(v.chunks):
         stage = stage_of(v.placement, pp, rank, c)
-        chunks.append(EmulatedChunk(config, stage, n, v.times[stage], epoch=case["epoch"],
+        times = v.times[stage] if v.megatron else replace(v.times[stage], recv_stall=case.get("recv_stall", 1.0))
+        chunks.append(EmulatedChunk(config, stage, n, times, epoch=case["epoch"],
                                     vp_stage=c if v.chunks > 1 else None))
     fault = case.get("fault")
     if fault and fault["rank"] == rank and not v.megatron:  # `--fault`: on our schedule's first chunk
@@ -145,7 +146,7 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
 def _chunk_records(chunks: list, grads: list) -> list:
     return [{"spans": list(chunk.log.spans), "emulated": chunk.log.emulated, "comm_wait": chunk.log.comm_wait,
              "w_runs": dict(chunk.log.w_runs), "deferred": chunk.log.deferred,
-             "w_in_backward": chunk.log.w_in_backward, "grad": grad} for chunk, grad in zip(chunks, grads)]
+             "w_in_backward": chunk.log.w_in_backward, "stalled": chunk.log.stalled, "grad": grad} for chunk, grad in zip(chunks, grads)]
 
 
 def _executed(last_step, v: Variant, rank: int) -> dict:
@@ -202,10 +203,11 @@ def _memory_kib() -> dict:
 def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
         p2p_timeout_s: Optional[float] = None, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
         optimizer: Optional[dict] = None, recv_policy: str = "early",
-        fault: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
+        fault: Optional[dict] = None, recv_stall: float = 1.0) -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
     memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError. `fault`:
-    {"action": "stall" or "kill", "rank", "kind": "F" or "B", "mb"} (`EmulatedChunk.fault_point`)."""
+    {"action": "stall" or "kill", "rank", "kind": "F" or "B", "mb"} (`EmulatedChunk.fault_point`).
+    `recv_stall`: ROCm's pending-receive stall on our schedules' ops (`chunks.TimedWaits`)."""
     from ..runtime import local_ranks
 
     epoch = time.monotonic()
@@ -214,7 +216,7 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
             "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
             "p2p_mode": p2p_mode, "optimizer": optimizer, "recv_policy": recv_policy, "fault": fault,
-            "variants": [replace(v, sim_timeline=None) for v in variants]}
+            "recv_stall": recv_stall, "variants": [replace(v, sim_timeline=None) for v in variants]}
     work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
     limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s
     per_rank = local_ranks.run_ranks(_rank_body, case, pp, timeout_s=limit)

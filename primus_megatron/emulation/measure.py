@@ -75,6 +75,7 @@ def summarise(v: Variant, ranks: list[dict]) -> dict:
         "cpu_per_op": cpu / max(1, n_emulated),
         "main_cpu_per_op": cpu_main / max(1, n_emulated),  # the rank's main thread: executor, megatron, autograd
         "cores_busy": cpu / makespans[mid],
+        "stalled_ops": sum(c.get("stalled", 0) for r in ranks for c in r["steps"][mid]["chunks"]),  # ROCm stall
         "params": [r.get("params") for r in ranks],
         "mean_op_time": mean_op,
         "steps": nsteps,

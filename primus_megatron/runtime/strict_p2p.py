@@ -35,6 +35,10 @@ here the host's first lone post to a peer blocks until that peer's host posts a
 lone op to it too, and the host's first batch blocks until every rank of the
 group posts its first batch. The queue stays one per group, as in eager init
 (lazy init gives each pair a stream of its own: one queue is the stricter).
+
+The process counts its submissions that hold a receive and have not completed
+(`pending_receives`): emulated ops read it to charge ROCm's pending-receive
+stall (emulation/chunks.py, PyTorch #172668).
 """
 from __future__ import annotations
 
@@ -50,6 +54,19 @@ import torch
 import torch.distributed as dist
 
 _FIRST_CONTACT_TAG = 7  # the lazy-init handshake; data uses gloo's default tag 0
+_PENDING = [0]  # submissions of this process's queues holding a receive, not completed (module doc)
+_PENDING_LOCK = threading.Lock()
+
+
+def pending_receives() -> int:
+    """How many submissions holding a receive this process has queued and not seen complete."""
+    return _PENDING[0]
+
+
+def _count_pending(completion: "Completion", step: int) -> None:
+    if completion.receives:
+        with _PENDING_LOCK:
+            _PENDING[0] += step
 
 
 @dataclass
@@ -72,6 +89,7 @@ class Completion:
         self.done = threading.Event()
         self.error: Optional[BaseException] = None
         self.works: Optional[list] = None  # gloo's works once posted
+        self.receives = any(not e.send for e in entries)
 
     def is_completed(self) -> bool:
         return self.done.is_set()
@@ -125,6 +143,7 @@ class StrictQueue:
                     self.unfinished -= 1
                 self.head = None
                 raise
+        _count_pending(completion, 1)
         self.items.put(completion)
         return completion
 
@@ -186,6 +205,7 @@ class StrictQueue:
             self.head = None
             with self.lock:
                 self.unfinished -= 1
+            _count_pending(completion, -1)
             completion.done.set()
 
 

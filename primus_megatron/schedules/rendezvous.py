@@ -36,6 +36,20 @@ does. So one run in any order finds the one outcome, and with costs attached
 the same run gives every item's time (`run_p2p`): a compute op takes its
 duration, a send/receive pair its message's `comm`.
 
+The ROCm stall (`run_p2p`'s `recv_stall`, PyTorch #172668): on ROCm a posted
+receive that has not completed slows the compute of its rank. The model: a
+compute op that starts while a receive posted earlier on its rank has not
+completed takes `recv_stall` times its duration, the whole op. Why this shape:
+one number, decided from what the queue model knows at the op's start (no rate
+to integrate over the receive's lifetime), and it never rewards a receive that
+completes mid-op, so it charges early receives at least what a pro-rata model
+would. Whether a posted receive is still pending at an op's start may be
+unknown when the run gets there (the peer has not got that far): the op waits.
+When nothing else moves, the waiting rank with the earliest clock counts its
+unknown receives as pending: every end still unknown comes after some host's
+next move, and no host moves before that clock. So the stall changes times
+only, never which runs end (a hang is the same hang).
+
 A run that stops early is a hang. Every stuck rank waits for some other rank
 (the peer of an unmatched operation at its queue's head, or the peer of a
 communicator creation it waits in), so following those waits from the lowest
@@ -91,11 +105,14 @@ class P2PRun:
 
 
 @gc_paused
-def run_p2p(lowered: Lowered, sc: StageCosts, *, lazy_init: bool = False) -> P2PRun:
+def run_p2p(lowered: Lowered, sc: StageCosts, *, lazy_init: bool = False, recv_stall: float = 1.0) -> P2PRun:
     """Every compute op's start and end when each op takes its duration and each
     send/receive pair its message's `comm` once both ends are under way; raises like
-    `check_channels` where the schedule hangs."""
-    run = _Run(Network(lowered), sc, lazy_init=lazy_init)
+    `check_channels` where the schedule hangs. `recv_stall` >= 1: the ROCm stall (module
+    doc), the factor on an op that starts while a receive of its rank is pending."""
+    if not recv_stall >= 1.0:
+        raise ScheduleError(f"the receive stall factor must be at least 1, got {recv_stall}")
+    run = _Run(Network(lowered), sc, lazy_init=lazy_init, recv_stall=recv_stall)
     if run.stuck():
         raise run.hang_error()
     return P2PRun(run.spans, run.finish_times())
@@ -254,8 +271,10 @@ class _Run:
     """Runs a `Network` to the end or until nothing can move (module doc); with costs
     `sc` it times every step, without them it only finds whether the run ends."""
 
-    def __init__(self, net: Network, sc: Optional[StageCosts], *, lazy_init: bool) -> None:
+    def __init__(self, net: Network, sc: Optional[StageCosts], *, lazy_init: bool,
+                 recv_stall: float = 1.0) -> None:
         self.net, self.sc, self.lazy = net, sc, lazy_init
+        self.stall = recv_stall if sc is not None else 1.0
         pp = net.pp
         self.pos = [0] * pp  # the host's next step
         self.clock = [0.0] * pp  # when the host gets there
@@ -275,9 +294,23 @@ class _Run:
         self.group_ready = False
         self.settled = [not lazy_init] * pp  # lazy init: in the group and in touch with every peer it has
         self.peers = [{net.ops[c].peer for entry in units for c in entry} for units in net.units]
+        # the stall model: per rank, whether each entry holds a receive, the latest end of a completed
+        # one, the ranks waiting to learn whether a receive is pending, and the one told it is
+        self.has_recv = [[any(type(net.ops[c]) is Recv for c in entry) for entry in units] for units in net.units] \
+            if self.stall != 1.0 else None  # not needed (nor paid for) without the stall
+        self.recv_end = [0.0] * pp
+        self.undecided: set = set()
+        self.forced = [False] * pp
         self.todo = list(range(pp))
-        while self.todo:
-            self._advance(self.todo.pop())
+        while True:
+            while self.todo:
+                self._advance(self.todo.pop())
+            if not self.undecided:
+                break
+            r = min(self.undecided, key=lambda q: (self.clock[q], q))  # module doc: it counts them pending
+            self.undecided.discard(r)
+            self.forced[r] = True
+            self.todo.append(r)
 
     # -- moving one rank as far as it goes -------------------------------------------------
     def _advance(self, r: int) -> None:
@@ -292,6 +325,8 @@ class _Run:
                 if self.started[r] == head:  # a new head: its operations get under way
                     self._start_entry(r, head)
                 if left[head] == 0:
+                    if self.stall != 1.0 and self.has_recv[r][head] and end_time[head] > self.recv_end[r]:
+                        self.recv_end[r] = end_time[head]
                     head += 1
                     continue
             if i == len(steps):
@@ -314,10 +349,27 @@ class _Run:
                     if end_time[wait] > clock:
                         clock = end_time[wait]
                 if sc is not None:
-                    start, clock = clock, clock + sc.duration(step.kind, stages[i], step.mb)
+                    factor = 1.0 if self.stall == 1.0 else self._stall_at(r, head, posted, clock)
+                    if factor == 0.0:
+                        break  # whether a receive is pending is not known yet (module doc)
+                    start, clock = clock, clock + factor * sc.duration(step.kind, stages[i], step.mb)
                     spans.append((step, start, clock))
             i += 1
         self.head[r], self.posted[r], self.pos[r], self.clock[r] = head, posted, i, clock
+
+    def _stall_at(self, r: int, head: int, posted: int, clock: float) -> float:
+        """The factor on rank r's op starting at `clock` with queue entries [head, posted) not
+        completed: the stall if a receive is pending, 1 if none is, 0 if not known yet."""
+        self.undecided.discard(r)
+        if self.forced[r]:
+            self.forced[r] = False
+            return self.stall
+        if self.recv_end[r] > clock:
+            return self.stall
+        if any(self.has_recv[r][u] for u in range(head, posted)):
+            self.undecided.add(r)
+            return 0.0
+        return 1.0
 
     def _start_entry(self, r: int, u: int) -> None:
         """Entry u of rank r is at the head of its queue: put its operations under way and
