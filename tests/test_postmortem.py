@@ -110,6 +110,7 @@ def test_kill_usr1_writes_a_report_and_the_rank_goes_on(tmp_path):
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=ROOT, PRIMUS_HANG_REPORT_DIR=str(tmp_path)))
     assert run.returncode == 0 and run.stdout.strip() == "went on", run.stderr
+    assert "Current thread" in run.stderr and "<string>" in run.stderr, run.stderr  # every thread's stack too
     rep = read_folder(str(tmp_path)).reports[7]
     assert rep["kind"] == "request" and rep["pipeline_rank"] == 2 and rep["pipeline_size"] == 4
 

@@ -280,6 +280,9 @@ def test_emulated_chunks_wait_their_microbatchs_times():
         def _work(self, seconds, kind):
             waits.append((kind, seconds))
 
+        def fault_point(self, kind, mb):  # no fault injected (`emulate --fault`)
+            pass
+
     waits.clear()
     stub = Stub(times[1])
     C._Work.apply(torch.zeros(1, 1, 16, requires_grad=True), stub, 1).sum().backward()  # not split: a BW

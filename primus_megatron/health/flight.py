@@ -149,7 +149,13 @@ def _install() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     STATE.installed = True
+    # SIGUSR1 also dumps every thread's stack at once (faulthandler, in C: a rank blocked in native
+    # code answers too), then reaches the report handler. A faulthandler registration made before
+    # ours (benchmarks/gpu_check.py's hang diagnosis) would be replaced by signal.signal, so it is
+    # taken down first and put back on top, chained to ours.
+    faulthandler.unregister(signal.SIGUSR1)
     signal.signal(signal.SIGUSR1, _on_request)
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
     if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):  # a handler of the user's own stays
         signal.signal(signal.SIGTERM, _on_terminate)
     if not faulthandler.is_enabled():
