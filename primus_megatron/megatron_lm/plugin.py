@@ -549,11 +549,16 @@ def _refuse_built(problem: str) -> None:
     """A layer of the built model that a schedule with W ops cannot split: found on the ranks that hold
     it (not necessarily rank 0), after process groups exist; each such rank says it in one line and
     exits 2, and torchrun stops the others."""
+    _say_error(problem)
+    raise SystemExit(2)
+
+
+def _say_error(problem: str) -> None:
+    """The one line a refusal prints, argparse's way: `<script>: error: <problem>` on stderr."""
     import os
     import sys
 
     print(f"{os.path.basename(sys.argv[0]) or 'megatron'}: error: {problem}", file=sys.stderr, flush=True)
-    raise SystemExit(2)
 
 
 def _refuse(problem: Optional[str]) -> None:
@@ -562,10 +567,9 @@ def _refuse(problem: Optional[str]) -> None:
     if problem is None:
         return
     import os
-    import sys
 
     if os.environ.get("RANK", "0") == "0":
-        print(f"{os.path.basename(sys.argv[0]) or 'megatron'}: error: {problem}", file=sys.stderr, flush=True)
+        _say_error(problem)
     elif os.environ.get("TORCHELASTIC_RUN_ID"):
         import time
 
