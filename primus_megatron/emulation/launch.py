@@ -46,11 +46,30 @@ def _run_variant(rank: int, case: dict, v: Variant) -> dict:
     if v.megatron and v.chunks > 1:
         ps.set_virtual_pipeline_model_parallel_world_size(v.chunks)
     try:
-        return _steps(rank, case, v)
+        result = _steps(rank, case, v)
+    except BaseException:
+        _linger(case)
+        raise
     finally:
         if v.megatron and v.chunks > 1:
             ps.set_virtual_pipeline_model_parallel_world_size(None)
-        torch.distributed.barrier()
+    torch.distributed.barrier()
+    return result
+
+
+def _linger(case: dict) -> None:
+    """A rank that failed waits a while for its peers to fail too, keeping its connections open: they
+    then time out on their own waits and name them, as behind a rank that hangs, instead of finding a
+    closed connection. Not longer than two p2p timeouts: a peer stalled for good (`--fault stall`) is
+    not waited for until gloo's own limit (60 s or more)."""
+    import datetime
+
+    import torch.distributed as dist
+
+    try:
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=2 * case["p2p_timeout_s"] + 5))
+    except RuntimeError:
+        pass  # a peer did not come: the launch is failing already
 
 
 def _steps(rank: int, case: dict, v: Variant) -> dict:
