@@ -24,7 +24,7 @@ from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
 from . import mtp
 from .linear_hooks import install
 from .p2p import P2P, resolve_mode
-from .planner import Planner, ScheduleMismatch, check_same_schedule  # noqa: F401  (ScheduleMismatch: runtime/__init__)
+from .planner import FINGERPRINT_TIMEOUT_FLOOR_S, Planner, ScheduleMismatch, check_same_schedule  # noqa: F401  (ScheduleMismatch: runtime/__init__)
 from .profile_window import ProfilingWindow
 from .replica_counts import check_step
 
@@ -171,7 +171,7 @@ class PipelineRunner:
         _refuse_unsupported(config, chunks, sched, "off" if key[2] else self.spec.offload, forward_only=key[2])
         if sched.placement == S.V:
             self._solo_group()  # made by every rank before its first op, never within a step
-        check_same_schedule(sched, group, rank, self.spec.p2p_timeout_s,
+        check_same_schedule(sched, group, rank, max(self.spec.p2p_timeout_s, FINGERPRINT_TIMEOUT_FLOOR_S),
                             pipeline_only=self.spec.balance_data is not None, recv_policy=self.spec.recv_policy)
         self.planner.checked(key)
 
