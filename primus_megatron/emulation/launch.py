@@ -69,6 +69,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
     for step in range(case["warmup"] + case["steps"]):
         for chunk in chunks:
             chunk.log.reset()
+        _straggle(case, rank, step + 1, chunks, opt)
         if opt is None:
             for chunk in chunks:
                 chunk.zero_grad(set_to_none=True)
@@ -97,6 +98,21 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
     if opt is not None and hasattr(opt, "finish"):
         opt.finish()  # validate the last step
     return {"steps": steps, "params": [_weight(chunk).detach().clone() for chunk in chunks]}
+
+
+def _straggle(case: dict, rank: int, step: int, chunks: list, opt) -> None:
+    """`--straggler RANK:FACTOR[@STEP]`: from training step STEP on (counted from 1, the warm-up step
+    included, as the health line counts), every op of that rank, and its optimizer step, take FACTOR
+    times as long."""
+    slow = case.get("straggler")
+    if not slow or slow["rank"] != rank:
+        return
+    factor = slow["factor"] if step >= slow.get("from_step", 1) else 1.0
+    for chunk in chunks:
+        chunk.slowdown = factor
+    inner = getattr(opt, "optimizer", opt)
+    if inner is not None and hasattr(inner, "base_step_s"):
+        inner.step_s = inner.base_step_s * factor
 
 
 def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
@@ -135,12 +151,21 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
 
     off = v.offload or {}
     fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
+                                      **case.get("health", {}),
                                       p2p_mode=case.get("p2p_mode"), recv_policy=case.get("recv_policy", "early"),
                                       offload=off["plan"] if "plan" in off else off.get("mode", "off"),
                                       offload_bandwidth=None if "plan" in off else off.get("bandwidth"),
                                       costs=off.get("costs"), memory_limit=off.get("memory_limit"))
     fbf.emulated_copy_seconds = off.get("scale")  # offload copies take their planned time
+    fbf.health.plan_costs = v.costs  # the plan's op times (the runner runs the schedule as given)
+    fbf.health.log = _to_stderr  # stdout may carry the report as JSON
     return chunks, None, fbf
+
+
+def _to_stderr(text: str) -> None:
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
 
 
 def _chunk_records(chunks: list, grads: list) -> list:
@@ -176,6 +201,7 @@ def _optimizer(rank: int, case: dict, v: Variant, chunks: list):
         return None
     step_s = spec["step_s"] * (spec.get("straggler_factor", 1.0) if rank == spec.get("straggler_rank") else 1.0)
     opt = EmulatedOptimizer([p for c in chunks for p in c.parameters()], step_s=step_s)
+    opt.base_step_s = step_s  # what `_straggle` multiplies
     if v.post_validation and not v.megatron and not v.torch:
         from ..optim import PostValidationOptimizer
 
@@ -203,11 +229,13 @@ def _memory_kib() -> dict:
 def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
         p2p_timeout_s: Optional[float] = None, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
         optimizer: Optional[dict] = None, recv_policy: str = "early",
-        fault: Optional[dict] = None, recv_stall: float = 1.0) -> tuple[list[Optional[dict]], dict]:
+        fault: Optional[dict] = None, recv_stall: float = 1.0, straggler: Optional[dict] = None,
+        health: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
     memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError. `fault`:
     {"action": "stall" or "kill", "rank", "kind": "F" or "B", "mb"} (`EmulatedChunk.fault_point`).
-    `recv_stall`: ROCm's pending-receive stall on our schedules' ops (`chunks.TimedWaits`)."""
+    `recv_stall`: ROCm's pending-receive stall on our schedules' ops (`chunks.TimedWaits`). `straggler`:
+    {"rank", "factor", "from_step"} (`_straggle`). `health`: get_forward_backward_func's health_* options."""
     from ..runtime import local_ranks
 
     epoch = time.monotonic()
@@ -216,7 +244,8 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
             "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
             "p2p_mode": p2p_mode, "optimizer": optimizer, "recv_policy": recv_policy, "fault": fault,
-            "recv_stall": recv_stall, "variants": [replace(v, sim_timeline=None) for v in variants]}
+            "recv_stall": recv_stall, "straggler": straggler, "health": health or {},
+            "variants": [replace(v, sim_timeline=None) for v in variants]}
     work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
     limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s
     per_rank = local_ranks.run_ranks(_rank_body, case, pp, timeout_s=limit)
