@@ -77,6 +77,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
         else:
             opt.zero_grad()  # under post-validation: once the pending step is validated
         t0, cpu0, main0 = time.monotonic(), time.process_time(), time.thread_time()
+        health0 = (fbf.health.spent_s, fbf.health.spent_cpu_s) if hasattr(fbf, "health") else (0.0, 0.0)
         if runner is not None:
             losses = runner.step()
         else:
@@ -94,6 +95,8 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
                       "losses": [float(d["lm loss"]) for d in losses] if losses else []}
             if fbf is not None and not v.megatron and fbf.last_step is not None:
                 record.update(_executed(fbf.last_step, v, rank))
+                # in-flight health's host time in the step: wall, CPU
+                record["health_s"] = (fbf.health.spent_s - health0[0], fbf.health.spent_cpu_s - health0[1])
             steps.append(record)
     if opt is not None and hasattr(opt, "finish"):
         opt.finish()  # validate the last step
@@ -151,7 +154,7 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
 
     off = v.offload or {}
     fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
-                                      **case.get("health", {}),
+                                      **(v.health if v.health is not None else case.get("health", {})),
                                       p2p_mode=case.get("p2p_mode"), recv_policy=case.get("recv_policy", "early"),
                                       offload=off["plan"] if "plan" in off else off.get("mode", "off"),
                                       offload_bandwidth=None if "plan" in off else off.get("bandwidth"),

@@ -23,6 +23,7 @@ import collections
 import json
 import socket
 import statistics
+import time
 from typing import Any, Callable, Optional
 
 import torch
@@ -49,23 +50,38 @@ class HealthGather:
         self.plan_costs: Any = None  # the plan's cost model when the runner's spec has none (emulation)
         self._plans: dict = {}
         self.last: Optional[inflight.Interval] = None  # the latest interval this rank assessed
+        # wall and CPU (all threads) seconds this rank spent here, gathers included: the wall time counts
+        # waiting at the gather for the pipeline's last rank to end its step (benchmarks/health_overhead.py)
+        self.spent_s = self.spent_cpu_s = 0.0
+        self.last_samples: list = []  # the latest gather's samples and plan (runtime/drift.py re-plans from them)
+        self.last_plan: Optional[inflight.Plan] = None
+        self.replans = 0
 
-    def step_done(self, result, sched, costs, group, rank: int, forward_only: bool) -> None:
-        """After a step's `run_step`, on every pipeline rank (module doc: why this cannot hang)."""
+    def step_done(self, result, sched, costs, group, rank: int, forward_only: bool) -> bool:
+        """After a step's `run_step`, on every pipeline rank (module doc: why this cannot hang); True
+        when this step gathered."""
         if forward_only or not self.interval:
-            return
+            return False
+        begin, cpu = time.perf_counter(), time.process_time()
+        try:
+            return self._step_done(result, sched, costs, group, rank)
+        finally:
+            self.spent_s += time.perf_counter() - begin
+            self.spent_cpu_s += time.process_time() - cpu
+
+    def _step_done(self, result, sched, costs, group, rank: int) -> bool:
         self.steps += 1
         if self.steps > 1 and result.marks:  # the run's first step pays start-up (first contact, allocator)
             self.kept.append((result.timeline, result.marks, result.clock))
-        if self.steps % self.interval:
-            return
+        if self.steps % self.interval or self.steps == 1:  # every rank alike: nothing is sampled yet at step 1
+            return False
         sample = reduce_steps(self.kept)
         self.kept.clear()
-        samples = gather(sample, group)
-        plan = self._plan(sched, costs if costs is not None else self.plan_costs)
-        got = self.monitor.update(samples, plan, self.steps)
-        self.last = got
-        report(got, rank, group, self.json_path, self.log)
+        self.last_samples = gather(sample, group)
+        self.last_plan = self._plan(sched, costs if costs is not None else self.plan_costs)
+        self.last = self.monitor.update(self.last_samples, self.last_plan, self.steps)
+        report(self.last, rank, group, self.json_path, self.log)
+        return True
 
     def _plan(self, sched, costs) -> inflight.Plan:
         key = (id(sched), id(costs))
