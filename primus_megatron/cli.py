@@ -391,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_health(p: argparse.ArgumentParser) -> None:
     from .options import add_health_args  # training's own options, so emulate reads as training does
 
-    add_health_args(p)
+    add_health_args(p, replan="off")
 
 
 # ---------------------------------------------------------------- helpers

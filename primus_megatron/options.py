@@ -74,6 +74,7 @@ class PipelineSpec:
     health_threshold: float = 1.15
     health_patience: int = 3
     health_json: Optional[str] = None  # the JSON lines' file (None: the log)
+    health_replan: bool = True  # a schedule planned from costs re-plans on a lasting drift (runtime/drift.py)
     # The (Schedule, Lowered) the option checks generated and validated for the run's pipeline size
     # and microbatch count: the runner's first plan, not made again.
     checked_plan: Optional[tuple] = field(default=None, compare=False, repr=False)
@@ -142,7 +143,7 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                  p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None,
                  balance_data: Optional[str] = None, recv_policy: str = "early", health_interval: int = 100,
                  health_threshold: float = 1.15, health_patience: int = 3,
-                 health_json: Optional[str] = None) -> PipelineSpec:
+                 health_json: Optional[str] = None, health_replan: bool = True) -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
     is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
     A Schedule (run as given) brings its own entry: its name's, or one describing it. `offload` is a
@@ -180,7 +181,7 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                         offload_bandwidth=offload_bandwidth, offload_plan=plan, p2p_timeout_s=p2p_timeout_s,
                         p2p_mode=p2p_mode, balance_data=balance_data, recv_policy=recv_policy,
                         health_interval=health_interval, health_threshold=health_threshold,
-                        health_patience=health_patience, health_json=health_json)
+                        health_patience=health_patience, health_json=health_json, health_replan=health_replan)
 
 
 def resolve_recv_policy(policy: str) -> str:
@@ -258,17 +259,19 @@ def health_of(args: argparse.Namespace) -> dict:
     return {"health_interval": getattr(args, "pipeline_health_interval", 100),
             "health_threshold": getattr(args, "pipeline_health_threshold", 1.15),
             "health_patience": getattr(args, "pipeline_health_patience", 3),
-            "health_json": getattr(args, "pipeline_health_json", None)}
+            "health_json": getattr(args, "pipeline_health_json", None),
+            "health_replan": getattr(args, "pipeline_health_replan", "on") == "on"}
 
 
-def check_health(interval, threshold, patience, json_path) -> Optional[str]:
+def check_health(interval, threshold, patience, json_path, replan: bool = True) -> Optional[str]:
     from .health.inflight import check
 
     return check(interval, threshold, patience, json_path)
 
 
-def add_health_args(parser) -> None:
-    """The in-flight health options (both training entry points and `primus-pipeline emulate`)."""
+def add_health_args(parser, *, replan: str = "on") -> None:
+    """The in-flight health options (both training entry points and `primus-pipeline emulate`, whose
+    plans are fixed unless `--pipeline-health-replan on`)."""
     parser.add_argument("--pipeline-health-interval", type=int, default=100, metavar="N",
                         help="every N training steps, gather each pipeline rank's op times and idle time (one small "
                              "collective) and log on the first pipeline rank the measured bubble and op times against "
@@ -280,6 +283,10 @@ def add_health_args(parser) -> None:
                         help="intervals in a row a rank must stay over the threshold before the warning (default 3)")
     parser.add_argument("--pipeline-health-json", default=None, metavar="FILE",
                         help="append each interval's figures as one JSON line to FILE (default: the log)")
+    parser.add_argument("--pipeline-health-replan", choices=("on", "off"), default=replan,
+                        help="a schedule planned from costs (zb-auto, the V schedules, auto's choice) is planned "
+                             "again from the measured per-rank costs when a rank stays over the threshold for "
+                             f"--pipeline-health-patience intervals, job-wide, at a step boundary (default {replan})")
 
 
 # -- the argument group ------------------------------------------------------------------------------

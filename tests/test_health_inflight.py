@@ -10,6 +10,7 @@ ranks' measured/planned ratios, which is the unslowed ranks' 5 ms) and 1 for the
 from __future__ import annotations
 
 import json
+import statistics
 from types import SimpleNamespace
 
 import pytest
@@ -244,3 +245,54 @@ def test_both_entry_points_take_the_options_into_the_spec():
     assert "--pipeline-health-threshold must be a factor > 1" in options.check_options(bad)
     with pytest.raises(ValueError, match="--pipeline-health-interval"):
         options.from_options("zb-h1", health_interval=-5)
+
+
+# -- re-planning on a lasting drift (item 2) ----------------------------------------------------------
+
+def test_measured_costs_are_each_rank_s_median_op_times_per_chunk():
+    sched = S.generate("zb-h1", 4, 8)
+    plan = H.plan_of(sched)
+    samples = _samples(plan, {2: 2.0})
+    samples[1].kinds["W"] = [0.0, 0.0]  # a kind not timed keeps its plan on the measured axis
+    base = S.Costs(comm=0.25, mem_b=-0.4, mem_w=-0.6)
+    costs = H.measured_costs(samples, plan, UNIT_S, 1, base)
+    assert costs.f == pytest.approx((UNIT_S, UNIT_S, 2 * UNIT_S, UNIT_S))
+    assert costs.w == pytest.approx((UNIT_S, UNIT_S, 2 * UNIT_S, UNIT_S)) and costs.comm == 0.25 and costs.mem_b == -0.4
+    v = H.measured_costs(samples, plan, UNIT_S, 2, base)  # two chunks: a rank's share is both chunks' ops
+    assert v.b == pytest.approx((2 * UNIT_S, 2 * UNIT_S, 4 * UNIT_S, 2 * UNIT_S))
+
+
+def test_a_drift_is_a_rank_over_the_threshold_for_patience_intervals():
+    plan = H.plan_of(S.generate("zb-h1", 4, 8))
+    monitor = H.Monitor(threshold=1.3, patience=2)
+    for samples, drift in ((_samples(plan, {1: 1.5}), False), (_samples(plan, {}), False),
+                           (_samples(plan, {1: 1.5}), False), (_samples(plan, {1: 1.5}), True)):
+        monitor.update(samples, plan, 0)
+        assert H.drifted(monitor) is drift
+
+
+def test_a_lasting_drift_re_plans_a_cost_planned_schedule_job_wide(tmp_path):
+    """zb-auto at pp 4 planned by the runner from F = B = W = 30 ms; rank 2 slows 2x from step 5 on. The
+    gathers at steps 6 and 8 find it over 1.3x (patience 2): after step 8 every rank votes, plans again
+    from the measured per-rank costs and compares fingerprints before the new plan's first op (a
+    mismatch or a hang fails the run); at step 10 the plan the health line compares with is the new
+    one, which prices rank 2's ops at about twice the others', and nothing is over the threshold.
+    Nothing re-plans before the drift has lasted two intervals."""
+    from primus_megatron import emulation as E
+
+    path = tmp_path / "health.jsonl"
+    costs = S.Costs(f=30.0, b=30.0, w=30.0)
+    variants = E.plan("zb-auto", 4, 4, costs, scale=1e-3)
+    E.run(variants, 4, 4, elements=64, steps=9, warmup=1, p2p_timeout_s=60,
+          straggler={"rank": 2, "factor": 2.0, "from_step": 5},
+          health={"health_interval": 2, "health_threshold": 1.3, "health_patience": 2, "health_replan": True,
+                  "health_json": str(path)})
+    got = {r["step"]: r for r in (json.loads(x)["pipeline_health"] for x in path.read_text().splitlines())}
+    assert sorted(got) == [2, 4, 6, 8, 10]
+    plan_f = {step: [rank["ops"]["F"]["plan_s"] for rank in rec["ranks"]] for step, rec in got.items()}
+    for step in (2, 4, 6, 8):  # the first plan: every rank's F alike
+        assert max(plan_f[step]) == pytest.approx(min(plan_f[step]), rel=1e-6), (step, plan_f[step])
+    assert got[6]["over"] == [2] and got[8]["over"] == [2]
+    others = [f for r, f in enumerate(plan_f[10]) if r != 2]
+    assert plan_f[10][2] == pytest.approx(2 * statistics.median(others), rel=0.15), plan_f[10]
+    assert got[10]["over"] == [], got[10]

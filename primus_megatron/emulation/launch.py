@@ -153,16 +153,35 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
     import primus_megatron as pm
 
     off = v.offload or {}
-    fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
-                                      **(v.health if v.health is not None else case.get("health", {})),
+    health = v.health if v.health is not None else case.get("health", {})
+    replans = _plans_by_name(v, health, off)
+    fbf = pm.get_forward_backward_func(v.schedule.name if replans else v.schedule, p2p_timeout_s=case["p2p_timeout_s"],
+                                      record_timeline=True, **health, chunks=v.chunks if replans else None,
                                       p2p_mode=case.get("p2p_mode"), recv_policy=case.get("recv_policy", "early"),
                                       offload=off["plan"] if "plan" in off else off.get("mode", "off"),
                                       offload_bandwidth=None if "plan" in off else off.get("bandwidth"),
-                                      costs=off.get("costs"), memory_limit=off.get("memory_limit"))
+                                      costs=v.costs if replans else off.get("costs"), memory_limit=off.get("memory_limit"),
+                                      post_validation=replans and v.post_validation)
     fbf.emulated_copy_seconds = off.get("scale")  # offload copies take their planned time
     fbf.health.plan_costs = v.costs  # the plan's op times (the runner runs the schedule as given)
     fbf.health.log = _to_stderr  # stdout may carry the report as JSON
+    if replans and rank == 0:  # what the re-plan says (its predicted gain) goes where the health lines go
+        fbf.log = fbf.planner.log = _to_stderr
     return chunks, None, fbf
+
+
+def _plans_by_name(v: Variant, health: dict, offload: dict) -> bool:
+    """--pipeline-health-replan on and a registered schedule planned from costs (no offload plan): the runner
+    plans it by name from the variant's costs (the same plan), so that it can plan again on a drift
+    (runtime/drift.py); otherwise the variant's plan runs as it is."""
+    from ..schedules import registry
+
+    if not health.get("health_replan") or offload:
+        return False
+    try:
+        return registry.info(v.schedule.name).uses_costs
+    except ValueError:  # a baseline's order run by our runtime: not a registered schedule
+        return False
 
 
 def _to_stderr(text: str) -> None:

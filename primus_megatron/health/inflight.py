@@ -236,3 +236,35 @@ def check(interval: Optional[int], threshold: Optional[float], patience: Optiona
         if os.path.isdir(json_path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
             return f"--pipeline-health-json must name a file in an existing, writable folder, got {json_path!r}"
     return None
+
+
+def drifted(monitor: "Monitor") -> bool:
+    """A rank has stayed over the threshold for `patience` intervals in a row: a drift, not noise."""
+    return any(n >= monitor.patience for n in monitor.streak.values())
+
+
+def measured_costs(samples: Sequence[RankSample], plan: Plan, scale_s: float, chunks: int, base=None):
+    """Per-rank costs (`schedules.Costs`, seconds) from one interval's samples, for a re-plan: each
+    rank's median F, B, W (and BW) op time; a kind a rank ran only inside overlapped pairs (or not at
+    all) keeps its planned time on the measured axis (`scale_s` per unit). Per-rank lists are per op
+    of one chunk, so they are given x chunks (`Costs.resolve` divides a rank's share among its chunks).
+    What is not timed here (p2p, memory, all-to-all, per-microbatch factors) stays `base`'s."""
+    import dataclasses
+
+    from ..schedules import Costs
+
+    base = base or Costs()
+
+    def per_rank(kind: str) -> tuple:
+        out = []
+        for r, s in enumerate(samples):
+            seconds, count = s.kinds[kind]
+            units, planned = plan.kinds[r].get(kind, (0.0, 0))
+            out.append(chunks * (seconds / count if count else scale_s * units / planned if planned else 0.0))
+        return tuple(out)
+
+    f, b, w = per_rank("F"), per_rank("B"), per_rank("W")
+    bw = per_rank("BW") if any(s.kinds["BW"][1] for s in samples) else base.bw
+    if not any(w):  # a schedule without W ops: B carries the whole backward
+        w = tuple(0.0 for _ in w)
+    return dataclasses.replace(base, f=f, b=b, w=w, bw=bw)

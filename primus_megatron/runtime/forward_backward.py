@@ -21,6 +21,7 @@ import torch.distributed as dist
 from .. import schedules as S
 from ..options import PipelineSpec, from_options
 from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
+from .drift import may_replan, replan_on_drift
 from .health import HealthGather
 from . import mtp
 from .linear_hooks import install
@@ -138,7 +139,9 @@ class PipelineRunner:
             self._measure_offload_bandwidth(sched, result, rank, group, chunks)
         if self.window.step_done(forward_only, profile is not None):
             self._close_window(sched, group, rank, shape, config, chunks)
-        self.health.step_done(result, sched, self.spec.costs, group, rank, forward_only)
+        if self.health.step_done(result, sched, self.spec.costs, group, rank, forward_only) \
+                and may_replan(self.spec, self.planner):
+            replan_on_drift(self.health, self.planner, sched, self.log)
         if not forward_only and config.finalize_model_grads_func is not None:
             self._finalize(sched, result, chunks, config, group, pg_collection, force_all_reduce)
         if self.losses_on_last_rank:
