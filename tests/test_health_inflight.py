@@ -296,3 +296,30 @@ def test_a_lasting_drift_re_plans_a_cost_planned_schedule_job_wide(tmp_path):
     others = [f for r, f in enumerate(plan_f[10]) if r != 2]
     assert plan_f[10][2] == pytest.approx(2 * statistics.median(others), rel=0.15), plan_f[10]
     assert got[10]["over"] == [], got[10]
+
+
+def test_scalars_go_through_megatron_lm_s_own_writers_where_its_loop_made_them(monkeypatch):
+    """Megatron-LM's global_vars (megatron/training/global_vars.py: get_tensorboard_writer,
+    get_wandb_writer, the parsed args with curr_iteration), faked: each writer gets every scalar at
+    Megatron-LM's iteration; without Megatron-LM (megatron-core alone) nothing is written."""
+    import sys
+    import types
+
+    from primus_megatron.runtime import health
+
+    plan = H.plan_of(S.generate("zb-h1", 4, 8))
+    got = H.Monitor(1.15, 3).update(_samples(plan, {3: 1.5}), plan, 40)
+    health.write_scalars(got)  # megatron.training is not installed here: a no-op
+    board, wandb = [], []
+    gv = types.ModuleType("megatron.training.global_vars")
+    gv.get_tensorboard_writer = lambda: SimpleNamespace(add_scalar=lambda tag, value, step: board.append((tag, value, step)))
+    gv.get_wandb_writer = lambda: SimpleNamespace(log=lambda values, step: wandb.append((values, step)))
+    gv._GLOBAL_ARGS = SimpleNamespace(curr_iteration=1040)
+    training = types.ModuleType("megatron.training")
+    training.global_vars = gv
+    monkeypatch.setitem(sys.modules, "megatron.training", training)
+    monkeypatch.setitem(sys.modules, "megatron.training.global_vars", gv)
+    health.write_scalars(got)
+    assert {tag for tag, _, _ in board} == set(H.scalars(got)) and {s for _, _, s in board} == {1040}
+    assert dict((t, v) for t, v, _ in board)["pipeline-health/slowest-rank"] == 3
+    assert wandb == [(H.scalars(got), 1040)]
