@@ -203,48 +203,44 @@ def test_on_a_gpu_the_gather_reads_only_steps_the_device_finished(monkeypatch):
 
 # -- one emulated launch: a rank slowed 2x from step 5 on ---------------------------------------------
 
-def test_a_straggler_is_named_from_the_step_it_slows_on_within_two_intervals(tmp_path):
-    """pp 4, ops of 30 ms (sleeps: a loaded 2-core host adds ms of wake-up and host work, not a
-    factor), a gather every 2 steps. Rank 2 runs 2x from step 5: the intervals ending at steps 2 and 4
-    name no one (no false alarm before it slows), the one ending at step 6 (steps 5 and 6 sampled)
-    names rank 2 at 2x within 10%, and with patience 2 the warning comes at step 8, not before."""
+HEALTH = {"health_interval": 2, "health_threshold": 1.3, "health_patience": 2}
+
+
+@pytest.fixture(scope="module")
+def slowed_from_step_5(tmp_path_factory):
+    """One launch of 4 ranks, two plans in turn in the same processes, each 10 steps (1 warm-up), ops of
+    30 ms (sleeps: a loaded 2-core host adds ms of wake-up and host work to an op, not a factor),
+    pipeline rank 2 slowed 2x from step 5 on, a gather every 2 steps (threshold 1.3, patience 2):
+    zb-h1 run as planned, and zb-auto planned by the runner from the costs, free to re-plan on a drift.
+    Per plan, its health records by step."""
     from primus_megatron import emulation as E
 
-    path = tmp_path / "health.jsonl"
-    costs = S.Costs(f=0.03, b=0.03, w=0.03)
-    variants = E.plan("zb-h1", 4, 4, costs, scale=1.0)
-    E.run(variants, 4, 4, elements=64, steps=7, warmup=1, p2p_timeout_s=60,
-          straggler={"rank": 2, "factor": 2.0, "from_step": 5},
-          health={"health_interval": 2, "health_threshold": 1.3, "health_patience": 2, "health_json": str(path)})
-    got = {r["step"]: r for r in (json.loads(x)["pipeline_health"] for x in path.read_text().splitlines())}
-    assert sorted(got) == [2, 4, 6, 8]
+    folder = tmp_path_factory.mktemp("health")
+    costs = S.Costs(f=30.0, b=30.0, w=30.0)
+    zb = E.plan("zb-h1", 4, 4, costs, scale=1e-3)[0]
+    auto = E.plan("zb-auto", 4, 4, costs, scale=1e-3)[0]
+    zb.health = {**HEALTH, "health_json": str(folder / "zb-h1.jsonl")}
+    auto.health = {**HEALTH, "health_replan": True, "health_json": str(folder / "zb-auto.jsonl")}
+    E.run([zb, auto], 4, 4, elements=64, steps=9, warmup=1, p2p_timeout_s=60,
+          straggler={"rank": 2, "factor": 2.0, "from_step": 5})
+    return {name: {r["step"]: r for r in (json.loads(x)["pipeline_health"]
+                                          for x in (folder / f"{name}.jsonl").read_text().splitlines())}
+            for name in ("zb-h1", "zb-auto")}
+
+
+def test_a_straggler_is_named_from_the_step_it_slows_on_within_two_intervals(slowed_from_step_5):
+    """zb-h1: the intervals ending at steps 2 and 4 name no one (no false alarm before it slows), the
+    one ending at step 6 (steps 5 and 6 sampled) names rank 2 at 2x within 10%, and so do the later
+    ones; with patience 2 the warning comes at step 8, not before."""
+    got = slowed_from_step_5["zb-h1"]
+    assert sorted(got) == [2, 4, 6, 8, 10]
     for step in (2, 4):
         assert got[step]["over"] == [] and got[step]["warnings"] == [], got[step]
-    for step in (6, 8):
+    for step in (6, 8, 10):
         assert got[step]["over"] == [2] and got[step]["slowest"]["pipeline_rank"] == 2, got[step]
         assert got[step]["slowest"]["ratio"] == pytest.approx(2.0, rel=0.10)
         assert got[step]["slowest"]["global_rank"] == 2
     assert got[6]["warnings"] == [] and "pipeline rank 2 (global rank 2" in got[8]["warnings"][0]
-
-
-def test_both_entry_points_take_the_options_into_the_spec():
-    """The `--pipeline-*` group (examples/pretrain_gpt.py's and the Megatron-LM plugin's) carries the
-    health options; on by default every 100 steps; a bad value is one sentence from the option check."""
-    import argparse
-
-    from primus_megatron import options
-
-    parser = options.add_args(argparse.ArgumentParser())
-    spec = options.from_args(parser.parse_args(["--pipeline-schedule", "zb-h1"]))
-    assert (spec.health_interval, spec.health_threshold, spec.health_patience, spec.health_json) == (100, 1.15, 3, None)
-    args = parser.parse_args(["--pipeline-schedule", "zb-h1", "--pipeline-health-interval", "0",
-                              "--pipeline-health-threshold", "1.5", "--pipeline-health-patience", "2"])
-    spec = options.from_args(args)
-    assert (spec.health_interval, spec.health_threshold, spec.health_patience) == (0, 1.5, 2)
-    bad = parser.parse_args(["--pipeline-schedule", "zb-h1", "--pipeline-health-threshold", "1"])
-    assert "--pipeline-health-threshold must be a factor > 1" in options.check_options(bad)
-    with pytest.raises(ValueError, match="--pipeline-health-interval"):
-        options.from_options("zb-h1", health_interval=-5)
 
 
 # -- re-planning on a lasting drift (item 2) ----------------------------------------------------------
@@ -271,23 +267,13 @@ def test_a_drift_is_a_rank_over_the_threshold_for_patience_intervals():
         assert H.drifted(monitor) is drift
 
 
-def test_a_lasting_drift_re_plans_a_cost_planned_schedule_job_wide(tmp_path):
-    """zb-auto at pp 4 planned by the runner from F = B = W = 30 ms; rank 2 slows 2x from step 5 on. The
-    gathers at steps 6 and 8 find it over 1.3x (patience 2): after step 8 every rank votes, plans again
-    from the measured per-rank costs and compares fingerprints before the new plan's first op (a
-    mismatch or a hang fails the run); at step 10 the plan the health line compares with is the new
-    one, which prices rank 2's ops at about twice the others', and nothing is over the threshold.
+def test_a_lasting_drift_re_plans_a_cost_planned_schedule_job_wide(slowed_from_step_5):
+    """zb-auto: the gathers at steps 6 and 8 find rank 2 over 1.3x (patience 2); after step 8 every rank
+    votes, plans again from the measured per-rank costs and compares fingerprints before the new plan's
+    first op (a mismatch or a hang fails the run); at step 10 the plan the health line compares with is
+    the new one, which prices rank 2's ops at about twice the others', and nothing is over the threshold.
     Nothing re-plans before the drift has lasted two intervals."""
-    from primus_megatron import emulation as E
-
-    path = tmp_path / "health.jsonl"
-    costs = S.Costs(f=30.0, b=30.0, w=30.0)
-    variants = E.plan("zb-auto", 4, 4, costs, scale=1e-3)
-    E.run(variants, 4, 4, elements=64, steps=9, warmup=1, p2p_timeout_s=60,
-          straggler={"rank": 2, "factor": 2.0, "from_step": 5},
-          health={"health_interval": 2, "health_threshold": 1.3, "health_patience": 2, "health_replan": True,
-                  "health_json": str(path)})
-    got = {r["step"]: r for r in (json.loads(x)["pipeline_health"] for x in path.read_text().splitlines())}
+    got = slowed_from_step_5["zb-auto"]
     assert sorted(got) == [2, 4, 6, 8, 10]
     plan_f = {step: [rank["ops"]["F"]["plan_s"] for rank in rec["ranks"]] for step, rec in got.items()}
     for step in (2, 4, 6, 8):  # the first plan: every rank's F alike
