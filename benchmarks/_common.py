@@ -72,6 +72,7 @@ PAGES = {
     "emulated_scale.py": "emulated",
     "fp8_profile.py": "fp8",
     "gpu_projection.py": "projection",
+    "health_overhead.py": "health",
     "idle_rank_cost.py": "emulated",
     "interleaved_wins.py": "schedule-quality",
     "layer_splits.py": "runtime-cpu",

@@ -371,8 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--optimizer-post-validation", action="store_true",
                    help="with --optimizer-ms: our schedule steps under post-validation (no global synchronisation "
                         "before the step; megatron's baselines keep the synchronous step)")
-    p.add_argument("--straggler", default=None, metavar="RANK:FACTOR",
-                   help="with --optimizer-ms: this rank's optimizer step takes FACTOR times as long")
+    p.add_argument("--straggler", default=None, metavar="RANK:FACTOR[@STEP]",
+                   help="every op of pipeline rank RANK (and its optimizer step, with --optimizer-ms) takes FACTOR "
+                        "times as long, from step STEP on if given (steps counted from 1, the warm-up step "
+                        "included): a slow GPU for the in-flight health line to name (docs/health.md)")
     p.add_argument("--fault", default=None, metavar="ACTION:RANK:OP",
                    help="inject a fault into our schedule's run: stall (the op never ends) or kill (SIGKILL) "
                         "pipeline rank RANK as its op OP (F or B and a microbatch, e.g. F2) starts; with "
@@ -380,9 +382,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline", metavar="FILE", help="write measured and simulated timelines as a Chrome/Perfetto "
                                                       "trace (.json)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    _add_health(p)
     _add_recv_policy(p)
     _add_recv_stall(p)
     return parser
+
+
+def _add_health(p: argparse.ArgumentParser) -> None:
+    from .options import add_health_args  # training's own options, so emulate reads as training does
+
+    add_health_args(p, replan="off")
 
 
 # ---------------------------------------------------------------- helpers
@@ -922,19 +931,37 @@ def _profile_layout(args: argparse.Namespace, pp: int):
 
 def _optimizer_spec(args: argparse.Namespace, pp: int) -> Optional[dict]:
     if args.optimizer_ms is None:
-        if args.optimizer_post_validation or args.straggler:
-            raise UsageError("--optimizer-post-validation and --straggler need --optimizer-ms")
+        if args.optimizer_post_validation:
+            raise UsageError("--optimizer-post-validation needs --optimizer-ms")
         return None
-    spec = {"step_s": args.optimizer_ms / 1000.0}
-    if args.straggler:
-        rank, _, factor = args.straggler.partition(":")
-        try:
-            spec["straggler_rank"], spec["straggler_factor"] = int(rank), float(factor)
-        except ValueError:
-            raise UsageError(f"--straggler must be RANK:FACTOR (e.g. 3:1.5), got {args.straggler!r}") from None
-        if not 0 <= spec["straggler_rank"] < pp or not spec["straggler_factor"] >= 1.0:
-            raise UsageError(f"--straggler needs a rank in 0..{pp - 1} and a factor >= 1, got {args.straggler!r}")
+    return {"step_s": args.optimizer_ms / 1000.0}
+
+
+def _straggler_spec(text: Optional[str], pp: int) -> Optional[dict]:
+    """--straggler RANK:FACTOR[@STEP], checked: {"rank", "factor", "from_step"} (emulation.launch.run's)."""
+    if text is None:
+        return None
+    rank, _, rest = text.partition(":")
+    factor, at, step = rest.partition("@")
+    try:
+        spec = {"rank": int(rank), "factor": float(factor), "from_step": int(step) if at else 1}
+    except ValueError:
+        spec = None
+    if spec is None or not 0 <= spec["rank"] < pp or not 1.0 <= spec["factor"] < math.inf or spec["from_step"] < 1:
+        raise UsageError(f"--straggler must be RANK:FACTOR[@STEP] with a pipeline rank in 0..{pp - 1}, a factor >= 1 "
+                         f"and a step >= 1 (e.g. 3:1.5 or 3:1.5@20), got {text!r}")
     return spec
+
+
+def _health_options(args: argparse.Namespace) -> dict:
+    """--pipeline-health-*, checked, as get_forward_backward_func's keywords."""
+    from .options import check_health, health_of
+
+    health = health_of(args)
+    problem = check_health(*health.values())
+    if problem:
+        raise UsageError(problem)
+    return health
 
 
 def _fault_spec(text: Optional[str], pp: int, m: int) -> Optional[dict]:
@@ -973,7 +1000,8 @@ def cmd_emulate(args: argparse.Namespace) -> int:
     if args.rocm_recv_stall is not None and args.p2p_mode == "plain":
         raise UsageError("--rocm-recv-stall needs --p2p-mode strict or strict-lazy (the strict queue knows which "
                          "receives are pending; plain gloo p2p does not)")
-    options = dataclasses.replace(_emulate_options(args), fault=_fault_spec(args.fault, pp, m))
+    options = dataclasses.replace(_emulate_options(args), fault=_fault_spec(args.fault, pp, m),
+                                  straggler=_straggler_spec(args.straggler, pp), health=_health_options(args))
     try:
         variants, results, report = command.emulate(options, costs, pp, m, unit, elements, baselines, optimizer)
     except command.EmulationFailed as exc:

@@ -68,6 +68,13 @@ class PipelineSpec:
     choose: bool = False
     deterministic: bool = False  # no plan from measured costs (Megatron-LM's --deterministic-mode)
     note: Optional[str] = None  # what --pipeline-balance chose from a profile, logged at start-up
+    # in-flight health (health/inflight.py): every `health_interval` training steps (0: off), a rank over
+    # `health_threshold` x its plan for `health_patience` intervals in a row is warned about
+    health_interval: int = 100
+    health_threshold: float = 1.15
+    health_patience: int = 3
+    health_json: Optional[str] = None  # the JSON lines' file (None: the log)
+    health_replan: bool = True  # a schedule planned from costs re-plans on a lasting drift (runtime/drift.py)
     # The (Schedule, Lowered) the option checks generated and validated for the run's pipeline size
     # and microbatch count: the runner's first plan, not made again.
     checked_plan: Optional[tuple] = field(default=None, compare=False, repr=False)
@@ -134,15 +141,20 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                  replan: bool = False, profile_out: Optional[str] = None, post_validation: bool = False,
                  offload: Union[str, "OffloadPlan"] = "off", offload_bandwidth: Optional[float] = None,
                  p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None,
-                 balance_data: Optional[str] = None, recv_policy: str = "early") -> PipelineSpec:
+                 balance_data: Optional[str] = None, recv_policy: str = "early", health_interval: int = 100,
+                 health_threshold: float = 1.15, health_patience: int = 3,
+                 health_json: Optional[str] = None, health_replan: bool = True) -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
     is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
     A Schedule (run as given) brings its own entry: its name's, or one describing it. `offload` is a
     mode, or an OffloadPlan chosen elsewhere (`schedules.offload.choose(...).plan`) that every step of
     its (pp, microbatches) runs as it is: its mode and bandwidth are the spec's. `balance_data`
     (off, sorted, lb-mini): data-parallel replicas may run different microbatch counts. `recv_policy`:
-    early, just-in-time or auto (`resolve_recv_policy`)."""
+    early, just-in-time or auto (`resolve_recv_policy`). `health_*`: in-flight health (`PipelineSpec`)."""
     plan = None
+    problem = check_health(health_interval, health_threshold, health_patience, health_json)
+    if problem:
+        raise ValueError(problem)
     recv_policy = resolve_recv_policy(recv_policy)
     if balance_data is not None and balance_data not in BALANCE_DATA_MODES:
         raise ValueError(f"balance_data must be one of {', '.join(BALANCE_DATA_MODES)}, got {balance_data!r}")
@@ -167,7 +179,9 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                         profile_steps=(window[1] - window[0]) if window else 0, profile_window=window,
                         replan=replan, profile_out=profile_out, post_validation=post_validation, offload=offload,
                         offload_bandwidth=offload_bandwidth, offload_plan=plan, p2p_timeout_s=p2p_timeout_s,
-                        p2p_mode=p2p_mode, balance_data=balance_data, recv_policy=recv_policy)
+                        p2p_mode=p2p_mode, balance_data=balance_data, recv_policy=recv_policy,
+                        health_interval=health_interval, health_threshold=health_threshold,
+                        health_patience=health_patience, health_json=health_json, health_replan=health_replan)
 
 
 def resolve_recv_policy(policy: str) -> str:
@@ -235,8 +249,44 @@ def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optio
         offload_bandwidth=getattr(args, "pipeline_offload_bandwidth", None),
         p2p_timeout_s=getattr(args, "pipeline_p2p_timeout", DEFAULT_P2P_TIMEOUT_S), choose=choose,
         deterministic=deterministic, balance_data=getattr(args, "pipeline_balance_data", None),
-        recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "early") or "early"))
+        recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "early") or "early"),
+        **health_of(args))
     return dataclasses.replace(spec, **_profiling(spec))
+
+
+def health_of(args: argparse.Namespace) -> dict:
+    """The in-flight health options of parsed arguments, as PipelineSpec's fields."""
+    return {"health_interval": getattr(args, "pipeline_health_interval", 100),
+            "health_threshold": getattr(args, "pipeline_health_threshold", 1.15),
+            "health_patience": getattr(args, "pipeline_health_patience", 3),
+            "health_json": getattr(args, "pipeline_health_json", None),
+            "health_replan": getattr(args, "pipeline_health_replan", "on") == "on"}
+
+
+def check_health(interval, threshold, patience, json_path, replan: bool = True) -> Optional[str]:
+    from .health.inflight import check
+
+    return check(interval, threshold, patience, json_path)
+
+
+def add_health_args(parser, *, replan: str = "on") -> None:
+    """The in-flight health options (both training entry points and `primus-pipeline emulate`, whose
+    plans are fixed unless `--pipeline-health-replan on`)."""
+    parser.add_argument("--pipeline-health-interval", type=int, default=100, metavar="N",
+                        help="every N training steps, gather each pipeline rank's op times and idle time (one small "
+                             "collective) and log on the first pipeline rank the measured bubble and op times against "
+                             "the plan's and the slowest rank by its excess (docs/health.md); 0: off; default 100")
+    parser.add_argument("--pipeline-health-threshold", type=float, default=1.15, metavar="X",
+                        help="a rank slower than X times its plan is named; for --pipeline-health-patience intervals "
+                             "in a row, warned about (default 1.15)")
+    parser.add_argument("--pipeline-health-patience", type=int, default=3, metavar="K",
+                        help="intervals in a row a rank must stay over the threshold before the warning (default 3)")
+    parser.add_argument("--pipeline-health-json", default=None, metavar="FILE",
+                        help="append each interval's figures as one JSON line to FILE (default: the log)")
+    parser.add_argument("--pipeline-health-replan", choices=("on", "off"), default=replan,
+                        help="a schedule planned from costs (zb-auto, the V schedules, auto's choice) is planned "
+                             "again from the measured per-rank costs when a rank stays over the threshold for "
+                             f"--pipeline-health-patience intervals, job-wide, at a step boundary (default {replan})")
 
 
 # -- the argument group ------------------------------------------------------------------------------
@@ -308,6 +358,7 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
     group.add_argument("--pipeline-profile-steps", type=int, default=3, metavar="N",
                        help="steps whose F/B/W/p2p times and activation memory are measured (for zb-auto's "
                             "and the V schedules' re-planning and --pipeline-schedule auto); 0 disables")
+    add_health_args(group)
     return parser
 
 
@@ -317,7 +368,7 @@ def check_options(args: argparse.Namespace, *, split_chosen: bool = False) -> Op
     """The group's own values (no pipeline size, layers or batch needed). `split_chosen`:
     --pipeline-balance has already chosen the split (its options are then its own)."""
     name = getattr(args, "pipeline_schedule", None)
-    problem = check_balance_data(args)
+    problem = check_balance_data(args) or check_health(*health_of(args).values())
     if name is None or problem:
         return problem
     steps = getattr(args, "pipeline_profile_steps", 3)

@@ -264,6 +264,7 @@ class TimedWaits:
         self.log.comm_wait += time.monotonic() - start
 
     fault: Optional[tuple] = None  # (action, kind, mb): `emulate --fault`, once
+    slowdown: float = 1.0  # `emulate --straggler`: the factor on every op's time of this rank
 
     def fault_point(self, kind: str, mb: Optional[int]) -> None:
         """An injected fault as op `kind` of microbatch `mb` starts: `kill` ends the process at once
@@ -277,6 +278,7 @@ class TimedWaits:
             time.sleep(3600)
 
     def _work(self, seconds: float, kind: str) -> None:
+        seconds *= self.slowdown
         if self.times.recv_stall != 1.0 and strict_p2p.pending_receives():
             seconds *= self.times.recv_stall
             self.log.stalled += 1

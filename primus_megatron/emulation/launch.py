@@ -88,6 +88,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
     for step in range(case["warmup"] + case["steps"]):
         for chunk in chunks:
             chunk.log.reset()
+        _straggle(case, rank, step + 1, chunks, opt)
         if opt is None:
             for chunk in chunks:
                 chunk.zero_grad(set_to_none=True)
@@ -95,6 +96,7 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
         else:
             opt.zero_grad()  # under post-validation: once the pending step is validated
         t0, cpu0, main0 = time.monotonic(), time.process_time(), time.thread_time()
+        health0 = (fbf.health.spent_s, fbf.health.spent_cpu_s) if hasattr(fbf, "health") else (0.0, 0.0)
         if runner is not None:
             losses = runner.step()
         else:
@@ -112,10 +114,27 @@ def _steps(rank: int, case: dict, v: Variant) -> dict:
                       "losses": [float(d["lm loss"]) for d in losses] if losses else []}
             if fbf is not None and not v.megatron and fbf.last_step is not None:
                 record.update(_executed(fbf.last_step, v, rank))
+                # in-flight health's host time in the step: wall, CPU
+                record["health_s"] = (fbf.health.spent_s - health0[0], fbf.health.spent_cpu_s - health0[1])
             steps.append(record)
     if opt is not None and hasattr(opt, "finish"):
         opt.finish()  # validate the last step
     return {"steps": steps, "params": [_weight(chunk).detach().clone() for chunk in chunks]}
+
+
+def _straggle(case: dict, rank: int, step: int, chunks: list, opt) -> None:
+    """`--straggler RANK:FACTOR[@STEP]`: from training step STEP on (counted from 1, the warm-up step
+    included, as the health line counts), every op of that rank, and its optimizer step, take FACTOR
+    times as long."""
+    slow = case.get("straggler")
+    if not slow or slow["rank"] != rank:
+        return
+    factor = slow["factor"] if step >= slow.get("from_step", 1) else 1.0
+    for chunk in chunks:
+        chunk.slowdown = factor
+    inner = getattr(opt, "optimizer", opt)
+    if inner is not None and hasattr(inner, "base_step_s"):
+        inner.step_s = inner.base_step_s * factor
 
 
 def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
@@ -153,13 +172,41 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
     import primus_megatron as pm
 
     off = v.offload or {}
-    fbf = pm.get_forward_backward_func(v.schedule, p2p_timeout_s=case["p2p_timeout_s"], record_timeline=True,
+    health = v.health if v.health is not None else case.get("health", {})
+    replans = _plans_by_name(v, health, off)
+    fbf = pm.get_forward_backward_func(v.schedule.name if replans else v.schedule, p2p_timeout_s=case["p2p_timeout_s"],
+                                      record_timeline=True, **health, chunks=v.chunks if replans else None,
                                       p2p_mode=case.get("p2p_mode"), recv_policy=case.get("recv_policy", "early"),
                                       offload=off["plan"] if "plan" in off else off.get("mode", "off"),
                                       offload_bandwidth=None if "plan" in off else off.get("bandwidth"),
-                                      costs=off.get("costs"), memory_limit=off.get("memory_limit"))
+                                      costs=v.costs if replans else off.get("costs"), memory_limit=off.get("memory_limit"),
+                                      post_validation=replans and v.post_validation)
     fbf.emulated_copy_seconds = off.get("scale")  # offload copies take their planned time
+    fbf.health.plan_costs = v.costs  # the plan's op times (the runner runs the schedule as given)
+    fbf.health.log = _to_stderr  # stdout may carry the report as JSON
+    if replans and rank == 0:  # what the re-plan says (its predicted gain) goes where the health lines go
+        fbf.log = fbf.planner.log = _to_stderr
     return chunks, None, fbf
+
+
+def _plans_by_name(v: Variant, health: dict, offload: dict) -> bool:
+    """--pipeline-health-replan on and a registered schedule planned from costs (no offload plan): the runner
+    plans it by name from the variant's costs (the same plan), so that it can plan again on a drift
+    (runtime/drift.py); otherwise the variant's plan runs as it is."""
+    from ..schedules import registry
+
+    if not health.get("health_replan") or offload:
+        return False
+    try:
+        return registry.info(v.schedule.name).uses_costs
+    except ValueError:  # a baseline's order run by our runtime: not a registered schedule
+        return False
+
+
+def _to_stderr(text: str) -> None:
+    import sys
+
+    print(text, file=sys.stderr, flush=True)
 
 
 def _chunk_records(chunks: list, grads: list) -> list:
@@ -195,6 +242,7 @@ def _optimizer(rank: int, case: dict, v: Variant, chunks: list):
         return None
     step_s = spec["step_s"] * (spec.get("straggler_factor", 1.0) if rank == spec.get("straggler_rank") else 1.0)
     opt = EmulatedOptimizer([p for c in chunks for p in c.parameters()], step_s=step_s)
+    opt.base_step_s = step_s  # what `_straggle` multiplies
     if v.post_validation and not v.megatron and not v.torch:
         from ..optim import PostValidationOptimizer
 
@@ -222,11 +270,13 @@ def _memory_kib() -> dict:
 def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, steps: int, warmup: int = 1,
         p2p_timeout_s: Optional[float] = None, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
         optimizer: Optional[dict] = None, recv_policy: str = "early",
-        fault: Optional[dict] = None, recv_stall: float = 1.0) -> tuple[list[Optional[dict]], dict]:
+        fault: Optional[dict] = None, recv_stall: float = 1.0, straggler: Optional[dict] = None,
+        health: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
     memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError. `fault`:
     {"action": "stall" or "kill", "rank", "kind": "F" or "B", "mb"} (`EmulatedChunk.fault_point`).
-    `recv_stall`: ROCm's pending-receive stall on our schedules' ops (`chunks.TimedWaits`)."""
+    `recv_stall`: ROCm's pending-receive stall on our schedules' ops (`chunks.TimedWaits`). `straggler`:
+    {"rank", "factor", "from_step"} (`_straggle`). `health`: get_forward_backward_func's health_* options."""
     from ..runtime import local_ranks
 
     epoch = time.monotonic()
@@ -235,7 +285,8 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
             "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
             "p2p_mode": p2p_mode, "optimizer": optimizer, "recv_policy": recv_policy, "fault": fault,
-            "recv_stall": recv_stall, "variants": [replace(v, sim_timeline=None) for v in variants]}
+            "recv_stall": recv_stall, "straggler": straggler, "health": health or {},
+            "variants": [replace(v, sim_timeline=None) for v in variants]}
     work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
     limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s
     per_rank = local_ranks.run_ranks(_rank_body, case, pp, timeout_s=limit)

@@ -28,6 +28,7 @@ class Variant:
     offload: Optional[dict] = None
     torch: bool = False  # a torch.distributed.pipelining baseline (`label` is its baselines.TORCH_BASELINES name)
     costs: Any = None  # the cost units it was planned with (for `with_host_work`)
+    health: Optional[dict] = None  # ours: in-flight health options of its own (None: the launch's)
 
     @property
     def chunks(self) -> int:

@@ -54,6 +54,9 @@ class OpRecord:
     start_mark: Any
     end_mark: Any
     clock: Any = None  # None: the marks are seconds
+    # "" alone; an overlapped pair's: "whole" (one call: the pair's time), "dup" (its other half, the same
+    # time again) or "half" (a pair run as two ops: each half's own time)
+    pair: str = ""
 
     @property
     def start(self) -> float:
@@ -137,6 +140,13 @@ class StepResult:
     pinned_held_bytes: Optional[int] = None  # on a GPU: pinned bytes torch's host allocator holds after the step
     offload_kept_bytes: int = 0  # planned storages left on the device: something else kept them alive
     combined_pairs: int = 0  # overlapped F&B pairs run as one call of megatron's combined step
+    marks: tuple = ()  # (start, end) clock marks of the whole step on this rank (in-flight health's period)
+    clock: Any = None  # the clock of `marks`
+
+    @property
+    def period(self) -> float:
+        """Seconds from the step's start to its end on this rank (waits on a GPU's events)."""
+        return self.clock.elapsed(*self.marks)
 
     @property
     def copy_seconds(self) -> list:
@@ -337,7 +347,8 @@ class _Step:
                 self.offload.after(op, output=moved)
         self.sync.after(index)
         if ctx.record_timeline:
-            self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none()))
+            self.timeline.append(OpRecord(self.rank, op, io.stage, start, end, self._clock_or_none(),
+                                          "half" if index in self.halves else ""))
         if ctx.profile is not None:
             self._durations.append((op.kind, io.stage, start, end))  # read after the step (events)
             ctx.profile.memory[(op.kind, io.stage)].append(mem_delta)
@@ -393,10 +404,10 @@ class _Step:
             self.offload.after(b_op)
         self.ran_in_pair.add(second)
         self.combined_pairs += 1
-        for index, io in ((first, f_io), (second, b_io)):
+        for index, io, tag in ((first, f_io, "whole"), (second, b_io, "dup")):
             self.sync.after(index)
             if self.ctx.record_timeline:
-                self.timeline.append(OpRecord(self.rank, io.op, io.stage, start, end, self._clock_or_none()))
+                self.timeline.append(OpRecord(self.rank, io.op, io.stage, start, end, self._clock_or_none(), tag))
         for done in self.p2p.reap_sends():
             self.release_sent(done)
 
@@ -558,9 +569,12 @@ def run_step(lowered: Lowered, rank: int, p2p: P2P, ctx: StepContext, *, validat
         step = _Step(lowered, rank, p2p, ctx)
         flight.identify(rank, lowered.schedule.pp, dist.get_rank())
         flight.step_started(step.timeline)
+        begin = step.clock.mark()
         try:
             with step.sync.step():
-                return _run_items(step, lowered.ranks[rank], ctx, validate, prefix)
+                result = _run_items(step, lowered.ranks[rank], ctx, validate, prefix)
+            result.marks, result.clock = (begin, step.clock.mark()), step.clock
+            return result
         except BaseException:
             if step.offload is not None:
                 step.offload.clear()  # a failed step keeps nothing on host or device

@@ -21,6 +21,8 @@ import torch.distributed as dist
 from .. import schedules as S
 from ..options import PipelineSpec, from_options
 from .executor import StepContext, StepResult, _MicrobatchTee, _Replay, run_step
+from .drift import may_replan, replan_on_drift
+from .health import HealthGather
 from . import mtp
 from .linear_hooks import install
 from .p2p import P2P, resolve_mode
@@ -54,6 +56,11 @@ class PipelineRunner:
         # how gloo (CPU) runs carry p2p: strict (as NCCL orders it; the default), strict-lazy or plain
         self.p2p_mode = resolve_mode(spec.p2p_mode)
         self.window = ProfilingWindow(spec.profile_window, profile_out=spec.profile_out, log=self.log)
+        # in-flight health: every --pipeline-health-interval training steps (runtime/health.py); printed by
+        # each pipeline's first rank itself, not through `log` (global rank 0's), so a straggler in any
+        # data-parallel replica's pipeline is named
+        self.health = HealthGather(spec.health_interval, threshold=spec.health_threshold,
+                                   patience=spec.health_patience, json_path=spec.health_json)
         self.record_timeline = record_timeline
         self.losses_on_last_rank = losses_on_last_rank
         self.validation = validation
@@ -132,6 +139,9 @@ class PipelineRunner:
             self._measure_offload_bandwidth(sched, result, rank, group, chunks)
         if self.window.step_done(forward_only, profile is not None):
             self._close_window(sched, group, rank, shape, config, chunks)
+        if self.health.step_done(result, sched, self.spec.costs, group, rank, forward_only) \
+                and may_replan(self.spec, self.planner):
+            replan_on_drift(self.health, self.planner, sched, self.log)
         if not forward_only and config.finalize_model_grads_func is not None:
             self._finalize(sched, result, chunks, config, group, pg_collection, force_all_reduce)
         if self.losses_on_last_rank:
