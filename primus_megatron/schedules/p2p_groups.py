@@ -26,7 +26,7 @@ from typing import Sequence
 
 ONE, PER_DIRECTION = "one", "per-direction"
 P2P_GROUPS = (ONE, PER_DIRECTION)
-GROUP_NAMES = ("the pipeline's group (towards higher ranks)", "the towards-lower-ranks group")
+GROUP_NAMES = ("the towards-higher-ranks group (the pipeline's)", "the towards-lower-ranks group")
 
 
 def group_count(layout: str) -> int:
