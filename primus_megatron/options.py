@@ -33,6 +33,8 @@ BALANCE_DATA_MODES = ("off", "sorted", "lb-mini")
 PROVISIONAL = "zb-h1"
 # --pipeline-recv-policy: where each receive is posted (schedules/just_in_time.py); auto resolves
 RECV_POLICY_CHOICES = ("early", "just-in-time", "auto")
+# --pipeline-p2p-groups: one process group for the step's p2p, or one per direction (schedules/p2p_groups.py)
+P2P_GROUPS_CHOICES = ("one", "per-direction")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class PipelineSpec:
     p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S
     p2p_mode: Optional[str] = None  # how CPU (gloo) runs carry p2p: runtime.p2p.resolve_mode
     recv_policy: str = "early"  # where receives are posted, resolved (`resolve_recv_policy`)
+    p2p_groups: str = "one"  # the process groups carrying the step's p2p: one, or per-direction
     # --pipeline-balance-data: packed variable-length data, each data-parallel replica with its own
     # microbatch count (None: every replica runs the same count, megatron's plain split)
     balance_data: Optional[str] = None
@@ -134,16 +137,20 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                  replan: bool = False, profile_out: Optional[str] = None, post_validation: bool = False,
                  offload: Union[str, "OffloadPlan"] = "off", offload_bandwidth: Optional[float] = None,
                  p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None,
-                 balance_data: Optional[str] = None, recv_policy: str = "early") -> PipelineSpec:
+                 balance_data: Optional[str] = None, recv_policy: str = "early",
+                 p2p_groups: str = "one") -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
     is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
     A Schedule (run as given) brings its own entry: its name's, or one describing it. `offload` is a
     mode, or an OffloadPlan chosen elsewhere (`schedules.offload.choose(...).plan`) that every step of
     its (pp, microbatches) runs as it is: its mode and bandwidth are the spec's. `balance_data`
     (off, sorted, lb-mini): data-parallel replicas may run different microbatch counts. `recv_policy`:
-    early, just-in-time or auto (`resolve_recv_policy`)."""
+    early, just-in-time or auto (`resolve_recv_policy`). `p2p_groups`: one or per-direction (a process
+    group for the messages towards each neighbour direction, `schedules.p2p_groups`)."""
     plan = None
     recv_policy = resolve_recv_policy(recv_policy)
+    if p2p_groups not in P2P_GROUPS_CHOICES:
+        raise ValueError(f"p2p_groups must be one of {', '.join(P2P_GROUPS_CHOICES)}, got {p2p_groups!r}")
     if balance_data is not None and balance_data not in BALANCE_DATA_MODES:
         raise ValueError(f"balance_data must be one of {', '.join(BALANCE_DATA_MODES)}, got {balance_data!r}")
     if not isinstance(offload, str):
@@ -167,7 +174,8 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                         profile_steps=(window[1] - window[0]) if window else 0, profile_window=window,
                         replan=replan, profile_out=profile_out, post_validation=post_validation, offload=offload,
                         offload_bandwidth=offload_bandwidth, offload_plan=plan, p2p_timeout_s=p2p_timeout_s,
-                        p2p_mode=p2p_mode, balance_data=balance_data, recv_policy=recv_policy)
+                        p2p_mode=p2p_mode, balance_data=balance_data, recv_policy=recv_policy,
+                        p2p_groups=p2p_groups)
 
 
 def resolve_recv_policy(policy: str) -> str:
@@ -235,7 +243,8 @@ def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optio
         offload_bandwidth=getattr(args, "pipeline_offload_bandwidth", None),
         p2p_timeout_s=getattr(args, "pipeline_p2p_timeout", DEFAULT_P2P_TIMEOUT_S), choose=choose,
         deterministic=deterministic, balance_data=getattr(args, "pipeline_balance_data", None),
-        recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "early") or "early"))
+        recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "early") or "early"),
+        p2p_groups=getattr(args, "pipeline_p2p_groups", "one") or "one")
     return dataclasses.replace(spec, **_profiling(spec))
 
 
@@ -275,6 +284,11 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "order allows), just-in-time (right before the op that consumes it, where the hang check "
                             "allows: on ROCm a pending receive stalls compute, PyTorch #172668), or auto "
                             "(just-in-time on a ROCm build of torch, early elsewhere); docs/megatron-core.md")
+    group.add_argument("--pipeline-p2p-groups", choices=P2P_GROUPS_CHOICES, default="one",
+                       help="process groups for the pipeline's sends and receives: one (default: the pipeline's "
+                            "group), or per-direction (a second group, made once at start-up, carries what is sent "
+                            "towards a lower pipeline rank, so a V schedule's traffic both ways between two ranks "
+                            "never queues behind itself; one more communicator per rank); docs/megatron-core.md")
     group.add_argument("--pipeline-p2p-timeout", type=float, default=DEFAULT_P2P_TIMEOUT_S, metavar="SECONDS",
                        help="how long a rank waits for a pipeline peer before failing with a diagnosis")
     group.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",
@@ -423,7 +437,8 @@ def checked(args: argparse.Namespace, spec: Optional[PipelineSpec], *,
     try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
         sched = generate(spec.name, pp, microbatches, costs=spec.costs, memory_limit=limit, chunks=spec.chunks,
                          post_validation=spec.post_validation, validate=False)
-        lowered = validate(sched, costs=spec.costs, memory_limit=limit, recv_policy=spec.recv_policy)
+        lowered = validate(sched, costs=spec.costs, memory_limit=limit, recv_policy=spec.recv_policy,
+                           p2p_groups=spec.p2p_groups)
     except ScheduleError as exc:
         return (f"--pipeline-schedule {spec.name} with {microbatches} microbatches (global batch / micro batch "
                 f"/ data parallel) on {pp} pipeline ranks: {exc}"), spec

@@ -153,6 +153,8 @@ def _one_step(rank, case, pp):
     if sched in MEGATRON_OWN:
         result["oracle_linear"] = oracle_linear
     else:
+        if case.get("options", {}).get("p2p_groups") == "per-direction":
+            result["twin_posts"] = _twin_posts()
         result.update(wgrads_deferred=fbf.last_step.wgrads_deferred, wgrads_run=fbf.last_step.wgrads_run,
                       linear_layers=sum(1 for c in model for mod in c.modules()
                                         if type(mod).__name__ in ("ColumnParallelLinear", "RowParallelLinear")),
@@ -167,6 +169,14 @@ def _one_step(rank, case, pp):
         if not case.get("forward_only"):
             result["ref_grads"] = ref_grads
     return result
+
+
+def _twin_posts() -> int:
+    """How many submissions this rank's towards-lower-ranks twin group has carried (strict p2p)."""
+    from megatron.core import parallel_state as ps
+    from primus_megatron.runtime import p2p_groups, strict_p2p
+
+    return strict_p2p._QUEUES[p2p_groups._TWINS[ps.get_pipeline_model_parallel_group()]].submitted
 
 
 # the word and position embeddings and the output layer: where megatron keeps copies of them

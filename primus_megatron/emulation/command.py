@@ -31,6 +31,7 @@ class EmulateOptions:
     recv_policy: str = "early"  # where our schedule posts its receives: early or just-in-time
     fault: Optional[dict] = None  # an injected fault (`launch.run`'s `fault`): a stalled or killed rank
     recv_stall: float = 1.0  # ROCm's pending-receive stall on our schedule's ops (1: none)
+    p2p_groups: str = "one"  # our schedule's p2p process groups: one, or per-direction
 
 
 def emulate(options: EmulateOptions, costs: Any, pp: int, m: int, unit: float, elements: int, baselines: list,
@@ -48,7 +49,8 @@ def emulate(options: EmulateOptions, costs: Any, pp: int, m: int, unit: float, e
         results, memory = launch.run(variants, pp, m, elements=elements, steps=options.steps,
                                      p2p_mode=options.p2p_mode, p2p_timeout_s=options.p2p_timeout_s,
                                      optimizer=optimizer, recv_policy=options.recv_policy,
-                                     fault=options.fault, recv_stall=options.recv_stall)
+                                     fault=options.fault, recv_stall=options.recv_stall,
+                                     p2p_groups=options.p2p_groups)
     except (RuntimeError, TimeoutError) as exc:
         raise EmulationFailed(f"the emulated run of {variants[0].label} at pp={pp}, {m} microbatches failed: "
                               f"{reporting.first_failure(str(exc))}") from None
