@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from primus_megatron.schedules import Op, Recv, Send, UNIT, generate, info, lower, names, simulate, validate
 from primus_megatron.schedules import ScheduleError
 from primus_megatron.schedules.lowering import RECV_POLICIES, Batch, flat_p2p, p2p_ops
-from primus_megatron.schedules.p2p_groups import P2P_GROUPS, PER_DIRECTION
+from primus_megatron.schedules.p2p_groups import P2P_GROUPS, PER_DIRECTION, group_of_op
 from primus_megatron.schedules.prefix import prefixes
 from primus_megatron.schedules.rendezvous import EAGER, LAZY, check_channels, run_p2p
 from primus_megatron.schedules.simulation import end_times
@@ -55,6 +55,27 @@ def test_every_schedule_passes_both_init_modes_with_a_group_per_direction(name, 
     for pp in range(2, 11):
         sched = generate(name, pp, 2 * pp, validate=False)
         checked_both_ways(validate(sched, recv_policy=policy, p2p_groups=PER_DIRECTION))
+
+
+def test_a_group_per_direction_splits_by_the_pairs_rank_order():
+    """Both ends of a message pick the same group; under V (zbv, dualpipev) what rank r sends to r+1
+    and what r+1 sends to r are on different groups, whichever stage sent it (both kinds go each
+    way); on the loop placement that is the stage order: activations on group 0, gradients on 1."""
+    for name, pp in (("zbv", 4), ("dualpipev", 4), ("zb-h1", 3)):
+        lowered = lower(generate(name, pp, 2 * pp))
+        used: dict = {}  # (sender, receiver) -> {(group, message kind)}
+        for r, items in enumerate(lowered.ranks):
+            for op in flat_p2p(items):
+                send = isinstance(op, Send)
+                edge = (r, op.peer) if send else (op.peer, r)
+                used.setdefault(edge, set()).add((group_of_op(PER_DIRECTION, r, op.peer, send), op.msg.kind))
+        for (a, b), seen in used.items():
+            groups = {g for g, _ in seen}
+            assert groups == {0 if b > a else 1}, (name, a, b, seen)
+            if name == "zb-h1":
+                assert {k for _, k in seen} == {"F" if b > a else "B"}, (name, a, b, seen)
+        if name != "zb-h1":
+            assert any(len({k for _, k in seen}) == 2 for seen in used.values()), name
 
 
 @given(name=st.sampled_from(HEURISTIC), policy=st.sampled_from(RECV_POLICIES), groups=st.sampled_from(P2P_GROUPS),

@@ -12,7 +12,9 @@ as early as that global order allows on its rank (right after the rank's
 previous item in that order), so it is under way when the send arrives and the
 sender is not held. Since every rank's queue follows the one global order, the
 earliest unfinished message is at the head of both its ends' queues, and
-nothing can wait in a cycle (`rendezvous` checks it anyway).
+nothing can wait in a cycle (`rendezvous` checks it anyway). With a process
+group per direction (`p2p_groups`) each of a rank's two queues holds a part of
+that order, in order, so the argument holds queue by queue.
 
 An overlapped pair (`Schedule.pairs`) is one op for communication: nothing is
 posted between its halves, so the second half's receive goes before the first

@@ -9,7 +9,10 @@ ProcessGroupNCCL drives them (REFERENCE.md "NCCL/RCCL semantics"), not gloo's:
   host runs ahead; waiting on the host is stricter, so what passes here passes
   there.)
 - The queue: one per process group, run in posting order (eager init: the
-  group's one NCCL stream). Its head is the oldest unfinished posting, a lone
+  group's one NCCL stream). The lowered schedule's `p2p_groups` says how many
+  (`p2p_groups`): one, or with a group per direction two per rank, what is sent
+  towards a higher rank on one and towards a lower rank on the other (a posting
+  over both is one entry per group, group 0's first, both posted at its place). Its head is the oldest unfinished posting, a lone
   send or receive or a whole batch, whose operations are under way together
   (one NCCL group). The next posting starts only when the head has finished, so
   an unmatched receive at the head holds every later send and receive.
@@ -26,7 +29,9 @@ ProcessGroupNCCL drives them (REFERENCE.md "NCCL/RCCL semantics"), not gloo's:
   with all ranks: torch 2.13 `batch_isend_irecv` docstring, distributed_c10d.py
   lines 3033-3037; ProcessGroupNCCL::pointToPoint keys batched p2p by device).
   Real lazy init runs unbatched p2p of each pair on its own stream; keeping one
-  queue is stricter. Lazy only adds waits, so a schedule that passes lazy
+  queue is stricter. With a group per direction each group has its own
+  communicators (pairs' and the group's); the second group's is made at
+  start-up (runtime/p2p_groups.py warms it), so its first batch waits for no one. Lazy only adds waits, so a schedule that passes lazy
   passes eager (the tests check it): `check_channels` runs lazy first and
   names eager only when eager fails too.
 
