@@ -355,7 +355,8 @@ class _Run:
         changes here (and its partners' entries, as pairs meet), so it is held in locals."""
         net, sc, lazy = self.net, self.sc, self.lazy
         steps, waits, stages, queue = net.steps[r], net.waits[r], net.stages[r], net.queue[r]
-        left, post_time, spans, qposted = self.left[r], self.post_time[r], self.spans[r], self.qposted[r]
+        left, post_time, spans, qposted, qhead = self.left[r], self.post_time[r], self.spans[r], self.qposted[r], \
+            self.qhead[r]
         i, clock = self.pos[r], self.clock[r]
         for g in range(net.groups):
             self._drain(r, g)
@@ -369,8 +370,10 @@ class _Run:
                     if not ready:
                         break
                 post_time[step] = clock
-                qposted[queue[step]] += 1
-                self._drain(r, queue[step])
+                g = queue[step]
+                qposted[g] += 1
+                if qhead[g] == qposted[g] - 1:  # its queue was empty: it is the head now
+                    self._drain(r, g)
             else:  # a compute op
                 wait = waits[i]
                 if wait >= 0:
