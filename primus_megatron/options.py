@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from .schedules import V, layer_split, names, registry
 from .schedules.costs import Costs
 from .schedules.layer_split import LayerSplit
+from .schedules.p2p_groups import P2P_GROUPS
 from .schedules.registry import ScheduleInfo
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ PROVISIONAL = "zb-h1"
 # --pipeline-recv-policy: where each receive is posted (schedules/just_in_time.py); auto resolves
 RECV_POLICY_CHOICES = ("early", "just-in-time", "auto")
 # --pipeline-p2p-groups: one process group for the step's p2p, or one per direction (schedules/p2p_groups.py)
-P2P_GROUPS_CHOICES = ("one", "per-direction")
+P2P_GROUPS_CHOICES = P2P_GROUPS
 
 
 @dataclass(frozen=True)

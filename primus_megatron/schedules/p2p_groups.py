@@ -22,7 +22,7 @@ and the runtime (`runtime/p2p.py`) both split by `split`, so they agree.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 ONE, PER_DIRECTION = "one", "per-direction"
 P2P_GROUPS = (ONE, PER_DIRECTION)
@@ -51,7 +51,7 @@ def group_of_op(layout: str, rank: int, peer: int, send: bool) -> int:
     return group_of(layout, rank, peer) if send else group_of(layout, peer, rank)
 
 
-def split(layout: str, rank: int, ops: Sequence, is_send) -> list[tuple[int, list]]:
+def split(layout: str, rank: int, ops: Sequence, is_send: Callable[[Any], bool]) -> list[tuple[int, list]]:
     """`ops` of one posting on `rank` as (group, its ops in order), group 0's first; `is_send(op)`
     says whether an op is a send and `op.peer` names its peer."""
     if layout == ONE:
