@@ -78,6 +78,22 @@ def test_a_group_per_direction_splits_by_the_pairs_rank_order():
             assert any(len({k for _, k in seen}) == 2 for seen in used.values()), name
 
 
+def test_forward_only_interleaved_passes_lazy_init_per_direction_because_the_twin_is_made_at_start_up():
+    """An interleaved evaluation step sends towards a lower rank only on the wrap (rank pp-1 to rank 0),
+    so under lazy init only those two ranks would reach the second group's first batch, which creates
+    its communicator with every rank: the runtime makes that communicator at start-up
+    (runtime/p2p_groups.py) and the model counts it as made, so this passes (with the second group's
+    communicator left to its first batch, the model names rank 0 waiting there for rank 1)."""
+    sched = generate("interleaved-1f1b", 4, 8)
+    only = sched.with_ranks([[op for op in ops if op.kind == "F"] for ops in sched.ranks])
+    only.meta["forward_only"] = True  # as the planner marks an evaluation step's schedule
+    lowered = validate(only, p2p_groups=PER_DIRECTION)
+    checked_both_ways(lowered)
+    senders = {r for r, items in enumerate(lowered.ranks) for op in flat_p2p(items)
+               if isinstance(op, Send) and op.peer < r}
+    assert senders == {3}, senders  # the wrap is the only traffic towards a lower rank
+
+
 @given(name=st.sampled_from(HEURISTIC), policy=st.sampled_from(RECV_POLICIES), groups=st.sampled_from(P2P_GROUPS),
        data=st.data())
 def test_every_schedule_passes_both_init_modes_any_costs(name, policy, groups, data):
