@@ -54,6 +54,7 @@ def _make_twin(group: Any) -> Any:
     dist.all_gather_object(every, mine)
     backend = dist.get_backend(group)
     twin = None
+    # `every` is the same list on every rank, so this is the same sequence of (collective) creations
     for ranks in sorted({tuple(r) for r in every}):
         made = dist.new_group(list(ranks), backend=backend)
         if list(ranks) == mine:
