@@ -153,6 +153,11 @@ def _add_recv_policy(p: argparse.ArgumentParser, default: Optional[str] = "early
                         "just-in-time (right before its consumer, where the hang check allows: on ROCm a pending "
                         "receive stalls compute), auto (just-in-time with a ROCm build of torch, else early)"
                         + ("" if default is None else f"; default {default}"))
+    p.add_argument("--p2p-groups", "--pipeline-p2p-groups", dest="p2p_groups", choices=("one", "per-direction"),
+                   default=None if default is None else "one",
+                   help="process groups of the p2p queues the hang check and lowered makespan run under: one "
+                        "(one queue per rank) or per-direction (a second group for what is sent towards a lower "
+                        "rank: two queues per rank)" + ("" if default is None else "; default one"))
 
 
 ROCM_RECV_STALL = 1.3  # --rocm-recv-stall's factor when none is given: a guess until an AMD run measures it
@@ -182,14 +187,17 @@ def _recv_policy(args: argparse.Namespace) -> str:
     return resolve_recv_policy(args.recv_policy)
 
 
-def _lowered_makespan(schedule: Any, costs: Any, policy: str, stall: Optional[float] = None) -> float:
-    """The makespan of the schedule lowered under `policy` (hang-checked) on NCCL/RCCL's queues,
-    with the ROCm receive stall `stall` if given (`rendezvous` module doc)."""
+def _lowered_makespan(schedule: Any, costs: Any, policy: str, stall: Optional[float] = None,
+                      p2p_groups: str = "one") -> float:
+    """The makespan of the schedule lowered under `policy` (hang-checked) on NCCL/RCCL's queues, one
+    per rank and process group of `p2p_groups`, with the ROCm receive stall `stall` if given
+    (`rendezvous` module doc)."""
     from .schedules import validate
     from .schedules.rendezvous import run_p2p
 
     sc = costs.resolve(schedule.pp, schedule.chunks_per_rank, schedule.placement, schedule.microbatches)
-    return run_p2p(validate(schedule, costs=costs, recv_policy=policy), sc, recv_stall=stall or 1.0).makespan
+    return run_p2p(validate(schedule, costs=costs, recv_policy=policy, p2p_groups=p2p_groups), sc,
+                   recv_stall=stall or 1.0).makespan
 
 
 def _stall_text(args: argparse.Namespace) -> str:
@@ -528,7 +536,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                         post_validation=args.post_validation)
     result = simulate(schedule, costs)
     policy = _recv_policy(args)
-    queued = _lowered_makespan(schedule, costs, policy, args.rocm_recv_stall)
+    queued = _lowered_makespan(schedule, costs, policy, args.rocm_recv_stall, args.p2p_groups)
     warn_few_microbatches(schedule.name, args.pp, args.microbatches, costs, chunks=schedule.chunks_per_rank)
     moved = _offload_result(schedule, costs, args) if offloading else None
     outputs: list[tuple[str, bytes | str]] = []
@@ -546,6 +554,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         if order is not None:
             data["mb_order"] = list(order)  # the data microbatch each schedule microbatch runs
         data["recv_policy"], data["lowered_makespan"] = policy, round(queued, 6)
+        data["p2p_groups"] = args.p2p_groups
         data["rocm_recv_stall"] = args.rocm_recv_stall
         text = json.dumps(data, indent=1)
     else:
@@ -658,7 +667,8 @@ def _compare_row(name: str, costs, args: argparse.Namespace, base: Optional[floa
     moved = _offload_result(schedule, costs, args) if offloading else None
     shown = moved or result
     row = {"name": name, "chunks": schedule.chunks_per_rank, "makespan": shown.makespan,
-           "lowered_makespan": _lowered_makespan(schedule, costs, _recv_policy(args), args.rocm_recv_stall),
+           "lowered_makespan": _lowered_makespan(schedule, costs, _recv_policy(args), args.rocm_recv_stall,
+                                                 args.p2p_groups),
            "bubble_sync": shown.bubble_sync, "bubble_async": shown.bubble_async,
            "max_peak_memory": shown.max_peak_memory, "memory_vs_1f1b": shown.max_peak_memory / base if base else None}
     if moved:
@@ -733,11 +743,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"pp": args.pp, "microbatches": args.microbatches, "profile": args.profile,
                           "memory_limit": args.memory_limit, "post_validation": args.post_validation,
-                          "offload": args.offload, "recv_policy": _recv_policy(args),
+                          "offload": args.offload, "recv_policy": _recv_policy(args), "p2p_groups": args.p2p_groups,
                           "rocm_recv_stall": args.rocm_recv_stall, "schedules": rows,
                           "vs_optimum": gap_note}, indent=1))
     else:
-        print(_compare_text(args, rows, bool(gaps)) + "\n\n" + gap_note + f"\n\nreceives posted {_recv_policy(args)}: "
+        print(_compare_text(args, rows, bool(gaps)) + "\n\n" + gap_note + f"\n\nreceives posted {_recv_policy(args)}, "
+              f"p2p groups {args.p2p_groups}: "
               "every schedule above passes the NCCL/RCCL hang check with them (lowered_makespan in --json"
               f"{_stall_text(args)})")
     return 0
@@ -774,19 +785,21 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     if args.output:
         _check_output("--output", args.output)
-    if args.recv_policy is not None and args.format != "json":
-        raise UsageError("--recv-policy needs --format json (torch's action strings carry the compute ops only)")
+    for given, option in ((args.recv_policy, "--recv-policy"), (args.p2p_groups, "--p2p-groups")):
+        if given is not None and args.format != "json":
+            raise UsageError(f"{option} needs --format json (torch's action strings carry the compute ops only)")
     costs = _costs(args)
     schedule = generate(args.schedule, args.pp, args.microbatches, costs=costs,
                         memory_limit=args.memory_limit, chunks=args.chunks, post_validation=args.post_validation)
     if args.format == "json":
         data = export.to_dict(schedule, costs)
-        if args.recv_policy is not None:  # each rank's items as the runtime posts them
+        if args.recv_policy is not None or args.p2p_groups is not None:  # each rank's items as the runtime posts them
             from .schedules import validate
 
-            data["recv_policy"] = policy = _recv_policy(args)
-            data["lowered"] = [[str(item) for item in items]
-                               for items in validate(schedule, costs=costs, recv_policy=policy).ranks]
+            data["recv_policy"] = policy = _recv_policy(args) if args.recv_policy is not None else "early"
+            data["p2p_groups"] = groups = args.p2p_groups or "one"
+            data["lowered"] = [[str(item) for item in items] for items in
+                               validate(schedule, costs=costs, recv_policy=policy, p2p_groups=groups).ranks]
         text = json.dumps(data, indent=1) + "\n"
     else:
         text = "".join(" ".join(actions) + "\n" for actions in export.torch_actions(schedule))
@@ -1020,7 +1033,8 @@ def _emulate_options(args: argparse.Namespace) -> EmulateOptions:
                           optimizer_post_validation=args.optimizer_post_validation,
                           op_overhead_ms=args.op_overhead, steps=args.steps, p2p_mode=args.p2p_mode,
                           p2p_timeout_s=args.p2p_timeout, text=args.format == "text",
-                          recv_policy=_recv_policy(args), recv_stall=args.rocm_recv_stall or 1.0)
+                          recv_policy=_recv_policy(args), recv_stall=args.rocm_recv_stall or 1.0,
+                          p2p_groups=args.p2p_groups)
 
 
 def _emulate_inputs(args: argparse.Namespace) -> tuple:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Union
 from .schedules import V, layer_split, names, registry
 from .schedules.costs import Costs
 from .schedules.layer_split import LayerSplit
+from .schedules.p2p_groups import P2P_GROUPS
 from .schedules.registry import ScheduleInfo
 
 if TYPE_CHECKING:
@@ -33,6 +34,8 @@ BALANCE_DATA_MODES = ("off", "sorted", "lb-mini")
 PROVISIONAL = "zb-h1"
 # --pipeline-recv-policy: where each receive is posted (schedules/just_in_time.py); auto resolves
 RECV_POLICY_CHOICES = ("early", "just-in-time", "auto")
+# --pipeline-p2p-groups: one process group for the step's p2p, or one per direction (schedules/p2p_groups.py)
+P2P_GROUPS_CHOICES = P2P_GROUPS
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class PipelineSpec:
     p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S
     p2p_mode: Optional[str] = None  # how CPU (gloo) runs carry p2p: runtime.p2p.resolve_mode
     recv_policy: str = "early"  # where receives are posted, resolved (`resolve_recv_policy`)
+    p2p_groups: str = "one"  # the process groups carrying the step's p2p: one, or per-direction
     # --pipeline-balance-data: packed variable-length data, each data-parallel replica with its own
     # microbatch count (None: every replica runs the same count, megatron's plain split)
     balance_data: Optional[str] = None
@@ -143,19 +147,23 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                  p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None,
                  balance_data: Optional[str] = None, recv_policy: str = "early", health_interval: int = 100,
                  health_threshold: float = 1.15, health_patience: int = 3,
-                 health_json: Optional[str] = None, health_replan: bool = True) -> PipelineSpec:
+                 health_json: Optional[str] = None, health_replan: bool = True, p2p_groups: str = "one") -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
     is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
     A Schedule (run as given) brings its own entry: its name's, or one describing it. `offload` is a
     mode, or an OffloadPlan chosen elsewhere (`schedules.offload.choose(...).plan`) that every step of
     its (pp, microbatches) runs as it is: its mode and bandwidth are the spec's. `balance_data`
     (off, sorted, lb-mini): data-parallel replicas may run different microbatch counts. `recv_policy`:
-    early, just-in-time or auto (`resolve_recv_policy`). `health_*`: in-flight health (`PipelineSpec`)."""
+    early, just-in-time or auto (`resolve_recv_policy`). `health_*`: in-flight health (`PipelineSpec`).
+    `p2p_groups`: one or per-direction (a process group for the messages towards each neighbour
+    direction, `schedules.p2p_groups`)."""
     plan = None
     problem = check_health(health_interval, health_threshold, health_patience, health_json)
     if problem:
         raise ValueError(problem)
     recv_policy = resolve_recv_policy(recv_policy)
+    if p2p_groups not in P2P_GROUPS_CHOICES:
+        raise ValueError(f"p2p_groups must be one of {', '.join(P2P_GROUPS_CHOICES)}, got {p2p_groups!r}")
     if balance_data is not None and balance_data not in BALANCE_DATA_MODES:
         raise ValueError(f"balance_data must be one of {', '.join(BALANCE_DATA_MODES)}, got {balance_data!r}")
     if not isinstance(offload, str):
@@ -181,7 +189,8 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                         offload_bandwidth=offload_bandwidth, offload_plan=plan, p2p_timeout_s=p2p_timeout_s,
                         p2p_mode=p2p_mode, balance_data=balance_data, recv_policy=recv_policy,
                         health_interval=health_interval, health_threshold=health_threshold,
-                        health_patience=health_patience, health_json=health_json, health_replan=health_replan)
+                        health_patience=health_patience, health_json=health_json, health_replan=health_replan,
+                        p2p_groups=p2p_groups)
 
 
 def resolve_recv_policy(policy: str) -> str:
@@ -250,7 +259,7 @@ def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optio
         p2p_timeout_s=getattr(args, "pipeline_p2p_timeout", DEFAULT_P2P_TIMEOUT_S), choose=choose,
         deterministic=deterministic, balance_data=getattr(args, "pipeline_balance_data", None),
         recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "early") or "early"),
-        **health_of(args))
+        p2p_groups=getattr(args, "pipeline_p2p_groups", "one") or "one", **health_of(args))
     return dataclasses.replace(spec, **_profiling(spec))
 
 
@@ -325,6 +334,11 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "order allows), just-in-time (right before the op that consumes it, where the hang check "
                             "allows: on ROCm a pending receive stalls compute, PyTorch #172668), or auto "
                             "(just-in-time on a ROCm build of torch, early elsewhere); docs/megatron-core.md")
+    group.add_argument("--pipeline-p2p-groups", choices=P2P_GROUPS_CHOICES, default="one",
+                       help="process groups for the pipeline's sends and receives: one (default: the pipeline's "
+                            "group), or per-direction (a second group, made once at start-up, carries what is sent "
+                            "towards a lower pipeline rank, so a V schedule's traffic both ways between two ranks "
+                            "never queues behind itself; one more communicator per rank); docs/megatron-core.md")
     group.add_argument("--pipeline-p2p-timeout", type=float, default=DEFAULT_P2P_TIMEOUT_S, metavar="SECONDS",
                        help="how long a rank waits for a pipeline peer before failing with a diagnosis")
     group.add_argument("--pipeline-costs", default=None, metavar="F,B,W[,COMM[,BW]][,mem-b=X][,mem-w=Y]",
@@ -474,7 +488,8 @@ def checked(args: argparse.Namespace, spec: Optional[PipelineSpec], *,
     try:  # the schedule itself: microbatch count, memory limit (pure Python, fast)
         sched = generate(spec.name, pp, microbatches, costs=spec.costs, memory_limit=limit, chunks=spec.chunks,
                          post_validation=spec.post_validation, validate=False)
-        lowered = validate(sched, costs=spec.costs, memory_limit=limit, recv_policy=spec.recv_policy)
+        lowered = validate(sched, costs=spec.costs, memory_limit=limit, recv_policy=spec.recv_policy,
+                           p2p_groups=spec.p2p_groups)
     except ScheduleError as exc:
         return (f"--pipeline-schedule {spec.name} with {microbatches} microbatches (global batch / micro batch "
                 f"/ data parallel) on {pp} pipeline ranks: {exc}"), spec

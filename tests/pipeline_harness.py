@@ -153,6 +153,8 @@ def _one_step(rank, case, pp):
     if sched in MEGATRON_OWN:
         result["oracle_linear"] = oracle_linear
     else:
+        if case.get("options", {}).get("p2p_groups") == "per-direction":
+            result["twin_posts"] = _twin_posts()
         result.update(wgrads_deferred=fbf.last_step.wgrads_deferred, wgrads_run=fbf.last_step.wgrads_run,
                       linear_layers=sum(1 for c in model for mod in c.modules()
                                         if type(mod).__name__ in ("ColumnParallelLinear", "RowParallelLinear")),
@@ -167,6 +169,14 @@ def _one_step(rank, case, pp):
         if not case.get("forward_only"):
             result["ref_grads"] = ref_grads
     return result
+
+
+def _twin_posts() -> int:
+    """How many submissions this rank's towards-lower-ranks twin group has carried (strict p2p)."""
+    from megatron.core import parallel_state as ps
+    from primus_megatron.runtime import p2p_groups, strict_p2p
+
+    return strict_p2p._QUEUES[p2p_groups._TWINS[ps.get_pipeline_model_parallel_group()]].submitted
 
 
 # the word and position embeddings and the output layer: where megatron keeps copies of them
@@ -228,7 +238,9 @@ def p2p_order_body(rank, world_case):
     Scenarios (both ranks post the same, to each other): send_first: a send, then a receive
     (lone ops: under NCCL each send waits for a receive its peer queued behind its own send);
     send_first_batch: the same two as one batch (they progress together); head_of_line: a
-    receive, then a send (each receive waits for a send its peer queued behind its receive)."""
+    receive, then a send (each receive waits for a send its peer queued behind its receive). With
+    the suffix _per_direction: the same on a process group per direction (`groups`: what each rank
+    sends to the other goes on a queue of its own, so neither order holds anything)."""
     import torch.distributed as dist
 
     from primus_megatron.runtime.p2p import P2P, PipelineTimeout, Post
@@ -236,7 +248,9 @@ def p2p_order_body(rank, world_case):
     out = {}
     for name in world_case["scenarios"]:
         group = dist.new_group([0, 1])
-        p2p = P2P(group, rank, world_case.get("timeout_s", 2.0), world_case["mode"])
+        groups = (group, dist.new_group([0, 1])) if name.endswith("_per_direction") else ()
+        name = name.removesuffix("_per_direction")
+        p2p = P2P(group, rank, world_case.get("timeout_s", 2.0), world_case["mode"], groups=groups)
         peer = 1 - rank
         mine = torch.full([4], float(rank + 1))
         theirs = torch.empty(4)
@@ -249,13 +263,14 @@ def p2p_order_body(rank, world_case):
             posts = [[recv], [send]]
         else:
             raise ValueError(name)
+        key = name + ("_per_direction" if groups else "")
         try:
             pendings = [p for batch in posts for p in p2p.post(batch)]
             for p in pendings:
                 p2p.wait(p, op=f"scenario {name}")
-            out[name] = ("ok", theirs.tolist())
+            out[key] = ("ok", theirs.tolist())
         except PipelineTimeout as exc:
-            out[name] = ("timeout", str(exc))
+            out[key] = ("timeout", str(exc))
     return out
 
 

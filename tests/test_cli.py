@@ -281,6 +281,42 @@ def test_recv_policy_reaches_simulate_and_export_and_a_bad_value_is_one_sentence
         assert len(err.splitlines()) == 1 and "--recv-policy" in err and "Traceback" not in err, err
 
 
+def test_p2p_groups_reach_simulate_export_and_the_entry_points_and_a_bad_value_is_one_sentence(capsys):
+    """--p2p-groups / --pipeline-p2p-groups (issue 60): simulate's lowered makespan is the queue run
+    under that layout (two queues per rank: never slower than one, p2p only loses waits); export
+    carries it with the items; the entry points' option lands in the spec (default one); a bad
+    value exits 2 in one line naming the option."""
+    import argparse
+
+    from primus_megatron import options
+    from primus_megatron.schedules.rendezvous import run_p2p
+
+    sched = S.generate("zbv", 4, 8)
+    sc = S.UNIT.resolve(4, sched.chunks_per_rank, sched.placement, 8)
+    spans = {}
+    for groups in ("one", "per-direction"):
+        assert cli.main(["simulate", "--schedule", "zbv", "--pp", "4", "-m", "8", "--json", "--p2p-groups", groups]) == 0
+        data = json.loads(capsys.readouterr().out)
+        spans[groups] = run_p2p(S.validate(sched, p2p_groups=groups), sc).makespan
+        assert data["p2p_groups"] == groups and data["lowered_makespan"] == pytest.approx(spans[groups])
+    assert spans["per-direction"] <= spans["one"] + 1e-9
+    assert cli.main(["export", "--schedule", "zbv", "--pp", "2", "-m", "4", "--pipeline-p2p-groups", "per-direction"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["p2p_groups"] == "per-direction" and data["recv_policy"] == "early"
+    assert data["lowered"] == [[str(x) for x in items] for items in S.validate(S.generate("zbv", 2, 4)).ranks]
+    for argv in (["simulate", "--schedule", "zbv", "--pp", "4", "-m", "8", "--pipeline-p2p-groups", "two"],
+                 ["export", "--schedule", "1f1b", "--pp", "2", "-m", "2", "--format", "torch", "--p2p-groups", "one"]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "--p2p-groups" in err and "Traceback" not in err, err
+    parser = options.add_args(argparse.ArgumentParser())
+    assert options.from_args(parser.parse_args(["--pipeline-schedule", "zbv"])).p2p_groups == "one"
+    args = parser.parse_args(["--pipeline-schedule", "zbv", "--pipeline-p2p-groups", "per-direction"])
+    assert options.from_args(args).p2p_groups == "per-direction"
+    with pytest.raises(ValueError, match="p2p_groups must be one of one, per-direction, got 'both'"):
+        options.from_options("zbv", p2p_groups="both")
+
+
 def test_recv_policy_auto_follows_the_torch_build(monkeypatch):
     """auto is just-in-time on a ROCm build of torch (torch.version.hip set), early elsewhere;
     both entry points' --pipeline-recv-policy lands in the spec resolved."""
@@ -317,3 +353,6 @@ def test_ranks_that_post_receives_by_different_policies_have_different_fingerpri
     sched = S.generate("zbv", 4, 8)
     assert schedule_fingerprint(sched) == schedule_fingerprint(sched, "early")
     assert schedule_fingerprint(sched, "just-in-time") != schedule_fingerprint(sched, "early")
+    # and ranks that would post a message on different process groups (--pipeline-p2p-groups)
+    assert schedule_fingerprint(sched, "early", "one") == schedule_fingerprint(sched)
+    assert schedule_fingerprint(sched, "early", "per-direction") != schedule_fingerprint(sched)

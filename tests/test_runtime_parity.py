@@ -51,6 +51,8 @@ def _cases(pp: int, counts: list[int]) -> list[dict]:
             cases.append({"schedule": "zb-auto", "microbatches": 6, "options": {**OPTS, **PAPER_AUTO}})
     for name in under_test(JUST_IN_TIME.get(pp, ())):  # receives posted just in time (issue 60)
         cases.append({"schedule": name, "microbatches": counts[-1], "options": {**OPTS, "recv_policy": "just-in-time"}})
+    for name in under_test(PER_DIRECTION.get(pp, ())):  # a process group per direction (issue 60)
+        cases.append({"schedule": name, "microbatches": counts[-1], "options": {**OPTS, "p2p_groups": "per-direction"}})
     for m in counts[-2:]:
         cases.append({"schedule": "megatron-1f1b", "microbatches": m})
     if pp == 2:  # multi-token prediction (megatron's MTP block on the loss stage), against megatron's 1F1B
@@ -68,6 +70,9 @@ COUNTS = {2: [1, 2, 3, 5], 3: [2, 4], 4: [2, 4, 6]}
 # --pipeline-recv-policy just-in-time, at each pp's largest count (against the reference and megatron's 1F1B
 # like every case): the loop, interleaved, V and DualPipeV (pairs) placements
 JUST_IN_TIME = {2: ("zb-h1", "interleaved-1f1b", "zbv", "dualpipev"), 4: ("zb-h1", "interleaved-1f1b", "zbv")}
+# --pipeline-p2p-groups per-direction at pp=2's largest count: the loop placement, and the V placements, whose two
+# ranks exchange both ways (against the reference, megatron's 1F1B, and bitwise the same schedule on one group)
+PER_DIRECTION = {2: ("zb-h1", "zbv", "dualpipev")}
 # MTP at pp=2 (m = 2 pp, dualpipev's least): one MTP layer under every schedule, untied; tied, and two
 # layers with a loss scaling factor other than megatron's default (0.1), under one schedule of each placement
 # (and dualpipev, whose pairs hold the loss stage's F and B)
@@ -207,6 +212,23 @@ def test_just_in_time_receives_ran_a_lowering_of_their_own(world):
         sched = S.generate(case["schedule"], pp, case["microbatches"])
         early, late = S.lower(sched), S.lower(sched, recv_policy="just-in-time")
         assert early.ranks != late.ranks, case["schedule"]
+
+
+def test_a_group_per_direction_changes_no_number_and_carries_traffic(world):
+    """The per-direction cases (checked against the reference and megatron's 1F1B with every case above)
+    computed bitwise what the same schedule computed on one group, and on every rank the twin group
+    carried some of the step's p2p (what is sent towards the lower rank)."""
+    pp, cases, per_rank = world
+    ran = [i for i, c in enumerate(cases) if c.get("options", {}).get("p2p_groups") == "per-direction"]
+    assert [cases[i]["schedule"] for i in ran] == list(under_test(PER_DIRECTION.get(pp, ())))
+    for i in ran:
+        name, m = cases[i]["schedule"], cases[i]["microbatches"]
+        one = next(j for j, c in enumerate(cases) if (c["schedule"], c["microbatches"], c.get("options")) == (name, m, OPTS))
+        results, losses, grads = _merged(per_rank, i)
+        _, one_losses, one_grads = _merged(per_rank, one)
+        assert losses == one_losses, name  # floats: equal means bitwise (none is NaN: the reference checks them)
+        assert grads.keys() == one_grads.keys() and all(torch.equal(grads[k], one_grads[k]) for k in grads), name
+        assert all(r["twin_posts"] > 0 for r in results), (name, [r["twin_posts"] for r in results])
 
 
 def test_cost_aware_v_orders_ran_and_differ_from_the_equal_cost_patterns(world):

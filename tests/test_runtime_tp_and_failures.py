@@ -55,13 +55,14 @@ def test_sequence_parallel_wgrad_does_not_read_the_shared_gather_buffer():
             torch.testing.assert_close(deferred, eager, rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("recv_policy", ["early", "just-in-time"])
-def test_a_silent_peer_times_out_with_rank_op_peer_and_microbatch_named(recv_policy):
-    """Under either receive policy the waiting rank names its op, the message and the peer. The
+@pytest.mark.parametrize("recv_policy, p2p_groups", [("early", "one"), ("just-in-time", "per-direction")])
+def test_a_silent_peer_times_out_with_rank_op_peer_and_microbatch_named(recv_policy, p2p_groups):
+    """Under either receive policy and either group layout (per-direction: the gradient waited for
+    comes on the second group) the waiting rank names its op, the message and the peer. The
     silent rank would come back after 600 s (or once rank 0 has its answer): a PipelineTimeout with
     the 3 s limit can only be the timeout firing first, however slow the machine."""
     case = {"schedule": "zb-h1", "microbatches": 3, "num_layers": 4,
-            "options": {"p2p_timeout_s": 3, "recv_policy": recv_policy}}
+            "options": {"p2p_timeout_s": 3, "recv_policy": recv_policy, "p2p_groups": p2p_groups}}
     results = H.run_ranks({"body": H.silent_rank_body, "pp": 2, "silent_s": 600, "cases": [case]}, 2,
                           timeout_s=900)
     res = results[0]

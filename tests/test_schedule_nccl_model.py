@@ -4,7 +4,8 @@ The check (`rendezvous`) models one p2p queue per rank, batches, rendezvous send
 with lazy communicator init, the blocking first contacts (test_schedule_oracles.py
 checks it against an independent reference; test_schedule_rejections.py shows it
 catching the pre-#28 lowering). Here: what `generate` / `validate` hand the runtime
-passes it in both init modes, under both receive policies (early and just-in-time),
+passes it in both init modes, under both receive policies (early and just-in-time) and
+both group layouts (`p2p_groups`: one queue per rank, or one per direction),
 for every registered schedule at pp 2..32 and m in {p, 2p, 4p} (a property test over costs, bounded by the "planner" profile, and a
 deterministic sweep of the smaller sizes under unit costs); the lowering keeps one
 global message order; the post-validation prefixes drain what they leave in flight.
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 from primus_megatron.schedules import Op, Recv, Send, UNIT, generate, info, lower, names, simulate, validate
 from primus_megatron.schedules import ScheduleError
 from primus_megatron.schedules.lowering import RECV_POLICIES, Batch, flat_p2p, p2p_ops
+from primus_megatron.schedules.p2p_groups import P2P_GROUPS, PER_DIRECTION, group_of_op
 from primus_megatron.schedules.prefix import prefixes
 from primus_megatron.schedules.rendezvous import EAGER, LAZY, check_channels, run_p2p
 from primus_megatron.schedules.simulation import end_times
@@ -44,18 +46,68 @@ def test_every_schedule_passes_both_init_modes_unit_costs(name, policy):
             checked_both_ways(validate(sched, recv_policy=policy))
 
 
-@given(name=st.sampled_from(HEURISTIC), policy=st.sampled_from(RECV_POLICIES), data=st.data())
-def test_every_schedule_passes_both_init_modes_any_costs(name, policy, data):
-    """pp 2..32, m in {p, 2p, 4p}, costs per rank or per stage, either receive policy: what
-    validate returns passes both modes, its queues agree with one global message order (under
-    eager init the condition for no hang, just-in-time included: a rank's entries run one after
-    another), and run under its costs it is never faster than the op-level simulation
-    (communication only adds waits)."""
+@pytest.mark.parametrize("policy", RECV_POLICIES)
+@pytest.mark.parametrize("name", HEURISTIC)
+def test_every_schedule_passes_both_init_modes_with_a_group_per_direction(name, policy):
+    """--pipeline-p2p-groups per-direction: two queues per rank (rendezvous), under lazy init two
+    groups' communicators and pair communicators per group; the sweep stops at pp 10 (m = 2p) to keep
+    within the suite's budget, the property test below draws pp to 32."""
+    for pp in range(2, 11):
+        sched = generate(name, pp, 2 * pp, validate=False)
+        checked_both_ways(validate(sched, recv_policy=policy, p2p_groups=PER_DIRECTION))
+
+
+def test_a_group_per_direction_splits_by_the_pairs_rank_order():
+    """Both ends of a message pick the same group; under V (zbv, dualpipev) what rank r sends to r+1
+    and what r+1 sends to r are on different groups, whichever stage sent it (both kinds go each
+    way); on the loop placement that is the stage order: activations on group 0, gradients on 1."""
+    for name, pp in (("zbv", 4), ("dualpipev", 4), ("zb-h1", 3)):
+        lowered = lower(generate(name, pp, 2 * pp))
+        used: dict = {}  # (sender, receiver) -> {(group, message kind)}
+        for r, items in enumerate(lowered.ranks):
+            for op in flat_p2p(items):
+                send = isinstance(op, Send)
+                edge = (r, op.peer) if send else (op.peer, r)
+                used.setdefault(edge, set()).add((group_of_op(PER_DIRECTION, r, op.peer, send), op.msg.kind))
+        for (a, b), seen in used.items():
+            groups = {g for g, _ in seen}
+            assert groups == {0 if b > a else 1}, (name, a, b, seen)
+            if name == "zb-h1":
+                assert {k for _, k in seen} == {"F" if b > a else "B"}, (name, a, b, seen)
+        if name != "zb-h1":
+            assert any(len({k for _, k in seen}) == 2 for seen in used.values()), name
+
+
+def test_forward_only_interleaved_passes_lazy_init_per_direction_because_the_twin_is_made_at_start_up():
+    """An interleaved evaluation step sends towards a lower rank only on the wrap (rank pp-1 to rank 0),
+    so under lazy init only those two ranks would reach the second group's first batch, which creates
+    its communicator with every rank: the runtime makes that communicator at start-up
+    (runtime/p2p_groups.py) and the model counts it as made, so this passes (with the second group's
+    communicator left to its first batch, the model names rank 0 waiting there for rank 1)."""
+    sched = generate("interleaved-1f1b", 4, 8)
+    only = sched.with_ranks([[op for op in ops if op.kind == "F"] for ops in sched.ranks])
+    only.meta["forward_only"] = True  # as the planner marks an evaluation step's schedule
+    lowered = validate(only, p2p_groups=PER_DIRECTION)
+    checked_both_ways(lowered)
+    senders = {r for r, items in enumerate(lowered.ranks) for op in flat_p2p(items)
+               if isinstance(op, Send) and op.peer < r}
+    assert senders == {3}, senders  # the wrap is the only traffic towards a lower rank
+
+
+@given(name=st.sampled_from(HEURISTIC), policy=st.sampled_from(RECV_POLICIES), groups=st.sampled_from(P2P_GROUPS),
+       data=st.data())
+def test_every_schedule_passes_both_init_modes_any_costs(name, policy, groups, data):
+    """pp 2..32, m in {p, 2p, 4p}, costs per rank or per stage, either receive policy, either group
+    layout (one p2p queue per rank, or one per direction): what validate returns passes both modes,
+    its queues agree with one global message order (under eager init the condition for no hang,
+    just-in-time included: a rank's entries run one after another), and run under its costs it is
+    never faster than the op-level simulation (communication only adds waits)."""
     pp = data.draw(st.integers(2, 32), label="pp")
     m = data.draw(st.sampled_from([pp, 2 * pp, 4 * pp]), label="m")
     costs = data.draw(cost_models(pp, info(name).chunks), label="costs")
     sched = generate(name, pp, m, costs=costs, validate=False)
-    lowered = validate(sched, costs=costs, recv_policy=policy)
+    lowered = validate(sched, costs=costs, recv_policy=policy, p2p_groups=groups)
+    assert lowered.p2p_groups == groups
     checked_both_ways(lowered)
     assert queue_order_conflict(lowered) is None
     sc = costs.resolve(pp, sched.chunks_per_rank, sched.placement)

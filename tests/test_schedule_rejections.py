@@ -7,6 +7,7 @@ import pytest
 
 from primus_megatron.schedules import (Batch, Costs, Lowered, Op, Recv, ScheduleError, Send, UNIT, generate, lower, names,
                                        simulate, validate)
+from primus_megatron.schedules.p2p_groups import ONE, PER_DIRECTION
 from primus_megatron.schedules.rendezvous import EAGER, LAZY
 from primus_megatron.schedules.simulation import end_times
 from primus_megatron.schedules.ir import B, BW, F, W
@@ -107,11 +108,33 @@ def test_channels_reject_crossing_sends():
         "waits for rank 0, whose 'recv gradient mb0 stage 1->0 from rank 1' is queued behind "
         "'send activation mb1 stage 0->1 to rank 1'",
     ])
+    # with a group per direction (--pipeline-p2p-groups per-direction) the two sends go on different
+    # queues (0 -> 1 on the pipeline's group, 1 -> 0 on the other), so the same order passes both modes
+    crossing = Lowered(sched, tuple(map(tuple, ranks)), PER_DIRECTION)
+    check_channels(crossing, modes=(EAGER,))
+    check_channels(crossing, modes=(LAZY,))
     # batched together, the same two postings progress together and nothing hangs (eager init: under
     # lazy init rank 1's only batch would wait for rank 0 to create the group's communicator too)
     ranks[1][ranks[1].index(send_g0):ranks[1].index(send_g0) + 2] = [Batch((send_g0, recv1))]
     check_channels(Lowered(sched, tuple(map(tuple, ranks))), modes=(EAGER,))
     assert msg
+
+
+def test_channels_per_direction_name_the_group_a_hang_waits_on():
+    """Rank 0 sends its activations only after B0, which needs the gradient that rank 1 makes from
+    mb0's: a wait cycle under either layout; with a group per direction the hop names the queue
+    (the receive of the gradient, sent towards a lower rank, is on the second group)."""
+    sched, ranks = _lowered_1f1b()
+    sends = [_find(ranks[0], Send, F, mb) for mb in (0, 1)]
+    for send in sends:
+        ranks[0].remove(send)
+    at = ranks[0].index(next(x for x in ranks[0] if isinstance(x, Op) and x.kind != F)) + 1
+    ranks[0][at:at] = sends
+    for layout in (ONE, PER_DIRECTION):
+        msg = rejects(check_channels, Lowered(sched, tuple(map(tuple, ranks)), layout), match=[
+            "wait-for cycle 0 -> 1 -> 0", "rank 1 at 'recv activation mb0 stage 0->1 from rank 0'",
+            "which has not posted 'send activation mb0 stage 0->1 to rank 1'"])
+        assert ("on the towards-lower-ranks group" in msg) == (layout == PER_DIRECTION), msg
 
 
 def test_channels_reject_missing_receive_and_unmatched_send():

@@ -18,7 +18,9 @@ from primus_megatron import schedules as S
 
 pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core is not installed")
 
-SCENARIOS = ["send_first_batch", "send_first", "head_of_line"]  # hanging ones last (nothing after them)
+# hanging ones last (nothing after them); _per_direction: on a process group per direction
+SCENARIOS = ["send_first_batch", "send_first_per_direction", "head_of_line_per_direction", "send_first",
+             "head_of_line"]
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +42,15 @@ def test_orders_that_hang_under_nccl_time_out_strict_and_pass_plain(orders, scen
         assert "strict p2p" in text and "queue is held by the" in text, text
         status, got = orders["plain"][rank][scenario]
         assert status == "ok" and got == [float(2 - rank)] * 4, (rank, got)
+
+
+@pytest.mark.parametrize("scenario", ["send_first", "head_of_line"])
+def test_the_same_orders_pass_strict_on_a_group_per_direction(orders, scenario):
+    """--pipeline-p2p-groups per-direction: what rank 0 sends to rank 1 and what rank 1 sends to rank 0
+    are on two groups, so two queues per rank: the orders above that hold each other on one queue
+    complete (the queue model's hand-made case, test_schedule_rejections.py)."""
+    for rank in (0, 1):
+        assert orders["strict"][rank][scenario + "_per_direction"] == ("ok", [float(2 - rank)] * 4), rank
 
 
 def test_a_batch_progresses_together(orders):

@@ -312,6 +312,7 @@ def _first_loss_token_counts(argv) -> list:
     (["--swiglu", "--hidden-size", "16"], "give --ffn-hidden-size"),
     (["--group-query-attention", "--num-query-groups", "3"], "--num-query-groups 3 must divide"),
     (["--normalization", "BatchNorm"], "--normalization: invalid choice"),
+    (["--pipeline-schedule", "zbv", "--pipeline-p2p-groups", "two"], "--pipeline-p2p-groups: invalid choice: 'two'"),
     (["--moe-grouped-gemm", "--num-experts", "4"], "--moe-grouped-gemm needs TransformerEngine's grouped experts"),
     (["--multi-latent-attention"], "--multi-latent-attention needs TransformerEngine's attention"),
     (["--num-experts", "4", "--expert-model-parallel-size", "3"], "--num-experts 4 must be divisible by"),

@@ -33,6 +33,7 @@ class EmulateOptions:
     recv_stall: float = 1.0  # ROCm's pending-receive stall on our schedule's ops (1: none)
     straggler: Optional[dict] = None  # a slowed rank (`launch.run`'s `straggler`)
     health: Optional[dict] = None  # in-flight health options (get_forward_backward_func's health_*)
+    p2p_groups: str = "one"  # our schedule's p2p process groups: one, or per-direction
 
 
 def emulate(options: EmulateOptions, costs: Any, pp: int, m: int, unit: float, elements: int, baselines: list,
@@ -51,7 +52,8 @@ def emulate(options: EmulateOptions, costs: Any, pp: int, m: int, unit: float, e
                                      p2p_mode=options.p2p_mode, p2p_timeout_s=options.p2p_timeout_s,
                                      optimizer=optimizer, recv_policy=options.recv_policy,
                                      fault=options.fault, recv_stall=options.recv_stall,
-                                     straggler=options.straggler, health=options.health)
+                                     straggler=options.straggler, health=options.health,
+                                     p2p_groups=options.p2p_groups)
     except (RuntimeError, TimeoutError) as exc:
         raise EmulationFailed(f"the emulated run of {variants[0].label} at pp={pp}, {m} microbatches failed: "
                               f"{reporting.first_failure(str(exc))}") from None

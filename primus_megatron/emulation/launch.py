@@ -177,6 +177,7 @@ def _variant_runner(rank: int, case: dict, v: Variant) -> tuple:
     fbf = pm.get_forward_backward_func(v.schedule.name if replans else v.schedule, p2p_timeout_s=case["p2p_timeout_s"],
                                       record_timeline=True, **health, chunks=v.chunks if replans else None,
                                       p2p_mode=case.get("p2p_mode"), recv_policy=case.get("recv_policy", "early"),
+                                      p2p_groups=case.get("p2p_groups", "one"),
                                       offload=off["plan"] if "plan" in off else off.get("mode", "off"),
                                       offload_bandwidth=None if "plan" in off else off.get("bandwidth"),
                                       costs=v.costs if replans else off.get("costs"), memory_limit=off.get("memory_limit"),
@@ -271,12 +272,13 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
         p2p_timeout_s: Optional[float] = None, timeout_s: Optional[float] = None, p2p_mode: Optional[str] = None,
         optimizer: Optional[dict] = None, recv_policy: str = "early",
         fault: Optional[dict] = None, recv_stall: float = 1.0, straggler: Optional[dict] = None,
-        health: Optional[dict] = None) -> tuple[list[Optional[dict]], dict]:
+        health: Optional[dict] = None, p2p_groups: str = "one") -> tuple[list[Optional[dict]], dict]:
     """Run every variant on `pp` forked gloo ranks; (per variant its summary or None when skipped,
     memory per rank). A rank's failure (a named p2p timeout included) raises RuntimeError. `fault`:
     {"action": "stall" or "kill", "rank", "kind": "F" or "B", "mb"} (`EmulatedChunk.fault_point`).
     `recv_stall`: ROCm's pending-receive stall on our schedules' ops (`chunks.TimedWaits`). `straggler`:
-    {"rank", "factor", "from_step"} (`_straggle`). `health`: get_forward_backward_func's health_* options."""
+    {"rank", "factor", "from_step"} (`_straggle`). `health`: get_forward_backward_func's health_* options.
+    `p2p_groups`: one, or per-direction (our schedules' p2p on a group per direction)."""
     from ..runtime import local_ranks
 
     epoch = time.monotonic()
@@ -285,7 +287,7 @@ def run(variants: list[Variant], pp: int, microbatches: int, *, elements: int, s
     case = {"pp": pp, "microbatches": microbatches, "elements": elements, "steps": steps, "warmup": warmup,
             "p2p_timeout_s": p2p_timeout_s, "gloo_timeout": max(60, int(2 * p2p_timeout_s)), "epoch": epoch,
             "p2p_mode": p2p_mode, "optimizer": optimizer, "recv_policy": recv_policy, "fault": fault,
-            "recv_stall": recv_stall, "straggler": straggler, "health": health or {},
+            "recv_stall": recv_stall, "straggler": straggler, "health": health or {}, "p2p_groups": p2p_groups,
             "variants": [replace(v, sim_timeline=None) for v in variants]}
     work = sum(v.simulated.get("makespan", 0.0) for v in variants) * (steps + warmup)
     limit = timeout_s if timeout_s is not None else 120.0 + 3.0 * work + 2.0 * p2p_timeout_s

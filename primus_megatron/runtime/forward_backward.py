@@ -26,6 +26,7 @@ from .health import HealthGather
 from . import mtp
 from .linear_hooks import install
 from .p2p import P2P, resolve_mode
+from .p2p_groups import direction_groups
 from .planner import FINGERPRINT_TIMEOUT_FLOOR_S, Planner, ScheduleMismatch, check_same_schedule  # noqa: F401  (ScheduleMismatch: runtime/__init__)
 from .profile_window import ProfilingWindow
 from .replica_counts import check_step
@@ -131,7 +132,10 @@ class PipelineRunner:
                           cp_group_size=cp, record_timeline=self.record_timeline, profile=profile,
                           offload_plan=self.planner.offload_plan(key),
                           emulated_copy_seconds=self.emulated_copy_seconds)
-        p2p = P2P(group, rank, self.spec.p2p_timeout_s, self.p2p_mode)
+        # per-direction: the twin group is made at the first step, after the fingerprints agree (a rank
+        # with the other layout would never join its creation), before any p2p (runtime/p2p_groups.py)
+        groups = direction_groups(group, self.spec.p2p_groups) if self.spec.p2p_groups != "one" else ()
+        p2p = P2P(group, rank, self.spec.p2p_timeout_s, self.p2p_mode, groups=groups)
         result = self._run(key, lowered, rank, p2p, ctx, forward_only)
         self._log_pairs(sched, result, rank)
         self._log_offload(sched, result, rank)
@@ -182,7 +186,8 @@ class PipelineRunner:
         if sched.placement == S.V:
             self._solo_group()  # made by every rank before its first op, never within a step
         check_same_schedule(sched, group, rank, max(self.spec.p2p_timeout_s, FINGERPRINT_TIMEOUT_FLOOR_S),
-                            pipeline_only=self.spec.balance_data is not None, recv_policy=self.spec.recv_policy)
+                            pipeline_only=self.spec.balance_data is not None, recv_policy=self.spec.recv_policy,
+                            p2p_groups=self.spec.p2p_groups)
         self.planner.checked(key)
 
     def _run(self, key, lowered: S.Lowered, rank: int, p2p: P2P, ctx: StepContext, forward_only: bool) -> StepResult:
@@ -423,7 +428,8 @@ def get_forward_backward_func(schedule: Union[str, S.Schedule, PipelineSpec] = "
     offload_bandwidth, profile_steps (the window of training steps measured), replan, profile_out,
     post_validation, balance_data (off, sorted or lb-mini: data-parallel replicas run microbatch
     counts of their own, `runtime.replica_counts`), recv_policy (early, just-in-time or auto: where
-    each receive is posted, `schedules.just_in_time`). `validation`: see PipelineRunner.
+    each receive is posted, `schedules.just_in_time`), p2p_groups (one or per-direction: a process group
+    per direction for the step's p2p, `runtime.p2p_groups`). `validation`: see PipelineRunner.
     `losses_on_last_rank`: the loss dicts (and after a training step the MTP losses megatron-core's
     MTPLossLoggingHelper tracked, `runtime.mtp.hand_over_tracker`) are returned on the last pipeline
     rank, as Megatron-LM reads them, wherever the placement computed them.

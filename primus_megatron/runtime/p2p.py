@@ -15,6 +15,12 @@ How ops are carried (`mode`):
 - on gloo, `plain`: posted to gloo as they are (gloo accepts orders that hang
   under NCCL); for comparison.
 
+Which process group carries them (`groups`, `--pipeline-p2p-groups`): the
+pipeline's, or with a group per direction the one of the message's direction
+(schedules/p2p_groups.py; a posting that holds both directions is one batch per
+group, as the queue model splits it), each group with its own NCCL queue (and,
+on gloo, its own strict queue).
+
 How they are waited (`waits`): on the GPU (`device`), without a timeout, so that
 the wait only makes the current stream wait and the host never blocks on a
 receive; a watchdog thread (runtime/watchdog.py) names a hang instead. On CPU
@@ -32,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 from ..health import flight
+from ..schedules.p2p_groups import ONE, PER_DIRECTION, split
 from . import strict_p2p, watchdog
 
 DEFAULT_TIMEOUT_S = 600.0
@@ -65,6 +72,7 @@ class _Pending:
     what: str  # e.g. "activation mb3 stage 1->2"
     peer: int  # pipeline rank of the peer
     send: bool = False
+    group: int = 0  # which of the P2P's groups carries it
 
 
 class _Works:
@@ -85,6 +93,10 @@ class _Works:
         return all(work.is_completed() for work in self.works)
 
 
+def _is_send(post: Post) -> bool:
+    return post.send
+
+
 def resolve_mode(mode: Optional[str]) -> str:
     """How gloo runs carry p2p: `mode`, else $PRIMUS_PIPELINE_P2P, else strict (one of MODES)."""
     text = (mode or os.environ.get(MODE_ENV) or "strict").strip().lower()
@@ -103,14 +115,19 @@ class P2P:
     mode: Optional[str] = None  # gloo only: strict (default), strict-lazy or plain; see module doc
     waits: Optional[str] = None  # host | device; by default device on NCCL/RCCL, host on gloo
     sends: list = field(default_factory=list)
+    # per-direction: (`group`, its towards-lower-ranks twin), `runtime.p2p_groups`; empty: `group` alone
+    groups: tuple = ()
     _global_ranks: dict = field(default_factory=dict, repr=False)  # peer -> global rank
 
     def __post_init__(self) -> None:
         mode = resolve_mode(self.mode)
         self.backend = str(dist.get_backend(self.group))
         self.mode = mode if self.backend == "gloo" else "native"
-        self._queue = (strict_p2p.queue_for(self.group, lazy=mode == "strict-lazy")
-                       if self.mode.startswith("strict") else None)
+        self.layout = PER_DIRECTION if len(self.groups) == 2 else ONE
+        self.groups = self.groups or (self.group,)
+        # the twin's communicator is made at start-up (runtime.p2p_groups): no lazy creation at its first batch
+        self._queues = [strict_p2p.queue_for(g, lazy=mode == "strict-lazy", made=i > 0)
+                        for i, g in enumerate(self.groups)] if self.mode.startswith("strict") else None
         if self.waits is None:
             self.waits = "host" if self.backend == "gloo" else "device"
         if self.waits not in ("host", "device"):
@@ -140,11 +157,18 @@ class P2P:
         `batch_isend_irecv` runs it in a coalescing group on NCCL (distributed_c10d.py, torch 2.13),
         which under lazy init uses the group's communicator, not the pair's."""
         batched = len(posts) > 1 if batched is None else batched
+        made: dict = {}  # id of a post -> its _Pending (a batch over both directions is posted per group)
+        for g, part in split(self.layout, self.rank, posts, _is_send):
+            for p, pending in zip(part, self._post_group(g, part, batched)):
+                made[id(p)] = pending
+        return [made[id(p)] for p in posts]
+
+    def _post_group(self, g: int, posts: list, batched: bool) -> list:
         try:
-            work = self._post(posts, batched)
+            work = self._post(g, posts, batched)
         except Exception as exc:  # a dead peer can fail the post itself (or, lazy, never make first contact)
-            if self._queue is not None:
-                strict_p2p.abandon(self.group)
+            if self._queues is not None:
+                strict_p2p.abandon(self.groups[g])
             first = posts[0]
             what = f"send of {first.what} to" if first.send else f"receive of {first.what} from"
             raise self._error(what, first.peer, first.op, exc, posting=True) from exc
@@ -155,21 +179,22 @@ class P2P:
                                  peer=(first.peer, self.global_rank(first.peer), first.what, first.send))
         pendings = []
         for p in posts:
-            pending = _Pending(work, p.tensor, p.what, p.peer, p.send)
+            pending = _Pending(work, p.tensor, p.what, p.peer, p.send, g)
             if p.send:
                 self.sends.append(pending)
             pendings.append(pending)
         return pendings
 
-    def _post(self, posts: list, batched: bool):
-        if self._queue is not None:
+    def _post(self, g: int, posts: list, batched: bool):
+        group = self.groups[g]
+        if self._queues is not None:
             entries = [strict_p2p.Entry(p.send, p.tensor, self.global_rank(p.peer), p.label()) for p in posts]
-            return self._queue.submit(entries, batched=batched, timeout_s=self.timeout_s)
+            return self._queues[g].submit(entries, batched=batched, timeout_s=self.timeout_s)
         if not batched:
             p = posts[0]
             op = dist.isend if p.send else dist.irecv
-            return op(p.tensor, self.global_rank(p.peer), group=self.group)
-        ops = [dist.P2POp(dist.isend if p.send else dist.irecv, p.tensor, self.global_rank(p.peer), self.group)
+            return op(p.tensor, self.global_rank(p.peer), group=group)
+        ops = [dist.P2POp(dist.isend if p.send else dist.irecv, p.tensor, self.global_rank(p.peer), group)
                for p in posts]
         return _Works(dist.batch_isend_irecv(ops))
 
@@ -189,8 +214,8 @@ class P2P:
         try:
             pending.work.wait(timeout=datetime.timedelta(seconds=self.timeout_s))
         except Exception as exc:  # gloo/NCCL raise RuntimeError subclasses with backend-specific text
-            if self._queue is not None:
-                strict_p2p.abandon(self.group)  # its head never completes: a later step starts afresh
+            if self._queues is not None:
+                strict_p2p.abandon(self.groups[pending.group])  # its head never completes: a later step starts afresh
             what = f"send of {pending.what} to" if pending.send else f"receive of {pending.what} from"
             error = self._error(what, pending.peer, op, exc, waited=time.perf_counter() - started)
             flight.write_report("timeout", str(error))  # before the stack unwinds: the wait is still recorded

@@ -35,7 +35,8 @@ class Planner:
                  log: Callable[[str], None] = lambda text: None) -> None:
         self.spec = spec
         self.log = log
-        self._fixed = None if fixed is None else (fixed, S.validate(fixed, recv_policy=spec.recv_policy))
+        self._fixed = None if fixed is None else (fixed, S.validate(fixed, recv_policy=spec.recv_policy,
+                                                                    p2p_groups=spec.p2p_groups))
         self._cache: dict[Key, tuple[S.Schedule, S.Lowered]] = {}
         self._unchecked: set = set()  # plans whose fingerprint the ranks have not compared yet
         self._prefixes: dict = {}
@@ -70,9 +71,9 @@ class Planner:
                                post_validation=spec.post_validation, validate=False)
         if forward_only:
             only = forward_only_schedule(sched)
-            return only, S.validate(only, recv_policy=spec.recv_policy)
+            return only, S.validate(only, recv_policy=spec.recv_policy, p2p_groups=spec.p2p_groups)
         return self._with_offload(key, sched, S.validate(sched, costs=spec.costs, memory_limit=limit,
-                                                         recv_policy=spec.recv_policy))
+                                                         recv_policy=spec.recv_policy, p2p_groups=spec.p2p_groups))
 
     def _with_offload(self, key: Key, sched: S.Schedule, lowered: S.Lowered) -> tuple[S.Schedule, S.Lowered]:
         spec = self.spec
@@ -165,15 +166,16 @@ class ScheduleMismatch(RuntimeError):
 
 
 def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = DEFAULT_TIMEOUT_S, *,
-                        pipeline_only: bool = False, recv_policy: str = "early") -> None:
+                        pipeline_only: bool = False, recv_policy: str = "early", p2p_groups: str = "one") -> None:
     """Every rank of the job compares a fingerprint of the schedule before any p2p: pipeline ranks
     that disagree would hang (or silently mix tensors), and so would replicas of the pipeline (data,
     tensor, context, expert parallel), whose ranks meet inside ops and in DDP's reduces in op order.
     `group` (the pipeline's) names the rank in a timeout. `pipeline_only`: replicas run counts of
     their own (`--pipeline-balance-data`; `replica_counts.check_step` compares them every step), so
     only the pipeline's ranks compare here. `recv_policy` is part of the fingerprint: ranks that
-    post their receives by different policies (`auto` resolved on different torch builds) hang."""
-    mine = schedule_fingerprint(sched, recv_policy)
+    post their receives by different policies (`auto` resolved on different torch builds) hang, and
+    so do ranks that post a message on different process groups (`p2p_groups`)."""
+    mine = schedule_fingerprint(sched, recv_policy, p2p_groups)
     over = group if pipeline_only else None
     value = torch.tensor([int(mine, 16) & ((1 << 62) - 1)], dtype=torch.long, device=collective_device(group))
     values = gather_before_step(value, over, rank, timeout_s,
@@ -182,12 +184,13 @@ def check_same_schedule(sched: S.Schedule, group, rank: int, timeout_s: float = 
         return
     described: list = [None] * len(values)
     dist.all_gather_object(described, f"pipeline rank {rank}: {sched.name} (pp={sched.pp}, {sched.microbatches} "
-                                      f"microbatches, receives {recv_policy}, fingerprint {mine})", group=over)
+                                      f"microbatches, receives {recv_policy}, p2p groups {p2p_groups}, "
+                                      f"fingerprint {mine})", group=over)
     who = dist.get_process_group_ranks(group) if pipeline_only else range(len(described))
     listing = "; ".join(f"global rank {g}, {d}" for g, d in zip(who, described))
     raise ScheduleMismatch(f"ranks would run schedules that differ ({listing}); every rank must be given the "
-                           f"same --pipeline-schedule, microbatch count, memory limit, costs and "
-                           f"--pipeline-recv-policy")
+                           f"same --pipeline-schedule, microbatch count, memory limit, costs, "
+                           f"--pipeline-recv-policy and --pipeline-p2p-groups")
 
 
 def gather_before_step(value: torch.Tensor, group, rank: int, timeout_s: float, what: str) -> list:
@@ -204,10 +207,12 @@ def gather_before_step(value: torch.Tensor, group, rank: int, timeout_s: float, 
     return values
 
 
-def schedule_fingerprint(schedule: S.Schedule, recv_policy: str = "early") -> str:
-    """A short hash of the exact op lists and of where receives are posted (ranks must agree on both
-    before any p2p); the early policy's hash is the one it had before there were policies."""
+def schedule_fingerprint(schedule: S.Schedule, recv_policy: str = "early", p2p_groups: str = "one") -> str:
+    """A short hash of the exact op lists, of where receives are posted and of the process groups
+    carrying them (ranks must agree on all three before any p2p); the early policy's hash with one
+    group is the one it had before there were policies and layouts."""
     pairs = tuple(tuple(sorted(p)) for p in schedule.pairs)  # overlapped pairs, where there are any
     text = repr((schedule.name, schedule.pp, schedule.microbatches, schedule.chunks_per_rank, schedule.placement,
-                 schedule.ranks) + ((pairs,) if any(pairs) else ()) + ((recv_policy,) if recv_policy != "early" else ()))
+                 schedule.ranks) + ((pairs,) if any(pairs) else ()) + ((recv_policy,) if recv_policy != "early" else ())
+                + ((p2p_groups,) if p2p_groups != "one" else ()))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

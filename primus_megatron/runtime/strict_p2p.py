@@ -107,16 +107,17 @@ class Completion:
 class StrictQueue:
     """One process group's ordered p2p queue (the NCCL stream of eager init)."""
 
-    def __init__(self, group, lazy: bool = False) -> None:
+    def __init__(self, group, lazy: bool = False, made: bool = False) -> None:
         self.group = group
         self.lazy = lazy
         self.contacted: set = set()
-        self.group_made = False
+        self.group_made = made  # its communicator made already (a per-direction twin, runtime/p2p_groups.py)
         self.items: "queue.SimpleQueue[Completion]" = queue.SimpleQueue()
         self.head: Optional[Completion] = None
         self.failed: Optional[BaseException] = None
         self.lock = threading.Lock()
         self.unfinished = 0  # submissions not completed yet: 0 means the stream is idle
+        self.submitted = 0  # submissions ever queued (tests read which groups carried traffic)
         self.thread = threading.Thread(target=self._serve, name="primus-strict-p2p", daemon=True)
         self.thread.start()
 
@@ -131,6 +132,7 @@ class StrictQueue:
         elif self.lazy and not self.group_made:
             self._make_group(timeout_s)
         completion = Completion(self, entries)
+        self.submitted += 1
         with self.lock:
             idle = self.unfinished == 0 and self.failed is None
             self.unfinished += 1
@@ -213,14 +215,15 @@ _QUEUES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
-def queue_for(group, *, lazy: bool = False) -> StrictQueue:
+def queue_for(group, *, lazy: bool = False, made: bool = False) -> StrictQueue:
     """The process group's queue: one per group for the process's lifetime, as NCCL's stream is
-    (a new queue after a failure: the abandoned one keeps its thread, blocked)."""
+    (a new queue after a failure: the abandoned one keeps its thread, blocked). `made`: under lazy
+    init, the group's communicator was made at start-up (its first batch waits for no one)."""
     key = group if group is not None else dist.group.WORLD
     with _LOCK:
         q = _QUEUES.get(key)
         if q is None or q.failed is not None or q.lazy != lazy:
-            q = _QUEUES[key] = StrictQueue(key, lazy=lazy)
+            q = _QUEUES[key] = StrictQueue(key, lazy=lazy, made=made)
         return q
 
 

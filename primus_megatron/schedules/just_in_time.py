@@ -43,6 +43,7 @@ from typing import Optional
 
 from .ir import Op, Schedule
 from .lowering import Lowered, Recv, _Post, early_gaps, items_of, p2p_ops
+from .p2p_groups import ONE
 from .rendezvous import Network, _Run
 
 _RECEIVE, _OTHER = -1, 0  # the middle of a sort key: a receive sorts before the item of its slot
@@ -147,13 +148,14 @@ def _before_later_sends(rank: _Rank) -> None:
         rank.hoist(msg, key)
 
 
-def lower_just_in_time(schedule: Schedule, posts: list[list[_Post]], ends: list) -> Lowered:
-    """The just-in-time lowering of `schedule` from its posts and end times (module doc)."""
+def lower_just_in_time(schedule: Schedule, posts: list[list[_Post]], ends: list, p2p_groups: str = ONE) -> Lowered:
+    """The just-in-time lowering of `schedule` from its posts and end times (module doc), its
+    queues run under the group layout `p2p_groups`."""
     ranks = [_Rank(schedule.ranks[r], sorted(posts[r])) for r in range(schedule.pp)]
     for rank in ranks:
         _before_later_sends(rank)
     while True:
-        lowered = Lowered(schedule, tuple(rank.items(ends[r]) for r, rank in enumerate(ranks)))
+        lowered = Lowered(schedule, tuple(rank.items(ends[r]) for r, rank in enumerate(ranks)), p2p_groups)
         run = _Run(Network(lowered), None, lazy_init=True)
         if not run.stuck():
             return lowered

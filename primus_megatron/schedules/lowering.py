@@ -12,7 +12,9 @@ as early as that global order allows on its rank (right after the rank's
 previous item in that order), so it is under way when the send arrives and the
 sender is not held. Since every rank's queue follows the one global order, the
 earliest unfinished message is at the head of both its ends' queues, and
-nothing can wait in a cycle (`rendezvous` checks it anyway).
+nothing can wait in a cycle (`rendezvous` checks it anyway). With a process
+group per direction (`p2p_groups`) each of a rank's two queues holds a part of
+that order, in order, so the argument holds queue by queue.
 
 An overlapped pair (`Schedule.pairs`) is one op for communication: nothing is
 posted between its halves, so the second half's receive goes before the first
@@ -50,6 +52,7 @@ from .deps import RESULT_KINDS
 from .errors import ScheduleError
 from .gc_pause import gc_paused
 from .ir import F, Op, Schedule
+from .p2p_groups import ONE, check_layout
 from .simulation import end_times
 
 
@@ -141,6 +144,7 @@ class Lowered:
 
     schedule: Schedule
     ranks: tuple[tuple[Item, ...], ...]
+    p2p_groups: str = ONE  # which process group carries each message (`p2p_groups`)
 
     def op_io(self, rank: int) -> tuple[Optional[OpIO], ...]:
         """Aligned with `ranks[rank]`: each compute op with the messages it takes and gives
@@ -218,26 +222,32 @@ RECV_POLICIES = (EARLY, JUST_IN_TIME)
 
 
 @gc_paused
-def lower(schedule: Schedule, ends: Optional[list] = None, *, recv_policy: str = EARLY) -> Lowered:
+def lower(schedule: Schedule, ends: Optional[list] = None, *, recv_policy: str = EARLY,
+          p2p_groups: str = ONE) -> Lowered:
     """Insert batches of sends and receives into every rank's op list (see module doc).
 
     `ends` are the end times of every op in a complete run with positive op times
     (`simulation.end_times`) if the caller has them; else a run under `ordering_costs`.
     `recv_policy`: EARLY (each receive as early as the global order allows) or
     JUST_IN_TIME (each right before the op that consumes it, hoisted where it must be:
-    `just_in_time`); the caller resolves "auto" (the planner knows no torch)."""
+    `just_in_time`); the caller resolves "auto" (the planner knows no torch). `p2p_groups`:
+    the group layout the queues run under (`p2p_groups`; the just-in-time hoisting runs it)."""
     if recv_policy not in RECV_POLICIES:
         raise ScheduleError(f"receive policy must be one of {', '.join(RECV_POLICIES)}, got {recv_policy!r}")
+    try:
+        check_layout(p2p_groups)
+    except ValueError as exc:
+        raise ScheduleError(str(exc)) from None
     if ends is None:
         ends = end_times(schedule, ordering_costs(schedule))
     posts = _posts(schedule, ends)
     if recv_policy == JUST_IN_TIME:
         from .just_in_time import lower_just_in_time  # it runs the hang check, which imports this module
 
-        return lower_just_in_time(schedule, posts, ends)
+        return lower_just_in_time(schedule, posts, ends, p2p_groups)
     ranks = tuple(items_of(schedule.ranks[r], early_gaps(len(schedule.ranks[r]), sorted(posts[r])), ends[r])
                   for r in range(schedule.pp))
-    return Lowered(schedule, ranks)
+    return Lowered(schedule, ranks, p2p_groups)
 
 
 # Built with tuple.__new__: the same objects as calling the classes, without their Python-level __new__

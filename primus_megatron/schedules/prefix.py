@@ -64,7 +64,7 @@ def prefixes(lowered: Lowered) -> Prefixes:
     try:  # the abandoned path (prefixes, then the drain) must not hang either
         check_channels(Lowered(lowered.schedule, tuple(
             tuple(items[:end]) + ((result.drain_batch(lowered, r),) if result.drain[r] else ())
-            for r, (items, end) in enumerate(zip(lowered.ranks, ends)))), modes=(EAGER,))
+            for r, (items, end) in enumerate(zip(lowered.ranks, ends))), lowered.p2p_groups), modes=(EAGER,))
     except ScheduleError:
         return Prefixes((0,) * len(ends), ((),) * len(ends))  # validate before anything: correct, no overlap
     return result

@@ -21,6 +21,7 @@ from .errors import ScheduleError
 from .gc_pause import gc_paused
 from .ir import B, BW, COMPUTE_KINDS, F, W, Schedule
 from .lowering import EARLY, Lowered, lower, ordering_costs
+from .p2p_groups import ONE
 from .rendezvous import check_channels
 from .simulation import end_times, peak_memory
 
@@ -150,14 +151,15 @@ def check_memory(schedule: Schedule, costs: Optional[Costs], memory_limit: Optio
 
 @gc_paused
 def validate(schedule: Schedule, *, costs: Optional[Costs] = None, memory_limit: Optional[float] = None,
-             recv_policy: str = EARLY) -> Lowered:
+             recv_policy: str = EARLY, p2p_groups: str = ONE) -> Lowered:
     """Run every check; return the lowered schedule that passed them, its receives posted
-    as `recv_policy` says (`lowering.RECV_POLICIES`)."""
+    as `recv_policy` says (`lowering.RECV_POLICIES`), proven hang-free with its messages on
+    the process groups `p2p_groups` says (`p2p_groups.P2P_GROUPS`)."""
     check_pairs(schedule)
     check_complete(schedule)
     check_w_order(schedule)
     ends = end_times(schedule, ordering_costs(schedule, costs))  # raises where the order cannot run
     check_memory(schedule, costs, memory_limit)
-    lowered = lower(schedule, ends, recv_policy=recv_policy)
+    lowered = lower(schedule, ends, recv_policy=recv_policy, p2p_groups=p2p_groups)
     check_channels(lowered)
     return lowered
