@@ -326,6 +326,9 @@ def _spec_before_validation(args, cpu_mode: bool) -> Optional[PipelineSpec]:
     or auto, chosen now: the model is built once), CPU mode's settings, the layer split, and the
     virtual pipeline size the schedule's chunks need (unless given or set by a layout)."""
     _refuse(_precheck(args))  # a bad name or chunk count: before anything reads them
+    from .balanced_data import problem as balance_problem
+
+    _refuse(balance_problem(args))  # before Megatron-LM's own checks of the --sft options
     spec = spec_of(args)
     if getattr(args, "pipeline_balance", None) is not None:
         spec = _balance_before_build(args, spec)  # the split (and with auto the schedule) from a saved profile
