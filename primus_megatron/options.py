@@ -296,7 +296,8 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "--pipeline-profile-out, or `auto` (examples/pretrain_gpt.py only: measured in the first "
                             "steps, then the model is rebuilt on the chosen split)")
     group.add_argument("--pipeline-balance-data", choices=BALANCE_DATA_MODES, default=None,
-                       help="post-training data of long-tail lengths (examples/pretrain_gpt.py): each global batch "
+                       help="post-training data of long-tail lengths (examples/pretrain_gpt.py; Megatron-LM's "
+                            "pretrain_gpt.py with --sft and --calculate-per-token-loss): each global batch "
                             "of samples is split over the data-parallel replicas and packed into microbatches of "
                             "--seq-length tokens, each replica running its own microbatch count, the loss "
                             "normalised by the global token count (off: megatron's contiguous split, packed in "
