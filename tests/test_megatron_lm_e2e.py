@@ -55,9 +55,13 @@ SCHEDULES = ["1f1b", "zb-h1", "zbv", "zb-auto", "auto"]
 FIXED_ZBV = ["--pipeline-profile-steps", "0"]
 EXTRA = {"zb-auto": ["--pipeline-profile-steps", "1"], "zbv": FIXED_ZBV}
 # Megatron-LM's batch-size ramp-up (sample-based training): global batch 4, 6, then 8 of micro batch 2, i.e.
-# 2, 3, 4, 4 microbatches over the 4 iterations of 26 samples
-RAMPUP = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--rampup-batch-size", "4", "2", "8",
-          "--train-samples", "26", "--eval-interval", "2"]
+# 2, 3, 4, 4 microbatches over the 4 iterations of 26 samples. core_v0.16.1: --rampup-batch-size START INCREMENT
+# SAMPLES (8 samples over 2 increments); core_v0.19.0 ignores that option (deprecated: megatron-core's
+# num_microbatches_calculator) for --step-batch-size-schedule, thresholds in tokens of --seq-length 32 (4 samples:
+# 128 tokens, 10 samples: 320), which replaces --global-batch-size
+RAMPUP = ["--pipeline-model-parallel-size", "2", "--train-samples", "26", "--eval-interval", "2"]
+RAMPUP_BY_TAG = {"core_v0.16.1": ["--global-batch-size", "8", "--rampup-batch-size", "4", "2", "8"],
+                 "core_v0.19.0": ["--step-batch-size-schedule", "0:4 128:6 320:8"]}
 RAMPUP_COUNTS = [2, 3, 4, 4]
 REPLANNED = re.compile(r"^(re-planned \S+ from the measured costs|kept the running \S+ plan)", re.M)
 SAVES_AT = 2  # the runs resumed from save at this iteration
@@ -100,7 +104,7 @@ def runs(tree, tmp_path_factory):
 
     @functools.lru_cache(maxsize=None)
     def rampup(schedule, *extra):
-        args = RAMPUP + ["--load", start(False), "--finetune"]
+        args = RAMPUP + RAMPUP_BY_TAG[H.matching_tag()] + ["--load", start(False), "--finetune"]
         return H.run(tree, 2, args + (["--pipeline-schedule", schedule, *extra] if schedule else []))
 
     class Runs:
@@ -241,6 +245,8 @@ def test_a_microbatch_count_that_changes_every_step(runs, schedule, extra):
     iteration 2, a count of 3) run across the changes."""
     own, ours = runs.rampup(None), runs.rampup(schedule, *extra)
     assert sorted(own.losses) == list(range(1, len(RAMPUP_COUNTS) + 1)), H.tail(own.log)
+    batches = [int(b) for b in re.findall(r"iteration\s+\d+/\s*\d+ \|.*?global batch size:\s+(\d+) \|", own.log)]
+    assert batches == [2 * m for m in RAMPUP_COUNTS], batches  # megatron's own counts change (micro batch 2)
     assert ours.numbers() == own.numbers()
     said = [int(n) for n in re.findall(rf"primus_megatron: {schedule}: microbatch count (\d+) \(pp 2\) planned and "
                                        r"checked before its first step", ours.log)]
