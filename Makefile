@@ -43,7 +43,8 @@ PY312_TESTS ?= tests/test_megatron_core_compat.py tests/test_runtime_units.py te
 	tests/test_production_matrix.py tests/test_training.py tests/test_cpu_optimizer_checkpoints.py \
 	tests/test_post_validation.py tests/test_megatron_lm_e2e.py tests/test_megatron_lm_te.py tests/test_megatron_lm_fp8.py \
 	tests/test_megatron_lm_moe.py tests/test_megatron_lm_mtp.py tests/test_megatron_lm_dsv3.py \
-	tests/test_megatron_lm_architectures.py tests/test_megatron_lm_context_parallel.py tests/test_te_wgrad.py
+	tests/test_megatron_lm_architectures.py tests/test_megatron_lm_context_parallel.py tests/test_megatron_lm_sft.py \
+	tests/test_te_wgrad.py
 
 .PHONY: setup setup-py312 demo plan test test-under-load test-py311 test-py311-rest test-py311-launches test-py311-megatron-lm test-py312 bench gpu-check gpu-check-dry-run gpu-bench gpu-bench-dry-run \
 	gpu-projection gpu-te-bundle gpu-te gpu-te-dry-run clean clean-py312 clean-gpu-te-bundle

@@ -360,7 +360,8 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
                             "--pipeline-profile-out, or `auto` (examples/pretrain_gpt.py only: measured in the first "
                             "steps, then the model is rebuilt on the chosen split)")
     group.add_argument("--pipeline-balance-data", choices=BALANCE_DATA_MODES, default=None,
-                       help="post-training data of long-tail lengths (examples/pretrain_gpt.py): each global batch "
+                       help="post-training data of long-tail lengths (examples/pretrain_gpt.py; Megatron-LM's "
+                            "pretrain_gpt.py with --sft and --calculate-per-token-loss): each global batch "
                             "of samples is split over the data-parallel replicas and packed into microbatches of "
                             "--seq-length tokens, each replica running its own microbatch count, the loss "
                             "normalised by the global token count (off: megatron's contiguous split, packed in "
@@ -378,11 +379,12 @@ def add_args(parser: argparse.ArgumentParser, *, extra: Optional[Callable] = Non
 
 # -- checks: one sentence naming the option, or None -------------------------------------------------
 
-def check_options(args: argparse.Namespace, *, split_chosen: bool = False) -> Optional[str]:
+def check_options(args: argparse.Namespace, *, split_chosen: bool = False, packed_thd: bool = False) -> Optional[str]:
     """The group's own values (no pipeline size, layers or batch needed). `split_chosen`:
-    --pipeline-balance has already chosen the split (its options are then its own)."""
+    --pipeline-balance has already chosen the split (its options are then its own); `packed_thd`:
+    the caller's forward step passes packed microbatches to attention as thd (check_balance_data)."""
     name = getattr(args, "pipeline_schedule", None)
-    problem = check_balance_data(args) or check_health(*health_of(args).values())
+    problem = check_balance_data(args, packed_thd=packed_thd) or check_health(*health_of(args).values())
     if name is None or problem:
         return problem
     steps = getattr(args, "pipeline_profile_steps", 3)
@@ -403,9 +405,10 @@ def check_options(args: argparse.Namespace, *, split_chosen: bool = False) -> Op
     return _check_numbers(args)
 
 
-def check_balance_data(args: argparse.Namespace) -> Optional[str]:
+def check_balance_data(args: argparse.Namespace, *, packed_thd: bool = False) -> Optional[str]:
     """--pipeline-balance-data and --pipeline-balance-cost against what packed, per-replica data can
-    run with (train/balanced_data.py, runtime/replica_counts.py)."""
+    run with (train/balanced_data.py, runtime/replica_counts.py). `packed_thd`: the forward step
+    passes each pack's cu_seqlens to attention (Megatron-LM's --sft path), so TE layers can run."""
     mode, cost = getattr(args, "pipeline_balance_data", None), getattr(args, "pipeline_balance_cost", None)
     if mode is None:
         return "--pipeline-balance-cost needs --pipeline-balance-data" if cost else None
@@ -426,7 +429,7 @@ def check_balance_data(args: argparse.Namespace) -> Optional[str]:
         ((getattr(args, "context_parallel_size", 1) or 1) > 1,
          "--context-parallel-size must be 1: slicing packed samples over a context-parallel group needs the thd "
          "format with cu_seqlens, which this data path does not build"),
-        (uses_te(args),
+        (uses_te(args) and not packed_thd,
          "TransformerEngine layers are not supported: TE's causal attention ignores the per-sample mask a packed "
          "microbatch carries (it needs the thd format, PackedSeqParams over the pack's cu_seqlens, which this "
          "script's forward step does not pass; megatron-core API callers can: docs/balanced-data.md); use "

@@ -37,6 +37,7 @@ SNAPSHOTS = os.path.join(os.path.dirname(ROOT), "shared", "megatron-lm")
 PATCHES = os.path.join(ROOT, "patches")
 APPLY_PATCH = os.path.join(PATCHES, "apply_patch.sh")  # picks the checkout's patch, applies it whole or not at all
 TE_STANDIN = os.path.join(ROOT, "tests", "te_standin")  # the `transformer_engine` of run(te=True) only
+SFT_STANDIN = os.path.join(ROOT, "tests", "sft_standin")  # `datasets` and `transformers` of run(sft=True) only
 # the stand-in's switch to answer as an FP8 device (te_standin/.../pytorch/quantization.py), for run(fp8_device=...)
 TE_STANDIN_FP8_ENV = "TE_STANDIN_EMULATE_FP8_DEVICE"
 
@@ -193,7 +194,8 @@ def prepare(workdir: str, tag: str = None) -> str:
 
 def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
         expect_ok: bool = True, launcher: str = None, te: bool = False, gpus: int = 0,
-        megatron_defaults: bool = False, fp8_device: str = None, rank_setup: tuple = None) -> Result:
+        megatron_defaults: bool = False, fp8_device: str = None, rank_setup: tuple = None,
+        sft: bool = False) -> Result:
     """pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log. The ranks are forked
     from this tree's import-once process, or started by torchrun (`launcher="torchrun"` or
     PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`.
@@ -210,11 +212,15 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     stand-in answers as a CPU does (no FP8), whatever this process's environment says.
 
     `rank_setup`: (module in tests/, function, *args), called by every rank before pretrain_gpt.py runs
-    (a test that breaks the runtime on purpose: tests/fp8_breakages.py); forked ranks only."""
+    (a test that breaks the runtime on purpose: tests/fp8_breakages.py); forked ranks only.
+
+    `sft`: Megatron-LM's --sft data (the caller gives --sft, --data-path and its tokenizer): TINY without
+    its mock data and NullTokenizer, and the test-only `datasets` and `transformers` stand-ins
+    (tests/sft_standin) first on PYTHONPATH for this run alone."""
     bindir, sitedir = (os.path.join(os.path.dirname(tree), d) for d in ("bin", "site"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PRIMUS_", "TORCHELASTIC_"))}
     env.update(PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), env.get("PATH", "")]),
-               PYTHONPATH=os.pathsep.join([*([TE_STANDIN] if te else []), ROOT, sitedir,
+               PYTHONPATH=os.pathsep.join([*([TE_STANDIN] if te else []), *([SFT_STANDIN] if sft else []), ROOT, sitedir,
                                            env.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                OMP_NUM_THREADS="1", CUDA_DEVICE_MAX_CONNECTIONS="1", PYTHONWARNINGS="ignore")
     env.pop(TE_STANDIN_FP8_ENV, None)
@@ -223,6 +229,10 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
         env[TE_STANDIN_FP8_ENV] = fp8_device
     tiny = [*TINY[:TINY.index("--transformer-impl")], "--transformer-impl", "transformer_engine",
             *TINY[TINY.index("--transformer-impl") + 2:]] if te else TINY
+    if sft:  # the caller's data and tokenizer instead of the mock data's
+        tiny = [a for a in tiny if a != "--mock-data"]
+        for option in ("--tokenizer-type", "--vocab-size"):
+            tiny = tiny[:tiny.index(option)] + tiny[tiny.index(option) + 2:]
     if megatron_defaults:
         tiny = [a for a in tiny if a != "--no-persist-layer-norm"]
         tiny = tiny[:tiny.index("--num-workers")] + tiny[tiny.index("--num-workers") + 2:]

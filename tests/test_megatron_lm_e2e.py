@@ -54,6 +54,15 @@ SCHEDULES = ["1f1b", "zb-h1", "zbv", "zb-auto", "auto"]
 # (rank 0 holds both) the last printed digit can follow it (docs/schedules.md); zbv re-plans in the DP2xPP2 runs (untied)
 FIXED_ZBV = ["--pipeline-profile-steps", "0"]
 EXTRA = {"zb-auto": ["--pipeline-profile-steps", "1"], "zbv": FIXED_ZBV}
+# Megatron-LM's batch-size ramp-up (sample-based training): global batch 4, 6, then 8 of micro batch 2, i.e.
+# 2, 3, 4, 4 microbatches over the 4 iterations of 26 samples. core_v0.16.1: --rampup-batch-size START INCREMENT
+# SAMPLES (8 samples over 2 increments); core_v0.19.0 ignores that option (deprecated: megatron-core's
+# num_microbatches_calculator) for --step-batch-size-schedule, thresholds in tokens of --seq-length 32 (4 samples:
+# 128 tokens, 10 samples: 320), which replaces --global-batch-size
+RAMPUP = ["--pipeline-model-parallel-size", "2", "--train-samples", "26", "--eval-interval", "2"]
+RAMPUP_BY_TAG = {"core_v0.16.1": ["--global-batch-size", "8", "--rampup-batch-size", "4", "2", "8"],
+                 "core_v0.19.0": ["--step-batch-size-schedule", "0:4 128:6 320:8"]}
+RAMPUP_COUNTS = [2, 3, 4, 4]
 REPLANNED = re.compile(r"^(re-planned \S+ from the measured costs|kept the running \S+ plan)", re.M)
 SAVES_AT = 2  # the runs resumed from save at this iteration
 
@@ -93,11 +102,16 @@ def runs(tree, tmp_path_factory):
         return H.run(tree, 4, args + (["--pipeline-schedule", schedule, "--pipeline-profile-steps", "1"]
                                       if schedule else []))
 
+    @functools.lru_cache(maxsize=None)
+    def rampup(schedule, *extra):
+        args = RAMPUP + RAMPUP_BY_TAG[H.matching_tag()] + ["--load", start(False), "--finetune"]
+        return H.run(tree, 2, args + (["--pipeline-schedule", schedule, *extra] if schedule else []))
+
     class Runs:
         pass
 
     r = Runs()
-    r.start, r.pp2, r.dp2pp2, r.work = start, pp2, dp2pp2, work
+    r.start, r.pp2, r.dp2pp2, r.rampup, r.work = start, pp2, dp2pp2, rampup, work
     return r
 
 
@@ -220,6 +234,29 @@ def test_post_validation_trains_as_the_synchronous_step(runs, tree):
     steps, optimistic, rolled_back, redone = map(int, m.groups())
     assert steps == ITERS and optimistic >= 1 and rolled_back >= 1 and redone >= 1, m.group(0)
     assert post.numbers() == sync.numbers()
+
+
+@pytest.mark.parametrize("schedule, extra", [("zb-h1", ("--optimizer-post-validation", *FIXED_ZBV)),
+                                             ("zbv", tuple(FIXED_ZBV)), ("zb-auto", ("--pipeline-profile-steps", "1"))])
+def test_a_microbatch_count_that_changes_every_step(runs, schedule, extra):
+    """--rampup-batch-size: megatron's get_num_microbatches() changes between steps (2, 3, 4, 4). Each schedule logs
+    megatron's own 1F1B's numbers; each new count is planned and checked once before its first step (said from the
+    second count on); the post-validated step (zb-h1) and the profile window with its re-plan (zb-auto, profiled at
+    iteration 2, a count of 3) run across the changes."""
+    own, ours = runs.rampup(None), runs.rampup(schedule, *extra)
+    assert sorted(own.losses) == list(range(1, len(RAMPUP_COUNTS) + 1)), H.tail(own.log)
+    batches = [int(b) for b in re.findall(r"iteration\s+\d+/\s*\d+ \|.*?global batch size:\s+(\d+) \|", own.log)]
+    assert batches == [2 * m for m in RAMPUP_COUNTS], batches  # megatron's own counts change (micro batch 2)
+    assert ours.numbers() == own.numbers()
+    said = [int(n) for n in re.findall(rf"primus_megatron: {schedule}: microbatch count (\d+) \(pp 2\) planned and "
+                                       r"checked before its first step", ours.log)]
+    if schedule == "zb-auto":  # the re-plan checks the plans of the counts met so far anew
+        assert REPLANNED.search(ours.log) and set(said) == set(RAMPUP_COUNTS[1:]), (said, H.tail(ours.log))
+    else:
+        assert said == sorted(set(RAMPUP_COUNTS[1:])), (said, H.tail(ours.log))
+    if "--optimizer-post-validation" in extra:
+        m = re.search(r"post-validation: (\d+) steps", ours.log)
+        assert m and int(m.group(1)) == len(RAMPUP_COUNTS), H.tail(ours.log)
 
 
 def test_a_bad_schedule_option_gets_one_sentence(tree):

@@ -79,6 +79,9 @@ _TRAINING_MODULES = (
     # --moe-grouped-gemm asks torch.cuda.get_device_capability() >= 8 for the GroupedGEMM kernels
     # (arguments.py:852-854 at core_v0.16.1)
     "megatron.training.arguments",
+    # core_v0.19.0's get_batch_on_this_tp_rank, which pretrain_gpt.py's get_batch calls: the cu_seqlens of
+    # packed (--sft) batches broadcast from a tensor on current_device() (utils.py:2189, 2268-2300)
+    "megatron.core.utils",
 )
 
 
@@ -131,6 +134,14 @@ def _make_proxy():
             self.cuda = _CudaForTraining()
             for name in ("rand", "randn", "empty_like", "zeros_like", "ones_like", "arange"):
                 setattr(self, name, cpu_torch.on_cpu(getattr(torch, name)))
+
+        @staticmethod
+        def device(kind, *args):
+            # core_v0.19.0's update_seqlen_stats_from_cu_seqlens (--sft) builds
+            # torch.device(f"cuda:{torch.cuda.current_device()}") once is_available says yes (training.py:327)
+            if isinstance(kind, str) and kind.startswith("cuda"):
+                return torch.device("cpu")
+            return torch.device(kind, *args)
 
     return _TorchForTraining()
 

@@ -33,12 +33,13 @@ def check_schedule_args(args: argparse.Namespace, spec: Optional[PipelineSpec] =
 def checked(args: argparse.Namespace,
             spec: Optional[PipelineSpec] = None) -> tuple[Optional[str], Optional[PipelineSpec]]:
     """`check_schedule_args`'s sentence, and the spec carrying the plan the check made."""
-    if getattr(args, "pipeline_balance_data", None) is not None:
-        return (f"--pipeline-balance-data runs in examples/pretrain_gpt.py only: Megatron-LM's train_step gives every "
-                f"data-parallel replica get_num_microbatches() microbatches of --micro-batch-size samples from its "
-                f"own sampler; per-replica counts would need an external data loader (--dataloader-type external) "
-                f"yielding packed microbatches and a loop taking each step's count from it"), spec
-    problem = options.check_options(args, split_chosen=spec is not None and spec.split is not None)
+    from .balanced_data import problem as balance_problem
+
+    problem = balance_problem(args)  # Megatron-LM's --sft path: what balanced data needs of its options
+    if problem:
+        return problem, spec
+    problem = options.check_options(args, split_chosen=spec is not None and spec.split is not None,
+                                    packed_thd=True)  # balanced data runs only on Megatron-LM's thd path here
     if problem:
         return problem, spec
     if spec is None:

@@ -58,6 +58,7 @@ class Plugin:
         self.stack = contextlib.ExitStack()
         self.spec: Optional[PipelineSpec] = None
         self.validation: Optional[Callable] = None  # post_validation.install's source
+        self.balanced_steps: Optional[Callable] = None  # balanced_data.install's maker, for --pipeline-balance-data
         self._runner = None
 
     def use(self, spec: Optional[PipelineSpec]) -> None:
@@ -189,6 +190,9 @@ def install() -> None:
 
     plugin.validation = post_validation.install(mlm_training)  # only acts with --optimizer-post-validation
     _install_training(mlm_training, plugin)
+    from . import balanced_data
+
+    plugin.balanced_steps = balanced_data.install(mlm_training, _log0)  # keeps the train dataset it builds
     _install_validate_args(plugin)
     _install_stage_builder(plugin)  # core_v0.19.0 builds the model from its config container, not get_model
     _install_ddp_delay()
@@ -222,6 +226,10 @@ def _install_training(mlm_training, plugin: Plugin) -> None:
         if plugin.spec is None:
             return original_fbf(*a, **kw)
         refuse_schedule_groups(*a, **kw)
+        if plugin.spec.balance_data is not None:  # each replica its own packed microbatches and count
+            from .balanced_data import wrap_runner
+
+            return wrap_runner(plugin.runner(), plugin.balanced_steps)
         return plugin.runner()
 
     def get_model(model_provider_func, *a, **kw):
@@ -318,6 +326,9 @@ def _spec_before_validation(args, cpu_mode: bool) -> Optional[PipelineSpec]:
     or auto, chosen now: the model is built once), CPU mode's settings, the layer split, and the
     virtual pipeline size the schedule's chunks need (unless given or set by a layout)."""
     _refuse(_precheck(args))  # a bad name or chunk count: before anything reads them
+    from .balanced_data import problem as balance_problem
+
+    _refuse(balance_problem(args))  # before Megatron-LM's own checks of the --sft options
     spec = spec_of(args)
     if getattr(args, "pipeline_balance", None) is not None:
         spec = _balance_before_build(args, spec)  # the split (and with auto the schedule) from a saved profile

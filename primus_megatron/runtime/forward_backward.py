@@ -70,6 +70,7 @@ class PipelineRunner:
         self._solo = None  # this rank's one-rank group (V placement), made at the first V step
         self._pairs_logged = False
         self._offload_logged = False
+        self._counts_checked: set = set()  # training microbatch counts planned and checked so far (said from the second)
         install()
 
     # -- what the spec and the plans say ------------------------------------------------------------
@@ -189,6 +190,11 @@ class PipelineRunner:
                             pipeline_only=self.spec.balance_data is not None, recv_policy=self.spec.recv_policy,
                             p2p_groups=self.spec.p2p_groups)
         self.planner.checked(key)
+        if not key[2]:  # a count changing between steps (batch-size ramp-up, balanced data): each new one once
+            if self._counts_checked:
+                self.log(f"primus_megatron: {sched.name}: microbatch count {key[1]} (pp {key[0]}) planned and checked "
+                         f"before its first step")
+            self._counts_checked.add(key[1])
 
     def _run(self, key, lowered: S.Lowered, rank: int, p2p: P2P, ctx: StepContext, forward_only: bool) -> StepResult:
         validate = self.validation() if self.validation is not None else None
