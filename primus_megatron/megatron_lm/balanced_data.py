@@ -162,8 +162,10 @@ def wrap_runner(runner: Callable, steps: Callable[[], BalancedSteps]) -> Callabl
 def install(mlm_training, log: Callable[[str], None]) -> Callable[[], BalancedSteps]:
     """Keep the train dataset Megatron-LM builds (its build_train_valid_test_datasets, called by name in
     its training module); returns the maker of this rank's BalancedSteps (after the datasets exist)."""
-    original = mlm_training.build_train_valid_test_datasets
+    original = getattr(mlm_training, "build_train_valid_test_datasets", None)
     kept: dict = {}
+    if original is None:  # not Megatron-LM's training module (a test's stand-in): nothing to keep
+        return lambda: _no_dataset()
 
     @functools.wraps(original)
     def build_train_valid_test_datasets(*a, **kw):
@@ -187,3 +189,8 @@ def install(mlm_training, log: Callable[[str], None]) -> Callable[[], BalancedSt
         return kept["steps"]
 
     return steps
+
+
+def _no_dataset() -> BalancedSteps:
+    raise RuntimeError(f"{NEEDS}: Megatron-LM's training module has no build_train_valid_test_datasets to "
+                       f"keep the train dataset from")
