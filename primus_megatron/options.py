@@ -78,7 +78,7 @@ class PipelineSpec:
     health_threshold: float = 1.15
     health_patience: int = 3
     health_json: Optional[str] = None  # the JSON lines' file (None: the log)
-    health_replan: bool = True  # a schedule planned from costs re-plans on a lasting drift (runtime/drift.py)
+    health_replan: bool = False  # a schedule planned from costs re-plans on a lasting drift (runtime/drift.py)
     # The (Schedule, Lowered) the option checks generated and validated for the run's pipeline size
     # and microbatch count: the runner's first plan, not made again.
     checked_plan: Optional[tuple] = field(default=None, compare=False, repr=False)
@@ -147,7 +147,7 @@ def from_options(schedule: Union[str, "Schedule"], *, chunks: Optional[int] = No
                  p2p_timeout_s: float = DEFAULT_P2P_TIMEOUT_S, p2p_mode: Optional[str] = None,
                  balance_data: Optional[str] = None, recv_policy: str = "early", health_interval: int = 100,
                  health_threshold: float = 1.15, health_patience: int = 3,
-                 health_json: Optional[str] = None, health_replan: bool = True, p2p_groups: str = "one") -> PipelineSpec:
+                 health_json: Optional[str] = None, health_replan: bool = False, p2p_groups: str = "one") -> PipelineSpec:
     """The spec of the keyword API (`get_forward_backward_func(name, costs=..., ...)`): `profile_steps`
     is the window of training steps measured. Unknown names and chunk counts fail in one sentence.
     A Schedule (run as given) brings its own entry: its name's, or one describing it. `offload` is a
@@ -260,7 +260,10 @@ def from_args(args: argparse.Namespace, *, deterministic: bool = False) -> Optio
         deterministic=deterministic, balance_data=getattr(args, "pipeline_balance_data", None),
         recv_policy=resolve_recv_policy(getattr(args, "pipeline_recv_policy", "early") or "early"),
         p2p_groups=getattr(args, "pipeline_p2p_groups", "one") or "one", **health_of(args))
-    return dataclasses.replace(spec, **_profiling(spec))
+    profiling = _profiling(spec)
+    # a drift re-plan prices the plan in measured seconds: only a run that measures its own costs may
+    # (--pipeline-costs are in units of their own; --pipeline-profile-steps 0 turns measuring off)
+    return dataclasses.replace(spec, **profiling, health_replan=spec.health_replan and profiling["replan"])
 
 
 def health_of(args: argparse.Namespace) -> dict:

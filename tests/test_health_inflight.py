@@ -309,3 +309,20 @@ def test_scalars_go_through_megatron_lm_s_own_writers_where_its_loop_made_them(m
     assert {tag for tag, _, _ in board} == set(H.scalars(got)) and {s for _, _, s in board} == {1040}
     assert dict((t, v) for t, v, _ in board)["pipeline-health/slowest-rank"] == 3
     assert wandb == [(H.scalars(got), 1040)]
+
+
+@pytest.mark.parametrize("extra, replans", [
+    ([], True),  # zb-auto measures its costs in its profile window: a drift is priced in the same seconds
+    (["--pipeline-costs", "1,1,1"], False),  # costs in units of their own: no drift re-plan from seconds
+    (["--pipeline-profile-steps", "0"], False),  # nothing measured: the plan stays
+    (["--pipeline-health-replan", "off"], False),
+])
+def test_a_drift_replans_only_a_run_that_measures_its_own_costs(extra, replans):
+    import argparse
+
+    from primus_megatron import options
+
+    args = options.add_args(argparse.ArgumentParser()).parse_args(["--pipeline-schedule", "zb-auto", *extra])
+    assert options.check_options(args) is None
+    assert options.from_args(args).health_replan is replans
+    assert options.from_options("zb-auto").health_replan is False  # the keyword API: opt-in

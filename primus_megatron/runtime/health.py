@@ -80,14 +80,17 @@ class HealthGather:
         self.last_samples = gather(sample, group)
         self.last_plan = self._plan(sched, costs if costs is not None else self.plan_costs)
         self.last = self.monitor.update(self.last_samples, self.last_plan, self.steps)
-        report(self.last, rank, group, self.json_path, self.log)
+        try:
+            report(self.last, rank, group, self.json_path, self.log)
+        except Exception as exc:  # a full disk or a writer's error: this rank alone would stop, its peers hang
+            self.log(f"WARNING pipeline health: the report failed ({type(exc).__name__}: {exc}); training goes on")
         return True
 
     def _plan(self, sched, costs) -> inflight.Plan:
         key = (id(sched), id(costs))
-        if key not in self._plans:
-            self._plans = {key: inflight.plan_of(sched, costs)}  # one plan runs at a time
-        return self._plans[key]
+        if key not in self._plans:  # the entry holds sched and costs: their ids cannot be reused while cached
+            self._plans = {key: (sched, costs, inflight.plan_of(sched, costs))}  # one plan runs at a time
+        return self._plans[key][2]
 
 
 def reduce_steps(kept) -> inflight.RankSample:
