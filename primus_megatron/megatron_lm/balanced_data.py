@@ -170,7 +170,9 @@ def install(mlm_training, log: Callable[[str], None]) -> Callable[[], BalancedSt
     @functools.wraps(original)
     def build_train_valid_test_datasets(*a, **kw):
         datasets = original(*a, **kw)
-        kept["train"] = datasets[0]
+        # installed whatever the options (Megatron-LM builds datasets before we see them): pass-through,
+        # and a result of another shape is only not kept
+        kept["train"] = datasets[0] if isinstance(datasets, (tuple, list)) and datasets else None
         return datasets
 
     mlm_training.build_train_valid_test_datasets = build_train_valid_test_datasets
