@@ -37,7 +37,8 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     """PRIMUS_TEST_SCHEDULES (tests/schedule_subset.py): cases of other schedules are deselected
-    (reported as deselected, never as passed or skipped); so is the placeholder of a matrix test whose
+    (reported as deselected, never as passed or skipped), but not those of a test marked
+    `every_schedule_here` (one only this leg can run); so is the placeholder of a matrix test whose
     rows PRIMUS_TEST_MATRIX_ROWS left out."""
     import schedule_subset
 
@@ -51,7 +52,9 @@ def pytest_collection_modifyitems(config, items):
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
-        (keep if schedule_subset.item_kept(params, limit) else drop).append(item)
+        # a test that only this leg runs keeps every schedule: thinning it would leave a schedule unrun anywhere
+        kept = item.get_closest_marker("every_schedule_here") or schedule_subset.item_kept(params, limit)
+        (keep if kept else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -63,8 +63,7 @@ def _args(**given) -> argparse.Namespace:
     ({"pipeline_schedule": None}, "needs --pipeline-schedule"),
     ({"rampup_batch_size": [4, 2, 8]}, "cannot take --rampup-batch-size"),
     ({"dataloader_type": "cyclic"}, "needs --dataloader-type single"),
-    ({"sft": False, "dataloader_inter_document_masking": True, "pipeline_model_parallel_size": 4},
-     "needs --pipeline-model-parallel-size 2"),
+    ({"sft": False, "dataloader_inter_document_masking": True}, None),
 ])
 def test_what_balanced_sft_needs_is_said_in_one_sentence(given, words):
     said = problem(_args(**given))
@@ -73,6 +72,59 @@ def test_what_balanced_sft_needs_is_said_in_one_sentence(given, words):
     else:
         assert said.startswith("--pipeline-balance-data in Megatron-LM's pretrain_gpt.py") and words in said, said
         assert "\n" not in said
+
+
+@pytest.mark.parametrize("balance", ["lb-mini", None])
+@pytest.mark.parametrize("schedule, pp, refused", [("zb-h1", 2, False), ("zb-h1", 4, True), ("zbv", 2, True),
+                                                   ("interleaved-zb", 2, True), ("dualpipev", 2, True)])
+def test_inter_document_masking_needs_every_chunk_on_the_first_or_last_stage(balance, schedule, pp, refused):
+    """Megatron-LM builds that dataset for the first and last stage only (pretrain_gpt.py is_dataset_built_on_rank,
+    core_v0.19.0), yet every stage reads cu_seqlens from it: zbv without balancing failed in get_batch with
+    "'NoneType' object is not an iterator" on pipeline rank 1 before this check. With --sft every stage builds it."""
+    args = _args(sft=False, dataloader_inter_document_masking=True, pipeline_schedule=schedule,
+                 pipeline_model_parallel_size=pp, pipeline_balance_data=balance)
+    said = problem(args)
+    if not refused:
+        assert said is None
+        return
+    assert said.startswith(f"--pipeline-schedule {schedule} with --dataloader-inter-document-masking") and \
+        "first and the last stage only" in said and "\n" not in said, said
+    assert problem(_args(sft=True, dataloader_inter_document_masking=True, pipeline_schedule=schedule,
+                         pipeline_model_parallel_size=pp, pipeline_balance_data=balance)) is None
+    megatrons_own = _args(sft=False, dataloader_inter_document_masking=True, pipeline_schedule=None,
+                          pipeline_model_parallel_size=pp, pipeline_balance_data=None)
+    assert problem(megatrons_own) is None  # megatron's own schedules: Megatron-LM's own behaviour
+
+
+def test_a_sample_of_several_documents_costs_the_sum_of_theirs():
+    """Pretraining samples under --dataloader-inter-document-masking are all --seq-length long: by length they
+    all cost the same, by their documents (attention within each) they do not."""
+    from primus_megatron.balancing import SampleCost, plan_batch
+
+    cost = SampleCost(a=1.0, b=1.0)
+    # four samples of 8 tokens: 0 and 3 one document each (64 + 8), 1 and 2 eight 1-token documents (8 * 2)
+    docs = [[8], [1] * 8, [1] * 8, [8]]
+    lengths = [8] * 4
+    heavy = {0, 3}
+    assert [sum(cost.of(d) for d in docs[i]) for i in range(4)] == [72.0, 16.0, 16.0, 72.0]
+
+    def heavy_per_replica(plan):
+        return sorted(len({i for mb in r for i in mb} & heavy) for r in plan.replicas)
+
+    # by length all four tie, and the split pairs 0 with 3 (ties broken by index): one replica gets both heavy
+    assert heavy_per_replica(plan_batch(lengths, 2, 8, "lb-mini", cost)) == [0, 2]
+    for mode in ("lb-mini", "sorted"):
+        assert heavy_per_replica(plan_batch(lengths, 2, 8, mode, cost, documents=docs)) == [1, 1], mode
+    with pytest.raises(ValueError, match="do not make up its 8 tokens"):
+        plan_batch(lengths, 2, 8, "lb-mini", cost, documents=[[8], [4], [8], [8]])
+
+
+def test_a_samples_documents_come_from_its_cu_seqlens():
+    from primus_megatron.megatron_lm.balanced_data import documents
+
+    item = _item(range(8), [0, 3, 5, 8], [1] * 8)
+    assert documents(item, 8) == [3, 2, 3]
+    assert documents(item, 4) == [3, 1]  # the first 4 tokens: the second document cut short
 
 
 def test_core_v0161_is_refused_and_the_group_alone_is_not_judged():

@@ -2,7 +2,7 @@
 
   next_fit              arrival order; a sample that does not fit closes the microbatch (the
                         plain baseline: what a sequential packer does)
-  first_fit_decreasing  heaviest first by cost, each into the first microbatch with room (fewer,
+  first_fit_decreasing  heaviest first by cost (a sample's own, or the `weights` given), each into the first microbatch with room (fewer,
                         fuller microbatches, and the heavy ones first, as LB-Mini does); with a
                         floor on the count (a pipeline's stages: fewer microbatches than stages
                         leave stages idle in the fill and the drain), where it packs fewer, the
@@ -14,7 +14,7 @@ clips lengths to the sequence length.
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from .cost import SampleCost
 
@@ -44,12 +44,14 @@ def next_fit(indices: Sequence[int], lengths: Sequence[int], cap: int) -> Microb
 
 
 def first_fit_decreasing(indices: Sequence[int], lengths: Sequence[int], cap: int,
-                         cost: SampleCost, *, at_least: int = 1) -> Microbatches:
+                         cost: SampleCost, *, at_least: int = 1,
+                         weights: Optional[Sequence[float]] = None) -> Microbatches:
     """Heaviest sample first (ties by index), each into the earliest microbatch with room; where that
     packs fewer than `at_least` microbatches (and there are that many samples), `at_least` microbatches
     of even cost: heaviest first into the cheapest one with room (a new one where none has)."""
     _check(indices, lengths, cap)
-    heaviest_first = sorted(indices, key=lambda i: (-cost.of(lengths[i]), i))
+    weight = (lambda i: cost.of(lengths[i])) if weights is None else (lambda i: weights[i])  # noqa: E731
+    heaviest_first = sorted(indices, key=lambda i: (-weight(i), i))
     out: List[List[int]] = []
     used: List[int] = []
     for i in heaviest_first:
@@ -74,5 +76,5 @@ def first_fit_decreasing(indices: Sequence[int], lengths: Sequence[int], cap: in
             costs.append(0.0)
         out[k].append(i)
         used[k] += lengths[i]
-        costs[k] += cost.of(lengths[i])
+        costs[k] += weight(i)
     return tuple(tuple(mb) for mb in out)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 from .cost import SampleCost
 from .packing import first_fit_decreasing, next_fit
@@ -68,16 +68,31 @@ class BatchPlan:
 
 
 def plan_batch(lengths: Sequence[int], dp: int, cap: int, mode: str, cost: SampleCost, *,
-               min_microbatches: int = 1) -> BatchPlan:
+               min_microbatches: int = 1, documents: Optional[Sequence[Sequence[int]]] = None) -> BatchPlan:
     """Splits the global batch over dp replicas and packs each replica's share under cap tokens;
     `sorted` and `lb-mini` pack at least `min_microbatches` per replica where it has that many samples
-    (the pipeline's stages: `packing.first_fit_decreasing`)."""
+    (the pipeline's stages: `packing.first_fit_decreasing`). `documents`: each sample's document
+    lengths, where a sample holds several that attend only within themselves (cu_seqlens): it then costs
+    the sum of its documents' costs, not cost.of(its length)."""
     if mode not in MODES:
         raise ValueError(f"--pipeline-balance-data must be one of {', '.join(MODES)}, not {mode!r}")
     lengths = tuple(lengths)
+    weights = None if documents is None else document_costs(lengths, documents, cost)
     if mode == "off":
         replicas = tuple(next_fit(r, lengths, cap) for r in contiguous(lengths, dp))
     else:
-        split = snake(lengths, dp, cost) if mode == "sorted" else karmarkar_karp(lengths, dp, cost)
-        replicas = tuple(first_fit_decreasing(r, lengths, cap, cost, at_least=min_microbatches) for r in split)
+        split = (snake(lengths, dp, cost, weights=weights) if mode == "sorted"
+                 else karmarkar_karp(lengths, dp, cost, weights=weights))
+        replicas = tuple(first_fit_decreasing(r, lengths, cap, cost, at_least=min_microbatches, weights=weights)
+                         for r in split)
     return BatchPlan(lengths, cap, replicas)
+
+
+def document_costs(lengths: Sequence[int], documents: Sequence[Sequence[int]], cost: SampleCost) -> Tuple[float, ...]:
+    """Each sample's cost as the sum of its documents' (their lengths must add up to the sample's)."""
+    if len(documents) != len(lengths):
+        raise ValueError(f"document lengths for {len(documents)} samples, but {len(lengths)} samples")
+    for i, (n, docs) in enumerate(zip(lengths, documents)):
+        if sum(docs) != n or any(d < 1 for d in docs):
+            raise ValueError(f"sample {i}'s documents {tuple(docs)} do not make up its {n} tokens")
+    return tuple(sum(cost.of(d) for d in docs) for docs in documents)

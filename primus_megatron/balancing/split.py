@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import List, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from .cost import SampleCost
 
@@ -41,15 +41,22 @@ def contiguous(lengths: Sequence[int], dp: int) -> Split:
     return tuple(tuple(range(r * share, (r + 1) * share)) for r in range(dp))
 
 
-def _by_cost(lengths: Sequence[int], cost: SampleCost) -> List[int]:
-    return sorted(range(len(lengths)), key=lambda i: (-cost.of(lengths[i]), i))
+def sample_costs(lengths: Sequence[int], cost: SampleCost, weights: Optional[Sequence[float]] = None) -> List[float]:
+    """Each sample's cost: `weights` where given (a sample of several documents costs the sum of theirs,
+    attention staying within a document), else cost.of(its length)."""
+    if weights is None:
+        return [cost.of(s) for s in lengths]
+    if len(weights) != len(lengths):
+        raise ValueError(f"{len(weights)} sample costs for {len(lengths)} samples")
+    return [float(w) for w in weights]
 
 
-def snake(lengths: Sequence[int], dp: int, cost: SampleCost) -> Split:
+def snake(lengths: Sequence[int], dp: int, cost: SampleCost, *, weights: Optional[Sequence[float]] = None) -> Split:
     """Heaviest first, dealt 0..dp-1 then dp-1..0: each round's heavy pick goes to last round's light one."""
     _check(lengths, dp)
+    costs = sample_costs(lengths, cost, weights)
     out: List[List[int]] = [[] for _ in range(dp)]
-    for k, i in enumerate(_by_cost(lengths, cost)):
+    for k, i in enumerate(sorted(range(len(lengths)), key=lambda i: (-costs[i], i))):
         turn, pos = divmod(k, dp)
         out[pos if turn % 2 == 0 else dp - 1 - pos].append(i)
     return tuple(tuple(sorted(r)) for r in out)
@@ -119,10 +126,11 @@ def _fill_empty(split: List[List[int]], costs: Sequence[float]) -> None:
             split[r].append(i)
 
 
-def karmarkar_karp(lengths: Sequence[int], dp: int, cost: SampleCost, *, refined: bool = True) -> Split:
+def karmarkar_karp(lengths: Sequence[int], dp: int, cost: SampleCost, *, refined: bool = True,
+                   weights: Optional[Sequence[float]] = None) -> Split:
     """LB-Mini's split: largest differencing on sample costs, then single-sample refinement."""
     _check(lengths, dp)
-    costs = [cost.of(s) for s in lengths]
+    costs = sample_costs(lengths, cost, weights)
     split = _differencing(costs, dp)
     _fill_empty(split, costs)
     if refined:

@@ -10,7 +10,9 @@ forward_backward_func (install's get_forward_backward_func) takes the training s
   each rank tokenizes the whole global batch, data-parallel size times its plain share;
 * a sample's length is its last loss-bearing position + 1: the positions after it carry no loss and,
   attention being causal, change no other output, so dropping them changes no gradient;
-* every rank makes the same `balancing.plan_batch` from those lengths, packs its replica's samples
+* every rank makes the same `balancing.plan_batch` from those lengths (a sample's cost the sum of its
+  documents', from its cu_seqlens: under --dataloader-inter-document-masking every sample is --seq-length
+  tokens, so what differs between them is only how their documents cut the attention), packs its replica's samples
   into microbatches of --seq-length tokens in the SFT dataset's own format (tokens, labels, loss_mask,
   position_ids, cu_seqlens padded with --seq-length, max_seqlen), so Megatron-LM's get_batch and its
   thd path (PackedSeqParams, TE attention) run them unchanged, and our runner runs the replica's own
@@ -32,8 +34,38 @@ NEEDS = "--pipeline-balance-data in Megatron-LM's pretrain_gpt.py"
 
 
 def problem(args: argparse.Namespace) -> Optional[str]:
-    """What Megatron-LM's arguments lack for balanced data, in one sentence, or None. Only on
-    Megatron-LM's whole namespace (the group-only precheck has nothing to judge here)."""
+    """What Megatron-LM's arguments lack for balanced data or for our schedules on its packed pretraining
+    samples, in one sentence, or None. Only on Megatron-LM's whole namespace (the group-only precheck has
+    nothing to judge here)."""
+    return inter_document_problem(args) or _balance_problem(args)
+
+
+def inter_document_problem(args: argparse.Namespace) -> Optional[str]:
+    """--dataloader-inter-document-masking without --sft under our schedule: Megatron-LM builds that dataset
+    only for model chunks on the first or the last stage (pretrain_gpt.py is_dataset_built_on_rank at
+    core_v0.19.0), yet every stage's get_batch reads the pack's cu_seqlens from it: a chunk elsewhere (a V
+    schedule's, an interleaved one's, a middle rank's) would get no data iterator and fail in get_batch."""
+    if not getattr(args, "dataloader_inter_document_masking", False) or getattr(args, "sft", False):
+        return None
+    name = getattr(args, "pipeline_schedule", None)
+    if name is None:
+        return None  # megatron's own schedules: Megatron-LM's own behaviour
+    from ..schedules import ScheduleError, registry
+
+    try:
+        chunks = registry.info(name).chunks
+    except ScheduleError:
+        return None  # auto and unknown names: judged once the schedule is chosen, or refused elsewhere
+    pp = getattr(args, "pipeline_model_parallel_size", 1) or 1
+    if pp <= 2 and chunks == 1:
+        return None
+    return (f"--pipeline-schedule {name} with --dataloader-inter-document-masking (without --sft) needs one model "
+            f"chunk per rank at --pipeline-model-parallel-size 2 at most: Megatron-LM builds that dataset for the "
+            f"first and the last stage only, and any other stage reads its cu_seqlens from it (use e.g. zb-h1 at "
+            f"pipeline size 2, or --sft data, which every stage builds)")
+
+
+def _balance_problem(args: argparse.Namespace) -> Optional[str]:
     if getattr(args, "pipeline_balance_data", None) is None or not hasattr(args, "calculate_per_token_loss"):
         return None
     if not hasattr(args, "dataloader_inter_document_masking"):
@@ -58,9 +90,6 @@ def problem(args: argparse.Namespace) -> Optional[str]:
         (getattr(args, "dataloader_type", None) not in (None, "single"),
          f"needs --dataloader-type single (the global batch is the next --global-batch-size samples in order), "
          f"got {getattr(args, 'dataloader_type', None)}"),
-        (masking and not sft and getattr(args, "pipeline_model_parallel_size", 1) > 2,
-         "with --dataloader-inter-document-masking needs --pipeline-model-parallel-size 2: Megatron-LM builds that "
-         "dataset on the first and last stages only"),
     )
     return next((f"{NEEDS} {why}" for bad, why in refusals if bad), None)
 
@@ -75,6 +104,14 @@ def _bounds(item: dict, n: int) -> list:
     """The document ends of a sample's first `n` tokens (its cu_seqlens, padding entries dropped)."""
     cu = [int(x) for x in torch.as_tensor(item["cu_seqlens"]).reshape(-1).tolist()]
     return [b for b in cu if 0 < b < n] + [n]
+
+
+def documents(item: dict, n: int) -> list:
+    """The lengths of the documents in a sample's first `n` tokens: what its attention costs, each
+    attending only within itself (two conversations of a jsonl line; the documents of a pretraining
+    sample under --dataloader-inter-document-masking, which are all --seq-length long)."""
+    ends = _bounds(item, n)
+    return [b - a for a, b in zip([0] + ends, ends)]
 
 
 def pack(items: Sequence[dict], lengths: Sequence[int], seq: int) -> dict:
@@ -126,7 +163,7 @@ class BalancedSteps:
         items = [ds[(first + j) % len(ds)] for j in range(args.global_batch_size)]
         lengths = [sample_length(item) for item in items]
         plan = plan_batch(lengths, self.dp_size, args.seq_length, args.pipeline_balance_data, self.cost,
-                          min_microbatches=self.pp)
+                          min_microbatches=self.pp, documents=[documents(item, n) for item, n in zip(items, lengths)])
         self.last_counts = plan.counts
         tokens = tuple(sum(lengths[i] for mb in r for i in mb) for r in plan.replicas)
         self.log(f"primus_megatron: --pipeline-balance-data {args.pipeline_balance_data}: samples "
