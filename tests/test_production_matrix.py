@@ -142,15 +142,18 @@ OVERLAP = {"overlap_grad_reduce": True, "bucket_size": 3000}  # several buckets 
 
 # name -> (world, spec). spec: ddp (DistributedDataParallelConfig fields), align_grad_reduce,
 # optimizer, model (TransformerConfig fields), bf16, tied, moe, post_validation, schedules.
-# Which schedules a row runs (megatron's 1F1B always): every one where the row is what Megatron-LM users
-# train with (overlapped reduce, distributed optimizer with overlapped gathers, fused accumulation in bf16,
-# tied embeddings, TP + SP, MoE, grouped TE experts, Llama, FP8); a variant of one of those (no overlap,
-# no aligned reduce, the plain distributed optimizer, fp32 fusion, selective recompute, MLA, CP) runs one
-# schedule of each kind the runtime executes differently (one chunk, interleaved chunks, V), chosen so that
-# every schedule meets several variants, and the rows of the second CI leg keep its one-of-each-kind subset
-# (1f1b, zb-h1, zbv: tests/schedule_subset.py) where they ran it before. Within a kind the schedules differ only in op order, which the
-# full rows, the parity tests and the planner's proofs cover; every schedule on every variant cost a
-# fifth of the matrix (40 of 215 cases, about 100 s of the suite; 2026-11-29).
+# Which schedules a row runs (megatron's 1F1B always): every one on the rows that combine what Megatron-LM
+# users train with (overlapped reduce; the distributed optimizer with overlapped gathers; TP + SP; tied
+# embeddings under V; MoE with grouped TE experts; FP8 with bf16, fusion, overlap and the distributed optimizer,
+# which is also the bf16 fusion configuration); a row that changes one thing the runtime sees the same way
+# in every schedule (no overlap, no aligned reduce, the plain distributed optimizer, fp32 or bf16 fusion,
+# selective recompute, the Llama block, local MoE experts, MLA, CP) runs one schedule of each kind the
+# runtime executes differently (one chunk, interleaved chunks, V), chosen so that every schedule meets
+# several of them, and the rows of the second CI leg keep its one-of-each-kind subset (1f1b, zb-h1, zbv:
+# tests/schedule_subset.py) where they ran it before. Within a kind the schedules differ only in op order,
+# which the full rows, the parity tests and the planner's proofs cover. Every schedule on every such row
+# cost a fifth of the matrix (40 of 215 cases, about 100 s of the suite; 2026-11-29); bf16 fusion, the
+# Llama block and local MoE experts, 19 cases more, moved to one of each kind the same day.
 CONFIGS = {
     "a-overlap-grad-sync": ("dp2pp2", {"ddp": OVERLAP}),
     "a-overlap-no-grad-sync": ("dp2pp2", {"ddp": OVERLAP, "align_grad_reduce": False,
@@ -175,7 +178,10 @@ CONFIGS = {
                                                      "schedules": ["zb-h2", "zbv"]}),
     "c-fusion-fp32": ("dp2pp2", {"model": {"gradient_accumulation_fusion": True},
                                  "schedules": ["zb-h1", "interleaved-1f1b", "v-half"]}),
-    "c-fusion-bf16": ("dp2pp2", {"model": {"gradient_accumulation_fusion": True}, "bf16": True}),
+    # bf16 with fused accumulation: the n-fp8 rows (bf16, fusion, overlapped reduce, the distributed optimizer)
+    # run it under every W schedule; here one of each kind, and the selective-recompute control
+    "c-fusion-bf16": ("dp2pp2", {"model": {"gradient_accumulation_fusion": True}, "bf16": True,
+                                 "schedules": ["interleaved-1f1b", "zb-auto", "v-min"]}),
     "d-tied-fusion-overlap": ("dp2pp2", {"tied": True, "model": {"gradient_accumulation_fusion": True},
                                          "ddp": OVERLAP, "schedules": V_SCHEDULES}),
     "d-tied-fusion": ("dp2pp2", {"tied": True, "model": {"gradient_accumulation_fusion": True},
@@ -185,7 +191,9 @@ CONFIGS = {
     # no linear biases, as Megatron-LM's MoE recipes (--disable-bias-linear); megatron-core 0.16.1's
     # expert MLP adds its bias in place into a view and fails with expert tensor parallel 1
     "f-moe-ep2": ("dp2pp2", {"moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2},
-                             "model": {"add_bias_linear": False}, "schedules": OURS + ["dualpipev"]}),
+                             # h-moe-grouped-te runs MoE under every schedule (grouped TE experts); here the
+                             # local sequential experts under one of each kind and DualPipeV's pairs
+                             "model": {"add_bias_linear": False}, "schedules": ["1f1b", "zb-h1", "zbv", "dualpipev"]}),
     # megatron-core's combined 1F1B (--overlap-moe-expert-parallel-comm: each steady-state F and B through
     # combined_forward_backward_step over the model's schedule plan; on CPU compat.cpu_combined runs its two
     # streams in program order) against megatron's plain 1F1B, bitwise. bf16: megatron refuses the flag in
@@ -207,8 +215,11 @@ CONFIGS = {
                                        "schedules": OURS + ["dualpipev"]}),
     # the architectures teams train (matrix_harness.ARCHS), untied embeddings, RoPE per chunk (under V
     # rank 0 holds the embedding and the output layer, each chunk its own rotary table)
+    # the Llama block under one of each kind (the block changes what a layer computes, not what the runtime
+    # does; o-fp8-llama-post-validation-te and the l-balance-*-te rows run it too)
     "i-llama-distopt-overlap-fusion": ("dp2pp2", {"arch": "llama", "model": {"gradient_accumulation_fusion": True},
-                                                  "ddp": {**OVERLAP, "use_distributed_optimizer": True}}),
+                                                  "ddp": {**OVERLAP, "use_distributed_optimizer": True},
+                                                  "schedules": ["1f1b", "zb-h1", "interleaved-zb", "zbv"]}),
     "j-deepseek-mla-moe-te": ("dp2pp2-te", {"te": True, "arch": "deepseek",
                                             "moe": {"experts": 4, "topk": 2, "aux_loss_coeff": 1e-2, "ep": 2,
                                                     "grouped": True, "shared": 48},
