@@ -14,7 +14,9 @@
   are the reference: no second, uninterrupted launch is needed.
 * Which checkpoint `--load` takes, at unit level (complete, interrupted, missing).
 * A NaN/inf loss stops training with the iteration and the pipeline stage (and
-  rank) that produced it; --no-check-for-nan-in-loss keeps going.
+  rank) that produced it; --no-check-for-nan-in-loss keeps going. Through
+  pretrain_gpt.py it is the resumed job's launch that shows it (a NaN injected at
+  its last iteration): one launch of 4 ranks for both, not a launch of its own.
 """
 from __future__ import annotations
 
@@ -160,29 +162,38 @@ def test_a_rank_killed_mid_step_is_diagnosed_by_the_survivors_and_every_rank_exi
     assert killed["elapsed"] < 240, "no rank waited for the 10-minute collective timeout"
 
 
-def test_the_killed_job_resumes_from_its_last_complete_checkpoint_and_matches_its_own_iterations(killed, dataset):
+@pytest.fixture(scope="module")
+def resumed(killed, dataset):
+    """The killed job's checkpoints as it left them, then its iteration 4 save cut short by hand (as an
+    interrupted save leaves it: the directory's temporary name, without the metadata written last; the
+    tracker still names it), and the job launched again with --load and a NaN loss at its last iteration."""
+    save = killed["save"]
+    left = sorted(os.listdir(save))
+    with open(os.path.join(save, "latest_checkpointed_iteration.txt")) as f:
+        tracker = f.read().strip()
+    if "iter_0000004" in left:
+        os.rename(os.path.join(save, "iter_0000004"), os.path.join(save, "iter_0000004.partial"))
+        os.remove(os.path.join(save, "iter_0000004.partial", "primus_meta.json"))
+    out = _torchrun(_args(dataset, save, "--load", save, "--inject-nan-loss-at", "5"), os.path.dirname(save))
+    return {"left": left, "tracker": tracker, "out": out, "after": sorted(os.listdir(save))}
+
+
+def test_the_killed_job_resumes_from_its_last_complete_checkpoint_and_matches_its_own_iterations(killed, resumed):
     save = killed["save"]
     before = _losses("".join(killed["stdout"]))  # the c10d rendezvous may give either agent global rank 0
     assert sorted(before) == [1, 2, 3, 4], before  # killed during iteration 5
-    assert sorted(os.listdir(save)) == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]
-    with open(os.path.join(save, "latest_checkpointed_iteration.txt")) as f:
-        assert f.read().strip() == "4"
-    # iteration 4's save cut short, as an interrupted save leaves it: its directory's temporary name, without
-    # the metadata (written last); the tracker still names it
-    os.rename(os.path.join(save, "iter_0000004"), os.path.join(save, "iter_0000004.partial"))
-    os.remove(os.path.join(save, "iter_0000004.partial", "primus_meta.json"))
-    out = _torchrun(_args(dataset, save, "--load", save), os.path.dirname(save))
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert resumed["left"] == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]
+    assert resumed["tracker"] == "4"
+    out = resumed["out"]
     assert "iteration 4, whose checkpoint is missing or incomplete" in out.stdout
     assert "interrupted save(s): iter_0000004.partial; loading the newest complete checkpoint, iteration 2" \
         in out.stdout
     assert f"loaded checkpoint {save}/iter_0000002" in out.stdout
-    resumed = _losses(out.stdout)
-    assert sorted(resumed) == [3, 4, 5]
-    assert {i: resumed[i] for i in (3, 4)} == {i: before[i] for i in (3, 4)}, (resumed, before)
-    # the interrupted save replaced by the resumed run's own iteration 4; the last iteration saved at the end
-    assert sorted(os.listdir(save)) == ["iter_0000002", "iter_0000004", "iter_0000005",
-                                        "latest_checkpointed_iteration.txt"]
+    again = _losses(out.stdout)
+    assert sorted(again) == [3, 4], (again, out.stderr[-3000:])  # 5: the injected NaN (the next test)
+    assert again == {i: before[i] for i in (3, 4)}, (again, before)
+    # the interrupted save replaced by the resumed run's own iteration 4
+    assert resumed["after"] == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]
 
 
 # -- which checkpoint --load takes -------------------------------------------------------------------
@@ -247,19 +258,16 @@ def test_load_says_clearly_when_no_checkpoint_is_complete(tmp_path):
 
 # -- NaN/inf loss --------------------------------------------------------------------------------------
 
-def test_a_nan_loss_stops_the_run_naming_iteration_stage_and_rank(dataset, tmp_path):
-    """zbv at pp=2: the loss is computed on stage 3, which rank 0 holds."""
-    save = str(tmp_path / "ckpt")
-    # NaN at iteration 2 of 3: one checkpoint before it, and an iteration after it that must not run
-    argv = _args(dataset, save, "--inject-nan-loss-at", "2", "--save-interval", "1", "--pipeline-p2p-timeout", "60",
-                 pp=2, iters=3)
-    out = _torchrun(argv, str(tmp_path), nproc=2)
+def test_a_nan_loss_stops_the_run_naming_iteration_stage_and_rank(resumed):
+    """The resumed job (zbv at pp=4) with a NaN loss injected at its last iteration, 5: the loss is computed
+    on stage 7, which rank 0 holds. A run's last iteration is saved when it ends: not this one."""
+    out = resumed["out"]
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if "NaN/inf loss" in line]
-    assert lines == ["pretrain_gpt.py: error (rank 0): NaN/inf loss at iteration 2 (computed on pipeline stage 3, "
+    assert lines == ["pretrain_gpt.py: error (rank 0): NaN/inf loss at iteration 5 (computed on pipeline stage 7, "
                      "rank 0)"], out.stderr[-3000:]
-    assert sorted(_losses(out.stdout)) == [1]  # iteration 2 is not logged as if it were fine, 3 never runs
-    assert sorted(os.listdir(save)) == ["iter_0000001", "latest_checkpointed_iteration.txt"]
+    assert 5 not in _losses(out.stdout)  # iteration 5 is not logged as if it were fine
+    assert "iter_0000005" not in resumed["after"] and "iter_0000005.partial" not in resumed["after"], resumed["after"]
 
 
 def nan_body(rank, world_case):
