@@ -180,7 +180,8 @@ gpu-check-dry-run: $(STAMP)
 gpu-bench: $(GPU_DEPS)
 	$(GPU_RUN) benchmarks/gpu_bench.py $(GPU_BENCH_ARGS)
 
-# The same on CPU (gloo, toy shapes), as the test suite runs it (tests/test_gpu_bench.py).
+# The same on CPU (gloo, toy shapes, forked ranks); tests/test_gpu_bench.py runs it with the gap part through
+# the GPU launch path and the check part's matrix for zbv alone.
 gpu-bench-dry-run: $(STAMP)
 	$(BIN)/python benchmarks/gpu_bench.py --cpu-dry-run $(GPU_BENCH_ARGS)
 

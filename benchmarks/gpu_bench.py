@@ -54,11 +54,13 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 
 PARTS = ("split", "gap", "offload", "offload-check", "check")
+PIPELINED = ("gap", "offload", "offload-check")  # gpu_pipeline.py's parts
 # offload-check: 20 steps (the copy streams over as many steps as the stream pool would take to wrap),
 # at a sequence and microbatch count that keep its offload-all runs short
 DEFAULTS = {"gpu": dict(repeats=5, warmup=2, steps=3, microbatches=8, gap_seqs="4096,1024", check_steps=20,
                         check_seq=1024, check_microbatches=4),
-            "dry": dict(repeats=2, warmup=1, steps=1, microbatches=4, gap_seqs="32,16", check_steps=3,
+            # the dry run exercises each part's code, not its numbers: one timed round, no warm-up, one sequence
+            "dry": dict(repeats=1, warmup=0, steps=1, microbatches=4, gap_seqs="16", check_steps=3,
                         check_seq=None, check_microbatches=None)}
 PLANNER_KEPT_FOR_W = 1.0  # the planner's default memory model: B frees nothing, W frees all (--mem-b 0)
 
@@ -182,7 +184,7 @@ def _run_pipeline_part(part: str, opts: dict, where: str, timeout_s: float) -> t
             "check_microbatches": opts["check_microbatches"],
             # the offload parts compare bitwise: attention's backward made deterministic
             "deterministic": part in ("offload", "offload-check")}
-    if opts["gpu"] or opts["launch_on_cpu"]:
+    if opts["gpu"] or part in opts["launch_on_cpu"]:
         return P.launch(case, where, timeout_s=timeout_s, on_cpu=not opts["gpu"])
     from primus_megatron.runtime import local_ranks
 
@@ -467,11 +469,11 @@ def parse(argv) -> argparse.Namespace:
     parser.add_argument("--cpu-dry-run", action="store_true", help="gloo on CPU, toy shapes (every code path)")
     parser.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)} (default all)")
     parser.add_argument("--blocks", default="dense,moe", help="comma-separated, of dense, moe (split part)")
-    parser.add_argument("--repeats", type=_positive_int, help="timed rounds per chunk (split; default 5, dry run 2)")
-    parser.add_argument("--warmup", type=int, help="untimed rounds first (split; default 2, dry run 1)")
+    parser.add_argument("--repeats", type=_positive_int, help="timed rounds per chunk (split; default 5, dry run 1)")
+    parser.add_argument("--warmup", type=int, help="untimed rounds first (split; default 2, dry run 0)")
     parser.add_argument("--steps", type=_positive_int, help="timed steps per pipelined run (default 3, dry run 1)")
     parser.add_argument("--microbatches", type=_positive_int, help="per pipelined step (default 8, dry run 4)")
-    parser.add_argument("--gap-seqs", help="sequence lengths of the gap part (default 4096,1024; dry run 32,16)")
+    parser.add_argument("--gap-seqs", help="sequence lengths of the gap part (default 4096,1024; dry run 16)")
     parser.add_argument("--attention", default="sdpa", choices=("sdpa", "local"),
                         help="core attention of the pipelined parts (default sdpa: torch's fused kernel)")
     parser.add_argument("--link-gbps", type=float, default=50.0,
@@ -483,7 +485,9 @@ def parse(argv) -> argparse.Namespace:
                         help="minutes for the whole run: parts not begun by then are reported not run (default 8)")
     parser.add_argument("--out", default=os.path.join(ROOT, "out", "gpu_bench"))
     parser.add_argument("--split-process", help=argparse.SUPPRESS)
-    parser.add_argument("--launch-on-cpu", action="store_true", help=argparse.SUPPRESS)  # tests: GPU launch path, gloo
+    # tests: these pipelined parts through the GPU launch path, with gloo (the others on forked ranks: the
+    # launch is the same code for each part, and each launch starts its ranks afresh)
+    parser.add_argument("--launch-on-cpu", nargs="?", const=",".join(PIPELINED), default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     parts = [p for p in args.parts.split(",") if p]
     bad = [p for p in parts if p not in PARTS]
@@ -531,7 +535,7 @@ def main(argv=None) -> int:
             "check_steps": args.check_steps, "check_seq": args.check_seq, "check_microbatches": args.check_microbatches,
             "attention": args.attention, "link_gbps": args.link_gbps, "p2p_timeout_s": args.p2p_timeout,
             "check_schedules": args.check_schedules, "megatron_lm_schedules": args.megatron_lm_schedules,
-            "launch_on_cpu": args.launch_on_cpu, "out": args.out}
+            "launch_on_cpu": [p for p in args.launch_on_cpu.split(",") if p], "out": args.out}
     env = gpu_check.environment()
     data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "dry_run": not gpu,
             "command": " ".join(["python", "benchmarks/gpu_bench.py", *(argv if argv is not None else sys.argv[1:])]),
@@ -546,7 +550,7 @@ def main(argv=None) -> int:
             data["split"], why = run_split({**opts, "gpu": gpu}, where, left)
             derive(data, opts)
             opts["offload_costs"] = data["pipeline_costs"].get("dense")  # offload plans from measured costs
-        elif part in ("gap", "offload", "offload-check"):
+        elif part in PIPELINED:
             data[part], why = _run_pipeline_part(part, opts, where, left)
         else:
             data["check"], why = _run_check(opts, where, left)

@@ -385,8 +385,9 @@ def run_matrix_cpu(configs: list, opts: dict) -> list:
 def run_matrix_gpu(configs: list, opts: dict, folder: str, *, gpus: int, deadline: float) -> list:
     """The configurations that share pp, init and knobs run in one launch (the knobs and the init
     are read when CUDA and NCCL start; each configuration builds its own model). A launch that
-    makes no progress for config_timeout_s is a hang: every rank's stack is dumped, the launch is
-    killed, the configuration it ran is reported hung and the rest start again in a new launch.
+    makes no progress for config_timeout_s (its start-up: startup_timeout_s where given) is a hang:
+    every rank's stack is dumped, the launch is killed, the configuration it ran is reported hung
+    and the rest start again in a new launch.
     With fewer GPUs than pp the ranks share them (rank_launch.py); configurations not begun by
     `deadline` (monotonic) are reported as not run."""
     groups: dict = {}
@@ -439,7 +440,9 @@ def _launch_group(configs: list, opts: dict, where: str, *, gpus: int) -> tuple[
             seen, last = size, time.monotonic()
         if code is not None:
             break
-        if time.monotonic() - last > opts["config_timeout_s"]:
+        # a launch's start-up (imports, the process group) until rank 0's first progress has a limit of its own
+        limit = opts["config_timeout_s"] if seen else opts.get("startup_timeout_s") or opts["config_timeout_s"]
+        if time.monotonic() - last > limit:
             launch.stop_with_stacks()
             code = None
             break
@@ -453,8 +456,9 @@ def _launch_group(configs: list, opts: dict, where: str, *, gpus: int) -> tuple[
     if len(done) == len(configs) and code == 0:
         return done, None
     if code is None:
-        why = (f"hung: no progress for {opts['config_timeout_s']:g} s, killed (every rank's stack in "
-               f"{', '.join(os.path.basename(p) for p in launch.logs)}, the NCCL flight recorder's dump in {where})")
+        why = (f"hung: no progress for {limit:g} s{'' if seen else ' since its ranks started'}, killed (every "
+               f"rank's stack in {', '.join(os.path.basename(p) for p in launch.logs)}, the NCCL flight recorder's "
+               f"dump in {where})")
     else:
         why = f"the launch exited with status {code}: {_last_error(launch.output())} (logs: {', '.join(launch.logs)})"
     return done, why
@@ -738,6 +742,9 @@ def main(argv=None) -> int:
                         help="seconds a rank waits on a peer before our watchdog names the hang")
     parser.add_argument("--config-timeout", type=float, default=CONFIG_TIMEOUT_S,
                         help="seconds without progress after which a launch counts as hung")
+    parser.add_argument("--startup-timeout", type=float, default=None,
+                        help="seconds a launch's ranks may take to start (imports, init) before the first "
+                             "configuration begins (default: --config-timeout)")
     parser.add_argument("--deadline-min", type=float, default=None,
                         help="minutes for the whole check: what has not begun by then is reported as not run")
     parser.add_argument("--microbatches", type=int, default=None, help="per step (default: 2 x pp)")
@@ -792,7 +799,8 @@ def main(argv=None) -> int:
         return 2
     os.makedirs(args.out, exist_ok=True)
     opts = {"model": MODEL if gpu else DRY_MODEL, "microbatches": args.microbatches, "steps": args.steps,
-            "p2p_timeout_s": args.p2p_timeout, "config_timeout_s": args.config_timeout}
+            "p2p_timeout_s": args.p2p_timeout, "config_timeout_s": args.config_timeout,
+            "startup_timeout_s": args.startup_timeout}
     arch = torch.cuda.get_device_properties(0).gcnArchName if gpu and torch.version.hip else ""
     configs = configurations(names, pps, rocm=bool(torch.version.hip), gpu=gpu, inits=inits, knobs=knobs, arch=arch)
     data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

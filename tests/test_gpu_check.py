@@ -4,6 +4,9 @@ chunks, V placement; bitwise parity with megatron's own 1F1B) and interleaved-1f
 megatron's own interleaved schedule), eager and lazy init as strict / strict-lazy p2p, two steps and Megatron-LM's pretrain_gpt.py with 1f1b against megatron's 1F1B
 (zbv there needs a shared starting checkpoint, one more run: `make gpu-check-dry-run` has it). What only a GPU exercises (events, NCCL, the knobs,
 TransformerEngine, FP8) is listed in docs/benchmarks/gpu.md's GPU-check section.
+
+The dry run runs once for the module: Megatron-LM's launch with each rank a node of its own is
+compared with its forked 1f1b run (the same arguments) instead of forking a run of its own.
 """
 from __future__ import annotations
 
@@ -21,13 +24,21 @@ pytestmark = pytest.mark.skipif(not ref.environment_ok(), reason="megatron-core 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_gpu_check_cpu_dry_run_writes_its_report(tmp_path):
-    out = tmp_path / "gpu_check"
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """The CPU dry run, once: its report, and the forked ranks' Megatron-LM losses that the each-rank-a-node
+    launch must equal (the same arguments)."""
+    out = tmp_path_factory.mktemp("gpu_check")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_check.py"), "--cpu-dry-run",
                            "--schedules", "zbv,interleaved-1f1b", "--megatron-lm", "--megatron-lm-schedules", "1f1b", "--out", str(out)],
                           env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def test_gpu_check_cpu_dry_run_writes_its_report(dry_run):
+    out = dry_run
     data = json.loads((out / "report.json").read_text())
     assert data["dry_run"] and data["environment"]["torch"]
     matrix = data["matrix"]
@@ -55,14 +66,17 @@ def test_gpu_launch_path_reports_a_hang_and_goes_on(tmp_path):
     launch's log, and the configurations after it run in a new launch, equal to megatron's."""
     env = {**os.environ, "PRIMUS_GPU_CHECK_HANG": "zbv",
            "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    # a healthy configuration's start-up and steps may go --config-timeout without progress on a busy
-    # machine (found at load 30: 1f1b reported hung): then the check runs again with a longer limit
+    # the ranks' start-up (imports, init) has a limit of its own: on a busy machine it took longer than 20 s,
+    # and every configuration was reported hung (2026-11-29, load 8-40); a healthy configuration's steps
+    # may still go --config-timeout without progress (found at load 30: 1f1b reported hung): then the
+    # check runs again with a longer limit
     for limit in (20, 60, 180):
         out = tmp_path / f"gpu_check-{limit}"
         proc = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "gpu_check.py"), "--cpu-dry-run",
                                "--launch-on-cpu", "--schedules", "1f1b,zbv,zb-h1", "--inits", "eager",
-                               "--p2p-timeout", str(3 * limit), "--config-timeout", str(limit), "--out", str(out)],
-                              env=env, capture_output=True, text=True, timeout=300 + 4 * limit)
+                               "--p2p-timeout", str(3 * limit), "--config-timeout", str(limit),
+                               "--startup-timeout", "240", "--out", str(out)],
+                              env=env, capture_output=True, text=True, timeout=800 + 4 * limit)
         matrix = json.loads((out / "report.json").read_text())["matrix"]
         if not any(r.get("error", "").startswith("hung") for r in matrix if r["schedule"] != "zbv"):
             break
@@ -80,17 +94,19 @@ def test_gpu_launch_path_reports_a_hang_and_goes_on(tmp_path):
     assert after["folder"].endswith("pp2-eager-default-2"), after
 
 
-def test_megatron_lm_trains_with_each_rank_a_node_of_its_own(megatron_lm_tree):
+def test_megatron_lm_trains_with_each_rank_a_node_of_its_own(megatron_lm_tree, dry_run):
     """The GPU check's Megatron-LM launcher where ranks outnumber GPUs (harness `launcher="nodes"`,
     benchmarks/rank_launch.py): each rank started alone with a one-GPU node's variables (RANK,
-    LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, NCCL_HOSTID of its own) trains exactly as the forked ranks do."""
+    LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, NCCL_HOSTID of its own) trains exactly as the forked ranks do:
+    those of the dry run's Megatron-LM part under 1f1b, with the arguments gpu_check.py gives them
+    (_megatron_lm_runs: pp 2, a global batch of 4 x pp, 2 iterations, no evaluation)."""
     import megatron_lm_harness as H
 
-    args = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--train-iters", "2",
-            "--eval-interval", "1000", "--pipeline-schedule", "zb-h1"]
+    args = ["--pipeline-model-parallel-size", "2", "--global-batch-size", "8", "--eval-interval", "3",
+            "--train-iters", "2", "--pipeline-schedule", "1f1b"]
     nodes = H.run(megatron_lm_tree, 2, args, launcher="nodes", gpus=1)
-    forked = H.run(megatron_lm_tree, 2, args)
-    assert sorted(nodes.losses) == [1, 2] and nodes.losses == forked.losses, (nodes.losses, forked.losses)
+    [forked] = [r for r in json.loads((dry_run / "report.json").read_text())["megatron_lm"] if r["schedule"] == "1f1b"]
+    assert sorted(nodes.losses) == [1, 2] and nodes.numbers()["lm loss"] == forked["losses"], (nodes.losses, forked)
 
 
 def test_fp8_rows_of_w_schedules_are_refused_by_design_not_failures():

@@ -5,19 +5,23 @@
   their launcher, so they must notice on their own: each prints the p2p
   diagnosis (its rank, the op, microbatch, chunk and stage, the peer) and every
   rank exits non-zero, long before the 10-minute collective timeout.
-* That job died after iteration 2's checkpoint, during iteration 4; a
-  half-written checkpoint of iteration 4 (and a tracker naming it) is added by
-  hand. `--load` skips it, resumes from iteration 2 and reproduces, loss for
-  loss, the run that saved at the same iterations and was never killed.
+* That job died after iteration 4's checkpoint, during iteration 5; its
+  iteration 4 is made a half-written save by hand (the directory an interrupted
+  save leaves, without the metadata written last), the tracker still naming it.
+  `--load` skips it, resumes from iteration 2 and reproduces, loss for loss,
+  iterations 3 and 4 as the job ran them before it was killed (4 also shows the
+  optimizer's state restored: its loss follows step 3). The job's own iterations
+  are the reference: no second, uninterrupted launch is needed.
 * Which checkpoint `--load` takes, at unit level (complete, interrupted, missing).
 * A NaN/inf loss stops training with the iteration and the pipeline stage (and
-  rank) that produced it; --no-check-for-nan-in-loss keeps going.
+  rank) that produced it; --no-check-for-nan-in-loss keeps going. Through
+  pretrain_gpt.py it is the resumed job's launch that shows it (a NaN injected at
+  its last iteration): one launch of 4 ranks for both, not a launch of its own.
 """
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -45,13 +49,13 @@ def _env():
     return dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, PYTHONWARNINGS="ignore")
 
 
-def _args(dataset, save, *extra, pp=4, schedule="zbv", iters=6):
+def _args(dataset, save, *extra, pp=4, schedule="zbv", iters=5):
     return ["--cpu", "--data-path", dataset, "--data-cache-path", os.path.join(os.path.dirname(dataset), "cache"),
             "--num-layers", "8", "--hidden-size", "32", "--num-attention-heads", "4", "--seq-length", "32",
             "--micro-batch-size", "2", "--global-batch-size", "8", "--lr", "2e-3", "--seed", "11",
             "--train-iters", str(iters), "--pipeline-model-parallel-size", str(pp), "--pipeline-schedule", schedule,
             "--save", save, "--save-interval", "2",
-            # one plan for every launch: a plan from measured costs can differ between the uninterrupted and the
+            # one plan for every launch: a plan from measured costs can differ between the killed and the
             # resumed launch, and with it the last bits of the tied embedding's gradient (docs/schedules.md)
             "--pipeline-profile-steps", "0", *extra]
 
@@ -119,9 +123,9 @@ def dataset(tmp_path_factory):
 @pytest.fixture(scope="module")
 def killed(dataset, tmp_path_factory):
     """Two torchrun agents on this machine ("nodes" 0 and 1, 2 ranks each); global rank 2
-    (node 1) SIGKILLs itself during its second forward op of iteration 4."""
+    (node 1) SIGKILLs itself during its second forward op of iteration 5."""
     save = str(tmp_path_factory.mktemp("killed") / "ckpt")
-    argv = _args(dataset, save, "--pipeline-p2p-timeout", "5", "--inject-kill-at", "4", "--inject-kill-rank", "2")
+    argv = _args(dataset, save, "--pipeline-p2p-timeout", "5", "--inject-kill-at", "5", "--inject-kill-rank", "2")
     # the c10d rendezvous on a store this process hosts (both agents its clients): no port is picked,
     # closed and handed on; the workers share the store the node of rank 0 hosts on a kernel-picked port
     store = local_ranks.rendezvous_store(2)
@@ -134,14 +138,6 @@ def killed(dataset, tmp_path_factory):
     runs = [_finish(item, 300) for item in launched]
     return {"save": save, "codes": [r.returncode for r in runs], "stdout": [r.stdout for r in runs],
             "stderr": [r.stderr for r in runs], "elapsed": time.monotonic() - started}
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(dataset, tmp_path_factory):
-    save = str(tmp_path_factory.mktemp("uninterrupted") / "ckpt")
-    out = _torchrun(_args(dataset, save), os.path.dirname(save))
-    assert out.returncode == 0, out.stderr[-3000:]
-    return {"save": save, "losses": _losses(out.stdout)}
 
 
 def test_a_rank_killed_mid_step_is_diagnosed_by_the_survivors_and_every_rank_exits_nonzero(killed):
@@ -166,30 +162,38 @@ def test_a_rank_killed_mid_step_is_diagnosed_by_the_survivors_and_every_rank_exi
     assert killed["elapsed"] < 240, "no rank waited for the 10-minute collective timeout"
 
 
-def test_the_killed_job_resumes_from_its_last_complete_checkpoint_and_matches_the_uninterrupted_run(
-        killed, uninterrupted, dataset):
+@pytest.fixture(scope="module")
+def resumed(killed, dataset):
+    """The killed job's checkpoints as it left them, then its iteration 4 save cut short by hand (as an
+    interrupted save leaves it: the directory's temporary name, without the metadata written last; the
+    tracker still names it), and the job launched again with --load and a NaN loss at its last iteration."""
+    save = killed["save"]
+    left = sorted(os.listdir(save))
+    with open(os.path.join(save, "latest_checkpointed_iteration.txt")) as f:
+        tracker = f.read().strip()
+    if "iter_0000004" in left:
+        os.rename(os.path.join(save, "iter_0000004"), os.path.join(save, "iter_0000004.partial"))
+        os.remove(os.path.join(save, "iter_0000004.partial", "primus_meta.json"))
+    out = _torchrun(_args(dataset, save, "--load", save, "--inject-nan-loss-at", "5"), os.path.dirname(save))
+    return {"left": left, "tracker": tracker, "out": out, "after": sorted(os.listdir(save))}
+
+
+def test_the_killed_job_resumes_from_its_last_complete_checkpoint_and_matches_its_own_iterations(killed, resumed):
     save = killed["save"]
     before = _losses("".join(killed["stdout"]))  # the c10d rendezvous may give either agent global rank 0
-    assert sorted(before) == [1, 2, 3], before  # killed during iteration 4
-    assert sorted(os.listdir(save)) == ["iter_0000002", "latest_checkpointed_iteration.txt"]
-    # the first iterations are the uninterrupted run's
-    assert {i: uninterrupted["losses"][i] for i in before} == before
-    # a save of iteration 4 that was cut short (no metadata: it is written last) and a tracker naming it
-    shutil.copytree(os.path.join(uninterrupted["save"], "iter_0000004"), os.path.join(save, "iter_0000004.partial"))
-    os.remove(os.path.join(save, "iter_0000004.partial", "primus_meta.json"))
-    with open(os.path.join(save, "latest_checkpointed_iteration.txt"), "w") as f:
-        f.write("4")
-    out = _torchrun(_args(dataset, save, "--load", save), os.path.dirname(save))
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert sorted(before) == [1, 2, 3, 4], before  # killed during iteration 5
+    assert resumed["left"] == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]
+    assert resumed["tracker"] == "4"
+    out = resumed["out"]
     assert "iteration 4, whose checkpoint is missing or incomplete" in out.stdout
     assert "interrupted save(s): iter_0000004.partial; loading the newest complete checkpoint, iteration 2" \
         in out.stdout
     assert f"loaded checkpoint {save}/iter_0000002" in out.stdout
-    resumed = _losses(out.stdout)
-    assert sorted(resumed) == [3, 4, 5, 6]
-    assert resumed == {i: uninterrupted["losses"][i] for i in resumed}, (resumed, uninterrupted["losses"])
-    assert sorted(os.listdir(save)) == ["iter_0000002", "iter_0000004", "iter_0000006",
-                                        "latest_checkpointed_iteration.txt"]
+    again = _losses(out.stdout)
+    assert sorted(again) == [3, 4], (again, out.stderr[-3000:])  # 5: the injected NaN (the next test)
+    assert again == {i: before[i] for i in (3, 4)}, (again, before)
+    # the interrupted save replaced by the resumed run's own iteration 4
+    assert resumed["after"] == ["iter_0000002", "iter_0000004", "latest_checkpointed_iteration.txt"]
 
 
 # -- which checkpoint --load takes -------------------------------------------------------------------
@@ -254,18 +258,16 @@ def test_load_says_clearly_when_no_checkpoint_is_complete(tmp_path):
 
 # -- NaN/inf loss --------------------------------------------------------------------------------------
 
-def test_a_nan_loss_stops_the_run_naming_iteration_stage_and_rank(dataset, tmp_path):
-    """zbv at pp=2: the loss is computed on stage 3, which rank 0 holds."""
-    save = str(tmp_path / "ckpt")
-    argv = _args(dataset, save, "--inject-nan-loss-at", "3", "--save-interval", "1", "--pipeline-p2p-timeout", "60",
-                 pp=2, iters=5)
-    out = _torchrun(argv, str(tmp_path), nproc=2)
+def test_a_nan_loss_stops_the_run_naming_iteration_stage_and_rank(resumed):
+    """The resumed job (zbv at pp=4) with a NaN loss injected at its last iteration, 5: the loss is computed
+    on stage 7, which rank 0 holds. A run's last iteration is saved when it ends: not this one."""
+    out = resumed["out"]
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if "NaN/inf loss" in line]
-    assert lines == ["pretrain_gpt.py: error (rank 0): NaN/inf loss at iteration 3 (computed on pipeline stage 3, "
+    assert lines == ["pretrain_gpt.py: error (rank 0): NaN/inf loss at iteration 5 (computed on pipeline stage 7, "
                      "rank 0)"], out.stderr[-3000:]
-    assert sorted(_losses(out.stdout)) == [1, 2]  # iteration 3 is not logged as if it were fine
-    assert sorted(os.listdir(save)) == ["iter_0000001", "iter_0000002", "latest_checkpointed_iteration.txt"]
+    assert 5 not in _losses(out.stdout)  # iteration 5 is not logged as if it were fine
+    assert "iter_0000005" not in resumed["after"] and "iter_0000005.partial" not in resumed["after"], resumed["after"]
 
 
 def nan_body(rank, world_case):
