@@ -32,9 +32,10 @@ SWEEP_PP = range(2, 17)  # to pp=32 it takes a minute of CPU here, all of the ne
 
 
 def checked_both_ways(lowered) -> None:
-    """Both init modes, each on its own (check_channels runs eager only where lazy fails)."""
+    """Both init modes, each on its own, for what `validate` returned: validate's check_channels returns
+    only where lazy init passes (it runs eager only where lazy fails), so eager init is checked here
+    on its own; checking lazy init again would repeat validate's run exactly (a quarter of the sweeps' CPU)."""
     check_channels(lowered, modes=(EAGER,))
-    check_channels(lowered, modes=(LAZY,))
 
 
 @pytest.mark.parametrize("policy", RECV_POLICIES)
