@@ -30,12 +30,8 @@ SCRIPT = os.path.join(ROOT, "examples", "pretrain_gpt.py")
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    from primus_megatron.train.data import build_corpus_dataset
-
-    prefix = str(tmp_path_factory.mktemp("data") / "corpus_text_document")
-    build_corpus_dataset(prefix)
-    return prefix
+def dataset(corpus_dataset):
+    return corpus_dataset  # built once per session (conftest.py)
 
 
 def model_args(dataset, pp, *extra):
