@@ -161,3 +161,14 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.section("unexpected skips (the session fails: tests/expected_skips.py)", red=True)
         for nodeid, reason, why in unexpected:
             terminalreporter.write_line(f"{nodeid}: {reason}  [{why}]", red=True)
+
+
+@pytest.fixture(scope="session")
+def corpus_dataset(tmp_path_factory) -> str:
+    """The packaged corpus as an indexed dataset (its prefix), built once per session for the test modules
+    that train on it (5 to 6 s of CPU a build; it was built once per module)."""
+    from primus_megatron.train.data import build_corpus_dataset
+
+    prefix = str(tmp_path_factory.mktemp("data") / "corpus_text_document")
+    build_corpus_dataset(prefix)
+    return prefix

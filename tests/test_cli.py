@@ -29,8 +29,11 @@ def test_list_shows_every_registered_name_and_alias(capsys):
 
 
 def test_compare_has_one_row_per_schedule_with_the_simulators_numbers(capsys, tmp_path):
+    # m = pp = 4: every schedule builds and is checked against the simulator at any size; at 6 microbatches
+    # the 'vs optimum' column (not read here: test_compare_shows_each_schedules_distance_...) solved ILPs of
+    # 18 and 36 ops per rank and the picture held half as many boxes again, twice this test's CPU.
     picture = tmp_path / "all.png"
-    out = run(capsys, "compare", "--pp", "4", "--microbatches", "6", "--cost-comm", "0.1", "--plot", str(picture),
+    out = run(capsys, "compare", "--pp", "4", "--microbatches", "4", "--cost-comm", "0.1", "--plot", str(picture),
               "--time-limit", "0.5")
     table = rows(out)
     assert set(table) == set(S.names())
@@ -38,7 +41,7 @@ def test_compare_has_one_row_per_schedule_with_the_simulators_numbers(capsys, tm
     for name in S.names():
         if name == "zb-optimal":
             continue
-        expected = S.simulate(S.generate(name, 4, 6, costs=costs), costs)
+        expected = S.simulate(S.generate(name, 4, 4, costs=costs), costs)
         makespan, sync, asyn = (float(x) for x in table[name][1:4])
         assert makespan == pytest.approx(expected.makespan, rel=1e-3), name
         assert sync == pytest.approx(expected.bubble_sync, abs=1e-4), name
@@ -101,8 +104,10 @@ def test_compare_with_a_profile_runs_each_schedule_on_its_own_layouts_costs(caps
     from primus_megatron.schedules.layer_split import LayerSplit
 
     path = "benchmarks/gpu_reports/h200-llama3-8b-like.profile.json"
+    # --time-limit 0.5: the ILP (zb-optimal's row, the 'vs optimum' column) is not what this test reads;
+    # the default 10 s per solve was half of its CPU
     data = json.loads(run(capsys, "compare", "--profile", path, "--pp", "4", "-m", "8", "--num-layers", "16",
-                          "--json"))
+                          "--time-limit", "0.5", "--json"))
     layout = balance.LayoutCosts(balance.load_profile(path), LayerSplit(16), 4)
     by = {r["name"]: r for r in data["schedules"]}
     for name in ("1f1b", "interleaved-1f1b", "zb-h1", "zbv"):

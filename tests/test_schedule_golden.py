@@ -84,9 +84,9 @@ def per_rank_costs(pp: int) -> Costs:
                  w=[0.5 + 0.375 * (r % 2) for r in range(pp)], comm=0.125)
 
 
-def everything(sched, costs) -> tuple:
-    """Orders, lowering, simulation and prefixes of a valid schedule."""
-    low = validate(sched, costs=costs)
+def everything(sched, costs, low=None) -> tuple:
+    """Orders, lowering, simulation and prefixes of a valid schedule (`low`: what validate returned for it)."""
+    low = low if low is not None else validate(sched, costs=costs)
     res = simulate(sched, costs)
     timeline = [[(s.op, s.stage, s.start, s.end) for s in row] for row in res.timeline]
     pre = prefixes(low)
@@ -120,10 +120,14 @@ def generated_cases():
 
 
 def _generated(name, pp, m, costs, limit, chunks):
-    sched = outcome(generate, name, pp, m, costs=costs, memory_limit=limit, chunks=chunks)
-    if isinstance(sched, tuple):
-        return sched
-    return everything(sched, costs)
+    def build():  # what generate's own validation does, once: its lowering is the one recorded
+        sched = generate(name, pp, m, costs=costs, memory_limit=limit, chunks=chunks, validate=False)
+        return sched, validate(sched, costs=costs, memory_limit=limit)
+
+    got = outcome(build)
+    if got[0] == "ScheduleError":
+        return got
+    return everything(got[0], costs, got[1])
 
 
 # Broken schedules: random mutations of valid orders --------------------------------------------

@@ -9,6 +9,11 @@ both group layouts (`p2p_groups`: one queue per rank, or one per direction),
 for every registered schedule at pp 2..32 and m in {p, 2p, 4p} (a property test over costs, bounded by the "planner" profile, and a
 deterministic sweep of the smaller sizes under unit costs); the lowering keeps one
 global message order; the post-validation prefixes drain what they leave in flight.
+
+Coverage (2026-11-29, the suite's CPU budget): the unit-cost sweep stops at pp 12, not 16. Its cost grows
+with pp squared, so pp 13..16 were half of it; pp 2..12 still meets every residue of pp modulo 2, 3 and 4
+(the V family's ceil(p/k) stages, interleaving's groups of pp microbatches) at least twice, and the
+property test below keeps drawing pp up to 32 under every policy and group layout.
 """
 from __future__ import annotations
 
@@ -28,13 +33,14 @@ from schedule_oracles import hoisted_lowering, op_messages_reference, p2p_refere
 from test_schedule_properties import cost_models
 
 HEURISTIC = [n for n in names() if n != "zb-optimal"]  # the ILP solves small cases only (test_schedule_optimal.py)
-SWEEP_PP = range(2, 17)  # to pp=32 it takes a minute of CPU here, all of the new tests' budget; the property test reaches 32
+SWEEP_PP = range(2, 13)  # to pp=32 it takes minutes of CPU here; the property test reaches 32 (module doc)
 
 
 def checked_both_ways(lowered) -> None:
-    """Both init modes, each on its own (check_channels runs eager only where lazy fails)."""
+    """Both init modes, each on its own, for what `validate` returned: validate's check_channels returns
+    only where lazy init passes (it runs eager only where lazy fails), so eager init is checked here
+    on its own; checking lazy init again would repeat validate's run exactly (a quarter of the sweeps' CPU)."""
     check_channels(lowered, modes=(EAGER,))
-    check_channels(lowered, modes=(LAZY,))
 
 
 @pytest.mark.parametrize("policy", RECV_POLICIES)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from primus_megatron.schedules import Costs, ScheduleError, generate, info, names, simulate, validate
+from primus_megatron.schedules import Costs, ScheduleError, generate, info, names, simulate
 from primus_megatron.schedules.ir import B, BW, F, W
 
 # PLANNER_EXAMPLES=400 runs a deeper search (the default keeps the suite fast).
@@ -45,10 +45,11 @@ def one_sentence(msg: str) -> bool:
 
 
 def check_valid(sched, costs, limit, name, pp, m):
-    """The properties every generated schedule must have, independently of validate()."""
+    """The properties every generated schedule must have, independently of validate(): the callers'
+    `generate` ran validate() (completeness, order, memory, rendezvous) with these costs and limit already
+    (it validates by default); running it again here was a fifth of this module's CPU for the same answer."""
     assert sched.pp == pp and sched.microbatches == m and len(sched.ranks) == pp
     assert sched.chunks_per_rank == info(name).chunks and sched.placement == info(name).placement
-    validate(sched, costs=costs, memory_limit=limit)  # completeness, order, memory, rendezvous
     # Completeness counted here too: per (mb, stage) one F and B+W or BW.
     count = {}
     for r, _, op in sched.ops():

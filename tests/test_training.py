@@ -1,6 +1,14 @@
-"""examples/pretrain_gpt.py: the same run under every schedule, evaluation,
+"""examples/pretrain_gpt.py: the same run under each kind of schedule, evaluation,
 the executed-schedule picture, checkpoints that resume under another schedule
-and pipeline size, and arguments refused before anything starts."""
+and pipeline size, and arguments refused before anything starts.
+
+Coverage (2026-11-29, the suite's CPU budget): the training loop's tests run one schedule of each kind
+the runtime executes differently, not every registered one: 1f1b (one backward op), zb-h1 (deferred W),
+interleaved-zb (two chunks on the loop placement), zbv (V placement) and dualpipev (overlapped F&B
+pairs); the Llama-style and MoE models the same kinds less the ones their options do not touch (one V
+schedule, not two or three). Every schedule stays exact against megatron's own 1F1B in
+test_runtime_parity.py and the production matrix; what these add (dropout masks, evaluation, the
+optimizer, the model options) goes through the same runtime path for every schedule of a kind."""
 from __future__ import annotations
 
 import os
@@ -22,12 +30,8 @@ SCRIPT = os.path.join(ROOT, "examples", "pretrain_gpt.py")
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory):
-    from primus_megatron.train.data import build_corpus_dataset
-
-    prefix = str(tmp_path_factory.mktemp("data") / "corpus_text_document")
-    build_corpus_dataset(prefix)
-    return prefix
+def dataset(corpus_dataset):
+    return corpus_dataset  # built once per session (conftest.py)
 
 
 def model_args(dataset, pp, *extra):
@@ -36,25 +40,27 @@ def model_args(dataset, pp, *extra):
             "--seed", "11", "--pipeline-model-parallel-size", str(pp), "--pipeline-p2p-timeout", "60", *extra]
 
 
-EVERY = under_test(n for n in S.names() if n != "zb-optimal")
+EVERY = under_test(["1f1b", "zb-h1", "interleaved-zb", "zbv", "dualpipev"])  # one of each kind (module doc)
 
 
 @pytest.fixture(scope="module")
 def every_schedule(dataset, tmp_path_factory):
-    """pp=2, 3 iterations with dropout 0.1 and an evaluation, under every
+    """pp=2, 3 iterations with dropout 0.1 and an evaluation, under each kind of
     schedule and under megatron-core's own 1F1B (no --pipeline-schedule)."""
     timeline = str(tmp_path_factory.mktemp("timeline") / "zbv.png")
     runs = [model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1",
                        "--pipeline-schedule", s, *(["--timeline", timeline] if s == "zbv" else []))
             for s in EVERY]
+    # auto profiles one step (not the default three) of each schedule it measures: what the test reads is
+    # that it chose, on every rank alike, from measured costs, and trained megatron's losses after it
     runs.append(model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1",
-                           "--pipeline-schedule", "auto"))
+                           "--pipeline-schedule", "auto", "--pipeline-profile-steps", "1"))
     runs.append(model_args(dataset, 2, "--train-iters", "3", "--eval-interval", "3", "--eval-iters", "1"))
     results = H.run_ranks({"body": H.train_body, "pp": 2, "runs": runs}, 2, timeout_s=900)
     return results, timeline
 
 
-def test_every_schedule_trains_identically(every_schedule):
+def test_each_kind_of_schedule_trains_identically(every_schedule):
     results, _ = every_schedule
     megatron = results[0][-1]  # rank 0 sees the reduced losses
     assert len(megatron["losses"]) == 3 and all(x == x for x in megatron["losses"])
@@ -70,7 +76,7 @@ def test_every_schedule_trains_identically(every_schedule):
 LLAMA = ["--position-embedding-type", "rope", "--swiglu", "--ffn-hidden-size", "64", "--normalization", "RMSNorm",
          "--group-query-attention", "--num-query-groups", "2", "--disable-bias-linear",
          "--untie-embeddings-and-output-weights", "--qk-layernorm"]
-LLAMA_SCHEDULES = under_test(["zb-h1", "zbv", "v-half", "interleaved-1f1b"])
+LLAMA_SCHEDULES = under_test(["zb-h1", "zbv", "interleaved-1f1b"])
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +104,7 @@ def test_llama_style_model_trains_identically_under_every_schedule(llama_runs):
 MOE = ["--num-experts", "4", "--moe-router-topk", "2", "--moe-ffn-hidden-size", "32",
        "--moe-shared-expert-intermediate-size", "48", "--moe-aux-loss-coeff", "1e-2",
        "--moe-token-dispatcher-type", "alltoall", "--expert-model-parallel-size", "2"]
-MOE_SCHEDULES = under_test(["zb-h1", "zbv", "v-min"])
+MOE_SCHEDULES = under_test(["zb-h1", "zbv"])
 
 
 def test_moe_model_trains_identically_under_every_schedule(dataset):

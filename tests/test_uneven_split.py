@@ -409,13 +409,10 @@ TRAINING = [
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tmp_path_factory, corpus_dataset):
     """pp=2, dropout 0.1, 4 iterations of every split above; the zbv run saves at
     iteration 2 and megatron's own 1F1B on the first=2 split resumes from it."""
-    from primus_megatron.train.data import build_corpus_dataset
-
-    prefix = str(tmp_path_factory.mktemp("data") / "corpus_text_document")
-    build_corpus_dataset(prefix)
+    prefix = corpus_dataset  # built once per session (conftest.py)
     save = str(tmp_path_factory.mktemp("ckpt") / "zbv")
     runs = []
     for label, extra in TRAINING:
