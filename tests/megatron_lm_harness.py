@@ -5,8 +5,8 @@ core_v0.16.1 for 0.16.1, core_v0.19.0 for 0.19.x). Its source is MEGATRON_LM_PAT
 checkout at that tag) if set, else the unmodified snapshot in ../shared/megatron-lm/
 beside the repository. It is
 copied or unpacked once per test session into a temporary folder, patched with
-that tag's patch from patches/ (by `patches/apply_patch.sh`, as a user does), and every run there shares it (Megatron-LM
-compiles its dataset helpers into that tree on the first run).
+that tag's patch from patches/ (by `patches/apply_patch.sh`, as a user does), and every run there shares it (its dataset
+helpers compiled with Megatron-LM's own Makefile once per machine, kept under HELPERS_CACHE).
 
 `run(...)` runs `pretrain_gpt.py --cpu` on CPU ranks and parses Megatron-LM's own log
 lines: per-iteration lm loss, grad norm and skipped iterations, and the validation losses.
@@ -23,6 +23,7 @@ import atexit
 import json
 import os
 import re
+import runpy
 import select
 import shutil
 import signal
@@ -49,7 +50,7 @@ def matching_tag(version: str = None) -> str:
     if os.environ.get("MEGATRON_LM_TAG"):
         return os.environ["MEGATRON_LM_TAG"]
     if version is None:
-        from megatron.core.package_info import __version__ as version
+        version = _installed_megatron_core()
     major_minor = tuple(version.split(".")[:2])
     tags = sorted(p for p in os.listdir(PATCHES) if p.startswith("megatron-lm-core_v") and p.endswith(".patch"))
     tags = [p[len("megatron-lm-"):].split("-")[0] for p in tags]  # core_vX.Y.Z
@@ -58,6 +59,24 @@ def matching_tag(version: str = None) -> str:
             return tag
     raise MegatronLMUnavailable(f"no patch in {PATCHES} matches megatron-core {version} (patches for: "
                                 f"{', '.join(tags)}); install a supported megatron-core or set MEGATRON_LM_TAG")
+
+
+def _installed_megatron_core() -> str:
+    """The installed megatron-core's version, read from its package_info.py without importing
+    megatron.core (whose import, torch's and its own, costs this test process about 5 s of CPU that
+    nothing else in a Megatron-LM test file spends: its runs import it in their own processes)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("megatron")  # a namespace package: finding it imports nothing heavy
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        info = os.path.join(base, "core", "package_info.py")
+        if os.path.isfile(info):
+            return runpy.run_path(info)["__version__"]
+    from megatron.core.package_info import __version__  # not laid out as a package on disk: import it
+
+    return __version__
+
+
 RUN_TIMEOUT_S = 300     # one torchrun (10-30 s here: start-up, 2-4 ranks on 2 cores)
 P2P_TIMEOUT_S = 120     # a rank waiting on a peer fails with a diagnosis before the run's timeout
 
@@ -188,8 +207,49 @@ def prepare(workdir: str, tag: str = None) -> str:
         raise RuntimeError(f"{APPLY_PATCH} {tree} did not apply {patch}: {done.stdout}{done.stderr}")
     _python3_config(os.path.join(workdir, "bin"))
     _stack_dump_on_sigterm(os.path.join(workdir, "site"))
+    _dataset_helpers(tree, os.path.join(workdir, "bin"))
     open(os.path.join(tree, ".primus-patched"), "w").close()
     return tree
+
+
+HELPERS_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "primus_megatron",
+                             "megatron-lm-helpers")
+
+
+def _dataset_helpers(tree: str, bindir: str) -> None:
+    """Megatron-LM's compiled dataset helpers in `tree`, from a cache outside the session when it has them.
+    Megatron-LM compiles megatron/core/datasets/helpers.cpp with its own Makefile on a run's first start (about
+    18 s of CPU, once per session and tree: each test file measured alone paid it again). Built here the same
+    way (its Makefile, this interpreter's pybind11 and python3-config), kept under HELPERS_CACHE keyed by what
+    the build reads, and copied in after: the library is newer than its source, so Megatron-LM's own `make`
+    finds nothing to do. Without a writable cache it is built as before, by the first run."""
+    import hashlib
+    import importlib.metadata
+    import sysconfig
+
+    datasets = os.path.join(tree, "megatron", "core", "datasets")
+    name = "helpers_cpp" + sysconfig.get_config_var("EXT_SUFFIX")
+    try:
+        pybind11 = importlib.metadata.version("pybind11")
+        with open(os.path.join(datasets, "helpers.cpp"), "rb") as f, open(os.path.join(datasets, "Makefile"), "rb") as g:
+            key = hashlib.sha256(f.read() + g.read() + f"{sys.version}|{pybind11}|{name}".encode()).hexdigest()[:16]
+    except (OSError, importlib.metadata.PackageNotFoundError):
+        return  # a tree laid out otherwise, or no pybind11: Megatron-LM's own first run decides
+    cached = os.path.join(HELPERS_CACHE, key, name)
+    if not os.path.isfile(cached):
+        env = dict(os.environ, PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+        done = subprocess.run(["make", "-C", datasets], env=env, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0 or not os.path.isfile(os.path.join(datasets, name)):
+            return  # the first run compiles again and reports what fails
+        try:
+            os.makedirs(os.path.dirname(cached), exist_ok=True)
+            partial = f"{cached}.{os.getpid()}"
+            shutil.copy(os.path.join(datasets, name), partial)
+            os.replace(partial, cached)  # whole or not at all: another session may be reading it
+        except OSError:
+            pass
+        return
+    shutil.copy(cached, os.path.join(datasets, name))  # a fresh mtime: newer than helpers.cpp
 
 
 def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
