@@ -20,12 +20,12 @@ STAMP312 := $(VENV312)/.installed-stamp
 # tests/schedule_subset.py), since the schedules themselves do not depend on megatron-core.
 PY312_SCHEDULES ?= 1f1b,zb-h1,zbv
 # ... less what reads no megatron-core: our training CLI's argument refusals and its demo picture; and
-# Megatron-LM's router options under zb-h1 (expert bias, capacity: megatron-core's router, which our
+# Megatron-LM's router options under zb-h1 (expert bias with capacity, one launch: megatron-core's router, which our
 # runtime does not touch; the MoE model itself, grouped and sequential experts, stays); and our FP8 B/W split
 # broken on purpose (tests/fp8_breakages.py: our runtime and the TE stand-in, no megatron-core; the FP8
 # comparison that catches it runs on both legs).
 PY312_DESELECT ?= test_bad_arguments_exit_2_with_one_sentence or test_demo_picture_shows_plan_over_measurement \
-	or test_moe_variants_train_exactly_as_megatron[expert-bias] or test_moe_variants_train_exactly_as_megatron[capacity] \
+	or test_moe_variants_train_exactly_as_megatron[router] \
 	or test_a_broken_fp8_split_is_caught
 # The production matrix's rows on that leg: one per megatron-core feature the runtime touches (overlapped
 # DDP reduce, distributed optimizer with overlapped gathers, post-validation, fused accumulation with tied
