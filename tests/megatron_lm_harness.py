@@ -77,6 +77,11 @@ def _installed_megatron_core() -> str:
     return __version__
 
 
+# The comparisons' runs evaluate once, after training (Megatron-LM's validation and test evaluations,
+# which it runs whatever --eval-interval says): an evaluation during training at the last iteration,
+# what --eval-interval ITERS added, read the same weights on another batch (a third of a 3-iteration
+# run's evaluating, about 7% of its CPU). Tests of evaluating during training (e2e) give their own.
+EVAL_AFTER_TRAINING = ["--eval-interval", "1000"]
 RUN_TIMEOUT_S = 300     # one torchrun (10-30 s here: start-up, 2-4 ranks on 2 cores)
 P2P_TIMEOUT_S = 120     # a rank waiting on a peer fails with a diagnosis before the run's timeout
 
@@ -509,7 +514,7 @@ class TEPipelineRuns:
     session saves the start and runs megatron's own bf16 1F1B once. Every run loads the start with
     --finetune: Megatron-LM seeds each pipeline rank's initialisation, so V placements would start from
     other weights. bf16 as examples/slurm/pretrain_gpt.sbatch's default GPU run; 4 microbatches, ITERS
-    iterations, the validation and test losses at the end."""
+    iterations, the validation and test losses after training (EVAL_AFTER_TRAINING)."""
 
     ITERS = 3
     NPROC = 2
@@ -531,7 +536,7 @@ class TEPipelineRuns:
         return self._start
 
     def args(self, schedule: str = None, fp8_recipe: str = None) -> list:
-        return [*self.MODEL, "--train-iters", str(self.ITERS), "--eval-interval", str(self.ITERS),
+        return [*self.MODEL, "--train-iters", str(self.ITERS), *EVAL_AFTER_TRAINING,
                 "--load", self.start(), "--finetune",
                 *(["--pipeline-schedule", schedule, *self.FIXED] if schedule else []),
                 *(["--fp8-format", "hybrid", "--fp8-recipe", fp8_recipe, *self.FP8] if fp8_recipe else [])]

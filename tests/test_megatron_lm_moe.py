@@ -51,7 +51,7 @@ pytestmark = pytest.mark.megatron_lm
 # shared with the FP8 tests); the variants below take the same model options
 ITERS = H.MoEPipelineRuns.ITERS
 MOE, TE_MOE = H.MoEPipelineRuns.MOE, H.MoEPipelineRuns.TE_MOE
-DP2PP2 = H.MoEPipelineRuns.DP2PP2 + ["--eval-interval", str(ITERS)]
+DP2PP2 = H.MoEPipelineRuns.DP2PP2 + H.EVAL_AFTER_TRAINING
 FIXED = H.MoEPipelineRuns.FIXED
 # one loop and one V schedule (v-half, v-min and dualpipev place layers as zbv does; the matrix runs them all)
 SCHEDULES = ["zb-h1", "zbv"]
