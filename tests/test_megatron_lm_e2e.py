@@ -18,7 +18,8 @@ validation losses) must be identical, as printed, to those of Megatron's own sch
 * a checkpoint saved under 1f1b resumed under zbv, and back (too few steps left for
   --pipeline-profile-out: said at the end);
 * --optimizer-post-validation (steps rolled back and redone): the same lines;
-* a bad schedule option: one sentence, exit status 2;
+* a bad schedule option: one sentence, exit status 2 (first CI leg only: our plugin refuses it in
+  Megatron-LM's argument checks before megatron-core builds anything; Makefile PY312_DESELECT);
 * a user's bf16 dry run under torchrun with Megatron-LM's defaults (masked-softmax fusion,
   --num-workers 2): zb-h1 against megatron's own 1F1B, also bf16.
 
