@@ -23,7 +23,8 @@ PY312_SCHEDULES ?= 1f1b,zb-h1,zbv
 # Megatron-LM's router options under zb-h1 (expert bias with capacity, one launch: megatron-core's router, which our
 # runtime does not touch; the MoE model itself, grouped and sequential experts, stays); and our FP8 B/W split
 # broken on purpose (tests/fp8_breakages.py: our runtime and the TE stand-in, no megatron-core; the FP8
-# comparison that catches it runs on both legs); and two refusals our plugin makes in Megatron-LM's argument
+# comparison that catches it runs on both legs). Megatron-LM's runs that ask for torchrun fork their ranks there
+# (PRIMUS_TEST_TORCHRUN=0: torchrun is torch's, not megatron-core's; tests/megatron_lm_harness.py); and two refusals our plugin makes in Megatron-LM's argument
 # checks before megatron-core builds anything (a misspelt --pipeline-schedule under torchrun, a torchrun and a
 # rank importing Megatron-LM for one sentence: about 30 s of CPU; MLA on local layers).
 PY312_DESELECT ?= test_bad_arguments_exit_2_with_one_sentence or test_demo_picture_shows_plan_over_measurement \
@@ -153,7 +154,7 @@ test-py311-megatron-lm: $(STAMP)
 	$(BIN)/python -m pytest -q --durations=10 --junitxml=out/test-py311-megatron-lm.xml $(PY311_MEGATRON_LM)
 
 test-py312: $(STAMP312)
-	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) PRIMUS_TEST_MATRIX_ROWS=$(subst $(SPACE),$(COMMA),$(strip $(PY312_MATRIX_ROWS))) \
+	PYTHONPATH=$(CURDIR) PRIMUS_TEST_SCHEDULES=$(PY312_SCHEDULES) PRIMUS_TEST_TORCHRUN=0 PRIMUS_TEST_MATRIX_ROWS=$(subst $(SPACE),$(COMMA),$(strip $(PY312_MATRIX_ROWS))) \
 	  $(VENV312)/bin/python -m pytest -q --durations=10 -p no:cacheprovider --junitxml=out/test-py312.xml \
 	  -k "not ($(PY312_DESELECT))" $(PY312_TESTS)
 

@@ -15,7 +15,9 @@ The ranks are forked from one process per tree that imported pretrain_gpt.py onc
 torchrun's rule for a failing rank), since those imports cost about 9 s of CPU per rank;
 `launcher="torchrun"` (or PRIMUS_TEST_TORCHRUN=1 for every run) starts
 `torchrun --standalone` as a user does; the refusal test does, and test_slurm.py trains
-under srun + torchrun.
+under srun + torchrun. PRIMUS_TEST_TORCHRUN=0 (the second CI leg) forks those ranks too: torchrun
+is torch's, the same whatever megatron-core runs, and a torchrun launch imports everything in every
+rank (about 25 s of CPU for 2 ranks).
 """
 from __future__ import annotations
 
@@ -263,7 +265,7 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
         sft: bool = False) -> Result:
     """pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log. The ranks are forked
     from this tree's import-once process, or started by torchrun (`launcher="torchrun"` or
-    PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`.
+    PRIMUS_TEST_TORCHRUN=1; PRIMUS_TEST_TORCHRUN=0 forks them whatever the test asks). Every rank is killed if the run outlives `timeout`.
 
     `te`: TransformerEngine layers (`--transformer-impl transformer_engine`), the test-only stand-in
     (tests/te_standin) installed as the `transformer_engine` package for this run alone (first on
@@ -304,6 +306,8 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     argv = [*(["--cpu"] if cpu_flag else []), *tiny, *_data_cache(tree, args), *args]
     launcher = launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" and not rank_setup
                             else "fork")
+    if launcher == "torchrun" and os.environ.get("PRIMUS_TEST_TORCHRUN") == "0":
+        launcher = "fork"  # torchrun on one CI leg only (module docstring)
     assert not rank_setup or launcher == "fork", "rank_setup runs in forked ranks only"
     if launcher == "nodes":  # the GPU check on fewer GPUs than ranks: benchmarks/rank_launch.py
         code, out = _nodes(tree, nproc, argv, env, timeout, gpus)

@@ -21,7 +21,8 @@ validation losses) must be identical, as printed, to those of Megatron's own sch
 * a bad schedule option: one sentence, exit status 2 (first CI leg only: our plugin refuses it in
   Megatron-LM's argument checks before megatron-core builds anything; Makefile PY312_DESELECT);
 * a user's bf16 dry run under torchrun with Megatron-LM's defaults (masked-softmax fusion,
-  --num-workers 2): zb-h1 against megatron's own 1F1B, also bf16.
+  --num-workers 2): zb-h1 against megatron's own 1F1B, also bf16 (forked ranks with torchrun's
+  environment on the second CI leg: PRIMUS_TEST_TORCHRUN=0, tests/megatron_lm_harness.py).
 
 Runs take 3-10 s each once pretrain_gpt.py is imported (15-30 s under torchrun, mostly
 imports); `-m "not megatron_lm"` leaves them out.
