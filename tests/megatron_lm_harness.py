@@ -326,6 +326,21 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     return result
 
 
+def print_parsed_arguments(words_json: str) -> None:
+    """A `rank_setup` that parses `words` (a JSON list) with Megatron-LM's own parser and our plugin's
+    options, as pretrain() parses first, prints `PARSED {name: str(value)}` and ends the rank (exit status 0)
+    before pretrain_gpt.py runs: a command line checked in a forked rank instead of an interpreter that
+    imports Megatron-LM for it (about 10 s of CPU)."""
+    from megatron.training.arguments import parse_args
+
+    from primus_megatron import megatron_lm
+
+    sys.argv = ["pretrain_gpt.py", *json.loads(words_json)]
+    args = parse_args(extra_args_provider=megatron_lm.extra_args_provider(None))
+    print("PARSED " + json.dumps({k: str(v) for k, v in vars(args).items()}), flush=True)
+    sys.exit(0)
+
+
 def save_start(tree: str, nproc: int, args: list, path: str, **kwargs) -> str:
     """One iteration of megatron's own schedule on `args`, saved at `path` (returned): the start every run
     of a comparison loads with --finetune (Megatron-LM seeds each pipeline rank's initialisation, so a V

@@ -565,13 +565,6 @@ def test_the_gpu_checks_shipped_environment_is_the_sbatchs(fake_slurm, rocm, arc
 
 
 DEEPSEEK_V3 = os.path.join(ROOT, "examples", "slurm", "deepseek_v3.args")
-# Megatron-LM's own parser with our plugin's options, in its tree: what pretrain() parses first
-_PARSE = ("import json, sys\n"
-          "from megatron.training.arguments import parse_args\n"
-          "from primus_megatron import megatron_lm\n"
-          "sys.argv = ['pretrain_gpt.py', *json.loads(sys.argv[1])]\n"
-          "args = parse_args(extra_args_provider=megatron_lm.extra_args_provider(None))\n"
-          "print(json.dumps({k: str(v) for k, v in vars(args).items()}))\n")
 
 
 def test_the_deepseek_v3_example_launches_megatron_lm_and_its_arguments_parse(fake_slurm, megatron_lm_tree):
@@ -585,11 +578,15 @@ def test_the_deepseek_v3_example_launches_megatron_lm_and_its_arguments_parse(fa
     launch = next(line for line in out.splitlines() if "launch:" in line)
     assert launch.endswith(os.path.join(megatron_lm_tree, "pretrain_gpt.py") + " " + " ".join(words)), launch
     assert "--nnodes 2 --nproc-per-node 8" in launch  # 16 GPUs: PP=4 x DP=4, EP=4 over the DP ranks
-    done = subprocess.run([sys.executable, "-c", _PARSE, json.dumps(words)], cwd=megatron_lm_tree, timeout=300,
-                          capture_output=True, text=True,
-                          env=_clean_env(PYTHONPATH=os.pathsep.join([megatron_lm_tree, ROOT]), OMP_NUM_THREADS="1"))
-    assert done.returncode == 0, _tail(done.stdout + done.stderr)
-    parsed = json.loads(done.stdout.strip().splitlines()[-1])
+    # Megatron-LM's own parser with our plugin's options, in a rank forked from the session's import-once process
+    # of its tree (megatron_lm_harness.print_parsed_arguments: what pretrain() parses first, then the rank ends)
+    import megatron_lm_harness as H
+
+    done = H.run(megatron_lm_tree, 1, [], rank_setup=("megatron_lm_harness", "print_parsed_arguments", json.dumps(words)),
+                 expect_ok=False)
+    lines = [line for line in done.log.splitlines() if line.startswith("PARSED ")]
+    assert done.returncode == 0 and len(lines) == 1, _tail(done.log)
+    parsed = json.loads(lines[0][len("PARSED "):])
     expected = {"pipeline_schedule": "dualpipev", "multi_latent_attention": "True", "q_lora_rank": "768",
                 "moe_layer_freq": str([0] + [1] * 15), "num_experts": "64", "moe_router_topk": "8",
                 "moe_router_score_function": "sigmoid", "moe_router_enable_expert_bias": "True",
