@@ -245,9 +245,12 @@ def _dataset_helpers(tree: str, bindir: str) -> None:
     cached = os.path.join(HELPERS_CACHE, key, name)
     if not os.path.isfile(cached):
         env = dict(os.environ, PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
-        done = subprocess.run(["make", "-C", datasets], env=env, capture_output=True, text=True, timeout=600)
-        if done.returncode != 0 or not os.path.isfile(os.path.join(datasets, name)):
+        try:
+            done = subprocess.run(["make", "-C", datasets], env=env, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError):  # no make here, or a build that hangs
             return  # the first run compiles again and reports what fails
+        if done.returncode != 0 or not os.path.isfile(os.path.join(datasets, name)):
+            return
         try:
             os.makedirs(os.path.dirname(cached), exist_ok=True)
             partial = f"{cached}.{os.getpid()}"
