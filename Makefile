@@ -23,10 +23,10 @@ PY312_SCHEDULES ?= 1f1b,zb-h1,zbv
 # Megatron-LM's router options under zb-h1 (expert bias with capacity, one launch: megatron-core's router, which our
 # runtime does not touch; the MoE model itself, grouped and sequential experts, stays); and our FP8 B/W split
 # broken on purpose (tests/fp8_breakages.py: our runtime and the TE stand-in, no megatron-core; the FP8
-# comparison that catches it runs on both legs). Megatron-LM's runs that ask for torchrun fork their ranks there
-# (PRIMUS_TEST_TORCHRUN=0: torchrun is torch's, not megatron-core's; tests/megatron_lm_harness.py); and two refusals our plugin makes in Megatron-LM's argument
-# checks before megatron-core builds anything (a misspelt --pipeline-schedule under torchrun, a torchrun and a
-# rank importing Megatron-LM for one sentence: about 30 s of CPU; MLA on local layers).
+# comparison that catches it runs on both legs); and two refusals our plugin makes in Megatron-LM's argument
+# checks before megatron-core builds anything (a misspelt --pipeline-schedule, MLA on local layers). Megatron-LM's
+# runs that ask for torchrun fork their ranks there (PRIMUS_TEST_TORCHRUN=0: torchrun is torch's, not
+# megatron-core's; tests/megatron_lm_harness.py).
 PY312_DESELECT ?= test_bad_arguments_exit_2_with_one_sentence or test_demo_picture_shows_plan_over_measurement \
 	or test_moe_variants_train_exactly_as_megatron[router] \
 	or test_a_broken_fp8_split_is_caught or test_a_bad_schedule_option_gets_one_sentence \

@@ -14,8 +14,8 @@ The ranks are forked from one process per tree that imported pretrain_gpt.py onc
 (megatron_lm_forks.py: torchrun's environment per rank, pretrain_gpt.py run as __main__,
 torchrun's rule for a failing rank), since those imports cost about 9 s of CPU per rank;
 `launcher="torchrun"` (or PRIMUS_TEST_TORCHRUN=1 for every run) starts
-`torchrun --standalone` as a user does; the refusal test does, and test_slurm.py trains
-under srun + torchrun. PRIMUS_TEST_TORCHRUN=0 (the second CI leg) forks those ranks too: torchrun
+`torchrun --standalone` as a user does; test_megatron_lm_e2e's bf16 dry run does, and
+test_slurm.py trains under srun + torchrun. PRIMUS_TEST_TORCHRUN=0 (the second CI leg) forks those ranks too: torchrun
 is torch's, the same whatever megatron-core runs, and a torchrun launch imports everything in every
 rank (about 25 s of CPU for 2 ranks).
 """

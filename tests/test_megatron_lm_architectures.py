@@ -93,9 +93,8 @@ def test_architecture_trains_exactly_as_megatron(runs, arch, schedule):
 
 
 def test_multi_latent_attention_on_local_layers_is_refused_in_one_sentence(megatron_lm_tree):
-    """Forked ranks, not torchrun (whose own report of a refusal test_megatron_lm_e2e checks): the
-    refusal is Megatron-LM's argument parsing with our plugin, the same under either launcher (and on
-    either megatron-core: the first CI leg only, Makefile PY312_DESELECT)."""
+    """Forked ranks, not torchrun: the refusal is Megatron-LM's argument parsing with our plugin, the
+    same under either launcher (and on either megatron-core: the first CI leg only, Makefile PY312_DESELECT)."""
     result = H.run(megatron_lm_tree, 2, ["--pipeline-model-parallel-size", "2", "--train-iters", "1",
                                          "--global-batch-size", "4", "--eval-interval", "1", *DEEPSEEK[:-4],
                                          "--pipeline-schedule", "zbv"], expect_ok=False, timeout=180)
