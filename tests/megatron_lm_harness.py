@@ -5,8 +5,8 @@ core_v0.16.1 for 0.16.1, core_v0.19.0 for 0.19.x). Its source is MEGATRON_LM_PAT
 checkout at that tag) if set, else the unmodified snapshot in ../shared/megatron-lm/
 beside the repository. It is
 copied or unpacked once per test session into a temporary folder, patched with
-that tag's patch from patches/ (by `patches/apply_patch.sh`, as a user does), and every run there shares it (Megatron-LM
-compiles its dataset helpers into that tree on the first run).
+that tag's patch from patches/ (by `patches/apply_patch.sh`, as a user does), and every run there shares it (its dataset
+helpers compiled with Megatron-LM's own Makefile once per machine, kept under HELPERS_CACHE).
 
 `run(...)` runs `pretrain_gpt.py --cpu` on CPU ranks and parses Megatron-LM's own log
 lines: per-iteration lm loss, grad norm and skipped iterations, and the validation losses.
@@ -14,8 +14,10 @@ The ranks are forked from one process per tree that imported pretrain_gpt.py onc
 (megatron_lm_forks.py: torchrun's environment per rank, pretrain_gpt.py run as __main__,
 torchrun's rule for a failing rank), since those imports cost about 9 s of CPU per rank;
 `launcher="torchrun"` (or PRIMUS_TEST_TORCHRUN=1 for every run) starts
-`torchrun --standalone` as a user does; the refusal test does, and test_slurm.py trains
-under srun + torchrun.
+`torchrun --standalone` as a user does; test_megatron_lm_e2e's bf16 dry run does, and
+test_slurm.py trains under srun + torchrun. PRIMUS_TEST_TORCHRUN=0 (the second CI leg) forks those ranks too: torchrun
+is torch's, the same whatever megatron-core runs, and a torchrun launch imports everything in every
+rank (about 25 s of CPU for 2 ranks).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import atexit
 import json
 import os
 import re
+import runpy
 import select
 import shutil
 import signal
@@ -49,7 +52,7 @@ def matching_tag(version: str = None) -> str:
     if os.environ.get("MEGATRON_LM_TAG"):
         return os.environ["MEGATRON_LM_TAG"]
     if version is None:
-        from megatron.core.package_info import __version__ as version
+        version = _installed_megatron_core()
     major_minor = tuple(version.split(".")[:2])
     tags = sorted(p for p in os.listdir(PATCHES) if p.startswith("megatron-lm-core_v") and p.endswith(".patch"))
     tags = [p[len("megatron-lm-"):].split("-")[0] for p in tags]  # core_vX.Y.Z
@@ -58,6 +61,29 @@ def matching_tag(version: str = None) -> str:
             return tag
     raise MegatronLMUnavailable(f"no patch in {PATCHES} matches megatron-core {version} (patches for: "
                                 f"{', '.join(tags)}); install a supported megatron-core or set MEGATRON_LM_TAG")
+
+
+def _installed_megatron_core() -> str:
+    """The installed megatron-core's version, read from its package_info.py without importing
+    megatron.core (whose import, torch's and its own, costs this test process about 5 s of CPU that
+    nothing else in a Megatron-LM test file spends: its runs import it in their own processes)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("megatron")  # a namespace package: finding it imports nothing heavy
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        info = os.path.join(base, "core", "package_info.py")
+        if os.path.isfile(info):
+            return runpy.run_path(info)["__version__"]
+    from megatron.core.package_info import __version__  # not laid out as a package on disk: import it
+
+    return __version__
+
+
+# The comparisons' runs evaluate once, after training (Megatron-LM's validation and test evaluations,
+# which it runs whatever --eval-interval says): an evaluation during training at the last iteration,
+# what --eval-interval ITERS added, read the same weights on another batch (a third of a 3-iteration
+# run's evaluating, about 7% of its CPU). Tests of evaluating during training (e2e) give their own.
+EVAL_AFTER_TRAINING = ["--eval-interval", "1000"]
 RUN_TIMEOUT_S = 300     # one torchrun (10-30 s here: start-up, 2-4 ranks on 2 cores)
 P2P_TIMEOUT_S = 120     # a rank waiting on a peer fails with a diagnosis before the run's timeout
 
@@ -188,8 +214,52 @@ def prepare(workdir: str, tag: str = None) -> str:
         raise RuntimeError(f"{APPLY_PATCH} {tree} did not apply {patch}: {done.stdout}{done.stderr}")
     _python3_config(os.path.join(workdir, "bin"))
     _stack_dump_on_sigterm(os.path.join(workdir, "site"))
+    _dataset_helpers(tree, os.path.join(workdir, "bin"))
     open(os.path.join(tree, ".primus-patched"), "w").close()
     return tree
+
+
+HELPERS_CACHE = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "primus_megatron",
+                             "megatron-lm-helpers")
+
+
+def _dataset_helpers(tree: str, bindir: str) -> None:
+    """Megatron-LM's compiled dataset helpers in `tree`, from a cache outside the session when it has them.
+    Megatron-LM compiles megatron/core/datasets/helpers.cpp with its own Makefile on a run's first start (about
+    18 s of CPU, once per session and tree: each test file measured alone paid it again). Built here the same
+    way (its Makefile, this interpreter's pybind11 and python3-config), kept under HELPERS_CACHE keyed by what
+    the build reads, and copied in after: the library is newer than its source, so Megatron-LM's own `make`
+    finds nothing to do. Without a writable cache it is built as before, by the first run."""
+    import hashlib
+    import importlib.metadata
+    import sysconfig
+
+    datasets = os.path.join(tree, "megatron", "core", "datasets")
+    name = "helpers_cpp" + sysconfig.get_config_var("EXT_SUFFIX")
+    try:
+        pybind11 = importlib.metadata.version("pybind11")
+        with open(os.path.join(datasets, "helpers.cpp"), "rb") as f, open(os.path.join(datasets, "Makefile"), "rb") as g:
+            key = hashlib.sha256(f.read() + g.read() + f"{sys.version}|{pybind11}|{name}".encode()).hexdigest()[:16]
+    except (OSError, importlib.metadata.PackageNotFoundError):
+        return  # a tree laid out otherwise, or no pybind11: Megatron-LM's own first run decides
+    cached = os.path.join(HELPERS_CACHE, key, name)
+    if not os.path.isfile(cached):
+        env = dict(os.environ, PATH=os.pathsep.join([bindir, os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+        try:
+            done = subprocess.run(["make", "-C", datasets], env=env, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError):  # no make here, or a build that hangs
+            return  # the first run compiles again and reports what fails
+        if done.returncode != 0 or not os.path.isfile(os.path.join(datasets, name)):
+            return
+        try:
+            os.makedirs(os.path.dirname(cached), exist_ok=True)
+            partial = f"{cached}.{os.getpid()}"
+            shutil.copy(os.path.join(datasets, name), partial)
+            os.replace(partial, cached)  # whole or not at all: another session may be reading it
+        except OSError:
+            pass
+        return
+    shutil.copy(cached, os.path.join(datasets, name))  # a fresh mtime: newer than helpers.cpp
 
 
 def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: float = RUN_TIMEOUT_S,
@@ -198,7 +268,7 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
         sft: bool = False) -> Result:
     """pretrain_gpt.py on `nproc` CPU ranks with TINY + args; parsed log. The ranks are forked
     from this tree's import-once process, or started by torchrun (`launcher="torchrun"` or
-    PRIMUS_TEST_TORCHRUN=1). Every rank is killed if the run outlives `timeout`.
+    PRIMUS_TEST_TORCHRUN=1; PRIMUS_TEST_TORCHRUN=0 forks them whatever the test asks). Every rank is killed if the run outlives `timeout`.
 
     `te`: TransformerEngine layers (`--transformer-impl transformer_engine`), the test-only stand-in
     (tests/te_standin) installed as the `transformer_engine` package for this run alone (first on
@@ -239,6 +309,8 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
     argv = [*(["--cpu"] if cpu_flag else []), *tiny, *_data_cache(tree, args), *args]
     launcher = launcher or ("torchrun" if os.environ.get("PRIMUS_TEST_TORCHRUN") == "1" and not rank_setup
                             else "fork")
+    if launcher == "torchrun" and os.environ.get("PRIMUS_TEST_TORCHRUN") == "0":
+        launcher = "fork"  # torchrun on one CI leg only (module docstring)
     assert not rank_setup or launcher == "fork", "rank_setup runs in forked ranks only"
     if launcher == "nodes":  # the GPU check on fewer GPUs than ranks: benchmarks/rank_launch.py
         code, out = _nodes(tree, nproc, argv, env, timeout, gpus)
@@ -255,6 +327,21 @@ def run(tree: str, nproc: int, args: list, *, cpu_flag: bool = True, timeout: fl
         raise AssertionError(f"pretrain_gpt.py {' '.join(args)} exited with {code}:\n{tail(out)}")
     result.returncode = code
     return result
+
+
+def print_parsed_arguments(words_json: str) -> None:
+    """A `rank_setup` that parses `words` (a JSON list) with Megatron-LM's own parser and our plugin's
+    options, as pretrain() parses first, prints `PARSED {name: str(value)}` and ends the rank (exit status 0)
+    before pretrain_gpt.py runs: a command line checked in a forked rank instead of an interpreter that
+    imports Megatron-LM for it (about 10 s of CPU)."""
+    from megatron.training.arguments import parse_args
+
+    from primus_megatron import megatron_lm
+
+    sys.argv = ["pretrain_gpt.py", *json.loads(words_json)]
+    args = parse_args(extra_args_provider=megatron_lm.extra_args_provider(None))
+    print("PARSED " + json.dumps({k: str(v) for k, v in vars(args).items()}), flush=True)
+    sys.exit(0)
 
 
 def save_start(tree: str, nproc: int, args: list, path: str, **kwargs) -> str:
@@ -449,7 +536,7 @@ class TEPipelineRuns:
     session saves the start and runs megatron's own bf16 1F1B once. Every run loads the start with
     --finetune: Megatron-LM seeds each pipeline rank's initialisation, so V placements would start from
     other weights. bf16 as examples/slurm/pretrain_gpt.sbatch's default GPU run; 4 microbatches, ITERS
-    iterations, the validation and test losses at the end."""
+    iterations, the validation and test losses after training (EVAL_AFTER_TRAINING)."""
 
     ITERS = 3
     NPROC = 2
@@ -471,7 +558,7 @@ class TEPipelineRuns:
         return self._start
 
     def args(self, schedule: str = None, fp8_recipe: str = None) -> list:
-        return [*self.MODEL, "--train-iters", str(self.ITERS), "--eval-interval", str(self.ITERS),
+        return [*self.MODEL, "--train-iters", str(self.ITERS), *EVAL_AFTER_TRAINING,
                 "--load", self.start(), "--finetune",
                 *(["--pipeline-schedule", schedule, *self.FIXED] if schedule else []),
                 *(["--fp8-format", "hybrid", "--fp8-recipe", fp8_recipe, *self.FP8] if fp8_recipe else [])]
