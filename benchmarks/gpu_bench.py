@@ -536,6 +536,11 @@ def main(argv=None) -> int:
             "attention": args.attention, "link_gbps": args.link_gbps, "p2p_timeout_s": args.p2p_timeout,
             "check_schedules": args.check_schedules, "megatron_lm_schedules": args.megatron_lm_schedules,
             "launch_on_cpu": [p for p in args.launch_on_cpu.split(",") if p], "out": args.out}
+    unknown = sorted(set(opts["launch_on_cpu"]) - set(PIPELINED))
+    if unknown:  # a misspelt part would quietly run on forked ranks instead of the launch path
+        print(f"gpu_bench: --launch-on-cpu takes parts of {', '.join(PIPELINED)}, got {', '.join(unknown)}",
+              file=sys.stderr)
+        return 2
     env = gpu_check.environment()
     data = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "dry_run": not gpu,
             "command": " ".join(["python", "benchmarks/gpu_bench.py", *(argv if argv is not None else sys.argv[1:])]),

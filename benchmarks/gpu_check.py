@@ -797,6 +797,12 @@ def main(argv=None) -> int:
     if not knobs or set(knobs) - {"shipped", "1", "unset"}:
         print(f"gpu_check: --knobs takes shipped, 1 and unset (comma-separated), got {args.knobs}", file=sys.stderr)
         return 2
+    bad = next(((f"--{name.replace('_', '-')}", value) for name in ("p2p_timeout", "config_timeout", "startup_timeout",
+                                                                     "deadline_min")
+                for value in [getattr(args, name)] if value is not None and not 0 < value < float("inf")), None)
+    if bad:  # 0 or a negative limit would call every launch hung at once, nan would never call one hung
+        print(f"gpu_check: {bad[0]} takes a positive number, got {bad[1]:g}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     opts = {"model": MODEL if gpu else DRY_MODEL, "microbatches": args.microbatches, "steps": args.steps,
             "p2p_timeout_s": args.p2p_timeout, "config_timeout_s": args.config_timeout,

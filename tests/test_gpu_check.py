@@ -196,3 +196,48 @@ def test_make_gpu_check_runs_with_the_images_python_on_a_rocm_node():
         default = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=ROOT, capture_output=True,
                                  text=True, timeout=60, env=env).stdout
         assert "venv" in default and f".venv/bin/python {script}" in default, default
+
+
+@pytest.mark.parametrize("option, value", [("--startup-timeout", "0"), ("--config-timeout", "nan"),
+                                           ("--p2p-timeout", "-1"), ("--deadline-min", "inf")])
+def test_a_limit_that_is_not_a_positive_number_is_one_sentence(option, value, tmp_path, capsys):
+    """0 or a negative limit would call every launch hung at once; nan or inf would never call one hung."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import gpu_check
+
+    assert gpu_check.main(["--cpu-dry-run", option, value, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"gpu_check: {option} takes a positive number, got {float(value):g}", err
+    assert not os.listdir(tmp_path)  # refused before anything is written
+
+
+def test_a_launch_whose_ranks_never_start_is_hung_after_the_startup_limit(tmp_path, monkeypatch):
+    """--startup-timeout bounds a launch until its first progress line, --config-timeout after it: ranks that
+    never report (a stub launch that neither ends nor writes progress) are killed after the start-up limit."""
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import gpu_check
+    import rank_launch
+
+    stopped = []
+
+    class NeverStarts:
+        logs = ["rank0.log"]
+
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def poll(self):
+            return None
+
+        def stop_with_stacks(self):
+            stopped.append(True)
+
+    monkeypatch.setattr(rank_launch, "Launch", NeverStarts)
+    monkeypatch.setattr(gpu_check.time, "sleep", lambda s: None)
+    clock = iter(range(0, 10_000, 1))
+    monkeypatch.setattr(gpu_check.time, "monotonic", lambda: float(next(clock)))
+    config = {"pp": 2, "env": {}}
+    done, why = gpu_check._launch_group([config], {"config_timeout_s": 1000.0, "startup_timeout_s": 5.0},
+                                        str(tmp_path), gpus=2)
+    assert done == [] and stopped == [True]
+    assert why.startswith("hung: no progress for 5 s since its ranks started, killed"), why

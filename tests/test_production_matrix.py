@@ -106,7 +106,8 @@ mean (what megatron's forward_step and DDP's data x context parallel average tra
 reference in a world of one (one more for the TE spec). One launch per world runs every case; a case
 that raises costs only itself (matrix_harness). `-k` selects which
 configurations run, not only which are checked, and PRIMUS_TEST_MATRIX_ROWS which rows
-exist (the second CI leg's PY312_MATRIX_ROWS). Run time: about 3 minutes when every case passes
+exist (the second CI leg's PY312_MATRIX_ROWS: one row per megatron-core feature the runtime touches; a
+row whose feature another row of that leg also runs is left to the first leg, the Makefile says which). Run time: about 3 minutes when every case passes
 (7 launches: the references in two, five worlds; 181 s measured 2026-11-28 with every row, before
 the 8-rank CP x DP row ran one schedule of each kind); a case that deadlocks adds the 60 s p2p / gloo
 timeout.

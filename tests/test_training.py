@@ -6,8 +6,8 @@ Coverage (2026-11-29, the suite's CPU budget): the training loop's tests run one
 the runtime executes differently, not every registered one: 1f1b (one backward op), zb-h1 (deferred W),
 interleaved-zb (two chunks on the loop placement), zbv (V placement) and dualpipev (overlapped F&B
 pairs); the Llama-style and MoE models the same kinds less the ones their options do not touch (one V
-schedule, not two or three). Every schedule stays exact against megatron's own 1F1B in
-test_runtime_parity.py and the production matrix; what these add (dropout masks, evaluation, the
+schedule, not two or three). Every schedule stays checked against megatron's own 1F1B in
+test_runtime_parity.py (to its tolerance, 1e-5 relative) and the production matrix (bitwise); what these add (dropout masks, evaluation, the
 optimizer, the model options) goes through the same runtime path for every schedule of a kind."""
 from __future__ import annotations
 
