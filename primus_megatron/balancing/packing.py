@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import List, Optional, Sequence, Tuple
 
 from .cost import SampleCost
+from .split import sample_costs
 
 Microbatches = Tuple[Tuple[int, ...], ...]
 
@@ -50,8 +51,8 @@ def first_fit_decreasing(indices: Sequence[int], lengths: Sequence[int], cap: in
     packs fewer than `at_least` microbatches (and there are that many samples), `at_least` microbatches
     of even cost: heaviest first into the cheapest one with room (a new one where none has)."""
     _check(indices, lengths, cap)
-    weight = (lambda i: cost.of(lengths[i])) if weights is None else (lambda i: weights[i])  # noqa: E731
-    heaviest_first = sorted(indices, key=lambda i: (-weight(i), i))
+    weight = sample_costs(lengths, cost, weights)
+    heaviest_first = sorted(indices, key=lambda i: (-weight[i], i))
     out: List[List[int]] = []
     used: List[int] = []
     for i in heaviest_first:
@@ -76,5 +77,5 @@ def first_fit_decreasing(indices: Sequence[int], lengths: Sequence[int], cap: in
             costs.append(0.0)
         out[k].append(i)
         used[k] += lengths[i]
-        costs[k] += weight(i)
+        costs[k] += weight[i]
     return tuple(tuple(mb) for mb in out)
