@@ -168,7 +168,7 @@ def test_moe_variants_train_exactly_as_megatron(runs, name):
 
 
 # zbv planned with an all-to-all cost reaches megatron-core's combined step as dualpipev does (which the offload
-# test below runs); both CI legs run these cases
+# test below runs); the second CI leg runs those with TE layers (Makefile's PY312_DESELECT)
 @pytest.mark.parametrize("layers, schedule", A2A_CASES, ids=[f"{s}-{layers}" for layers, s in A2A_CASES])
 def test_a2a_overlap_trains_exactly_as_megatron(runs, layers, schedule):
     """--overlap-moe-expert-parallel-comm: our overlapped pairs through megatron's combined step, and
