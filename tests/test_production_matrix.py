@@ -356,6 +356,13 @@ def _schedules(name: str) -> list:
 CASES = [(c, s) for c in CONFIGS for s in _schedules(c)]
 
 
+def _rows_or_none(items: list) -> list:
+    """A parameter list that PRIMUS_TEST_MATRIX_ROWS may leave empty (the second CI leg has no FP8 row):
+    pytest would collect an empty one as a skipped placeholder; this placeholder is deselected instead
+    (tests/conftest.py), as the rows the filter leaves out are."""
+    return items or [pytest.param(None, id="no-row-selected", marks=pytest.mark.no_row_selected)]
+
+
 def _ids(case):
     return f"{case[0]}-{case[1]}"
 
@@ -657,7 +664,7 @@ FP8_ROWS = [c for c in CONFIGS if CONFIGS[c][1].get("fp8")]
 
 
 # FP8 rows are checked against megatron's 1F1B only: the fp32 reference has no FP8 rounding to equal
-@pytest.mark.parametrize("case", [c for c in CASES if c[0] not in FP8_ROWS], ids=_ids)
+@pytest.mark.parametrize("case", _rows_or_none([c for c in CASES if c[0] not in FP8_ROWS]), ids=_ids)
 def test_equals_the_non_pipelined_reference(worlds, reference, case):
     """Losses, gradients after finalize_model_grads and parameters after every step equal the
     single-process reference; the megatron-1f1b rows check the harness itself."""
@@ -723,7 +730,7 @@ def _megatron_param_check(config, schedule: str = ""):
 OUR_CASES = [c for c in CASES if c[1] != H.MEGATRON]
 
 
-@pytest.mark.parametrize("case", OUR_CASES, ids=_ids)
+@pytest.mark.parametrize("case", _rows_or_none(OUR_CASES), ids=_ids)
 def test_equals_megatrons_own_1f1b(worlds, case):
     """Same losses, gradients and parameters as megatron-core's 1F1B on the same configuration."""
     config, schedule = case
@@ -747,13 +754,6 @@ def _fp8_state_by_name(per_rank, it: int) -> dict:
                     f"{name}: replicas hold different FP8 scaling state in iteration {it}"
             out[name] = state
     return out
-
-
-def _rows_or_none(items: list) -> list:
-    """A parameter list that PRIMUS_TEST_MATRIX_ROWS may leave empty (the second CI leg has no FP8 row):
-    pytest would collect an empty one as a skipped placeholder; this placeholder is deselected instead
-    (tests/conftest.py), as the rows the filter leaves out are."""
-    return items or [pytest.param(None, id="no-row-selected", marks=pytest.mark.no_row_selected)]
 
 
 @pytest.mark.parametrize("case", _rows_or_none([c for c in OUR_CASES if c[0] in FP8_ROWS]), ids=_ids)
@@ -788,8 +788,8 @@ def test_fp8_rows_train_in_fp8(worlds, config):
             assert len(experts) == 2 * _spec(config)["num_layers"], f"{config}: FP8 expert layers {experts}"
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if CONFIGS[c[0]][1].get("a2a_overlap") and c[1] != H.MEGATRON],
-                         ids=_ids)
+@pytest.mark.parametrize("case", _rows_or_none([c for c in CASES if CONFIGS[c[0]][1].get("a2a_overlap")
+                                                and c[1] != H.MEGATRON]), ids=_ids)
 def test_a2a_overlap_runs_forward_and_backward_as_one_step(worlds, case):
     """Under --overlap-moe-expert-parallel-comm the steady state ran F and B of two microbatches as one
     combined step (megatron's combined_forward_backward_step with both halves) on every rank."""
@@ -820,7 +820,7 @@ MOE_SPLIT_CASES = [c for c in OUR_CASES if CONFIGS[c[0]][1].get("moe") and c[1] 
                    and _splits(c[1], WORLDS[CONFIGS[c[0]][0]]["pp"], _spec(c[0])["microbatches"])]
 
 
-@pytest.mark.parametrize("case", MOE_SPLIT_CASES, ids=_ids)
+@pytest.mark.parametrize("case", _rows_or_none(MOE_SPLIT_CASES), ids=_ids)
 def test_expert_weight_gradients_are_deferred(worlds, case):
     """Under schedules with W ops, every linear layer (the experts' included) defers its
     weight gradient once per microbatch, and W runs each."""
@@ -840,7 +840,7 @@ def test_expert_weight_gradients_are_deferred(worlds, case):
                 f"{config} / {schedule} / iteration {it}: rank {res['rank']} ran {record['wgrads_run']} of them"
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if CONFIGS[c[0]][1].get("moe")], ids=_ids)
+@pytest.mark.parametrize("case", _rows_or_none([c for c in CASES if CONFIGS[c[0]][1].get("moe")]), ids=_ids)
 def test_every_gradient_bucket_is_reduced_once_per_step(worlds, case):
     """megatron's DDP starts each bucket group's gradient reduce exactly once per step, the
     experts' (over the expert data-parallel group) and the rest's: deferring weight gradients to
@@ -862,7 +862,7 @@ def test_every_gradient_bucket_is_reduced_once_per_step(worlds, case):
 MTP_ROWS = [c for c in CONFIGS if CONFIGS[c][1].get("model", {}).get("mtp_num_layers")]
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[0] in MTP_ROWS], ids=_ids)
+@pytest.mark.parametrize("case", _rows_or_none([c for c in CASES if c[0] in MTP_ROWS]), ids=_ids)
 def test_mtp_losses_are_megatrons(worlds, reference, case):
     """The MTP losses megatron's MTP block tracks (MTPLossLoggingHelper: what Megatron-LM logs as
     "mtp_1 loss") in every iteration: on one pipeline rank per data-parallel replica, the loss stage's
@@ -906,7 +906,7 @@ def test_mtp_losses_are_megatrons(worlds, reference, case):
 BALANCE_ROWS = [c for c in CONFIGS if CONFIGS[c][1].get("balance")]
 
 
-@pytest.mark.parametrize("config", BALANCE_ROWS)
+@pytest.mark.parametrize("config", _rows_or_none(BALANCE_ROWS))
 def test_balanced_rows_give_replicas_different_counts(reference, config):
     """The rows exercise what they claim: in some iteration the two replicas run different counts."""
     counts = [it["counts"] for it in reference[config]["iterations"]]
@@ -945,7 +945,7 @@ def test_lb_mini_and_the_plain_split_train_the_same_gradients(worlds, cases):
 ARCH_CONFIGS = [c for c in CONFIGS if CONFIGS[c][1].get("arch") and not CONFIGS[c][1].get("fp8")]  # (no FP8 reference)
 
 
-@pytest.mark.parametrize("config", ARCH_CONFIGS)
+@pytest.mark.parametrize("config", _rows_or_none(ARCH_CONFIGS))
 def test_architecture_rows_build_what_they_name(reference, config):
     """The reference's parameters show the architecture: RoPE (no position embedding table), no
     biases, RMSNorm (no norm biases), SwiGLU (fc1 twice the FFN width), and grouped-query attention
@@ -982,7 +982,7 @@ RECOMPUTE_CASES = [c for c in CASES if CONFIGS[c[0]][1].get("model", {}).get("re
 NO_RECOMPUTE_CASES = [c for c in CASES if c[0] == "c-fusion-bf16"]
 
 
-@pytest.mark.parametrize("case", RECOMPUTE_CASES + NO_RECOMPUTE_CASES, ids=_ids)
+@pytest.mark.parametrize("case", _rows_or_none(RECOMPUTE_CASES + NO_RECOMPUTE_CASES), ids=_ids)
 def test_selective_recompute_runs_core_attention_again_in_the_backward(worlds, case):
     """Under `recompute_granularity='selective'` (megatron's default modules: core attention)
     every core attention runs twice per microbatch and iteration, its forward and its
