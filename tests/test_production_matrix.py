@@ -148,10 +148,9 @@ OVERLAP = {"overlap_grad_reduce": True, "bucket_size": 3000}  # several buckets 
 # fusion, overlap and the distributed optimizer with overlapped gathers, every W schedule, which is also the
 # bf16 fusion configuration); a row that changes one thing the runtime sees the same way
 # in every schedule (no overlap, no aligned reduce, the plain distributed optimizer, fp32 or bf16 fusion,
-# selective recompute, the Llama block, local MoE experts, MLA, CP, TP + SP, and the distributed optimizer
-# with overlapped gathers in fp32, whose settings the FP8 rows run under every W schedule) runs one schedule of each kind the
-# runtime executes differently (one chunk, interleaved chunks, V), chosen so that every schedule meets
-# several of them, and the rows of the second CI leg keep its one-of-each-kind subset (1f1b, zb-h1, zbv:
+# selective recompute, the Llama block, local MoE experts, MLA, CP, TP + SP, the fp32 distributed optimizer
+# with overlapped gathers) runs one schedule of each kind the runtime executes differently (one chunk,
+# interleaved chunks, V), chosen so that every schedule meets several of them, and the rows of the second CI leg keep its one-of-each-kind subset (1f1b, zb-h1, zbv:
 # tests/schedule_subset.py) where they ran it before. Within a kind the schedules differ only in op order,
 # which the full rows, the parity tests and the planner's proofs cover. Every schedule on every such row
 # cost a fifth of the matrix (40 of 215 cases, about 100 s of the suite; 2026-11-29); bf16 fusion, the
@@ -162,7 +161,8 @@ CONFIGS = {
     "a-overlap-no-grad-sync": ("dp2pp2", {"ddp": OVERLAP, "align_grad_reduce": False,
                                           "schedules": ["zb-h2", "interleaved-zb", "v-half"]}),
     "a-no-overlap": ("dp2pp2", {"schedules": ["zb-auto", "interleaved-1f1b", "zbv"]}),
-    # megatron's schedules without W ops and one W schedule of each placement (2026-11-29): the FP8 rows
+    # megatron's schedules without W ops (one chunk, interleaved) and a W schedule with one chunk and with V
+    # placement (2026-11-29): the FP8 rows
     # (n-fp8-*) run every W schedule with these DDP and optimizer settings (overlapped reduce, the distributed
     # optimizer, overlapped parameter gathers), whose gathers wait on each chunk's first forward in any of them
     "b-distopt-overlap-param-gather": ("dp2pp2", {"ddp": {**OVERLAP, "use_distributed_optimizer": True,
