@@ -9,6 +9,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+# One bf16 arithmetic on every x86 CPU the suite runs on: torch sends CPU bf16 GEMMs to oneDNN, which on
+# a CPU with AMX (Sapphire Rapids and later) takes AMX kernels that round otherwise than its AVX-512 ones.
+# The bitwise comparisons (our schedules against megatron's) hold either way; the tolerances against a
+# non-pipelined reference were measured with AVX-512, and the bf16 expert-parallel matrix row's reference
+# (its experts over both replicas' tokens at once) drifts with AMX: iteration 1 up to 30% of a gradient's
+# largest value (a token's top-2 experts flip), against <= 2.3e-2 with AVX-512 (Xeon with AMX, 2026-11-29).
+# Set before any oneDNN kernel is made here; every rank, fork server and launched run inherits it.
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+
 try:
     from hypothesis import HealthCheck, settings
 except ImportError:  # hypothesis is a test extra; the planner tests that need it import it themselves

@@ -13,7 +13,10 @@ transpose) instead, so every FP8 GEMM is TN on the float8 buffers, with each ope
 ``scale_inv``; a missing usage and a leading dimension not a multiple of 16 raise TE's sentences.
 On CPU, ``_scaled_mm``'s fp32 / bf16 result is the fp32 product of the dequantized operands plus
 the bias, rounded once to the output dtype: cuBLASLt's accumulation order and fast accumulation
-(``use_split_accumulator``) are not reproduced, so values match TE's to fp32 rounding, not bitwise."""
+(``use_split_accumulator``) are not reproduced, so values match TE's to fp32 rounding, not bitwise.
+That is torch's emulated CPU kernel; torch 2.13 (aten/src/ATen/native/Blas.cpp, ``_scaled_mm_out_cpu``)
+takes oneDNN's instead on a CPU with AMX-INT8 while oneDNN is enabled, which has no FNUZ formats and
+rounds in another order. The stand-in turns oneDNN off around the call, so one result on every CPU."""
 from __future__ import annotations
 
 from typing import Optional
@@ -48,6 +51,16 @@ def _tn_operand(t, rowwise: bool, name: str) -> torch.Tensor:
     return buf
 
 
+def _emulated_scaled_mm(a, b, scale_a, scale_b, bias, dtype) -> torch.Tensor:
+    """torch._scaled_mm through torch's emulated CPU kernel whatever the CPU (module doc)."""
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=dtype)
+    finally:
+        torch.backends.mkldnn.enabled = enabled
+
+
 def _fp8_gemm(A, B, layout: str, out_dtype, accumulate: bool, out, bias, grad: bool):
     if not (_is_fp8(A) and _is_fp8(B)):
         raise NotImplementedError("the TransformerEngine stand-in multiplies an FP8 operand only with another")
@@ -56,8 +69,8 @@ def _fp8_gemm(A, B, layout: str, out_dtype, accumulate: bool, out, bias, grad: b
     a = _tn_operand(A, layout[0] == "T", "A")  # N x K
     b = _tn_operand(B, layout[1] == "N", "B")  # M x K
     dtype = out.dtype if out is not None else (out_dtype or torch.float32)
-    result = torch._scaled_mm(b, a.t(), scale_a=B._scale_inv.reshape(()).float(),
-                              scale_b=A._scale_inv.reshape(()).float(), bias=bias, out_dtype=dtype)
+    result = _emulated_scaled_mm(b, a.t(), B._scale_inv.reshape(()).float(), A._scale_inv.reshape(()).float(),
+                                 bias, dtype)
     if out is not None:
         if accumulate:
             out.add_(result)
