@@ -122,7 +122,8 @@ plan: $(STAMP)
 # (which counts orphaned ranks too) measured 77.4 CPU-minutes in 43.9 minutes for a clean clone of
 # b8aecf6 (2026-11-29), 88% of 2 cores, and after the "Halved" passes (docs/testing.md) 58.7 CPU-minutes in
 # 31.6 minutes (the streams ending at 29.4-29.6; 67.3 in 36.9 on a second clone; 64.5 in 34.4 after the
-# evening's changes, docs/testing.md "Frozen, warmed, trimmed"); more streams only even out when each part ends.
+# evening's changes, docs/testing.md "Frozen, warmed, trimmed"); on the night's AMX machine 27.1 CPU-minutes in 15.0
+# minutes from empty caches (docs/testing.md "Another machine"); more streams only even out when each part ends.
 # Leg 1 is cut in three: its Megatron-LM files (PY311_MEGATRON_LM), its longest launches and the GPU
 # kit's dry runs (PY311_LAUNCHES) and the rest; leg 2 is the fourth. Each background stream's output goes to
 # out/<stream>.log, printed when it ends; the target fails if any part fails.
