@@ -8,6 +8,7 @@ processes behind.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import psutil
@@ -139,6 +140,22 @@ def test_a_rank_that_crashes_in_native_code_is_named_with_its_python_stack(short
     assert "rank 1 failed:\nits process was killed by signal 11 (SIGSEGV)" in message
     assert "faulthandler wrote:" in message and "Fatal Python error: Segmentation fault" in message
     assert "in _crash_in_native_code" in message  # the frame that crashed, by name
+
+
+def _abort_after_native_words(rank: int, case: dict) -> None:
+    os.write(2, f"native words from rank {rank}\n".encode())  # as gloo's enforce or the C library would
+    os.abort()
+
+
+def test_a_ranks_native_stderr_is_kept_in_its_own_file_when_asked(short_grace, tmp_path, monkeypatch):
+    """PRIMUS_RANK_STDERR_DIR: what a rank wrote on file descriptor 2 before it died by SIGABRT is in
+    its own file there (elsewhere it goes to the fork server's stderr, which a test run drops)."""
+    monkeypatch.setenv(local_ranks.STDERR_DIR_ENV, str(tmp_path))
+    with pytest.raises(RuntimeError) as info:
+        local_ranks.run_ranks(_abort_after_native_words, {"pp": 1}, 1, timeout_s=300)
+    assert "rank 0 failed:\nits process was killed by signal 6 (SIGABRT)" in str(info.value)
+    files = list(tmp_path.glob("rank0-*.err"))
+    assert len(files) == 1 and "native words from rank 0\n" in files[0].read_text(), files
 
 
 def _imported_from(rank: int, case: dict) -> dict:

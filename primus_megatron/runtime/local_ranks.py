@@ -13,7 +13,9 @@ and raises here with the ranks that failed or did not finish. A rank whose
 process dies without a word (a signal, the out-of-memory killer) counts as
 failed, named with its exit status and the Python stack faulthandler wrote at its death
 (each rank's fault file, read back into the error: on stderr it would be lost in a test's
-captured output).
+captured output). What native code writes before such a death (gloo's enforce message, the C
+library's) goes to the rank's standard error, the fork server's: with STDERR_DIR_ENV set, each
+rank's goes to a file of its own there instead (`rank<r>-<pid>.err`), for chasing a rare crash.
 
 `sys_path` puts directories first on the ranks' import path before they import anything
 (a test's TransformerEngine stand-in, whose presence megatron-core decides at import):
@@ -106,6 +108,7 @@ def _worker(rank: int, world: int, port: int, payload: bytes, out, pin: bool, en
         # a crash in native code (gloo, a kernel) still names its Python frames, every thread's
         fault = open(fault_path, "w")
         faulthandler.enable(file=fault, all_threads=True)
+        _stderr_to_own_file(rank)
         warnings.filterwarnings("ignore")
         if pin:  # rank r on the r-th core this process may use
             cores = sorted(os.sched_getaffinity(0))
@@ -140,6 +143,21 @@ def _worker(rank: int, world: int, port: int, payload: bytes, out, pin: bool, en
             faulthandler.disable()
             fault.close()
         os._exit(0)
+
+
+STDERR_DIR_ENV = "PRIMUS_RANK_STDERR_DIR"
+
+
+def _stderr_to_own_file(rank: int) -> None:
+    """With STDERR_DIR_ENV set (off by default: tests read ranks' output where it goes now), the rank's
+    file descriptor 2 goes to a file of its own there, kept after the rank dies (module doc)."""
+    directory = os.environ.get(STDERR_DIR_ENV)
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+        fd = os.open(os.path.join(directory, f"rank{rank}-{os.getpid()}.err"), os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                     0o644)
+        os.dup2(fd, 2)
+        os.close(fd)
 
 
 def run_ranks(body: Callable[[int, dict], Any], case: dict, world: int, *, timeout_s: float,
