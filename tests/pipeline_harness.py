@@ -271,6 +271,9 @@ def p2p_order_body(rank, world_case):
             out[key] = ("ok", theirs.tolist())
         except PipelineTimeout as exc:
             out[key] = ("timeout", str(exc))
+    # neither rank ends (closing its connections) while the other still waits out its own timeout: under
+    # load the peer that timed out first exited, and the other's wait ended in "connection closed" instead
+    dist.barrier()
     return out
 
 
