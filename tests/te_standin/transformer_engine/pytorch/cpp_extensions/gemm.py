@@ -53,7 +53,7 @@ def _tn_operand(t, rowwise: bool, name: str) -> torch.Tensor:
 
 def _emulated_scaled_mm(a, b, scale_a, scale_b, bias, dtype) -> torch.Tensor:
     """torch._scaled_mm through torch's emulated CPU kernel whatever the CPU (module doc)."""
-    enabled = torch.backends.mkldnn.enabled
+    enabled = torch.backends.mkldnn.enabled  # not mkldnn.flags(): it also sets TF32 and warns each call
     torch.backends.mkldnn.enabled = False
     try:
         return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=dtype)
